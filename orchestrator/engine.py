@@ -1,0 +1,578 @@
+"""The episode engine: one loop over orchestrator turns, each opening one stage.
+
+A turn returns a tagged next step — answer, retry (malformed output), run a stage, or fail — and the
+driver only dispatches. Stages run direct tool calls and sub-agents together in one anyio task
+group under a shared capacity limiter; admission derives each sub-agent's step cap from the
+remaining critical-step budget so the episode can never exceed ``max_critical_steps``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from opentelemetry.trace import TracerProvider
+
+from orchestrator.config import SwarmConfig
+from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
+from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
+from swarm.dag import dag_stats
+from swarm.errors import ConfigError, ModelOutputError, UnknownNameError
+from swarm.events import (
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    Observer,
+    StageFinished,
+    StageStarted,
+    SubagentFinished,
+    SubagentStarted,
+    TurnFinished,
+)
+from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm.records import (
+    AgentDefinition,
+    AgentStatus,
+    EpisodeRecord,
+    EpisodeStatus,
+    OrchestratorTurn,
+    StageKind,
+    StageRecord,
+    StepRecord,
+    SubagentResult,
+    Task,
+    ToolResult,
+)
+from swarm.tracing import Telemetry, attr
+from tools.registry import Tool, ToolContext, ToolRegistry
+
+__all__ = ["Orchestrator"]
+
+CREATE = "create_subagent"
+ASSIGN = "assign_task"
+ORCHESTRATOR_ID = "orchestrator"
+
+
+# -- tagged next steps ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    text: str
+    status: EpisodeStatus
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    completion: Completion
+
+
+@dataclass(frozen=True, slots=True)
+class _Fail:
+    error: str
+    error_type: str
+
+
+_Next = _Answer | _Retry | _Stage | _Fail
+
+
+# -- episode state ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _EpisodeState:
+    """All run state of one episode, in one object."""
+
+    episode_id: str
+    task: Task
+    t0: float
+    started_at: float
+    messages: list[Message]
+    agents: dict[str, AgentDefinition]
+    turns: list[OrchestratorTurn] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
+    critical_used: int = 0
+    malformed: int = 0
+    usage: Usage = field(default_factory=Usage)
+    subagent_usage: Usage = field(default_factory=Usage)
+    drift_count: int = 0
+    status: EpisodeStatus | None = None
+    answer: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    trace_id: str | None = None
+    last_ids: tuple[int, ...] | None = None
+
+    def clock(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def finish(self, status: EpisodeStatus, answer: str | None = None, error: str | None = None,
+               error_type: str | None = None) -> None:
+        if self.status is None:
+            self.status, self.answer, self.error, self.error_type = status, answer, error, error_type
+
+
+@dataclass(slots=True)
+class _TurnOutcome:
+    """A finished orchestrator generation before its stage has run."""
+
+    step_started: float
+    step_ended: float
+    completion: Completion | None
+    error: str | None = None
+
+
+class Orchestrator:
+    """Runs episodes: ``record = await Orchestrator(backend).run("task")``.
+
+    ``backend`` is the orchestrator policy (the object RL trains). Sub-agents run on
+    ``subagent_backend`` (default: the same backend, used frozen) or, when ``create_subagent`` names
+    a ``model``, on ``subagent_backends[model]``. ``agents`` predefines sub-agent types the
+    orchestrator can assign tasks to without creating them. ``observers`` receive progress events.
+    """
+
+    def __init__(
+        self,
+        backend: ModelBackend,
+        config: SwarmConfig | None = None,
+        *,
+        tools: ToolRegistry | Iterable[Tool] | None = None,
+        agents: Iterable[AgentDefinition] = (),
+        subagent_backend: ModelBackend | None = None,
+        subagent_backends: Mapping[str, ModelBackend] | None = None,
+        tracer_provider: TracerProvider | None = None,
+        capture_content: bool = False,
+        telemetry: Telemetry | None = None,
+        observers: Iterable[Observer] = (),
+    ) -> None:
+        self.backend = backend
+        self.config = config or SwarmConfig()
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
+        self.subagent_backend = subagent_backend or backend
+        self.subagent_backends: dict[str, ModelBackend] = dict(subagent_backends or {})
+        self.subagent_backends.setdefault(self.subagent_backend.model, self.subagent_backend)
+        self.telemetry = telemetry or Telemetry(tracer_provider, capture_content=capture_content)
+        self.observers: list[Observer] = list(observers)
+        cfg = self.config
+        try:
+            self._direct = self.tools.resolve(cfg.orchestrator_tools or self.tools.names)
+            self._grantable = self.tools.resolve(cfg.subagent_tools or self.tools.names)
+        except UnknownNameError as exc:
+            raise ConfigError(f"tool allow-list in the config names an unregistered tool: {exc}") from None
+        clash = {CREATE, ASSIGN} & set(self.tools.names)
+        if clash:
+            raise ConfigError(f"tool names {sorted(clash)} are reserved for the orchestrator's actions")
+        self._presets: dict[str, AgentDefinition] = {}
+        for a in agents:
+            bad = [t for t in a.tools if t not in self._grantable]
+            if bad:
+                raise ConfigError(f"predefined agent {a.name!r} grants tools the episode does not allow: {bad}")
+            if a.model is not None and a.model not in self.subagent_backends:
+                raise ConfigError(
+                    f"predefined agent {a.name!r} uses model {a.model!r}; known: {sorted(self.subagent_backends)}"
+                )
+            self._presets[a.name] = a
+        self._specs: tuple[ToolSpec, ...] = (
+            *action_specs(sorted(self._grantable), sorted(self.subagent_backends)),
+            *(t.spec for t in self._direct.values()),
+        )
+        self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
+        self.last_record: EpisodeRecord | None = None
+
+    # -- public API ---------------------------------------------------------------------------------
+
+    def add_observer(self, observer: Observer) -> None:
+        self.observers.append(observer)
+
+    async def run(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
+        """Run one episode to an ending and return its record.
+
+        If the caller cancels (Ctrl-C, an outer deadline), every sub-agent is cancelled, the record is
+        built with status ``cancelled`` and delivered to observers (``EpisodeFinished``) and to
+        :attr:`last_record`, then the cancellation propagates.
+        """
+        if isinstance(task, str):
+            task = Task(prompt=task)
+        eid = episode_id or uuid.uuid4().hex[:16]
+        system = self.config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        st = _EpisodeState(
+            episode_id=eid, task=task, t0=time.perf_counter(), started_at=time.time(),
+            messages=[SystemMessage(content=system), UserMessage(content=task.prompt)],
+            agents=dict(self._presets),
+        )
+        self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
+        with self.telemetry.episode(episode_id=eid, model=self.backend.model, task_id=task.id) as span:
+            st.trace_id = span.trace_id()
+            try:
+                timeout = self.config.episode_timeout_s
+                if timeout is None:
+                    await self._drive(st)
+                else:
+                    with anyio.move_on_after(timeout) as scope:
+                        await self._drive(st)
+                    if scope.cancelled_caught:
+                        st.finish(EpisodeStatus.TIMEOUT, self._partial_answer(st),
+                                  f"episode timed out after {timeout:g}s", "TimeoutError")
+            except anyio.get_cancelled_exc_class():
+                st.finish(EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled",
+                          "Cancelled")
+                self._close(st, span)
+                raise
+            except Exception as exc:
+                # A bug in the runtime or a tool layer: keep everything that ran, then raise.
+                st.finish(EpisodeStatus.FAILED, None, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+                self._close(st, span)
+                raise
+            return self._close(st, span)
+
+    def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
+        """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop."""
+
+        async def main() -> EpisodeRecord:
+            return await self.run(task, episode_id=episode_id)
+
+        return anyio.run(main)
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    async def _drive(self, st: _EpisodeState) -> None:
+        while st.status is None:
+            final = self.config.max_critical_steps - st.critical_used <= 1
+            outcome = await self._generate(st, final)
+            nxt = self._decide(st, outcome, final)
+            if isinstance(nxt, _Stage):
+                await self._run_stage(st, outcome, nxt.completion)
+                continue
+            kind: StageKind = "retry" if isinstance(nxt, _Retry) else "answer"
+            self._record_stage(st, outcome, kind, (), ())
+            if isinstance(nxt, _Answer):
+                st.finish(nxt.status, nxt.text)
+            elif isinstance(nxt, _Fail):
+                st.finish(EpisodeStatus.FAILED, None, nxt.error, nxt.error_type)
+
+    async def _generate(self, st: _EpisodeState, final: bool) -> _TurnOutcome:
+        """One orchestrator generation (one main step)."""
+        cfg = self.config
+        request = ModelRequest(
+            messages=tuple(st.messages), tools=self._specs, sampling=cfg.orchestrator_sampling,
+            tool_choice="none" if final else "auto", agent_id=ORCHESTRATOR_ID, agent_name=ORCHESTRATOR_ID,
+        )
+        started = st.clock()
+        with self.telemetry.chat(
+            model=self.backend.model, temperature=cfg.orchestrator_sampling.temperature,
+            max_tokens=cfg.orchestrator_sampling.max_tokens,
+        ) as span:
+            self.telemetry.content(span, attr.INPUT_MESSAGES, [m.to_openai() for m in st.messages])
+            try:
+                completion = await self.backend.complete(request)
+            except Exception as exc:
+                st.critical_used += 1
+                span.fail(type(exc).__name__, str(exc))
+                return _TurnOutcome(started, st.clock(), None, f"{type(exc).__name__}: {exc}")
+            span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
+            span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
+            span.set(attr.RESPONSE_MODEL, completion.model or None)
+            span.set(attr.FINISH_REASONS, (completion.finish_reason,))
+            self.telemetry.content(span, attr.OUTPUT_MESSAGES, AssistantMessage(
+                content=completion.text, tool_calls=completion.tool_calls).to_openai())
+        st.critical_used += 1
+        st.usage = st.usage + completion.usage
+        drift = self._check_drift(st, completion)
+        st.turns.append(
+            OrchestratorTurn(
+                index=len(st.turns), stage=len(st.stages), text=completion.text,
+                tool_calls=completion.tool_calls, finish_reason=completion.finish_reason,
+                usage=completion.usage, prompt_token_ids=completion.prompt_token_ids,
+                response_token_ids=completion.token_ids, response_logprobs=completion.logprobs,
+                parse_error=completion.parse_error, drift=drift, tools_enabled=not final,
+                weight_version=completion.weight_version,
+            )
+        )
+        self._emit_lazy(lambda: TurnFinished(
+            index=len(st.turns) - 1, text=completion.text, tool_calls=tuple(c.name for c in completion.tool_calls)
+        ))
+        return _TurnOutcome(started, st.clock(), completion)
+
+    def _check_drift(self, st: _EpisodeState, c: Completion) -> bool:
+        """A turn drifts when its prompt ids do not extend the previous prompt + response ids."""
+        drift = False
+        if c.prompt_token_ids is not None and st.last_ids is not None:
+            prev = st.last_ids
+            drift = c.prompt_token_ids[: len(prev)] != prev
+            st.drift_count += drift
+        if c.prompt_token_ids is not None and c.token_ids is not None:
+            st.last_ids = c.prompt_token_ids + c.token_ids
+        else:
+            st.last_ids = None
+        return drift
+
+    def _decide(self, st: _EpisodeState, outcome: _TurnOutcome, final: bool) -> _Next:
+        c = outcome.completion
+        if c is None:
+            return _Fail(f"orchestrator model call failed: {outcome.error}", "BackendError")
+        if final:
+            # Tools are disabled on the last turn: whatever it says is the answer.
+            return _Answer(c.text, EpisodeStatus.BUDGET_EXHAUSTED)
+        if c.parse_error is not None:
+            st.malformed += 1
+            st.messages.append(AssistantMessage(content=c.text))
+            st.messages.append(UserMessage(content=malformed_feedback(c.parse_error)))
+            if st.malformed > self.config.max_malformed_retries:
+                return _Fail(
+                    f"orchestrator output stayed malformed after {self.config.max_malformed_retries} "
+                    f"retries: {c.parse_error}",
+                    ModelOutputError.__name__,
+                )
+            return _Retry(c.parse_error)
+        if not c.tool_calls:
+            st.messages.append(AssistantMessage(content=c.text))
+            return _Answer(c.text, EpisodeStatus.COMPLETED)
+        return _Stage(c)
+
+    # -- stages -------------------------------------------------------------------------------------
+
+    def _limiter_now(self) -> anyio.CapacityLimiter:
+        token = anyio.lowlevel.current_token()
+        if self._limiter is None or self._limiter[0] is not token:
+            self._limiter = (token, anyio.CapacityLimiter(self.config.max_concurrency))
+        return self._limiter[1]
+
+    def _create(self, st: _EpisodeState, call: ToolCall) -> str:
+        """Handle create_subagent; returns the tool message text or raises ValueError (model's error)."""
+        a = call.arguments
+        name, prompt = a.get("name"), a.get("system_prompt")
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("create_subagent needs a non-empty string 'name'")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("create_subagent needs a non-empty string 'system_prompt'")
+        name = name.strip()
+        if name in st.agents:
+            raise ValueError(f"a sub-agent named {name!r} already exists; assign tasks to it or pick a new name")
+        tools = a.get("tools") or []
+        if isinstance(tools, str):
+            tools = [tools]
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise ValueError("'tools' must be a list of tool names")
+        bad = [t for t in tools if t not in self._grantable]
+        if bad:
+            allowed = ", ".join(sorted(self._grantable)) or "(none)"
+            raise ValueError(f"tools {bad} cannot be granted in this episode; allowed: {allowed}")
+        model = a.get("model")
+        if model is not None and model not in self.subagent_backends:
+            raise ValueError(f"unknown model {model!r}; available: {', '.join(sorted(self.subagent_backends))}")
+        st.agents[name] = AgentDefinition(name=name, system_prompt=prompt, tools=tuple(tools), model=model)
+        granted = ", ".join(tools) or "no tools"
+        return f"created sub-agent {name!r} ({granted})"
+
+    async def _run_stage(self, st: _EpisodeState, outcome: _TurnOutcome, completion: Completion) -> None:
+        cfg = self.config
+        index = len(st.stages)
+        calls = completion.tool_calls
+        results: dict[str, ToolResult] = {}
+
+        def error_result(c: ToolCall, text: str, error_type: str) -> ToolResult:
+            now = st.clock()
+            return ToolResult(call=c, content=f"error: {text}", is_error=True, error_type=error_type,
+                              started=now, ended=now)
+
+        for c in calls:
+            if c.name == CREATE:
+                try:
+                    now = st.clock()
+                    results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
+                except ValueError as exc:
+                    results[c.id] = error_result(c, str(exc), "InvalidAction")
+
+        # Admission: width limit, known agents, and step caps from the remaining critical budget.
+        remaining = cfg.max_critical_steps - st.critical_used
+        cap = min(cfg.max_subagent_steps, remaining - 1)
+        runs: list[tuple[ToolCall, SubagentRun]] = []
+        unrun: list[tuple[ToolCall, SubagentResult]] = []
+        direct: list[ToolCall] = []
+        rt_cache: dict[str | None, SubagentRuntime] = {}
+        for c in calls:
+            if c.name == CREATE:
+                continue
+            if c.name != ASSIGN:
+                direct.append(c)
+                continue
+            agent, task = c.arguments.get("agent"), c.arguments.get("task")
+            if not isinstance(agent, str) or agent not in st.agents:
+                known = ", ".join(sorted(st.agents)) or "(none yet)"
+                results[c.id] = error_result(
+                    c, f"unknown sub-agent {agent!r}; create it first with create_subagent. Known: {known}",
+                    "InvalidAction")
+                continue
+            if not isinstance(task, str) or not task.strip():
+                results[c.id] = error_result(c, "assign_task needs a non-empty string 'task'", "InvalidAction")
+                continue
+            if len(runs) + len(unrun) >= cfg.max_subagents_per_stage:
+                results[c.id] = error_result(
+                    c, f"stage width limit of {cfg.max_subagents_per_stage} sub-agents reached; "
+                    "this assignment was not run. Assign it in a later stage.", "WidthLimit")
+                continue
+            definition = st.agents[agent]
+            agent_id = f"{definition.name}-{index}-{len(runs) + len(unrun)}"
+            if cap < 1:
+                now = st.clock()
+                unrun.append((c, SubagentResult(
+                    agent_id=agent_id, name=definition.name, task=task, status=AgentStatus.BUDGET_EXHAUSTED,
+                    error="no critical-step budget left for sub-agents in this episode",
+                    error_type="BudgetExhaustedError", started=now, ended=now, step_cap=0)))
+                continue
+            rt = rt_cache.get(definition.model)
+            if rt is None:
+                rt = rt_cache[definition.model] = self._runtime(st, definition.model)
+            runs.append((c, SubagentRun(definition=definition, task=task, agent_id=agent_id, stage=index,
+                                        step_cap=cap, timeout_s=cfg.subagent_timeout_s, rt=rt)))
+
+        width = len(runs) + len(unrun)
+        kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
+        done: dict[str, SubagentResult] = {c.id: r for c, r in unrun}
+        self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
+        with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
+            try:
+                async with anyio.create_task_group() as tg:
+                    if direct:
+                        tg.start_soon(self._direct_calls, st, direct, results)
+                    limiter = self._limiter_now()
+                    for c, run in runs:
+                        tg.start_soon(self._subagent, run, c.id, done, limiter)
+            except anyio.get_cancelled_exc_class():
+                for c, run in runs:
+                    if c.id not in done:
+                        done[c.id] = run.result(AgentStatus.CANCELLED, error="cancelled with the episode",
+                                                error_type="Cancelled")
+                subs = tuple(done[c.id] for c in calls if c.id in done)
+                self._record_stage(st, outcome, kind, tuple(results.values()), subs, span)
+                raise
+            subs = tuple(done[c.id] for c in calls if c.id in done)
+            stage = self._record_stage(st, outcome, kind, tuple(results[c.id] for c in calls if c.id in results),
+                                       subs, span)
+        # Observations for the next turn, in call order.
+        st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
+        for c in calls:
+            if c.id in done:
+                r = done[c.id]
+                st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name,
+                                               content=format_subagent_result(r, cfg.max_report_chars),
+                                               is_error=r.status is not AgentStatus.COMPLETED))
+            else:
+                tr = results[c.id]
+                st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name, content=tr.content,
+                                               is_error=tr.is_error))
+        self._emit_lazy(lambda: StageFinished(index=index, critical_steps=stage.critical_steps,
+                                              critical_so_far=st.critical_used))
+
+    def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
+        cfg = self.config
+        backend = self.subagent_backends[model] if model is not None else self.subagent_backend
+        observer = self._emit if self.observers else None
+        return SubagentRuntime(
+            backend=backend, tools=self._grantable, telemetry=self.telemetry, episode_id=st.episode_id,
+            sampling=cfg.subagent_sampling, clock=st.clock, workspace=self._workspace(st),
+            max_malformed=cfg.max_malformed_retries, max_completion_tokens=cfg.max_subagent_completion_tokens,
+            observer=observer,
+        )
+
+    def _workspace(self, st: _EpisodeState) -> Path | None:
+        root = self.config.workspace_root
+        return None if root is None else root / st.episode_id
+
+    async def _direct_calls(self, st: _EpisodeState, calls: Sequence[ToolCall], out: dict[str, ToolResult]) -> None:
+        ctx = ToolContext(episode_id=st.episode_id, agent_id=ORCHESTRATOR_ID, workspace=self._workspace(st))
+        for r in await run_tool_calls(calls, self._direct, ctx, self.telemetry, st.clock):
+            out[r.call.id] = r
+
+    async def _subagent(self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult],
+                        limiter: anyio.CapacityLimiter) -> None:
+        async with limiter:
+            self._emit_lazy(lambda: SubagentStarted(agent_id=run.agent_id, name=run.definition.name,
+                                                    task=run.task, step_cap=run.step_cap))
+            result = await run.run()
+        done[call_id] = result
+        self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+
+    def _record_stage(
+        self, st: _EpisodeState, outcome: _TurnOutcome, kind: StageKind,
+        tool_results: tuple[ToolResult, ...], subs: tuple[SubagentResult, ...], span: Any = None,
+    ) -> StageRecord:
+        c = outcome.completion
+        index = len(st.stages)
+        ended = max([outcome.step_ended, *(r.ended for r in tool_results)])
+        step = StepRecord(
+            agent_id=ORCHESTRATOR_ID, index=index, kind="orchestrator", stage=index,
+            started=outcome.step_started, ended=ended,
+            prompt_tokens=c.usage.prompt_tokens if c else 0, completion_tokens=c.usage.completion_tokens if c else 0,
+            tool_results=tool_results,
+            error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
+        )
+        sub_max = max((r.steps for r in subs), default=0)
+        st.critical_used += sub_max
+        for r in subs:
+            st.subagent_usage = st.subagent_usage + r.usage
+        stage = StageRecord(
+            index=index, kind=kind, started=outcome.step_started, ended=st.clock(),
+            orchestrator_steps=(step,), tool_results=tool_results, subagents=subs, critical_steps=1 + sub_max,
+        )
+        st.stages.append(stage)
+        if span is not None:
+            span.set(attr.STAGE_CRITICAL, stage.critical_steps)
+            failed = sum(r.status is not AgentStatus.COMPLETED for r in subs)
+            span.set("swarm.stage.failed_subagents", failed)
+        return stage
+
+    # -- endings ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _partial_answer(st: _EpisodeState) -> str | None:
+        return next((t.text for t in reversed(st.turns) if t.text), None)
+
+    def _close(self, st: _EpisodeState, span: Any) -> EpisodeRecord:
+        status = st.status or EpisodeStatus.FAILED
+        stats = dag_stats(st.stages)
+        record = EpisodeRecord(
+            episode_id=st.episode_id, task=st.task, status=status, answer=st.answer, error=st.error,
+            error_type=st.error_type, model=self.backend.model, started_at=st.started_at,
+            wall_time_s=st.clock(), stages=tuple(st.stages), turns=tuple(st.turns),
+            agents=tuple(st.agents.values()), dag=stats, usage=st.usage, subagent_usage=st.subagent_usage,
+            drift_count=st.drift_count, trace_id=st.trace_id,
+            config=self.config.model_dump(mode="json"),
+        )
+        span.set(attr.EPISODE_STATUS, status.value)
+        span.set(attr.INPUT_TOKENS, st.usage.prompt_tokens)
+        span.set(attr.OUTPUT_TOKENS, st.usage.completion_tokens)
+        span.set_many({
+            "swarm.dag.critical_steps": stats.critical_steps,
+            "swarm.dag.total_steps": stats.total_steps,
+            "swarm.dag.speedup": stats.speedup,
+            "swarm.dag.wall_critical_path_s": stats.wall_critical_path_s,
+            "swarm.episode.drift_count": st.drift_count,
+        })
+        if status in (EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED):
+            span.fail(st.error_type or status.value, st.error or "")
+        self.last_record = record
+        self._emit_lazy(lambda: EpisodeFinished(record=record))
+        return record
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def _emit(self, event: Event) -> None:
+        for o in self.observers:
+            o(event)
+
+    def _emit_lazy(self, make: Any) -> None:
+        if self.observers:
+            self._emit(make())

@@ -1,0 +1,274 @@
+"""The sub-agent loop: one state object, one step function returning a tagged next step.
+
+A sub-agent runs on its own (frozen) backend with its own system prompt and tool allow-list until it
+answers without tool calls, spends its step cap, times out, fails or is cancelled. Every ending is a
+:class:`~swarm.records.SubagentResult`; only cancellation propagates (after the result is recorded),
+so a failing sub-agent never cancels its siblings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
+from swarm.events import Observer, SubagentStep
+from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResult, ToolResult
+from swarm.tracing import Telemetry, attr
+from tools.registry import Tool, ToolContext, execute_tool
+
+__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+
+
+def malformed_feedback(error: str) -> str:
+    """What an agent is told after emitting tool-call output that could not be parsed."""
+    return (
+        f"Your last message could not be parsed as a tool call ({error}). "
+        'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
+        "tags, or answer in plain text without tool calls."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentRuntime:
+    """What all sub-agents of an episode share (backends are frozen; never the trained policy)."""
+
+    backend: ModelBackend
+    tools: Mapping[str, Tool]
+    telemetry: Telemetry
+    episode_id: str = ""
+    sampling: SamplingParams = SamplingParams()
+    clock: Callable[[], float] = time.perf_counter
+    workspace: Path | None = None
+    max_malformed: int = 2
+    max_completion_tokens: int | None = None
+    observer: Observer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Continue:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Finish:
+    report: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Fail:
+    status: AgentStatus
+    error: str
+    error_type: str
+
+
+_Next = _Continue | _Finish | _Fail
+_CONTINUE = _Continue()
+
+
+async def run_tool_calls(
+    calls: Sequence[ToolCall],
+    tools: Mapping[str, Tool],
+    ctx: ToolContext,
+    telemetry: Telemetry,
+    clock: Callable[[], float],
+) -> list[ToolResult]:
+    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order."""
+    results: list[ToolResult | None] = [None] * len(calls)
+
+    async def one(i: int, c: ToolCall) -> None:
+        with telemetry.tool(name=c.name, call_id=c.id) as span:
+            r = await execute_tool(c, tools, ctx, clock)
+            if r.is_error:
+                span.fail(r.error_type or "ToolError", r.content)
+            telemetry.content(span, attr.TOOL_ARGUMENTS, c.arguments)
+            telemetry.content(span, attr.TOOL_RESULT, r.content)
+            results[i] = r
+
+    if len(calls) == 1:
+        await one(0, calls[0])
+    else:
+        async with anyio.create_task_group() as tg:
+            for i, c in enumerate(calls):
+                tg.start_soon(one, i, c)
+    return [r for r in results if r is not None]
+
+
+@dataclass(slots=True)
+class SubagentRun:
+    """One sub-agent instance: its state, and the loop that advances it.
+
+    The caller keeps the object, so when the episode is cancelled mid-run it can still build the
+    ``cancelled`` result from :meth:`result` with everything the agent did so far.
+    """
+
+    definition: AgentDefinition
+    task: str
+    agent_id: str
+    stage: int
+    step_cap: int
+    timeout_s: float | None
+    rt: SubagentRuntime
+    messages: list[Message] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    malformed: int = 0
+    started: float = 0.0
+    _tool_specs: tuple[ToolSpec, ...] = ()
+    _tools: Mapping[str, Tool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.messages = [SystemMessage(content=self.definition.system_prompt), UserMessage(content=self.task)]
+        self._tools = {n: self.rt.tools[n] for n in self.definition.tools if n in self.rt.tools}
+        self._tool_specs = tuple(t.spec for t in self._tools.values())
+
+    async def run(self) -> SubagentResult:
+        """Run to an ending. Cancellation propagates; every other ending is a result."""
+        rt = self.rt
+        self.started = rt.clock()
+        with rt.telemetry.agent(
+            name=self.definition.name, agent_id=self.agent_id, model=rt.backend.model, episode_id=rt.episode_id
+        ) as span:
+            outcome: _Finish | _Fail
+            try:
+                if self.timeout_s is None:
+                    outcome = await self._loop()
+                else:
+                    with anyio.fail_after(self.timeout_s):
+                        outcome = await self._loop()
+            except TimeoutError:
+                outcome = _Fail(
+                    AgentStatus.TIMEOUT,
+                    f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
+                    "TimeoutError",
+                )
+            except anyio.get_cancelled_exc_class():
+                span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
+                raise
+            if isinstance(outcome, _Finish):
+                result = self.result(AgentStatus.COMPLETED, report=outcome.report)
+            else:
+                result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
+                span.fail(outcome.error_type, outcome.error)
+            span.set(attr.AGENT_STATUS, result.status.value)
+            span.set(attr.AGENT_STEPS, result.steps)
+            span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
+            span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
+            return result
+
+    def result(
+        self, status: AgentStatus, *, report: str | None = None, error: str | None = None,
+        error_type: str | None = None,
+    ) -> SubagentResult:
+        """The result as of now (used for normal endings and for cancellation)."""
+        if report is None:
+            # Not finished: report the last thing the agent said, so partial work is not lost.
+            report = next(
+                (m.content for m in reversed(self.messages) if isinstance(m, AssistantMessage) and m.content),
+                "",
+            )
+        return SubagentResult(
+            agent_id=self.agent_id,
+            name=self.definition.name,
+            task=self.task,
+            status=status,
+            steps=len(self.steps),
+            report=report,
+            error=error,
+            error_type=error_type,
+            started=self.started,
+            ended=self.rt.clock(),
+            usage=self.usage,
+            model=self.rt.backend.model,
+            step_cap=self.step_cap,
+            step_records=tuple(self.steps),
+            transcript=tuple(self.messages),
+        )
+
+    async def _loop(self) -> _Finish | _Fail:
+        while True:
+            if len(self.steps) >= self.step_cap:
+                return _Fail(
+                    AgentStatus.BUDGET_EXHAUSTED,
+                    f"step cap of {self.step_cap} reached before the sub-agent answered",
+                    BudgetExhaustedError.__name__,
+                )
+            nxt = await self._step()
+            if not isinstance(nxt, _Continue):
+                return nxt
+            limit = self.rt.max_completion_tokens
+            if limit is not None and self.usage.completion_tokens >= limit:
+                return _Fail(
+                    AgentStatus.BUDGET_EXHAUSTED,
+                    f"completion-token limit of {limit} reached ({self.usage.completion_tokens} used)",
+                    BudgetExhaustedError.__name__,
+                )
+
+    def _record(self, started: float, completion: Completion | None, results: tuple[ToolResult, ...] = (),
+                error: str | None = None) -> None:
+        usage = completion.usage if completion is not None else Usage()
+        self.steps.append(
+            StepRecord(
+                agent_id=self.agent_id, index=len(self.steps), kind="subagent", stage=self.stage,
+                started=started, ended=self.rt.clock(), prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens, tool_results=results, error=error,
+            )
+        )
+        if self.rt.observer is not None:
+            self.rt.observer(SubagentStep(agent_id=self.agent_id, step=len(self.steps)))
+
+    async def _step(self) -> _Next:
+        rt = self.rt
+        started = rt.clock()
+        request = ModelRequest(
+            messages=tuple(self.messages), tools=self._tool_specs, sampling=rt.sampling,
+            agent_id=self.agent_id, agent_name=self.definition.name,
+        )
+        with rt.telemetry.chat(model=rt.backend.model) as span:
+            try:
+                completion = await rt.backend.complete(request)
+            except Exception as exc:  # a failing model is this agent's failure, never its siblings'
+                kind = type(exc).__name__
+                self._record(started, None, error=f"{kind}: {exc}")
+                span.fail(kind, str(exc))
+                what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
+                return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
+            span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
+            span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
+            span.set(attr.RESPONSE_MODEL, completion.model or None)
+            span.set(attr.FINISH_REASONS, (completion.finish_reason,))
+        self.usage = self.usage + completion.usage
+
+        if completion.parse_error is not None:
+            self.malformed += 1
+            self.messages.append(AssistantMessage(content=completion.text))
+            self.messages.append(UserMessage(content=malformed_feedback(completion.parse_error)))
+            self._record(started, completion, error=f"malformed output: {completion.parse_error}")
+            if self.malformed > rt.max_malformed:
+                return _Fail(
+                    AgentStatus.FAILED,
+                    f"model output stayed malformed after {rt.max_malformed} retries: {completion.parse_error}",
+                    ModelOutputError.__name__,
+                )
+            return _CONTINUE
+
+        if not completion.tool_calls:
+            self.messages.append(AssistantMessage(content=completion.text))
+            self._record(started, completion)
+            return _Finish(completion.text)
+
+        self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
+        ctx = ToolContext(episode_id=rt.episode_id, agent_id=self.agent_id, workspace=rt.workspace)
+        results = await run_tool_calls(completion.tool_calls, self._tools, ctx, rt.telemetry, rt.clock)
+        for r in results:
+            self.messages.append(
+                ToolMessage(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)
+            )
+        self._record(started, completion, tuple(results))
+        return _CONTINUE

@@ -1,0 +1,82 @@
+"""The swarm kernel: messages, the model backend protocol, records, the step DAG, errors, tracing."""
+
+from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.dag import build_dag, critical_steps_formula, dag_stats
+from swarm.errors import (
+    AgentError,
+    BackendError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    BudgetExhaustedError,
+    ConfigError,
+    ModelOutputError,
+    ScriptError,
+    SwarmError,
+    TaskFileError,
+    ToolError,
+    ToolTimeoutError,
+    UnknownNameError,
+    UserError,
+)
+from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm.records import (
+    AgentDefinition,
+    AgentStatus,
+    DagStats,
+    EpisodeRecord,
+    EpisodeStatus,
+    OrchestratorTurn,
+    StageRecord,
+    StepRecord,
+    SubagentResult,
+    Task,
+    ToolResult,
+)
+from swarm.tracing import Telemetry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentDefinition",
+    "AgentError",
+    "AgentStatus",
+    "AssistantMessage",
+    "BackendError",
+    "BackendTimeoutError",
+    "BackendUnavailableError",
+    "BudgetExhaustedError",
+    "Completion",
+    "ConfigError",
+    "DagStats",
+    "EpisodeRecord",
+    "EpisodeStatus",
+    "Message",
+    "ModelBackend",
+    "ModelOutputError",
+    "ModelRequest",
+    "OrchestratorTurn",
+    "SamplingParams",
+    "ScriptError",
+    "StageRecord",
+    "StepRecord",
+    "SubagentResult",
+    "SwarmError",
+    "SystemMessage",
+    "Task",
+    "TaskFileError",
+    "Telemetry",
+    "ToolCall",
+    "ToolError",
+    "ToolMessage",
+    "ToolResult",
+    "ToolSpec",
+    "ToolTimeoutError",
+    "UnknownNameError",
+    "Usage",
+    "UserError",
+    "UserMessage",
+    "__version__",
+    "build_dag",
+    "critical_steps_formula",
+    "dag_stats",
+]

@@ -1,0 +1,145 @@
+"""One error hierarchy for the whole project.
+
+Two audiences (STYLE §8):
+
+* errors for the *developer* using the library (bad config, bad task file, unknown backend, a test
+  double used wrongly) derive from :class:`UserError` and are raised;
+* errors the *model* caused and can recover from (malformed tool-call JSON, a tool that raised, a
+  model call that failed after retries) derive from :class:`AgentError`; the runtime catches them
+  and records them as a step error or an agent status, it never lets them cancel siblings.
+
+Every error is picklable (RL workers cross processes): state lives in ``args`` only, and
+constructors never log. Messages name what failed, the value and what to do.
+
+::
+
+    SwarmError
+    ├── UserError
+    │   ├── ConfigError
+    │   ├── TaskFileError
+    │   ├── UnknownNameError
+    │   └── ScriptError
+    └── AgentError
+        ├── BackendError
+        │   ├── BackendTimeoutError
+        │   └── BackendUnavailableError
+        ├── ModelOutputError
+        ├── ToolError
+        │   └── ToolTimeoutError
+        └── BudgetExhaustedError
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "AgentError",
+    "BackendError",
+    "BackendTimeoutError",
+    "BackendUnavailableError",
+    "BudgetExhaustedError",
+    "ConfigError",
+    "ModelOutputError",
+    "ScriptError",
+    "SwarmError",
+    "TaskFileError",
+    "ToolError",
+    "ToolTimeoutError",
+    "UnknownNameError",
+    "UserError",
+]
+
+
+class SwarmError(Exception):
+    """Root of every error this project raises on purpose."""
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UserError(SwarmError):
+    """The developer or user must change something (config, input, API use)."""
+
+
+class ConfigError(UserError):
+    """A configuration value is invalid."""
+
+
+class TaskFileError(UserError):
+    """A task file is missing or malformed.
+
+    ``args`` = (message, path, line) so the error survives pickling with its location.
+    """
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None) -> None:
+        super().__init__(message, path, line)
+
+    @property
+    def path(self) -> str | None:
+        return self.args[1]  # type: ignore[no-any-return]
+
+    @property
+    def line(self) -> int | None:
+        return self.args[2]  # type: ignore[no-any-return]
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{self.line}: " if self.line is not None else f"{self.path}: "
+        return f"{where}{self.message}"
+
+
+class UnknownNameError(UserError, KeyError):
+    """A name looked up in a registry does not exist; the message lists the known names."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        super().__init__(kind, name, sorted(known))
+
+    @property
+    def message(self) -> str:
+        kind, name, known = self.args
+        return f"unknown {kind} {name!r}; known: {', '.join(known) or '(none)'}"
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return self.message
+
+
+class ScriptError(UserError):
+    """A scripted test backend was used wrongly (ran out of turns, or turns were left unconsumed)."""
+
+
+class AgentError(SwarmError):
+    """Something went wrong *inside* an agent's run; recorded as a status, never fatal to siblings."""
+
+
+class BackendError(AgentError):
+    """A model call failed (after any retries)."""
+
+
+class BackendTimeoutError(BackendError):
+    """A model call exceeded its request timeout."""
+
+
+class BackendUnavailableError(BackendError):
+    """The model server could not be reached or kept answering 429/5xx."""
+
+
+class ModelOutputError(AgentError):
+    """The model emitted output the runtime cannot act on (e.g. broken tool-call JSON)."""
+
+
+class ToolError(AgentError):
+    """A tool call failed; the text goes back to the model as a tool error it can recover from."""
+
+
+class ToolTimeoutError(ToolError):
+    """A tool call exceeded its timeout."""
+
+
+class BudgetExhaustedError(AgentError):
+    """A step, token or critical-step budget was spent."""

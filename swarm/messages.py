@@ -1,0 +1,91 @@
+"""Chat messages and tool calls: frozen, tagged pydantic models with one adapter for the union."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "MessageAdapter",
+    "SystemMessage",
+    "ToolCall",
+    "ToolMessage",
+    "UserMessage",
+    "to_openai_messages",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(_Frozen):
+    """One tool call emitted by a model: ``arguments`` is the parsed JSON object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+
+class SystemMessage(_Frozen):
+    role: Literal["system"] = "system"
+    content: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"role": "system", "content": self.content}
+
+
+class UserMessage(_Frozen):
+    role: Literal["user"] = "user"
+    content: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"role": "user", "content": self.content}
+
+
+class AssistantMessage(_Frozen):
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        return out
+
+
+class ToolMessage(_Frozen):
+    """The result of one tool call, as the model will see it. ``is_error`` marks a recoverable failure."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": self.tool_call_id, "name": self.name, "content": self.content}
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage,
+    Field(discriminator="role"),
+]
+MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+def to_openai_messages(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
+    """Render messages in the OpenAI chat-completions wire format."""
+    return [m.to_openai() for m in messages]

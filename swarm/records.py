@@ -1,0 +1,210 @@
+"""What an episode leaves behind: tasks, step/stage/sub-agent records and the episode record.
+
+All frozen pydantic models; the episode record is the single source of truth that the CLI writes as
+JSON, the DAG is computed from, and trajectories/rewards are derived from.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarm.backend import Usage
+from swarm.messages import Message, ToolCall
+
+__all__ = [
+    "AgentDefinition",
+    "AgentStatus",
+    "DagStats",
+    "EpisodeRecord",
+    "EpisodeStatus",
+    "OrchestratorTurn",
+    "StageRecord",
+    "StepRecord",
+    "SubagentResult",
+    "Task",
+    "ToolResult",
+]
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Task(_Frozen):
+    """A unit of work: the prompt, and optionally a verifier (by registry name) with its arguments."""
+
+    id: str = ""
+    prompt: str = Field(min_length=1)
+    verifier: str | None = None
+    verifier_args: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentStatus(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CANCELLED = "cancelled"
+
+
+class EpisodeStatus(StrEnum):
+    COMPLETED = "completed"  # the orchestrator answered
+    BUDGET_EXHAUSTED = "budget_exhausted"  # critical-step budget spent; answer is the forced last turn
+    TIMEOUT = "timeout"  # the episode deadline passed
+    CANCELLED = "cancelled"  # the caller cancelled (Ctrl-C)
+    FAILED = "failed"  # the orchestrator's model failed or output stayed malformed
+
+
+class AgentDefinition(_Frozen):
+    """A sub-agent type created by ``create_subagent``: frozen checkpoint + prompt + tool allow-list."""
+
+    name: str
+    system_prompt: str
+    tools: tuple[str, ...] = ()
+    model: str | None = None
+
+
+class ToolResult(_Frozen):
+    """One executed tool call as the agent saw it."""
+
+    call: ToolCall
+    content: str
+    is_error: bool = False
+    error_type: str | None = None
+    started: float = 0.0
+    ended: float = 0.0
+
+
+StepKind = Literal["orchestrator", "subagent"]
+
+
+class StepRecord(_Frozen):
+    """One LLM generation of one agent plus the tool calls it emitted.
+
+    Times are seconds on the episode's monotonic clock (0 = episode start).
+    ``error`` holds a recoverable problem seen in this step (malformed output, model failure).
+    """
+
+    agent_id: str
+    index: int
+    kind: StepKind
+    stage: int
+    started: float
+    ended: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_results: tuple[ToolResult, ...] = ()
+    error: str | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.ended - self.started
+
+
+class SubagentResult(_Frozen):
+    """What a sub-agent returns to the orchestrator, plus its transcript as side data."""
+
+    agent_id: str
+    name: str
+    task: str
+    status: AgentStatus
+    steps: int = 0
+    report: str = ""
+    error: str | None = None
+    error_type: str | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    usage: Usage = Usage()
+    model: str = ""
+    step_cap: int = 0
+    step_records: tuple[StepRecord, ...] = ()
+    transcript: tuple[Message, ...] = ()
+
+
+class OrchestratorTurn(_Frozen):
+    """One orchestrator generation with its exact tokens (RL needs them as sampled)."""
+
+    index: int
+    stage: int
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+    usage: Usage = Usage()
+    prompt_token_ids: tuple[int, ...] | None = None
+    response_token_ids: tuple[int, ...] | None = None
+    response_logprobs: tuple[float, ...] | None = None
+    parse_error: str | None = None
+    drift: bool = False
+    tools_enabled: bool = True
+    weight_version: str | None = None
+
+
+StageKind = Literal["tools", "subagents", "mixed", "answer", "retry"]
+
+
+class StageRecord(_Frozen):
+    """One orchestrator turn and everything it started."""
+
+    index: int
+    kind: StageKind
+    started: float
+    ended: float
+    orchestrator_steps: tuple[StepRecord, ...]
+    tool_results: tuple[ToolResult, ...] = ()
+    subagents: tuple[SubagentResult, ...] = ()
+    critical_steps: int = 0
+
+    @property
+    def width(self) -> int:
+        return len(self.subagents)
+
+
+class DagStats(_Frozen):
+    critical_steps: int = 0
+    total_steps: int = 0
+    main_steps: int = 0
+    subagent_steps: int = 0
+    wall_critical_path_s: float = 0.0
+    critical_path: tuple[str, ...] = ()
+    stage_widths: tuple[int, ...] = ()
+    speedup: float = 1.0
+
+    @property
+    def mean_width(self) -> float:
+        widths = [w for w in self.stage_widths if w]
+        return sum(widths) / len(widths) if widths else 0.0
+
+
+class EpisodeRecord(_Frozen):
+    """Everything one episode did. Every ending (answer, budget, timeout, cancel, error) produces one."""
+
+    schema_version: int = SCHEMA_VERSION
+    episode_id: str
+    task: Task
+    status: EpisodeStatus
+    answer: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    model: str = ""
+    started_at: float = 0.0  # wall-clock epoch seconds
+    wall_time_s: float = 0.0
+    stages: tuple[StageRecord, ...] = ()
+    turns: tuple[OrchestratorTurn, ...] = ()
+    agents: tuple[AgentDefinition, ...] = ()
+    dag: DagStats = DagStats()
+    usage: Usage = Usage()  # orchestrator
+    subagent_usage: Usage = Usage()
+    drift_count: int = 0
+    trace_id: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def subagent_results(self) -> tuple[SubagentResult, ...]:
+        return tuple(r for s in self.stages for r in s.subagents)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from swarm.records import (
     EpisodeRecord,
     EpisodeStatus,
     OrchestratorTurn,
+    RewardRecord,
     StageKind,
     StageRecord,
     StepRecord,
@@ -53,7 +54,10 @@ from swarm.records import (
 from swarm.tracing import Telemetry, attr
 from tools.registry import Tool, ToolContext, ToolRegistry
 
-__all__ = ["Orchestrator"]
+__all__ = ["Orchestrator", "RewardFn"]
+
+RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
+"""Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
 CREATE = "create_subagent"
 ASSIGN = "assign_task"
@@ -113,6 +117,7 @@ class _EpisodeState:
     error: str | None = None
     error_type: str | None = None
     trace_id: str | None = None
+    reward: RewardRecord | None = None
     last_ids: tuple[int, ...] | None = None
 
     def clock(self) -> float:
@@ -156,6 +161,7 @@ class Orchestrator:
         capture_content: bool = False,
         telemetry: Telemetry | None = None,
         observers: Iterable[Observer] = (),
+        reward_fn: RewardFn | None = None,
     ) -> None:
         self.backend = backend
         self.config = config or SwarmConfig()
@@ -165,6 +171,7 @@ class Orchestrator:
         self.subagent_backends.setdefault(self.subagent_backend.model, self.subagent_backend)
         self.telemetry = telemetry or Telemetry(tracer_provider, capture_content=capture_content)
         self.observers: list[Observer] = list(observers)
+        self.reward_fn = reward_fn
         cfg = self.config
         try:
             self._direct = self.tools.resolve(cfg.orchestrator_tools or self.tools.names)
@@ -235,7 +242,27 @@ class Orchestrator:
                 st.finish(EpisodeStatus.FAILED, None, f"{type(exc).__name__}: {exc}", type(exc).__name__)
                 self._close(st, span)
                 raise
+            if self.reward_fn is not None:
+                st.reward = await self._score(st, span)
             return self._close(st, span)
+
+    async def _score(self, st: _EpisodeState, span: Any) -> RewardRecord:
+        """Score the finished episode (verifier + PARL terms); a failing scorer is recorded, not raised."""
+        assert self.reward_fn is not None
+        draft = self._build(st)
+        try:
+            reward = await self.reward_fn(draft)
+        except Exception as exc:
+            reward = RewardRecord(total=0.0, r_perf=0.0, error=f"reward function raised {type(exc).__name__}: {exc}")
+        span.set_many({
+            "swarm.reward.total": reward.total,
+            "swarm.reward.r_perf": reward.r_perf,
+            "swarm.reward.r_parallel": reward.r_parallel,
+            "swarm.reward.r_finish": reward.r_finish,
+            "swarm.reward.lambda1": reward.lambda1,
+            "swarm.reward.lambda2": reward.lambda2,
+        })
+        return reward
 
     def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
         """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop."""
@@ -540,17 +567,19 @@ class Orchestrator:
     def _partial_answer(st: _EpisodeState) -> str | None:
         return next((t.text for t in reversed(st.turns) if t.text), None)
 
-    def _close(self, st: _EpisodeState, span: Any) -> EpisodeRecord:
-        status = st.status or EpisodeStatus.FAILED
-        stats = dag_stats(st.stages)
-        record = EpisodeRecord(
-            episode_id=st.episode_id, task=st.task, status=status, answer=st.answer, error=st.error,
-            error_type=st.error_type, model=self.backend.model, started_at=st.started_at,
+    def _build(self, st: _EpisodeState) -> EpisodeRecord:
+        return EpisodeRecord(
+            episode_id=st.episode_id, task=st.task, status=st.status or EpisodeStatus.FAILED, answer=st.answer,
+            error=st.error, error_type=st.error_type, model=self.backend.model, started_at=st.started_at,
             wall_time_s=st.clock(), stages=tuple(st.stages), turns=tuple(st.turns),
-            agents=tuple(st.agents.values()), dag=stats, usage=st.usage, subagent_usage=st.subagent_usage,
-            drift_count=st.drift_count, trace_id=st.trace_id,
-            config=self.config.model_dump(mode="json"),
+            agents=tuple(st.agents.values()), dag=dag_stats(st.stages), usage=st.usage,
+            subagent_usage=st.subagent_usage, drift_count=st.drift_count, trace_id=st.trace_id,
+            reward=st.reward, config=self.config.model_dump(mode="json"),
         )
+
+    def _close(self, st: _EpisodeState, span: Any) -> EpisodeRecord:
+        record = self._build(st)
+        status, stats = record.status, record.dag
         span.set(attr.EPISODE_STATUS, status.value)
         span.set(attr.INPUT_TOKENS, st.usage.prompt_tokens)
         span.set(attr.OUTPUT_TOKENS, st.usage.completion_tokens)

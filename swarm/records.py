@@ -21,6 +21,7 @@ __all__ = [
     "EpisodeRecord",
     "EpisodeStatus",
     "OrchestratorTurn",
+    "RewardRecord",
     "StageRecord",
     "StepRecord",
     "SubagentResult",
@@ -181,6 +182,25 @@ class DagStats(_Frozen):
         return sum(widths) / len(widths) if widths else 0.0
 
 
+class RewardRecord(_Frozen):
+    """The PARL reward of one episode with everything needed to recompute it.
+
+    ``total = lambda1 * r_parallel + lambda2 * r_finish + r_perf``; ``step`` is the trainer step the
+    λ schedules were read at; ``details`` holds verifier-specific metrics (F1, pass counts, ...).
+    """
+
+    total: float
+    r_perf: float
+    r_parallel: float = 0.0
+    r_finish: float = 0.0
+    lambda1: float = 0.0
+    lambda2: float = 0.0
+    step: int = 0
+    verifier: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
 class EpisodeRecord(_Frozen):
     """Everything one episode did. Every ending (answer, budget, timeout, cancel, error) produces one."""
 
@@ -202,6 +222,7 @@ class EpisodeRecord(_Frozen):
     subagent_usage: Usage = Usage()
     drift_count: int = 0
     trace_id: str | None = None
+    reward: RewardRecord | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

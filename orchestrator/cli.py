@@ -1,0 +1,227 @@
+"""The ``swarm`` command line (typer). The only place that may install OpenTelemetry's SDK.
+
+Machine output goes to stdout (``--json``); progress, the live view and errors go to stderr.
+Exit codes: 0 answered (or forced to answer by the budget), 1 the episode failed or timed out,
+2 bad input (missing task file, invalid config, unknown backend), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from orchestrator.live import LiveState, summary_table
+from orchestrator.store import DEFAULT_ROOT, write_episode
+from orchestrator.tasks import load_config, load_tasks
+from swarm import __version__
+from swarm.backend import ModelBackend
+from swarm.errors import UserError
+from swarm.events import EpisodeFinished, Event
+from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from tools.registry import Tool
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="swarm",
+    help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@dataclass
+class RunPlan:
+    """What ``swarm run`` resolved from its options: tasks, config, backends and tools."""
+
+    tasks: list[Task]
+    config: SwarmConfig
+    backend: ModelBackend
+    subagent_backend: ModelBackend | None
+    tools: tuple[Tool, ...]
+    extras: dict[str, Any]
+
+
+BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
+
+
+def _build_backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
+    """Resolve non-scripted backends through the backend factory."""
+    try:
+        from orchestrator.backend_factory import build_backends
+    except ImportError:  # pragma: no cover - only before the backends module exists
+        raise UserError(f"backend {kind!r} is not available in this installation; use --demo") from None
+    result: tuple[ModelBackend, ModelBackend | None] = build_backends(kind=kind, **options)
+    return result
+
+
+def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
+    data = base.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SwarmConfig.model_validate(data)
+    except Exception as exc:
+        raise UserError(f"invalid option value: {exc}") from None
+
+
+@app.command()
+def run(
+    task: Annotated[str | None, typer.Argument(help="the task text (or use --task-file / --demo)")] = None,
+    task_file: Annotated[Path | None, typer.Option("--task-file", "-f", help=".jsonl, .json or text file")] = None,
+    demo: Annotated[
+        str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", envvar="SWARM_BACKEND",
+                          help="local, openai, vllm, transformers or scripted")
+    ] = "local",
+    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
+    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
+    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
+    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
+    max_subagents: Annotated[int | None, typer.Option("--max-subagents", "-n", min=1,
+                                                      help="max sub-agents per stage")] = None,
+    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", min=1)] = None,
+    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
+    subagent_timeout: Annotated[float | None, typer.Option("--subagent-timeout", min=0.001)] = None,
+    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="records go to OUT/<episode-id>/")] = DEFAULT_ROOT,
+    json_out: Annotated[bool, typer.Option("--json", help="print the episode record as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live view")] = False,
+) -> None:
+    """Run one task (or every task of a task file) through the orchestrator."""
+    try:
+        plan = _plan(
+            task=task, task_file=task_file, demo=demo, backend=backend, model=model, base_url=base_url,
+            subagent_backend=subagent_backend, subagent_model=subagent_model, config_file=config_file,
+            overrides={
+                "max_critical_steps": max_critical_steps, "max_subagents_per_stage": max_subagents,
+                "max_concurrency": max_concurrency, "max_subagent_steps": max_subagent_steps,
+                "subagent_timeout_s": subagent_timeout, "episode_timeout_s": episode_timeout,
+            },
+        )
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    code = _execute(plan, out=out, json_out=json_out, quiet=quiet)
+    raise typer.Exit(code)
+
+
+def _plan(
+    *, task: str | None, task_file: Path | None, demo: str | None, backend: str, model: str | None,
+    base_url: str | None, subagent_backend: str | None, subagent_model: str | None,
+    config_file: Path | None, overrides: dict[str, Any],
+) -> RunPlan:
+    sources = [x for x in (task, task_file, demo) if x is not None]
+    if len(sources) != 1:
+        raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
+    base, extras = load_config(config_file) if config_file else (None, {})
+    if demo is not None or backend == "scripted":
+        from orchestrator.demo import DEMO_TASKS, demo as make_demo
+
+        name = demo if demo is not None else (task or "")
+        if name not in DEMO_TASKS:
+            raise UserError(
+                f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
+                f"got {name!r}. Use --demo NAME, or a real backend for your own task"
+            )
+        d = make_demo(name)
+        return RunPlan([d.task], _config_from(base or d.config, overrides), d.orchestrator_backend,
+                       d.subagent_backend, d.tools, extras)
+    tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
+    backend_opts = dict(extras.get("backend", {}))
+    orch, sub = _build_backends(
+        kind=backend_opts.pop("kind", None) or backend,
+        model=model or backend_opts.pop("model", None),
+        base_url=base_url or backend_opts.pop("base_url", None),
+        subagent_kind=subagent_backend or backend_opts.pop("subagent_backend", None),
+        subagent_model=subagent_model or backend_opts.pop("subagent_model", None),
+        **backend_opts,
+    )
+    return RunPlan(tasks, _config_from(base or SwarmConfig(), overrides), orch, sub, (), extras)
+
+
+def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool) -> int:
+    live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
+    records: list[EpisodeRecord] = []
+    paths: dict[str, Path] = {}
+
+    def persist(event: Event) -> None:
+        # Runs for every ending, cancellation included, so an interrupted run keeps its record.
+        if isinstance(event, EpisodeFinished):
+            records.append(event.record)
+            paths[event.record.episode_id] = write_episode(event.record, out)
+
+    state = LiveState()
+    orch = Orchestrator(
+        plan.backend, plan.config, tools=plan.tools, subagent_backend=plan.subagent_backend,
+        observers=[persist, state] if live_enabled else [persist],
+    )
+
+    async def main() -> None:
+        for t in plan.tasks:
+            await orch.run(t)
+
+    interrupted = False
+    try:
+        if live_enabled:
+            with Live(state, console=err, refresh_per_second=8, transient=True):
+                anyio.run(main)
+        else:
+            anyio.run(main)
+    except KeyboardInterrupt:
+        interrupted = True
+    for r in records:
+        if json_out:
+            sys.stdout.write(r.model_dump_json() + "\n")
+        else:
+            Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
+    if interrupted:
+        where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
+        err.print(f"[yellow]interrupted[/yellow]{where}")
+        return 130
+    bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    return 1 if any(r.status in bad for r in records) else 0
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"agent-swarm {__version__}")
+
+
+@app.command("demo-list")
+def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the built-in scripted demo tasks."""
+    from orchestrator.demo import DEMO_TASKS
+
+    if json_out:
+        typer.echo(json.dumps({k: v.prompt for k, v in DEMO_TASKS.items()}))
+        return
+    for name, t in DEMO_TASKS.items():
+        typer.echo(f"{name}\t{t.prompt}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,431 @@
+"""A backend for any OpenAI-compatible chat-completions server: vLLM, llama.cpp, SGLang, OpenAI.
+
+What it adds over a plain client, all outside the agent loop (STYLE §2):
+
+* **exact tokens**: with vLLM it asks for ``return_token_ids`` and ``return_tokens_as_token_ids``
+  and records the server's ``prompt_token_ids`` / ``token_ids``; with llama.cpp it reads the sampled
+  ids from ``logprobs.content[].id`` and gets the prompt ids from the server's own ``/apply-template``
+  and ``/tokenize`` endpoints (same template, same tokenizer). Ids are never rebuilt by a client-side
+  tokenizer;
+* **tools**: tools, ``tool_choice`` and parallel tool calls go over the wire; when the server's
+  parser found nothing (small models write fenced or bare JSON), the text is parsed tolerantly
+  (:mod:`swarm.backends.toolparse`); broken calls set ``Completion.parse_error``;
+* **faults**: retries with exponential backoff (and ``Retry-After``) on 429, 5xx and connection
+  errors, a per-request timeout, and a concurrency cap per endpoint. What survives the retries is
+  raised as :class:`~swarm.errors.BackendError`, which the runtime records as the calling agent's
+  failure.
+
+The ``httpx.AsyncClient`` is injectable: tests pass a real loopback server's URL or an
+``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import anyio
+import anyio.lowlevel
+import httpx
+
+from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
+from swarm.backends.toolparse import action_schema, new_call_id, parse_arguments, parse_tool_calls
+from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from swarm.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    to_openai_messages,
+)
+
+__all__ = ["Flavour", "OpenAIBackend", "RetryPolicy", "tools_system_prompt"]
+
+Flavour = Literal["auto", "vllm", "llamacpp", "openai"]
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class RetryPolicy:
+    """Exponential backoff with jitter: ``base * 2**attempt`` capped at ``max_delay`` seconds."""
+
+    def __init__(self, max_retries: int = 4, base_delay: float = 0.5, max_delay: float = 8.0) -> None:
+        if max_retries < 0 or base_delay < 0 or max_delay < 0:
+            raise ConfigError(f"retry settings must be >= 0, got {max_retries=}, {base_delay=}, {max_delay=}")
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        d: float = min(self.base_delay * (2**attempt), self.max_delay)
+        return d * (0.5 + random.random() / 2)
+
+
+def tools_system_prompt(tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> str:
+    """The hermes-style tools block, for chat templates that do not render tools themselves."""
+    lines = "\n".join(json.dumps(t.to_openai(), ensure_ascii=False) for t in tools)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        f"{lines}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+        '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
+
+
+def _with_tools_in_prompt(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+    """Messages for a template without tool support: tools go into the system prompt, tool calls and
+    results become plain text in the hermes format the prompt asks for."""
+    block = tools_system_prompt(tools) if tools else ""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            body = m.content
+            for c in m.tool_calls:
+                call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+                body += f"{chr(10) if body else ''}<tool_call>\n{call}\n</tool_call>"
+            out.append({"role": "assistant", "content": body})
+        elif isinstance(m, ToolMessage):
+            out.append({"role": "user", "content": f"<tool_response>\n{m.content}\n</tool_response>"})
+        else:
+            out.append(m.to_openai())
+    if block:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    return out
+
+
+class OpenAIBackend:
+    """Chat completions against an OpenAI-compatible endpoint.
+
+    Args:
+        base_url: the server root, with or without ``/v1`` (``http://127.0.0.1:8000``).
+        model: the served model name sent in each request and reported on records.
+        flavour: ``vllm`` sends vLLM's token-id extras; ``llamacpp`` reads ids from logprobs and the
+            tokenizer endpoints; ``openai`` sends only standard fields (and gets no token ids);
+            ``auto`` sends the vLLM extras and takes ids from whichever fields come back.
+        client: an ``httpx.AsyncClient`` to use (the caller owns it); by default one is created.
+        timeout: seconds allowed for one request (connect + response).
+        max_concurrency: requests in flight to this endpoint at once; more wait their turn.
+        retry: backoff policy for 429 / 5xx / connection errors / timeouts.
+        tools_in_prompt: render tools into the system prompt (for chat templates without tool support).
+        constrain_actions: ask for a JSON-schema-constrained action (``response_format``) when tools
+            are offered (llama.cpp honours it; vLLM via structured outputs).
+        top_logprobs: alternatives per sampled token to request (0 = only the sampled token's).
+        extra_body: extra fields merged into every request body.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str = "default",
+        *,
+        flavour: Flavour = "auto",
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 120.0,
+        max_concurrency: int = 8,
+        retry: RetryPolicy | None = None,
+        tools_in_prompt: bool = False,
+        constrain_actions: bool = False,
+        top_logprobs: int = 0,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if timeout <= 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {timeout}")
+        root = base_url.rstrip("/")
+        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
+        self._model = model
+        self.flavour: Flavour = flavour
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self.max_concurrency = max_concurrency
+        self.tools_in_prompt = tools_in_prompt
+        self.constrain_actions = constrain_actions
+        self.top_logprobs = top_logprobs
+        self.extra_body = dict(extra_body or {})
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = client
+        self._own_client = client is None
+        self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this backend created it."""
+        if self._client is not None and self._own_client:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> OpenAIBackend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+        return self._client
+
+    def _limit(self) -> anyio.CapacityLimiter:
+        token = anyio.lowlevel.current_token()
+        if self._limiter is None or self._limiter[0] is not token:
+            self._limiter = (token, anyio.CapacityLimiter(self.max_concurrency))
+        return self._limiter[1]
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST with retries; returns the decoded JSON object or raises a BackendError."""
+        url = f"{self.root}{path}"
+        last = ""
+        attempts = self.retry.max_retries + 1
+        timed_out = False
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                resp = await self._http().post(url, json=body, headers=self._headers, timeout=self.timeout)
+            except httpx.TimeoutException as exc:
+                timed_out = True
+                last = f"no answer within {self.timeout:g} s ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                timed_out = False
+                last = f"connection failed: {type(exc).__name__}: {exc}"
+            else:
+                timed_out = False
+                if resp.status_code == 200:
+                    try:
+                        data = resp.json()
+                    except ValueError:
+                        raise BackendError(
+                            f"{url} answered 200 with a body that is not JSON: {resp.text[:200]!r}; "
+                            "check that base_url points at an OpenAI-compatible server"
+                        ) from None
+                    if not isinstance(data, dict):
+                        raise BackendError(
+                            f"{url} answered 200 with JSON that is not an object: {resp.text[:200]!r}"
+                        )
+                    return data
+                detail = resp.text[:300]
+                if resp.status_code not in _RETRY_STATUS:
+                    raise BackendError(f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
+                last = f"HTTP {resp.status_code}: {detail}"
+                retry_after = _retry_after(resp.headers.get("retry-after"))
+            if attempt + 1 < attempts:
+                await anyio.sleep(self.retry.delay(attempt, retry_after))
+        msg = f"{url} failed after {attempts} attempt(s); last error: {last}"
+        if timed_out:
+            raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
+        raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
+
+    # -- the request --------------------------------------------------------------------------------
+
+    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        if self.tools_in_prompt:
+            return _with_tools_in_prompt(
+                request.messages, request.tools if request.tool_choice != "none" else ()
+            )
+        return to_openai_messages(request.messages)
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The chat-completions body for ``request`` (public so tests and tools can inspect it)."""
+        s = request.sampling
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": self._messages(request),
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+        }
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.top_logprobs
+        offered = request.tools and request.tool_choice != "none"
+        if offered and not self.tools_in_prompt and not self.constrain_actions:
+            body["tools"] = [t.to_openai() for t in request.tools]
+            body["tool_choice"] = request.tool_choice
+            body["parallel_tool_calls"] = True
+        if offered and self.constrain_actions:
+            schema = action_schema(request.tools, allow_answer=request.tool_choice != "required")
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "action", "schema": schema},
+            }
+        if self.flavour in ("vllm", "auto"):
+            body["return_token_ids"] = True
+            if s.logprobs:
+                body["return_tokens_as_token_ids"] = True
+        body.update(self.extra_body)
+        return body
+
+    async def complete(self, request: ModelRequest) -> Completion:
+        body = self.build_body(request)
+        async with self._limit():
+            data = await self._post("/v1/chat/completions", body)
+            completion = self._parse(request, data)
+            if (
+                completion.prompt_token_ids is None
+                and self.flavour in ("llamacpp", "auto")
+                and completion.token_ids
+            ):
+                ids = await self._prompt_ids_from_server(body, completion.usage.prompt_tokens)
+                if ids is not None:
+                    completion = completion.model_copy(update={"prompt_token_ids": ids})
+        return completion
+
+    async def _prompt_ids_from_server(self, body: dict[str, Any], expected: int) -> tuple[int, ...] | None:
+        """llama.cpp: render with the server's own template, tokenize with its own tokenizer.
+
+        Returns ``None`` (never a guess) when the endpoints are missing or the count disagrees with
+        the server's reported ``prompt_tokens``.
+        """
+        keys = ("messages", "tools", "tool_choice", "parallel_tool_calls", "response_format")
+        try:
+            tpl = await self._post("/apply-template", {k: body[k] for k in keys if k in body})
+            prompt = tpl.get("prompt")
+            if not isinstance(prompt, str):
+                return None
+            tok = await self._post(
+                "/tokenize", {"content": prompt, "add_special": True, "parse_special": True}
+            )
+        except BackendError:
+            return None
+        ids = tok.get("tokens")
+        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+            return None
+        if expected and len(ids) != expected:
+            return None
+        return tuple(ids)
+
+    def _parse(self, request: ModelRequest, data: dict[str, Any]) -> Completion:
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(
+                f"server answer has no choices[0]: {json.dumps(data)[:300]}; "
+                "is this an OpenAI-compatible server?"
+            ) from None
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise BackendError(f"choices[0].message.content is not a string: {message.get('content')!r}")
+        calls: list[ToolCall] = []
+        parse_error: str | None = None
+        for raw in message.get("tool_calls") or []:
+            fn = (raw or {}).get("function") or {}
+            name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                parse_error = f"a tool call has no function name: {json.dumps(raw)[:200]}"
+                continue
+            try:
+                args = parse_arguments(fn.get("arguments"), name)
+            except ValueError as exc:
+                parse_error = str(exc)
+                continue
+            calls.append(ToolCall(id=str(raw.get("id") or new_call_id()), name=name, arguments=args))
+        known = [t.name for t in request.tools]
+        if not calls and parse_error is None and request.tools and request.tool_choice != "none" and text:
+            parsed = parse_tool_calls(text, known)
+            calls = list(parsed.tool_calls)
+            parse_error = parsed.parse_error
+            if calls or parsed.answer is not None:
+                text = parsed.text
+        elif calls:
+            text = text.strip()
+
+        token_ids, logprobs = _tokens(choice)
+        prompt_ids = data.get("prompt_token_ids")
+        usage_raw = data.get("usage") or {}
+        usage = Usage(
+            prompt_tokens=int(usage_raw.get("prompt_tokens") or (len(prompt_ids) if prompt_ids else 0)),
+            completion_tokens=int(usage_raw.get("completion_tokens") or (len(token_ids) if token_ids else 0)),
+        )
+        finish = _finish(choice.get("finish_reason"), bool(calls))
+        return Completion(
+            text=text,
+            tool_calls=tuple(calls),
+            finish_reason=finish,
+            usage=usage,
+            model=str(data.get("model") or self._model),
+            prompt_token_ids=tuple(int(i) for i in prompt_ids) if isinstance(prompt_ids, list) else None,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            parse_error=parse_error if not calls or parse_error is None else None,
+            weight_version=_weight_version(choice),
+        )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _finish(raw: Any, has_calls: bool) -> FinishReason:
+    if has_calls:
+        return "tool_calls"
+    if raw == "length":
+        return "length"
+    return "stop"
+
+
+def _weight_version(choice: dict[str, Any]) -> str | None:
+    wv = choice.get("weight_versions")
+    if isinstance(wv, list) and wv:
+        last = wv[-1]
+        if isinstance(last, dict):
+            v = last.get("weight_version", last.get("version"))
+            return None if v is None else str(v)
+        return str(last)
+    return None
+
+
+def _tokens(choice: dict[str, Any]) -> tuple[tuple[int, ...] | None, tuple[float, ...] | None]:
+    """Sampled ids and their logprobs as the server reported them (vLLM or llama.cpp shapes)."""
+    content = ((choice.get("logprobs") or {}).get("content")) or []
+    logprobs: tuple[float, ...] | None = None
+    ids_from_lp: list[int] = []
+    if content:
+        lps = []
+        for entry in content:
+            lp = entry.get("logprob")
+            lps.append(float(lp) if isinstance(lp, int | float) and not math.isnan(lp) else float("-inf"))
+            tid = entry.get("id")
+            if isinstance(tid, int):
+                ids_from_lp.append(tid)
+            else:
+                tok = entry.get("token")
+                if isinstance(tok, str) and tok.startswith("token_id:"):
+                    ids_from_lp.append(int(tok.split(":", 1)[1]))
+        logprobs = tuple(lps)
+    token_ids = choice.get("token_ids")
+    if isinstance(token_ids, list):
+        ids = tuple(int(i) for i in token_ids)
+    elif content and len(ids_from_lp) == len(content):
+        ids = tuple(ids_from_lp)
+    else:
+        return None, logprobs
+    if logprobs is not None and len(logprobs) != len(ids):
+        logprobs = None  # never pair misaligned lists; the trajectory layer refuses incomplete turns
+    return ids, logprobs

@@ -1,0 +1,268 @@
+"""Tolerant parsing of tool calls written as text by small models.
+
+Small models rarely use the server's tool-call channel. They write one of:
+
+* hermes tags: ``<tool_call>{"name": "f", "arguments": {...}}</tool_call>`` (an unclosed final tag is
+  accepted, as vLLM's hermes parser does);
+* fenced JSON: ````` ```json {"name": "f", "arguments": {...}} ``` ````` (an object or a list of them);
+* a bare JSON object (or list) somewhere in the text;
+* the schema-constrained action format: ``{"tool_calls": [{"name": ..., "arguments": ...}]}`` or
+  ``{"answer": "..."}`` (see :func:`action_schema`).
+
+:func:`parse_tool_calls` returns the text left once the calls are cut out, the calls, and a
+``parse_error`` when the model clearly tried to call a tool but the JSON is broken or has the wrong
+shape; the agent loop feeds that error back to the model as a recoverable mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from swarm.backend import ToolSpec
+from swarm.messages import ToolCall
+
+__all__ = ["ParsedOutput", "action_schema", "new_call_id", "parse_arguments", "parse_tool_calls"]
+
+_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|tool_call|tool_code)?[ \t]*\n?(.*?)```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """What :func:`parse_tool_calls` found: remaining text, calls and the first problem (if any)."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    parse_error: str | None = None
+    answer: str | None = None
+
+
+def new_call_id() -> str:
+    """A fresh, unique tool-call id in the OpenAI style."""
+    return f"call_{uuid.uuid4().hex[:16]}"
+
+
+def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
+    """Arguments as a dict: accepts a dict, a JSON string of an object, or ``None`` (no arguments).
+
+    Raises ``ValueError`` with a message the model can act on.
+    """
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"arguments of tool call {name!r} are not valid JSON ({exc.msg} at char {exc.pos})"
+            ) from None
+        if isinstance(value, dict):
+            return value
+        raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(value).__name__}")
+    raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(raw).__name__}")
+
+
+def _call_from_obj(obj: Any) -> ToolCall:
+    """One call from a decoded object; ``ValueError`` if it is not a call's shape."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"a tool call must be a JSON object, got {type(obj).__name__}")
+    if "function" in obj and isinstance(obj["function"], dict):  # the OpenAI wire shape
+        obj = obj["function"]
+    name = obj.get("name", obj.get("tool"))
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError('a tool call needs a "name" string, e.g. {"name": "tool", "arguments": {...}}')
+    raw = obj.get("arguments", obj.get("parameters", obj.get("args")))
+    return ToolCall(id=new_call_id(), name=name.strip(), arguments=parse_arguments(raw, name.strip()))
+
+
+def _calls_from_value(value: Any) -> list[ToolCall]:
+    if isinstance(value, list):
+        return [_call_from_obj(v) for v in value]
+    if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
+        return [_call_from_obj(v) for v in value["tool_calls"]]
+    return [_call_from_obj(value)]
+
+
+def _looks_like_call(value: Any, known: Collection[str] | None) -> bool:
+    """Whether a bare JSON value is meant as a tool call (bare JSON may just be data in an answer)."""
+    items = value if isinstance(value, list) else [value]
+    if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
+        return True
+    if not items:
+        return False
+    for item in items:
+        if not isinstance(item, dict):
+            return False
+        fn: dict[str, Any] = item["function"] if isinstance(item.get("function"), dict) else item
+        name = fn.get("name", fn.get("tool"))
+        if not isinstance(name, str):
+            return False
+        has_args = any(k in fn for k in ("arguments", "parameters", "args"))
+        if not has_args and (known is None or name not in known):
+            return False
+    return True
+
+
+def _bare_objects(text: str) -> list[tuple[int, int, Any]]:
+    """Every top-level JSON object or list in ``text`` as (start, end, value)."""
+    out: list[tuple[int, int, Any]] = []
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            out.append((i, end, value))
+            i = end
+        else:
+            i += 1
+    return out
+
+
+def _mentions_call(text: str) -> bool:
+    return bool(re.search(r'"(name|tool)"\s*:', text)) and bool(
+        re.search(r'"(arguments|parameters|args)"\s*:', text)
+    )
+
+
+def parse_tool_calls(text: str, known_tools: Collection[str] | None = None) -> ParsedOutput:
+    """Find the tool calls in a model's text output.
+
+    ``known_tools`` (the names offered to the model) decides whether a bare JSON object that has a
+    ``name`` but no ``arguments`` is a call or just data. Tagged and fenced calls are always taken as
+    calls, so a wrong name there reaches the tool layer, which reports it back to the model.
+    """
+    # 1. hermes tags: unambiguous intent, so broken JSON inside is a parse error.
+    if "<tool_call>" in text:
+        calls: list[ToolCall] = []
+        for m in _TAG.finditer(text):
+            body = m.group(1).strip()
+            fenced = _FENCE.fullmatch(body)
+            if fenced:
+                body = fenced.group(1).strip()
+            try:
+                calls.extend(_calls_from_value(json.loads(body)))
+            except json.JSONDecodeError as exc:
+                return ParsedOutput(
+                    text,
+                    (),
+                    "the JSON inside <tool_call>…</tool_call> is invalid "
+                    f"({exc.msg} at char {exc.pos}): {_clip(body)}",
+                )
+            except ValueError as exc:
+                return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
+        rest = _TAG.sub("", text).strip()
+        return ParsedOutput(rest, tuple(calls))
+
+    # 2. the schema-constrained action object, or fenced / bare JSON.
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            whole = json.loads(stripped)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, dict) and "answer" in whole and "name" not in whole:
+            answer = whole.get("answer")
+            if isinstance(answer, str):
+                tc = whole.get("tool_calls") or []
+                if not tc:
+                    return ParsedOutput(answer, (), answer=answer)
+
+    call_spans: list[tuple[int, int]] = []
+    calls = []
+    for m in _FENCE.finditer(text):
+        body = m.group(1).strip()
+        if not body.startswith(("{", "[")):
+            continue
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError as exc:
+            if _mentions_call(body):
+                return ParsedOutput(
+                    text,
+                    (),
+                    f"the fenced tool-call JSON is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
+                )
+            continue
+        if _looks_like_call(value, known_tools):
+            try:
+                calls.extend(_calls_from_value(value))
+            except ValueError as exc:
+                return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
+            call_spans.append(m.span())
+    if calls:
+        return ParsedOutput(_cut(text, call_spans), tuple(calls))
+
+    for start, end, value in _bare_objects(text):
+        if _looks_like_call(value, known_tools):
+            try:
+                calls.extend(_calls_from_value(value))
+            except ValueError as exc:
+                return ParsedOutput(text, (), f"{exc}: {_clip(text[start:end])}")
+            call_spans.append((start, end))
+    if calls:
+        return ParsedOutput(_cut(text, call_spans), tuple(calls))
+    if _mentions_call(text) and known_tools and any(f'"{n}"' in text for n in known_tools):
+        return ParsedOutput(
+            text,
+            (),
+            'the tool call is not valid JSON; write {"name": "<tool>", "arguments": {...}} '
+            f"inside <tool_call></tool_call> tags: {_clip(text)}",
+        )
+    return ParsedOutput(text, ())
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` without the given (sorted, disjoint) spans."""
+    rest, last = [], 0
+    for start, end in spans:
+        rest.append(text[last:start])
+        last = end
+    rest.append(text[last:])
+    return "".join(rest).strip()
+
+
+def _clip(s: str, n: int = 200) -> str:
+    s = s.strip()
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+    """A JSON schema for one action: one or more tool calls, or a final answer.
+
+    Engines with grammar-constrained decoding (llama.cpp ``response_format``, vLLM structured
+    outputs) use it so a small model always writes a parseable action.
+    """
+    call_variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    calls = {
+        "type": "object",
+        "properties": {"tool_calls": {"type": "array", "items": {"anyOf": call_variants}, "minItems": 1}},
+        "required": ["tool_calls"],
+        "additionalProperties": False,
+    }
+    answer = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    variants = ([calls] if call_variants else []) + ([answer] if allow_answer or not call_variants else [])
+    return variants[0] if len(variants) == 1 else {"anyOf": variants}

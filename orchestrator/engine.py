@@ -298,22 +298,16 @@ class Orchestrator:
         )
         started = st.clock()
         with self.telemetry.chat(
-            model=self.backend.model, temperature=cfg.orchestrator_sampling.temperature,
-            max_tokens=cfg.orchestrator_sampling.max_tokens,
+            model=self.backend.model, backend=self.backend, sampling=cfg.orchestrator_sampling,
+            messages=st.messages,
         ) as span:
-            self.telemetry.content(span, attr.INPUT_MESSAGES, [m.to_openai() for m in st.messages])
             try:
                 completion = await self.backend.complete(request)
             except Exception as exc:
                 st.critical_used += 1
                 span.fail(type(exc).__name__, str(exc))
                 return _TurnOutcome(started, st.clock(), None, f"{type(exc).__name__}: {exc}")
-            span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
-            span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
-            span.set(attr.RESPONSE_MODEL, completion.model or None)
-            span.set(attr.FINISH_REASONS, (completion.finish_reason,))
-            self.telemetry.content(span, attr.OUTPUT_MESSAGES, AssistantMessage(
-                content=completion.text, tool_calls=completion.tool_calls).to_openai())
+            self.telemetry.completion(span, completion)
         st.critical_used += 1
         st.usage = st.usage + completion.usage
         drift = self._check_drift(st, completion)

@@ -83,11 +83,10 @@ async def run_tool_calls(
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def one(i: int, c: ToolCall) -> None:
-        with telemetry.tool(name=c.name, call_id=c.id) as span:
+        with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
             r = await execute_tool(c, tools, ctx, clock)
             if r.is_error:
                 span.fail(r.error_type or "ToolError", r.content)
-            telemetry.content(span, attr.TOOL_ARGUMENTS, c.arguments)
             telemetry.content(span, attr.TOOL_RESULT, r.content)
             results[i] = r
 
@@ -230,7 +229,9 @@ class SubagentRun:
             messages=tuple(self.messages), tools=self._tool_specs, sampling=rt.sampling,
             agent_id=self.agent_id, agent_name=self.definition.name,
         )
-        with rt.telemetry.chat(model=rt.backend.model) as span:
+        with rt.telemetry.chat(
+            model=rt.backend.model, backend=rt.backend, sampling=rt.sampling, messages=self.messages
+        ) as span:
             try:
                 completion = await rt.backend.complete(request)
             except Exception as exc:  # a failing model is this agent's failure, never its siblings'
@@ -239,10 +240,7 @@ class SubagentRun:
                 span.fail(kind, str(exc))
                 what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
                 return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
-            span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
-            span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
-            span.set(attr.RESPONSE_MODEL, completion.model or None)
-            span.set(attr.FINISH_REASONS, (completion.finish_reason,))
+            rt.telemetry.completion(span, completion)
         self.usage = self.usage + completion.usage
 
         if completion.parse_error is not None:

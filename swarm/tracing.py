@@ -1,34 +1,73 @@
 """Tracing helpers on the OpenTelemetry *API* only (the CLI installs the SDK).
 
-The runtime opens spans through a :class:`Telemetry` object; its context managers start spans as
-*current* in the calling task, so anyio children started inside them inherit the right parent
-(contextvars are copied at ``start_soon``). Span names and attributes follow the GenAI semantic
-conventions (``invoke_agent``, ``chat``, ``execute_tool``) plus ``swarm.*`` attributes for stages,
-DAG statistics and rewards.
+The runtime opens spans through a :class:`Telemetry` object. Its methods return context managers that
+start a span as *current* in the calling task, so anyio children started inside them inherit the right
+parent (contextvars are copied at ``start_soon``): every sub-agent's spans sit under its own stage span.
 
-When tracing is off (no provider passed and none installed globally) a :class:`Telemetry` with
-``enabled=False`` costs one attribute check per call site.
+Span names and attributes follow the OpenTelemetry GenAI semantic conventions (Development status,
+now kept in ``open-telemetry/semantic-conventions-genai``)::
+
+    invoke_agent orchestrator      INTERNAL  gen_ai.conversation.id=<episode id>, swarm.dag.*, swarm.reward.*
+    ├─ chat <model>                CLIENT    usage, finish reasons, server.address/port
+    └─ stage <n>                   INTERNAL  swarm.stage.index/kind/width/critical_steps(_so_far)
+       ├─ execute_tool <tool>      INTERNAL  the orchestrator's direct tool calls
+       └─ invoke_agent <name>      INTERNAL  gen_ai.agent.id, swarm.agent.status
+          ├─ chat <model>
+          └─ execute_tool <tool>   (MCP client spans nest here)
+
+Failures set span status ERROR and ``error.type``. Message content (``gen_ai.input.messages``,
+``gen_ai.output.messages``, ``gen_ai.system_instructions``, tool arguments and results) is recorded only
+with ``capture_content=True``, in the conventions' JSON ``parts`` shape, and capped at
+:data:`CONTENT_LIMIT` UTF-8 bytes per attribute so an export batch stays under receivers' 4 MiB limit.
+
+A disabled :class:`Telemetry` (no provider given and none installed globally) returns one shared
+no-op context manager: no span, no attribute dict, no content serialisation.
+
+A backend may expose two optional attributes that end up on its ``chat`` spans: ``base_url`` (e.g.
+``"http://gpu-box:8000/v1"``, giving ``server.address``/``server.port``) and ``provider_name`` (the
+``gen_ai.provider.name`` value, e.g. ``"openai"`` for an OpenAI-compatible vLLM server).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
-__all__ = ["CONTENT_LIMIT", "SpanHandle", "Telemetry", "attr"]
+from swarm.backend import Completion, SamplingParams
+from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
+
+__all__ = [
+    "CONTENT_LIMIT",
+    "SpanHandle",
+    "SpanScope",
+    "Telemetry",
+    "attr",
+    "cap_content",
+    "genai_input_messages",
+    "genai_output_messages",
+    "server_of",
+]
 
 INSTRUMENTATION_NAME = "agent-swarm"
 CONTENT_LIMIT = 16_384
-"""Max characters of one content attribute when content capture is on (keeps exports < 4 MiB)."""
+"""Max UTF-8 bytes of one content attribute when content capture is on.
+
+At most two content attributes sit on a span; the CLI caps export batches at 64 spans when content is
+captured, so one OTLP request stays near 2 MiB, under the 4 MiB default of gRPC receivers."""
+
+DEFAULT_PROVIDER = "swarm"
+"""``gen_ai.provider.name`` when the backend does not say (custom values are allowed by the spec)."""
 
 
-class attr:  # noqa: N801 - a namespace of attribute-name constants
-    """Attribute names (GenAI conventions moved out of the semconv package; keep them here)."""
+class attr:  # a namespace of attribute-name constants
+    """Attribute names (the GenAI conventions left the semconv package; keep the strings here)."""
 
     OPERATION = "gen_ai.operation.name"
     PROVIDER = "gen_ai.provider.name"
@@ -37,7 +76,10 @@ class attr:  # noqa: N801 - a namespace of attribute-name constants
     CONVERSATION_ID = "gen_ai.conversation.id"
     REQUEST_MODEL = "gen_ai.request.model"
     REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+    REQUEST_TOP_P = "gen_ai.request.top_p"
     REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+    REQUEST_SEED = "gen_ai.request.seed"
+    REQUEST_STOP = "gen_ai.request.stop_sequences"
     RESPONSE_MODEL = "gen_ai.response.model"
     FINISH_REASONS = "gen_ai.response.finish_reasons"
     INPUT_TOKENS = "gen_ai.usage.input_tokens"
@@ -49,6 +91,7 @@ class attr:  # noqa: N801 - a namespace of attribute-name constants
     TOOL_RESULT = "gen_ai.tool.call.result"
     INPUT_MESSAGES = "gen_ai.input.messages"
     OUTPUT_MESSAGES = "gen_ai.output.messages"
+    SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
     SERVER_ADDRESS = "server.address"
     SERVER_PORT = "server.port"
     ERROR_TYPE = "error.type"
@@ -57,8 +100,10 @@ class attr:  # noqa: N801 - a namespace of attribute-name constants
     STAGE_KIND = "swarm.stage.kind"
     STAGE_CRITICAL = "swarm.stage.critical_steps"
     CRITICAL_SO_FAR = "swarm.stage.critical_steps_so_far"
+    STAGE_FAILED = "swarm.stage.failed_subagents"
     AGENT_STATUS = "swarm.agent.status"
     AGENT_STEPS = "swarm.agent.steps"
+    EPISODE_ID = "swarm.episode.id"
     EPISODE_STATUS = "swarm.episode.status"
     TASK_ID = "swarm.task.id"
 
@@ -88,21 +133,203 @@ class SpanHandle:
     def fail(self, error_type: str, description: str = "") -> None:
         """Mark the span as failed without an exception object (e.g. a recorded agent failure)."""
         if self._span is not None:
-            self._span.set_attribute(attr.ERROR_TYPE, error_type)
+            self._span.set_attribute(attr.ERROR_TYPE, error_type or "_OTHER")
             self._span.set_status(Status(StatusCode.ERROR, description[:512]))
 
     def trace_id(self) -> str | None:
+        """The W3C trace id (32 hex digits), or ``None`` when tracing is off."""
         if self._span is None:
             return None
         ctx = self._span.get_span_context()
         return format(ctx.trace_id, "032x") if ctx.is_valid else None
 
+    def span_id(self) -> str | None:
+        if self._span is None:
+            return None
+        ctx = self._span.get_span_context()
+        return format(ctx.span_id, "016x") if ctx.is_valid else None
+
 
 _NULL = SpanHandle(None)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= CONTENT_LIMIT else text[:CONTENT_LIMIT] + f"…[truncated {len(text)} chars]"
+class SpanScope(Protocol):
+    """What every :class:`Telemetry` span method returns: ``with telemetry.chat(...) as span:``."""
+
+    def __enter__(self) -> SpanHandle: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class _NullScope:
+    """The shared scope of a disabled Telemetry: costs one method call on enter and exit."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> SpanHandle:
+        return _NULL
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+
+_NULL_SCOPE = _NullScope()
+
+
+class _Scope:
+    """Starts a span as current on enter; on exit records an escaping exception and ends it."""
+
+    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token", "_tracer")
+
+    def __init__(self, tracer: Tracer, name: str, kind: SpanKind, attributes: dict[str, Any]) -> None:
+        self._tracer, self._name, self._kind = tracer, name, kind
+        self._attributes = {k: v for k, v in attributes.items() if v is not None}
+
+    def __enter__(self) -> SpanHandle:
+        span = self._tracer.start_span(self._name, kind=self._kind, attributes=self._attributes)
+        self._span = span
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+        return SpanHandle(span)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        span = self._span
+        try:
+            if exc is not None and span.is_recording():
+                span.set_attribute(attr.ERROR_TYPE, type(exc).__qualname__)
+                if isinstance(exc, Exception):
+                    span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+                else:  # cancellation (Ctrl-C, a deadline, a sibling's failure) ends the span as an error
+                    span.set_status(Status(StatusCode.ERROR, "cancelled"))
+        finally:
+            otel_context.detach(self._token)
+            span.end()
+
+
+# -- content ----------------------------------------------------------------------------------------
+
+
+def _text(content: str) -> dict[str, Any]:
+    return {"type": "text", "content": content}
+
+
+def _tool_call_part(c: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+
+
+def genai_input_messages(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(system_instructions, input_messages)`` in the GenAI conventions' JSON ``parts`` shape."""
+    system: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, SystemMessage):
+            system.append(_text(m.content))
+        elif isinstance(m, AssistantMessage):
+            parts = [_text(m.content)] if m.content else []
+            parts += [_tool_call_part(c) for c in m.tool_calls]
+            out.append({"role": "assistant", "parts": parts})
+        elif isinstance(m, ToolMessage):
+            out.append(
+                {
+                    "role": "tool",
+                    "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "result": m.content}],
+                }
+            )
+        else:
+            out.append({"role": m.role, "parts": [_text(m.content)]})
+    return system, out
+
+
+def genai_output_messages(completion: Completion) -> list[dict[str, Any]]:
+    """The completion as ``gen_ai.output.messages``."""
+    parts = [_text(completion.text)] if completion.text else []
+    parts += [_tool_call_part(c) for c in completion.tool_calls]
+    return [{"role": "assistant", "parts": parts, "finish_reason": completion.finish_reason}]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _truncate(text: str, max_bytes: int) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    marker = f"…[truncated {len(data)} bytes]"
+    keep = max(0, max_bytes - len(marker.encode("utf-8")))
+    return data[:keep].decode("utf-8", errors="ignore") + marker
+
+
+def _shrink_parts(messages: list[dict[str, Any]], per_part: int) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        parts = []
+        for p in m.get("parts", ()):
+            q = dict(p)
+            for key in ("content", "result"):
+                if isinstance(q.get(key), str):
+                    q[key] = _truncate(q[key], per_part)
+            if "arguments" in q and not isinstance(q["arguments"], str):
+                args = _dumps(q["arguments"])
+                if len(args.encode("utf-8")) > per_part:
+                    q["arguments"] = _truncate(args, per_part)
+            parts.append(q)
+        out.append({**m, "parts": parts})
+    return out
+
+
+def cap_content(value: Any, limit: int = CONTENT_LIMIT) -> str:
+    """Serialise content to JSON (strings stay as they are) within ``limit`` UTF-8 bytes.
+
+    A list of GenAI messages stays *valid JSON*: long parts are truncated first, then the oldest
+    messages are dropped (the latest turns matter most), with a marker saying how many.
+    """
+    if isinstance(value, str):
+        return _truncate(value, limit)
+    text = _dumps(value)
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    if not (isinstance(value, list) and all(isinstance(m, dict) and "parts" in m for m in value)):
+        return _truncate(text, limit)
+    n_parts = max(1, sum(len(m["parts"]) for m in value))
+    messages = _shrink_parts(value, max(256, limit // (n_parts + 1)))
+    dropped = 0
+    while messages:
+        candidate = (
+            messages
+            if not dropped
+            else [
+                {"role": "system", "parts": [_text(f"[{dropped} earlier message(s) omitted: size cap]")]},
+                *messages,
+            ]
+        )
+        text = _dumps(candidate)
+        if len(text.encode("utf-8")) <= limit:
+            return text
+        messages = messages[1:]
+        dropped += 1
+    return _dumps([{"role": "system", "parts": [_text(f"[{dropped} message(s) omitted: size cap]")]}])
+
+
+def server_of(backend: object) -> tuple[str | None, int | None]:
+    """``(server.address, server.port)`` from a backend's optional ``base_url`` attribute."""
+    url = getattr(backend, "base_url", None)
+    if not isinstance(url, str) or not url:
+        return None, None
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None and parts.scheme in ("http", "https"):
+        port = 443 if parts.scheme == "https" else 80
+    return parts.hostname or None, port
 
 
 class Telemetry:
@@ -118,44 +345,39 @@ class Telemetry:
         if enabled is None:
             enabled = provider is not None or _global_provider_installed()
         self.enabled = enabled
-        self.capture_content = capture_content
-        self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider) if enabled else None
+        self.capture_content = capture_content and enabled
+        self._tracer: Tracer | None = (
+            trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider) if enabled else None
+        )
 
     # -- spans --------------------------------------------------------------------------------------
 
-    @contextmanager
-    def _span(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> Iterator[SpanHandle]:
+    def episode(self, *, episode_id: str, model: str, task_id: str) -> SpanScope:
+        """``invoke_agent orchestrator``: the root span of one episode."""
         if self._tracer is None:
-            yield _NULL
-            return
-        with self._tracer.start_as_current_span(
-            name, kind=kind, attributes={k: v for k, v in attributes.items() if v is not None},
-            record_exception=True, set_status_on_exception=True,
-        ) as span:
-            handle = SpanHandle(span)
-            try:
-                yield handle
-            except BaseException as exc:
-                span.set_attribute(attr.ERROR_TYPE, type(exc).__qualname__)
-                raise
-
-    def episode(self, *, episode_id: str, model: str, task_id: str) -> Any:
-        return self._span(
+            return _NULL_SCOPE
+        return _Scope(
+            self._tracer,
             "invoke_agent orchestrator",
             SpanKind.INTERNAL,
             {
                 attr.OPERATION: "invoke_agent",
-                attr.PROVIDER: "swarm",
+                attr.PROVIDER: DEFAULT_PROVIDER,
                 attr.AGENT_NAME: "orchestrator",
                 attr.AGENT_ID: f"{episode_id}/orchestrator",
                 attr.CONVERSATION_ID: episode_id,
+                attr.EPISODE_ID: episode_id,
                 attr.REQUEST_MODEL: model,
-                attr.TASK_ID: task_id,
+                attr.TASK_ID: task_id or None,
             },
         )
 
-    def stage(self, *, index: int, kind: str, width: int, critical_so_far: int) -> Any:
-        return self._span(
+    def stage(self, *, index: int, kind: str, width: int, critical_so_far: int) -> SpanScope:
+        """``stage <index>``: one orchestrator turn's stage (direct tools and sub-agents in parallel)."""
+        if self._tracer is None:
+            return _NULL_SCOPE
+        return _Scope(
+            self._tracer,
             f"stage {index}",
             SpanKind.INTERNAL,
             {
@@ -166,39 +388,76 @@ class Telemetry:
             },
         )
 
-    def agent(self, *, name: str, agent_id: str, model: str, episode_id: str) -> Any:
-        return self._span(
+    def agent(self, *, name: str, agent_id: str, model: str, episode_id: str) -> SpanScope:
+        """``invoke_agent <name>``: one sub-agent instance."""
+        if self._tracer is None:
+            return _NULL_SCOPE
+        return _Scope(
+            self._tracer,
             f"invoke_agent {name}",
             SpanKind.INTERNAL,
             {
                 attr.OPERATION: "invoke_agent",
-                attr.PROVIDER: "swarm",
+                attr.PROVIDER: DEFAULT_PROVIDER,
                 attr.AGENT_NAME: name,
                 attr.AGENT_ID: agent_id,
-                attr.CONVERSATION_ID: episode_id,
+                attr.CONVERSATION_ID: episode_id or None,
                 attr.REQUEST_MODEL: model,
             },
         )
 
-    def chat(self, *, model: str, provider: str = "swarm", server_address: str | None = None,
-             server_port: int | None = None, temperature: float | None = None,
-             max_tokens: int | None = None) -> Any:
-        return self._span(
-            f"chat {model}",
-            SpanKind.CLIENT,
-            {
-                attr.OPERATION: "chat",
-                attr.PROVIDER: provider,
-                attr.REQUEST_MODEL: model,
-                attr.SERVER_ADDRESS: server_address,
-                attr.SERVER_PORT: server_port,
-                attr.REQUEST_TEMPERATURE: temperature,
-                attr.REQUEST_MAX_TOKENS: max_tokens,
-            },
-        )
+    def chat(
+        self,
+        *,
+        model: str,
+        backend: object = None,
+        sampling: SamplingParams | None = None,
+        messages: Sequence[Message] | None = None,
+        provider: str | None = None,
+        server_address: str | None = None,
+        server_port: int | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> SpanScope:
+        """``chat <model>``: one LLM call. ``messages`` are recorded only when content capture is on."""
+        if self._tracer is None:
+            return _NULL_SCOPE
+        if backend is not None:
+            if server_address is None:
+                server_address, port = server_of(backend)
+                server_port = server_port if server_port is not None else port
+            if provider is None:
+                name = getattr(backend, "provider_name", None)
+                provider = name if isinstance(name, str) and name else None
+        attributes: dict[str, Any] = {
+            attr.OPERATION: "chat",
+            attr.PROVIDER: provider or DEFAULT_PROVIDER,
+            attr.REQUEST_MODEL: model,
+            attr.SERVER_ADDRESS: server_address,
+            attr.SERVER_PORT: server_port,
+            attr.REQUEST_TEMPERATURE: temperature,
+            attr.REQUEST_MAX_TOKENS: max_tokens,
+        }
+        if sampling is not None:
+            attributes[attr.REQUEST_TEMPERATURE] = sampling.temperature
+            attributes[attr.REQUEST_TOP_P] = sampling.top_p
+            attributes[attr.REQUEST_MAX_TOKENS] = sampling.max_tokens
+            attributes[attr.REQUEST_SEED] = sampling.seed
+            if sampling.stop:
+                attributes[attr.REQUEST_STOP] = sampling.stop
+        if self.capture_content and messages is not None:
+            system, inputs = genai_input_messages(messages)
+            if system:
+                attributes[attr.SYSTEM_INSTRUCTIONS] = cap_content(system)
+            attributes[attr.INPUT_MESSAGES] = cap_content(inputs)
+        return _Scope(self._tracer, f"chat {model}", SpanKind.CLIENT, attributes)
 
-    def tool(self, *, name: str, call_id: str) -> Any:
-        return self._span(
+    def tool(self, *, name: str, call_id: str, arguments: Mapping[str, Any] | None = None) -> SpanScope:
+        """``execute_tool <name>``: one tool call (arguments recorded only with content capture)."""
+        if self._tracer is None:
+            return _NULL_SCOPE
+        return _Scope(
+            self._tracer,
             f"execute_tool {name}",
             SpanKind.INTERNAL,
             {
@@ -206,17 +465,35 @@ class Telemetry:
                 attr.TOOL_NAME: name,
                 attr.TOOL_TYPE: "function",
                 attr.TOOL_CALL_ID: call_id,
+                attr.TOOL_ARGUMENTS: cap_content(dict(arguments))
+                if self.capture_content and arguments
+                else None,
             },
         )
 
-    # -- content ------------------------------------------------------------------------------------
+    # -- results ------------------------------------------------------------------------------------
 
-    def content(self, handle: SpanHandle, key: str, value: str | Sequence[Any] | Mapping[str, Any]) -> None:
-        """Attach prompt/completion/tool content, only when capture is on; size-capped."""
+    def completion(self, span: SpanHandle, completion: Completion) -> None:
+        """Record a finished LLM call on its ``chat`` span: usage, response model, finish reason."""
+        if not span.recording:
+            return
+        span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
+        span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
+        span.set(attr.RESPONSE_MODEL, completion.model or None)
+        span.set(attr.FINISH_REASONS, (completion.finish_reason,))
+        if completion.parse_error is not None:
+            span.set("swarm.response.parse_error", completion.parse_error[:512])
+        if self.capture_content:
+            span.set(attr.OUTPUT_MESSAGES, cap_content(genai_output_messages(completion)))
+
+    def content(self, handle: SpanHandle, key: str, value: Any | Callable[[], Any]) -> None:
+        """Attach content only when capture is on; ``value`` may be a zero-argument callable so
+        nothing is serialised when capture is off. Size-capped (see :func:`cap_content`)."""
         if not self.capture_content or not handle.recording:
             return
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        handle.set(key, _cap(text))
+        if callable(value):
+            value = value()
+        handle.set(key, cap_content(value))
 
 
 def _global_provider_installed() -> bool:

@@ -1,0 +1,209 @@
+"""Policy losses over orchestrator tokens, chosen by name from :data:`LOSSES` (needs the ``rl`` extra).
+
+Every loss takes the same tensors and returns a scalar to *minimise* plus metrics:
+
+* ``logprobs``     ``[B, T]`` log π_θ of each response token (recomputed by the trainer, with grad);
+* ``old_logprobs`` ``[B, T]`` log π_old of the same tokens (no grad);
+* ``advantages``   ``[B]``    one advantage per sequence (``r − r̄`` of its group);
+* ``mask``         ``[B, T]`` 1 for tokens the orchestrator sampled, 0 for prompt, observations
+  (tool and sub-agent outputs) and padding (SPEC §6 ``response_mask``).
+
+``num_tokens`` overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
+batch is split into micro-batches, so accumulated gradients equal the full-batch gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from orchestrator.rl.registry import Registry
+from swarm.errors import ConfigError
+
+__all__ = [
+    "LOSSES",
+    "LossFn",
+    "LossOutput",
+    "LossParams",
+    "gather_logprobs",
+    "k2_squared_loss",
+    "k25_loss",
+    "ppo_clip_loss",
+    "ptx_loss",
+]
+
+
+class LossParams(BaseModel):
+    """Hyper-parameters of the policy losses.
+
+    ``alpha``/``beta`` bound the per-token **log-ratio** ``log π_θ/π_old`` for the K2.5 loss: a token
+    whose log-ratio leaves ``[alpha, beta]`` contributes no policy gradient (whatever the sign of its
+    advantage). The paper writes the bounds as ``Clip(ratio, α, β)`` with α, β > 0; reading them as
+    ratio bounds gives the same mask with ``alpha = ln α``, ``beta = ln β``. ``tau`` weighs the
+    squared log-ratio penalty (K2.5) or the log-ratio inside the square (K2). ``clip_low``/``clip_high``
+    are PPO's ratio clip ε's.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alpha: float = Field(-math.log(2.0), lt=0.0)
+    beta: float = Field(math.log(2.0), gt=0.0)
+    tau: float = Field(0.01, ge=0.0)
+    clip_low: float = Field(0.2, gt=0.0, lt=1.0)
+    clip_high: float = Field(0.2, gt=0.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LossParams:
+        if not self.alpha < self.beta:
+            raise ValueError(f"alpha ({self.alpha}) must be below beta ({self.beta})")
+        return self
+
+
+class LossOutput(BaseModel):
+    """The scalar to minimise and detached float metrics (for the per-step JSONL)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    loss: torch.Tensor
+    metrics: dict[str, float]
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, LossParams, "float | None"], LossOutput]
+LOSSES: Registry[LossFn] = Registry("policy loss")
+
+
+def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> None:
+    if logprobs.dim() != 2 or logprobs.shape != old.shape or logprobs.shape != mask.shape:
+        raise ConfigError(
+            f"logprobs {tuple(logprobs.shape)}, old_logprobs {tuple(old.shape)} and mask "
+            f"{tuple(mask.shape)} must all be the same [batch, tokens] shape"
+        )
+    if adv.shape != (logprobs.shape[0],):
+        raise ConfigError(f"advantages must be one per sequence: shape ({logprobs.shape[0]},), got {tuple(adv.shape)}")
+
+
+def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
+    n = float(mask.sum().item()) if num_tokens is None else float(num_tokens)
+    return max(n, 1.0)  # a batch without orchestrator tokens gives a zero loss, not NaN
+
+
+@LOSSES.register("k25")
+def k25_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    params: LossParams,
+    num_tokens: float | None = None,
+) -> LossOutput:
+    """K2.5 eq. (1): ``−(1/N) Σ_tokens [ 1{α ≤ log r ≤ β}·r·A − τ·(log r)² ]``, ``r = π_θ/π_old``.
+
+    The indicator is token-level masking on the log-ratio (no gradient through it); the squared
+    log-ratio penalty applies to every orchestrator token, masked or not.
+    """
+    _check(logprobs, old_logprobs, advantages, mask)
+    mask = mask.to(logprobs.dtype)
+    log_ratio = logprobs - old_logprobs.detach()
+    ratio = torch.exp(log_ratio)
+    keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(logprobs.dtype).detach()
+    per_token = keep * ratio * advantages.detach()[:, None] - params.tau * log_ratio.square()
+    n = _normaliser(mask, num_tokens)
+    loss = -(per_token * mask).sum() / n
+    with torch.no_grad():
+        tokens = max(float(mask.sum().item()), 1.0)
+        metrics = {
+            "masked_token_frac": float(((1.0 - keep) * mask).sum().item()) / tokens,
+            "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
+            "log_ratio_sq_mean": float((log_ratio.square() * mask).sum().item()) / tokens,
+        }
+    return LossOutput(loss=loss, metrics=metrics)
+
+
+@LOSSES.register("k2")
+def k2_squared_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    params: LossParams,
+    num_tokens: float | None = None,
+) -> LossOutput:
+    """K2 (seed 002 §4.3): ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
+
+    The sequence log-ratio is the sum of token log-ratios over the orchestrator's tokens. The mean
+    runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
+    is a sequence count, not a token count).
+    """
+    _check(logprobs, old_logprobs, advantages, mask)
+    mask = mask.to(logprobs.dtype)
+    seq_log_ratio = ((logprobs - old_logprobs.detach()) * mask).sum(dim=-1)
+    has = (mask.sum(dim=-1) > 0).to(logprobs.dtype)
+    err = advantages.detach() - params.tau * seq_log_ratio
+    k = max(float(has.sum().item()), 1.0)
+    loss = (err.square() * has).sum() / k
+    with torch.no_grad():
+        tokens = max(float(mask.sum().item()), 1.0)
+        metrics = {
+            "masked_token_frac": 0.0,
+            "log_ratio_mean": float(seq_log_ratio.sum().item()) / tokens,
+            "seq_log_ratio_mean": float((seq_log_ratio * has).sum().item()) / k,
+        }
+    return LossOutput(loss=loss, metrics=metrics)
+
+
+@LOSSES.register("ppo_clip")
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    params: LossParams,
+    num_tokens: float | None = None,
+) -> LossOutput:
+    """Plain PPO-clip: ``−(1/N) Σ_tokens min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)``."""
+    _check(logprobs, old_logprobs, advantages, mask)
+    mask = mask.to(logprobs.dtype)
+    log_ratio = logprobs - old_logprobs.detach()
+    ratio = torch.exp(log_ratio)
+    adv = advantages.detach()[:, None]
+    clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
+    per_token = torch.minimum(ratio * adv, clipped * adv)
+    n = _normaliser(mask, num_tokens)
+    loss = -(per_token * mask).sum() / n
+    with torch.no_grad():
+        tokens = max(float(mask.sum().item()), 1.0)
+        active = ((ratio * adv) > (clipped * adv)).to(logprobs.dtype)  # min picked the clipped term
+        metrics = {
+            "masked_token_frac": float((active * mask).sum().item()) / tokens,
+            "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
+        }
+    return LossOutput(loss=loss, metrics=metrics)
+
+
+def ptx_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """PTX auxiliary loss (seed 002 §4.3): mean negative log-likelihood of a fixed SFT set's tokens.
+
+    The trainer adds ``ptx_coef · ptx_loss`` to the policy loss.
+    """
+    if logprobs.shape != mask.shape:
+        raise ConfigError(f"logprobs {tuple(logprobs.shape)} and mask {tuple(mask.shape)} must match")
+    mask = mask.to(logprobs.dtype)
+    return -(logprobs * mask).sum() / max(float(mask.sum().item()), 1.0)
+
+
+def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``log softmax(logits / T)`` of each next token: ``out[:, i] = log p(input_ids[:, i+1] | ..i)``.
+
+    Returns ``[B, L−1]``. Dividing by the sampling temperature makes the recomputed logprobs match
+    what an engine reports as *processed* logprobs at that temperature.
+    """
+    if temperature <= 0:
+        raise ConfigError(f"temperature must be > 0 to recompute logprobs, got {temperature}")
+    logits = logits[:, :-1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)

@@ -1,0 +1,439 @@
+"""A WideSearch-compatible table scorer: item- and row-level precision/recall/F1 over a markdown table.
+
+Reimplemented from the published scoring rules (``shared/notes/evaluation-data.md`` §1), with the LLM
+parts replaced deterministically: column names and key values are aligned by normalisation plus
+explicit alias tables, and ``llm_judge`` columns fall back to normalised exact match (reported in
+``TableScore.judge_fallback_columns``).
+
+The steps, in order:
+
+1. take the first `````markdown`` block of the response, else the lines from the first to the last
+   line containing ``|``; drop separator rows; the first row is the header;
+2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``; if the
+   response's column set differs from the required one, everything scores 0;
+3. rewrite response key values through ``key_aliases``; preprocess every cell per column
+   (``norm_str``, ``extract_number``, ``norm_date``); drop rows with duplicate keys on both sides;
+4. success = the tables are equal after sorting, or every row/item P/R/F1 below is 1;
+5. inner-join on the key columns; key cells score 1, other cells the *minimum* over their column's
+   metrics (``exact_match``, ``number_near``, ``date_near``, ``url_match``, ``in_match``,
+   ``llm_judge``); a row scores the minimum of its cells;
+6. ``P_row = TP_row/#pred``, ``R_row = TP_row/#gold``, ``P_item = TP_item/(#pred·|cols|)``,
+   ``R_item = TP_item/(#gold·|cols|)``, F1 the harmonic mean.
+
+Public API for workloads: :func:`score_table` (returns :class:`TableScore`), :class:`ColumnRule`,
+:func:`extract_markdown_table`; the ``table`` verifier wraps them for task files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from swarm.errors import ConfigError
+from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+
+__all__ = [
+    "CellMetric",
+    "ColumnRule",
+    "Preprocess",
+    "TableArgs",
+    "TableScore",
+    "extract_markdown_table",
+    "norm_column",
+    "parse_date",
+    "score_table",
+]
+
+Preprocess = Literal["norm_str", "extract_number", "norm_date"]
+CellMetric = Literal["exact_match", "number_near", "date_near", "url_match", "in_match", "llm_judge"]
+
+
+class ColumnRule(BaseModel):
+    """How one column is compared: preprocessing (both sides), then metrics (a cell scores their min).
+
+    ``criterion`` is the relative tolerance of ``number_near`` (default 0.1) and the day window of
+    ``date_near`` (default 31).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    preprocess: tuple[Preprocess, ...] = ("norm_str",)
+    metrics: tuple[CellMetric, ...] = Field(("exact_match",), min_length=1)
+    criterion: float | None = Field(None, ge=0.0)
+
+
+class TableScore(BaseModel):
+    """Scores of one response table against the gold table (all in [0, 1])."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    success: bool = False
+    row_precision: float = 0.0
+    row_recall: float = 0.0
+    row_f1: float = 0.0
+    item_precision: float = 0.0
+    item_recall: float = 0.0
+    item_f1: float = 0.0
+    pred_rows: int = 0
+    gold_rows: int = 0
+    matched_rows: int = 0
+    column_scores: dict[str, float] = Field(default_factory=dict)
+    judge_fallback_columns: tuple[str, ...] = ()
+    error: str | None = None
+
+
+# -- parsing ----------------------------------------------------------------------------------------
+
+_SEP_CELL = re.compile(r"^:?-{1,}:?$")
+_PIPE_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def norm_column(name: str) -> str:
+    """WideSearch's column normalisation: strip, lower-case, remove spaces."""
+    return re.sub(r"\s+", "", str(name).strip().lower())
+
+
+def _split_row(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|") and not s.endswith("\\|"):
+        s = s[:-1]
+    return [c.strip().replace("\\|", "|") for c in _PIPE_SPLIT.split(s)]
+
+
+def extract_markdown_table(text: str) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows of the response's table, or None when it has none.
+
+    Takes the first `````markdown`` block (also ````md``), else the span from the first to the last
+    line containing ``|``. Separator rows are dropped; short rows are padded, long rows truncated.
+    """
+    block = re.search(r"```(?:markdown|md)[^\n]*\n(.*?)```", text, re.DOTALL | re.IGNORECASE)
+    lines = (block.group(1) if block else text).splitlines()
+    idx = [i for i, line in enumerate(lines) if "|" in line]
+    if not idx:
+        return None
+    rows = [_split_row(line) for line in lines[idx[0] : idx[-1] + 1] if "|" in line]
+    rows = [r for r in rows if not all(_SEP_CELL.match(c) or not c for c in r)]
+    if not rows:
+        return None
+    header, body = rows[0], rows[1:]
+    width = len(header)
+    return header, [(r + [""] * width)[:width] for r in body]
+
+
+def _gold_rows(gold: str | Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, str]]]:
+    if isinstance(gold, str):
+        parsed = extract_markdown_table(gold)
+        if parsed is None:  # not markdown: CSV with a header row
+            reader = list(csv.reader(io.StringIO(gold.strip())))
+            if len(reader) < 1:
+                raise ConfigError("gold table is empty; give a markdown table, CSV text or a list of rows")
+            parsed = reader[0], [(r + [""] * len(reader[0]))[: len(reader[0])] for r in reader[1:] if r]
+        header, body = parsed
+        return header, [dict(zip(header, r, strict=True)) for r in body]
+    columns: list[str] = []
+    for row in gold:
+        for k in row:
+            if k not in columns:
+                columns.append(str(k))
+    return columns, [{str(k): "" if v is None else str(v) for k, v in row.items()} for row in gold]
+
+
+# -- preprocessing and cell metrics -----------------------------------------------------------------
+
+_NUM = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
+_DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y/%m/%d",
+    "%Y.%m.%d",
+    "%Y%m%d",
+    "%d %B %Y",
+    "%B %d %Y",
+    "%d %b %Y",
+    "%b %d %Y",
+    "%m/%d/%Y",
+    "%d.%m.%Y",
+    "%Y年%m月%d日",
+    "%B %Y",
+    "%b %Y",
+    "%Y-%m",
+    "%Y/%m",
+    "%Y年%m月",
+    "%Y",
+)
+
+
+def parse_date(text: str) -> date | None:
+    """Parse a date in common written forms (ISO, ``5 March 2024``, ``March 5th, 2024``, ``2024年3月5日``).
+
+    Month-only or year-only dates resolve to the first day. A deterministic stand-in for dateparser.
+    """
+    s = text.strip()
+    if not s:
+        return None
+    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", s)
+    s = re.sub(r"\s*,\s*", " ", s)
+    s = re.sub(r"\s+", " ", s).strip()
+    with_t = s.split("T")[0] if re.match(r"\d{4}-\d{2}-\d{2}T", s) else s
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(with_t, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def _preprocess(value: str, steps: Sequence[Preprocess]) -> str:
+    s = str(value)
+    for step in steps:
+        if step == "norm_str":
+            s = s.strip().lower().replace(" ", "").replace("*", "")
+        elif step == "extract_number":
+            m = _NUM.search(s.replace(" ", ""))
+            s = m.group(0).replace(",", "") if m else "NULL"
+        elif step == "norm_date":
+            d = parse_date(s)
+            s = d.isoformat() if d else s
+    return s
+
+
+def _number(s: str) -> float | None:
+    m = _NUM.search(s)
+    if m is None:
+        return None
+    try:
+        v = float(m.group(0).replace(",", ""))
+    except ValueError:
+        return None
+    return v / 100 if "%" in s else v
+
+
+_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?[^\s,;|<>\"']+\.[^\s,;|<>\"']+", re.IGNORECASE)
+
+
+def _netlocs(s: str) -> set[str]:
+    out = set()
+    for tok in _URL.findall(s):
+        parsed = urlparse(tok if "://" in tok else f"http://{tok}")
+        if parsed.netloc:
+            out.add(parsed.netloc.lower())
+    return out
+
+
+def _cell_score(metric: CellMetric, resp: str, gold: str, criterion: float | None) -> float:
+    if metric in ("exact_match", "llm_judge"):
+        return float(resp.strip().lower() == gold.strip().lower())
+    if metric == "number_near":
+        r, t = _number(resp), _number(gold)
+        if r is None or t is None:
+            return float(r is None and t is None and resp.strip().lower() == gold.strip().lower())
+        tol = 0.1 if criterion is None else criterion
+        return float(abs(r - t) <= abs(t) * tol)
+    if metric == "date_near":
+        dr, dt = parse_date(resp), parse_date(gold)
+        if dr is None and dt is None:
+            return 1.0  # WideSearch: both unparseable counts as a match
+        if dr is None or dt is None:
+            return 0.0
+        days = 31 if criterion is None else criterion
+        return float(abs((dr - dt).days) <= days)
+    if metric == "url_match":
+        nr, nt = _netlocs(resp), _netlocs(gold)
+        if not nr and not nt:
+            return float(resp.strip().lower() == gold.strip().lower())
+        return float(nr == nt)
+    if metric == "in_match":
+        return float(resp.strip().lower() in gold.strip().lower())
+    raise ConfigError(f"unknown cell metric {metric!r}")
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+
+# -- scoring ----------------------------------------------------------------------------------------
+
+
+def score_table(
+    response: str | Sequence[Mapping[str, Any]],
+    gold: str | Sequence[Mapping[str, Any]],
+    *,
+    key_columns: Sequence[str],
+    columns: Sequence[str] | None = None,
+    rules: Mapping[str, ColumnRule] | None = None,
+    column_aliases: Mapping[str, str] | None = None,
+    key_aliases: Mapping[str, Mapping[str, str]] | None = None,
+    allow_extra_columns: bool = False,
+) -> TableScore:
+    """Score ``response`` (markdown text or a list of row dicts) against ``gold``.
+
+    ``columns`` are the required columns (default: the gold header); ``rules`` map a column to its
+    :class:`ColumnRule` (default: ``norm_str`` + ``exact_match``); ``column_aliases`` map response
+    column names to gold names; ``key_aliases`` map, per key column, response spellings to gold
+    spellings. Column names are compared after :func:`norm_column`. A response without a table or
+    with the wrong columns scores 0 with ``error`` set; bad arguments raise :class:`ConfigError`.
+    """
+    gold_header, gold_dicts = _gold_rows(gold)
+    required = [norm_column(c) for c in (columns or gold_header)]
+    keys = [norm_column(k) for k in key_columns]
+    if not keys:
+        raise ConfigError("key_columns must name at least one column (the table's primary key)")
+    missing_keys = [k for k in keys if k not in required]
+    if missing_keys:
+        raise ConfigError(f"key columns {missing_keys} are not among the required columns {required}")
+    norm_rules = {norm_column(k): v for k, v in (rules or {}).items()}
+    unknown_rules = sorted(set(norm_rules) - set(required))
+    if unknown_rules:
+        raise ConfigError(f"rules given for columns {unknown_rules} that are not required: {required}")
+    rule_of = {c: norm_rules.get(c, ColumnRule()) for c in required}
+    aliases = {norm_column(a): norm_column(c) for a, c in (column_aliases or {}).items()}
+    gold_rows = [{norm_column(k): v for k, v in row.items()} for row in gold_dicts]
+    gold_missing = [c for c in required if gold_rows and c not in gold_rows[0]]
+    if gold_missing or not gold_rows:
+        raise ConfigError(f"gold table lacks rows or required columns {gold_missing}")
+    fallback = tuple(c for c in required if "llm_judge" in rule_of[c].metrics)
+
+    # Response table.
+    if isinstance(response, str):
+        parsed = extract_markdown_table(response)
+        if parsed is None:
+            return TableScore(gold_rows=len(gold_rows), error="no markdown table found in the response")
+        header, body = parsed
+        resp_header = [aliases.get(norm_column(h), norm_column(h)) for h in header]
+        resp_rows = [dict(zip(resp_header, r, strict=True)) for r in body]
+    else:
+        resp_rows = [
+            {aliases.get(norm_column(k), norm_column(k)): "" if v is None else str(v) for k, v in row.items()}
+            for row in response
+        ]
+        resp_header = list(resp_rows[0]) if resp_rows else list(required)
+    got, want = set(resp_header), set(required)
+    if got != want and not (allow_extra_columns and want <= got):
+        return TableScore(
+            gold_rows=len(gold_rows),
+            pred_rows=len(resp_rows),
+            judge_fallback_columns=fallback,
+            error=f"response columns {sorted(got)} differ from the required {sorted(want)}"
+            f" (missing {sorted(want - got)}, extra {sorted(got - want)})",
+        )
+
+    key_map = {
+        norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
+        for col, m in (key_aliases or {}).items()
+    }
+
+    def prep(row: Mapping[str, str], is_resp: bool) -> dict[str, str]:
+        out = {}
+        for c in required:
+            v = str(row.get(c, ""))
+            if is_resp and c in key_map:
+                v = key_map[c].get(_preprocess(v, ("norm_str",)), v)
+            out[c] = _preprocess(v, rule_of[c].preprocess)
+        return out
+
+    def dedup(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+        seen: set[tuple[str, ...]] = set()
+        out = []
+        for r in rows:
+            k = tuple(r[c] for c in keys)
+            if k not in seen:
+                seen.add(k)
+                out.append(r)
+        return out
+
+    g_rows = dedup([prep(r, False) for r in gold_rows])
+    p_rows = dedup([prep(r, True) for r in resp_rows])
+    n_pred, n_gold, n_cols = len(p_rows), len(g_rows), len(required)
+
+    gold_by_key = {tuple(r[c] for c in keys): r for r in g_rows}
+    tp_row = tp_item = 0.0
+    col_tp = dict.fromkeys(required, 0.0)
+    matched = 0
+    for pr in p_rows:
+        gr = gold_by_key.get(tuple(pr[c] for c in keys))
+        if gr is None:
+            continue
+        matched += 1
+        cells = []
+        for c in required:
+            if c in keys:
+                s = 1.0
+            else:
+                rule = rule_of[c]
+                s = min(_cell_score(m, pr[c], gr[c], rule.criterion) for m in rule.metrics)
+            col_tp[c] += s
+            cells.append(s)
+        tp_row += min(cells)
+        tp_item += sum(cells)
+
+    p_row = tp_row / n_pred if n_pred else 0.0
+    r_row = tp_row / n_gold
+    p_item = tp_item / (n_pred * n_cols) if n_pred else 0.0
+    r_item = tp_item / (n_gold * n_cols)
+    scores = (p_row, r_row, _f1(p_row, r_row), p_item, r_item, _f1(p_item, r_item))
+
+    def canon(rows: list[dict[str, str]]) -> list[tuple[str, ...]]:
+        return sorted(tuple(r[c] for c in required) for r in rows)
+
+    success = (n_pred == n_gold and canon(p_rows) == canon(g_rows)) or all(abs(s - 1.0) < 1e-12 for s in scores)
+    return TableScore(
+        success=success,
+        row_precision=scores[0],
+        row_recall=scores[1],
+        row_f1=scores[2],
+        item_precision=scores[3],
+        item_recall=scores[4],
+        item_f1=scores[5],
+        pred_rows=n_pred,
+        gold_rows=n_gold,
+        matched_rows=matched,
+        column_scores={c: col_tp[c] / n_gold for c in required},
+        judge_fallback_columns=fallback,
+    )
+
+
+class TableArgs(VerifierArgs):
+    """Arguments of the ``table`` verifier (see :func:`score_table`); ``score`` picks r_perf."""
+
+    gold: str | list[dict[str, Any]]
+    key_columns: list[str] = Field(min_length=1)
+    columns: list[str] | None = None
+    rules: dict[str, ColumnRule] = Field(default_factory=dict)
+    column_aliases: dict[str, str] = Field(default_factory=dict)
+    key_aliases: dict[str, dict[str, str]] = Field(default_factory=dict)
+    allow_extra_columns: bool = False
+    score: Literal["item_f1", "row_f1", "success"] = "item_f1"
+
+    @field_validator("gold")
+    @classmethod
+    def _gold_non_empty(cls, v: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        if not v:
+            raise ValueError("gold table must have at least one row")
+        return v
+
+
+@register_verifier("table", TableArgs)
+def table_verifier(answer: str, args: TableArgs, ctx: VerifierContext) -> Verdict:
+    """WideSearch-compatible table scoring; r_perf is item F1 by default."""
+    s = score_table(
+        answer,
+        args.gold,
+        key_columns=args.key_columns,
+        columns=args.columns,
+        rules=args.rules,
+        column_aliases=args.column_aliases,
+        key_aliases=args.key_aliases,
+        allow_extra_columns=args.allow_extra_columns,
+    )
+    value = float(s.success) if args.score == "success" else getattr(s, args.score)
+    details = s.model_dump(exclude={"error"})
+    # A missing table is the model's failure (score 0), not a failed verification.
+    return Verdict(score=value, passed=s.success, details={**details, "problem": s.error} if s.error else details)

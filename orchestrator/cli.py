@@ -19,6 +19,7 @@ import anyio
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
@@ -45,7 +46,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -91,8 +92,8 @@ def run(
         str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", "-b", envvar="SWARM_BACKEND",
-                          help="local, openai, vllm, transformers or scripted")
+        str,
+        typer.Option("--backend", "-b", envvar="SWARM_BACKEND", help="local, openai, vllm, transformers or scripted"),
     ] = "local",
     model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
@@ -100,8 +101,9 @@ def run(
     subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
     config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
-    max_subagents: Annotated[int | None, typer.Option("--max-subagents", "-n", min=1,
-                                                      help="max sub-agents per stage")] = None,
+    max_subagents: Annotated[
+        int | None, typer.Option("--max-subagents", "-n", min=1, help="max sub-agents per stage")
+    ] = None,
     max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
     subagent_timeout: Annotated[float | None, typer.Option("--subagent-timeout", min=0.001)] = None,
@@ -113,12 +115,22 @@ def run(
     """Run one task (or every task of a task file) through the orchestrator."""
     try:
         plan = _plan(
-            task=task, task_file=task_file, demo=demo, backend=backend, model=model, base_url=base_url,
-            subagent_backend=subagent_backend, subagent_model=subagent_model, config_file=config_file,
+            task=task,
+            task_file=task_file,
+            demo=demo,
+            backend=backend,
+            model=model,
+            base_url=base_url,
+            subagent_backend=subagent_backend,
+            subagent_model=subagent_model,
+            config_file=config_file,
             overrides={
-                "max_critical_steps": max_critical_steps, "max_subagents_per_stage": max_subagents,
-                "max_concurrency": max_concurrency, "max_subagent_steps": max_subagent_steps,
-                "subagent_timeout_s": subagent_timeout, "episode_timeout_s": episode_timeout,
+                "max_critical_steps": max_critical_steps,
+                "max_subagents_per_stage": max_subagents,
+                "max_concurrency": max_concurrency,
+                "max_subagent_steps": max_subagent_steps,
+                "subagent_timeout_s": subagent_timeout,
+                "episode_timeout_s": episode_timeout,
             },
         )
     except UserError as exc:
@@ -128,16 +140,25 @@ def run(
 
 
 def _plan(
-    *, task: str | None, task_file: Path | None, demo: str | None, backend: str, model: str | None,
-    base_url: str | None, subagent_backend: str | None, subagent_model: str | None,
-    config_file: Path | None, overrides: dict[str, Any],
+    *,
+    task: str | None,
+    task_file: Path | None,
+    demo: str | None,
+    backend: str,
+    model: str | None,
+    base_url: str | None,
+    subagent_backend: str | None,
+    subagent_model: str | None,
+    config_file: Path | None,
+    overrides: dict[str, Any],
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
         raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
     base, extras = load_config(config_file) if config_file else (None, {})
     if demo is not None or backend == "scripted":
-        from orchestrator.demo import DEMO_TASKS, demo as make_demo
+        from orchestrator.demo import DEMO_TASKS
+        from orchestrator.demo import demo as make_demo
 
         name = demo if demo is not None else (task or "")
         if name not in DEMO_TASKS:
@@ -145,9 +166,15 @@ def _plan(
                 f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
                 f"got {name!r}. Use --demo NAME, or a real backend for your own task"
             )
-        d = make_demo(name)
-        return RunPlan([d.task], _config_from(base or d.config, overrides), d.orchestrator_backend,
-                       d.subagent_backend, d.tools, extras)
+        d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
+        return RunPlan(
+            [d.task],
+            _config_from(base or d.config, overrides),
+            d.orchestrator_backend,
+            d.subagent_backend,
+            d.tools,
+            extras,
+        )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
     backend_opts = dict(extras.get("backend", {}))
     orch, sub = _build_backends(
@@ -174,7 +201,10 @@ def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool) -> int:
 
     state = LiveState()
     orch = Orchestrator(
-        plan.backend, plan.config, tools=plan.tools, subagent_backend=plan.subagent_backend,
+        plan.backend,
+        plan.config,
+        tools=plan.tools,
+        subagent_backend=plan.subagent_backend,
         observers=[persist, state] if live_enabled else [persist],
     )
 

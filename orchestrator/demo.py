@@ -14,19 +14,31 @@ from dataclasses import dataclass
 
 from orchestrator.config import SwarmConfig
 from swarm.backend import Completion, ModelRequest
-from swarm.errors import UnknownNameError
+from swarm.errors import ToolError, UnknownNameError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import Task
 from swarm.testing import FunctionBackend, call, malformed
-from tools.registry import Tool, ToolError
+from tools.registry import Tool
 
 __all__ = ["DEMO_TASKS", "Demo", "demo", "demo_names"]
 
 # Capitals of a few countries (public knowledge); "Atlantis" is deliberately missing.
 _CAPITALS = {
-    "France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Brazil": "Brasília", "Canada": "Ottawa",
-    "India": "New Delhi", "Norway": "Oslo", "Peru": "Lima", "Egypt": "Cairo", "Vietnam": "Hanoi",
-    "Chile": "Santiago", "Ghana": "Accra", "Poland": "Warsaw", "Nepal": "Kathmandu", "Spain": "Madrid",
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Kenya": "Nairobi",
+    "Brazil": "Brasília",
+    "Canada": "Ottawa",
+    "India": "New Delhi",
+    "Norway": "Oslo",
+    "Peru": "Lima",
+    "Egypt": "Cairo",
+    "Vietnam": "Hanoi",
+    "Chile": "Santiago",
+    "Ghana": "Accra",
+    "Poland": "Warsaw",
+    "Nepal": "Kathmandu",
+    "Spain": "Madrid",
     "Mexico": "Mexico City",
 }
 _FANOUT = ["France", "Japan", "Kenya", "Brazil", "Canada", "India", "Norway", "Peru", "Atlantis"]
@@ -55,14 +67,12 @@ _TOOL = Tool(lookup_capital, blocking=False)
 DEMO_TASKS: dict[str, Task] = {
     "capitals": Task(
         id="demo-capitals",
-        prompt="Find the capital city of each of these countries and answer with a table: "
-        + ", ".join(_FANOUT) + ".",
+        prompt="Find the capital city of each of these countries and answer with a table: " + ", ".join(_FANOUT) + ".",
         metadata={"demo": True, "scripted": True},
     ),
     "budget": Task(
         id="demo-budget",
-        prompt="Survey the capitals of every region of the atlas, one region at a time: "
-        + ", ".join(_REGIONS) + ".",
+        prompt="Survey the capitals of every region of the atlas, one region at a time: " + ", ".join(_REGIONS) + ".",
         metadata={"demo": True, "scripted": True},
     ),
 }
@@ -90,13 +100,20 @@ def _orchestrator(request: ModelRequest) -> Completion:
         for obs in observations:
             status = re.search(r"status: (\w+)", obs.content)
             report = obs.content.split("report:\n", 1)[-1] if "report:\n" in obs.content else "—"
-            rows.append(f"| {report if status and status.group(1) == 'completed' else 'unknown'} |"
-                        f" {status.group(1) if status else '?'} |")
+            rows.append(
+                f"| {report if status and status.group(1) == 'completed' else 'unknown'} |"
+                f" {status.group(1) if status else '?'} |"
+            )
         table = "\n".join(["| result | status |", "|---|---|", *rows])
         return Completion(text=f"Capitals found by {len(observations)} parallel researchers:\n{table}")
-    calls = [call("create_subagent", name="researcher",
-                  system_prompt="You look up one capital city with the lookup_capital tool and report it.",
-                  tools=["lookup_capital"])]
+    calls = [
+        call(
+            "create_subagent",
+            name="researcher",
+            system_prompt="You look up one capital city with the lookup_capital tool and report it.",
+            tools=["lookup_capital"],
+        )
+    ]
     calls += [call("assign_task", agent="researcher", task=f"Find the capital of {c}.") for c in _FANOUT]
     return Completion(text="I will look up every country in parallel.", tool_calls=tuple(calls))
 
@@ -107,9 +124,14 @@ def _survey_orchestrator(request: ModelRequest, observations: list[ToolMessage])
     regions = list(_REGIONS)
     calls = []
     if not observations:
-        calls.append(call("create_subagent", name="surveyor",
-                          system_prompt="You look up the capital of every country of one region, one by one.",
-                          tools=["lookup_capital"]))
+        calls.append(
+            call(
+                "create_subagent",
+                name="surveyor",
+                system_prompt="You look up the capital of every country of one region, one by one.",
+                tools=["lookup_capital"],
+            )
+        )
     region = regions[len(observations) % len(regions)]
     calls.append(call("assign_task", agent="surveyor", task=f"Survey region {region}."))
     return Completion(text=f"Next: {region}.", tool_calls=tuple(calls))

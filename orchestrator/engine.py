@@ -123,8 +123,9 @@ class _EpisodeState:
     def clock(self) -> float:
         return time.perf_counter() - self.t0
 
-    def finish(self, status: EpisodeStatus, answer: str | None = None, error: str | None = None,
-               error_type: str | None = None) -> None:
+    def finish(
+        self, status: EpisodeStatus, answer: str | None = None, error: str | None = None, error_type: str | None = None
+    ) -> None:
         if self.status is None:
             self.status, self.answer, self.error, self.error_type = status, answer, error, error_type
 
@@ -215,7 +216,10 @@ class Orchestrator:
         eid = episode_id or uuid.uuid4().hex[:16]
         system = self.config.system_prompt or DEFAULT_SYSTEM_PROMPT
         st = _EpisodeState(
-            episode_id=eid, task=task, t0=time.perf_counter(), started_at=time.time(),
+            episode_id=eid,
+            task=task,
+            t0=time.perf_counter(),
+            started_at=time.time(),
             messages=[SystemMessage(content=system), UserMessage(content=task.prompt)],
             agents=dict(self._presets),
         )
@@ -230,11 +234,14 @@ class Orchestrator:
                     with anyio.move_on_after(timeout) as scope:
                         await self._drive(st)
                     if scope.cancelled_caught:
-                        st.finish(EpisodeStatus.TIMEOUT, self._partial_answer(st),
-                                  f"episode timed out after {timeout:g}s", "TimeoutError")
+                        st.finish(
+                            EpisodeStatus.TIMEOUT,
+                            self._partial_answer(st),
+                            f"episode timed out after {timeout:g}s",
+                            "TimeoutError",
+                        )
             except anyio.get_cancelled_exc_class():
-                st.finish(EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled",
-                          "Cancelled")
+                st.finish(EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled", "Cancelled")
                 self._close(st, span)
                 raise
             except Exception as exc:
@@ -254,14 +261,16 @@ class Orchestrator:
             reward = await self.reward_fn(draft)
         except Exception as exc:
             reward = RewardRecord(total=0.0, r_perf=0.0, error=f"reward function raised {type(exc).__name__}: {exc}")
-        span.set_many({
-            "swarm.reward.total": reward.total,
-            "swarm.reward.r_perf": reward.r_perf,
-            "swarm.reward.r_parallel": reward.r_parallel,
-            "swarm.reward.r_finish": reward.r_finish,
-            "swarm.reward.lambda1": reward.lambda1,
-            "swarm.reward.lambda2": reward.lambda2,
-        })
+        span.set_many(
+            {
+                "swarm.reward.total": reward.total,
+                "swarm.reward.r_perf": reward.r_perf,
+                "swarm.reward.r_parallel": reward.r_parallel,
+                "swarm.reward.r_finish": reward.r_finish,
+                "swarm.reward.lambda1": reward.lambda1,
+                "swarm.reward.lambda2": reward.lambda2,
+            }
+        )
         return reward
 
     def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
@@ -293,12 +302,18 @@ class Orchestrator:
         """One orchestrator generation (one main step)."""
         cfg = self.config
         request = ModelRequest(
-            messages=tuple(st.messages), tools=self._specs, sampling=cfg.orchestrator_sampling,
-            tool_choice="none" if final else "auto", agent_id=ORCHESTRATOR_ID, agent_name=ORCHESTRATOR_ID,
+            messages=tuple(st.messages),
+            tools=self._specs,
+            sampling=cfg.orchestrator_sampling,
+            tool_choice="none" if final else "auto",
+            agent_id=ORCHESTRATOR_ID,
+            agent_name=ORCHESTRATOR_ID,
         )
         started = st.clock()
         with self.telemetry.chat(
-            model=self.backend.model, backend=self.backend, sampling=cfg.orchestrator_sampling,
+            model=self.backend.model,
+            backend=self.backend,
+            sampling=cfg.orchestrator_sampling,
             messages=st.messages,
         ) as span:
             try:
@@ -313,17 +328,26 @@ class Orchestrator:
         drift = self._check_drift(st, completion)
         st.turns.append(
             OrchestratorTurn(
-                index=len(st.turns), stage=len(st.stages), text=completion.text,
-                tool_calls=completion.tool_calls, finish_reason=completion.finish_reason,
-                usage=completion.usage, prompt_token_ids=completion.prompt_token_ids,
-                response_token_ids=completion.token_ids, response_logprobs=completion.logprobs,
-                parse_error=completion.parse_error, drift=drift, tools_enabled=not final,
+                index=len(st.turns),
+                stage=len(st.stages),
+                text=completion.text,
+                tool_calls=completion.tool_calls,
+                finish_reason=completion.finish_reason,
+                usage=completion.usage,
+                prompt_token_ids=completion.prompt_token_ids,
+                response_token_ids=completion.token_ids,
+                response_logprobs=completion.logprobs,
+                parse_error=completion.parse_error,
+                drift=drift,
+                tools_enabled=not final,
                 weight_version=completion.weight_version,
             )
         )
-        self._emit_lazy(lambda: TurnFinished(
-            index=len(st.turns) - 1, text=completion.text, tool_calls=tuple(c.name for c in completion.tool_calls)
-        ))
+        self._emit_lazy(
+            lambda: TurnFinished(
+                index=len(st.turns) - 1, text=completion.text, tool_calls=tuple(c.name for c in completion.tool_calls)
+            )
+        )
         return _TurnOutcome(started, st.clock(), completion)
 
     def _check_drift(self, st: _EpisodeState, c: Completion) -> bool:
@@ -405,8 +429,9 @@ class Orchestrator:
 
         def error_result(c: ToolCall, text: str, error_type: str) -> ToolResult:
             now = st.clock()
-            return ToolResult(call=c, content=f"error: {text}", is_error=True, error_type=error_type,
-                              started=now, ended=now)
+            return ToolResult(
+                call=c, content=f"error: {text}", is_error=True, error_type=error_type, started=now, ended=now
+            )
 
         for c in calls:
             if c.name == CREATE:
@@ -433,31 +458,60 @@ class Orchestrator:
             if not isinstance(agent, str) or agent not in st.agents:
                 known = ", ".join(sorted(st.agents)) or "(none yet)"
                 results[c.id] = error_result(
-                    c, f"unknown sub-agent {agent!r}; create it first with create_subagent. Known: {known}",
-                    "InvalidAction")
+                    c,
+                    f"unknown sub-agent {agent!r}; create it first with create_subagent. Known: {known}",
+                    "InvalidAction",
+                )
                 continue
             if not isinstance(task, str) or not task.strip():
                 results[c.id] = error_result(c, "assign_task needs a non-empty string 'task'", "InvalidAction")
                 continue
             if len(runs) + len(unrun) >= cfg.max_subagents_per_stage:
                 results[c.id] = error_result(
-                    c, f"stage width limit of {cfg.max_subagents_per_stage} sub-agents reached; "
-                    "this assignment was not run. Assign it in a later stage.", "WidthLimit")
+                    c,
+                    f"stage width limit of {cfg.max_subagents_per_stage} sub-agents reached; "
+                    "this assignment was not run. Assign it in a later stage.",
+                    "WidthLimit",
+                )
                 continue
             definition = st.agents[agent]
             agent_id = f"{definition.name}-{index}-{len(runs) + len(unrun)}"
             if cap < 1:
                 now = st.clock()
-                unrun.append((c, SubagentResult(
-                    agent_id=agent_id, name=definition.name, task=task, status=AgentStatus.BUDGET_EXHAUSTED,
-                    error="no critical-step budget left for sub-agents in this episode",
-                    error_type="BudgetExhaustedError", started=now, ended=now, step_cap=0)))
+                unrun.append(
+                    (
+                        c,
+                        SubagentResult(
+                            agent_id=agent_id,
+                            name=definition.name,
+                            task=task,
+                            status=AgentStatus.BUDGET_EXHAUSTED,
+                            error="no critical-step budget left for sub-agents in this episode",
+                            error_type="BudgetExhaustedError",
+                            started=now,
+                            ended=now,
+                            step_cap=0,
+                        ),
+                    )
+                )
                 continue
             rt = rt_cache.get(definition.model)
             if rt is None:
                 rt = rt_cache[definition.model] = self._runtime(st, definition.model)
-            runs.append((c, SubagentRun(definition=definition, task=task, agent_id=agent_id, stage=index,
-                                        step_cap=cap, timeout_s=cfg.subagent_timeout_s, rt=rt)))
+            runs.append(
+                (
+                    c,
+                    SubagentRun(
+                        definition=definition,
+                        task=task,
+                        agent_id=agent_id,
+                        stage=index,
+                        step_cap=cap,
+                        timeout_s=cfg.subagent_timeout_s,
+                        rt=rt,
+                    ),
+                )
+            )
 
         width = len(runs) + len(unrun)
         kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
@@ -474,37 +528,52 @@ class Orchestrator:
             except anyio.get_cancelled_exc_class():
                 for c, run in runs:
                     if c.id not in done:
-                        done[c.id] = run.result(AgentStatus.CANCELLED, error="cancelled with the episode",
-                                                error_type="Cancelled")
+                        done[c.id] = run.result(
+                            AgentStatus.CANCELLED, error="cancelled with the episode", error_type="Cancelled"
+                        )
                 subs = tuple(done[c.id] for c in calls if c.id in done)
                 self._record_stage(st, outcome, kind, tuple(results.values()), subs, span)
                 raise
             subs = tuple(done[c.id] for c in calls if c.id in done)
-            stage = self._record_stage(st, outcome, kind, tuple(results[c.id] for c in calls if c.id in results),
-                                       subs, span)
+            stage = self._record_stage(
+                st, outcome, kind, tuple(results[c.id] for c in calls if c.id in results), subs, span
+            )
         # Observations for the next turn, in call order.
         st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
         for c in calls:
             if c.id in done:
                 r = done[c.id]
-                st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name,
-                                               content=format_subagent_result(r, cfg.max_report_chars),
-                                               is_error=r.status is not AgentStatus.COMPLETED))
+                st.messages.append(
+                    ToolMessage(
+                        tool_call_id=c.id,
+                        name=c.name,
+                        content=format_subagent_result(r, cfg.max_report_chars),
+                        is_error=r.status is not AgentStatus.COMPLETED,
+                    )
+                )
             else:
                 tr = results[c.id]
-                st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name, content=tr.content,
-                                               is_error=tr.is_error))
-        self._emit_lazy(lambda: StageFinished(index=index, critical_steps=stage.critical_steps,
-                                              critical_so_far=st.critical_used))
+                st.messages.append(
+                    ToolMessage(tool_call_id=c.id, name=c.name, content=tr.content, is_error=tr.is_error)
+                )
+        self._emit_lazy(
+            lambda: StageFinished(index=index, critical_steps=stage.critical_steps, critical_so_far=st.critical_used)
+        )
 
     def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
         cfg = self.config
         backend = self.subagent_backends[model] if model is not None else self.subagent_backend
         observer = self._emit if self.observers else None
         return SubagentRuntime(
-            backend=backend, tools=self._grantable, telemetry=self.telemetry, episode_id=st.episode_id,
-            sampling=cfg.subagent_sampling, clock=st.clock, workspace=self._workspace(st),
-            max_malformed=cfg.max_malformed_retries, max_completion_tokens=cfg.max_subagent_completion_tokens,
+            backend=backend,
+            tools=self._grantable,
+            telemetry=self.telemetry,
+            episode_id=st.episode_id,
+            sampling=cfg.subagent_sampling,
+            clock=st.clock,
+            workspace=self._workspace(st),
+            max_malformed=cfg.max_malformed_retries,
+            max_completion_tokens=cfg.max_subagent_completion_tokens,
             observer=observer,
         )
 
@@ -517,26 +586,40 @@ class Orchestrator:
         for r in await run_tool_calls(calls, self._direct, ctx, self.telemetry, st.clock):
             out[r.call.id] = r
 
-    async def _subagent(self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult],
-                        limiter: anyio.CapacityLimiter) -> None:
+    async def _subagent(
+        self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult], limiter: anyio.CapacityLimiter
+    ) -> None:
         async with limiter:
-            self._emit_lazy(lambda: SubagentStarted(agent_id=run.agent_id, name=run.definition.name,
-                                                    task=run.task, step_cap=run.step_cap))
+            self._emit_lazy(
+                lambda: SubagentStarted(
+                    agent_id=run.agent_id, name=run.definition.name, task=run.task, step_cap=run.step_cap
+                )
+            )
             result = await run.run()
         done[call_id] = result
         self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
 
     def _record_stage(
-        self, st: _EpisodeState, outcome: _TurnOutcome, kind: StageKind,
-        tool_results: tuple[ToolResult, ...], subs: tuple[SubagentResult, ...], span: Any = None,
+        self,
+        st: _EpisodeState,
+        outcome: _TurnOutcome,
+        kind: StageKind,
+        tool_results: tuple[ToolResult, ...],
+        subs: tuple[SubagentResult, ...],
+        span: Any = None,
     ) -> StageRecord:
         c = outcome.completion
         index = len(st.stages)
         ended = max([outcome.step_ended, *(r.ended for r in tool_results)])
         step = StepRecord(
-            agent_id=ORCHESTRATOR_ID, index=index, kind="orchestrator", stage=index,
-            started=outcome.step_started, ended=ended,
-            prompt_tokens=c.usage.prompt_tokens if c else 0, completion_tokens=c.usage.completion_tokens if c else 0,
+            agent_id=ORCHESTRATOR_ID,
+            index=index,
+            kind="orchestrator",
+            stage=index,
+            started=outcome.step_started,
+            ended=ended,
+            prompt_tokens=c.usage.prompt_tokens if c else 0,
+            completion_tokens=c.usage.completion_tokens if c else 0,
             tool_results=tool_results,
             error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
         )
@@ -545,8 +628,14 @@ class Orchestrator:
         for r in subs:
             st.subagent_usage = st.subagent_usage + r.usage
         stage = StageRecord(
-            index=index, kind=kind, started=outcome.step_started, ended=st.clock(),
-            orchestrator_steps=(step,), tool_results=tool_results, subagents=subs, critical_steps=1 + sub_max,
+            index=index,
+            kind=kind,
+            started=outcome.step_started,
+            ended=st.clock(),
+            orchestrator_steps=(step,),
+            tool_results=tool_results,
+            subagents=subs,
+            critical_steps=1 + sub_max,
         )
         st.stages.append(stage)
         if span is not None:
@@ -563,12 +652,25 @@ class Orchestrator:
 
     def _build(self, st: _EpisodeState) -> EpisodeRecord:
         return EpisodeRecord(
-            episode_id=st.episode_id, task=st.task, status=st.status or EpisodeStatus.FAILED, answer=st.answer,
-            error=st.error, error_type=st.error_type, model=self.backend.model, started_at=st.started_at,
-            wall_time_s=st.clock(), stages=tuple(st.stages), turns=tuple(st.turns),
-            agents=tuple(st.agents.values()), dag=dag_stats(st.stages), usage=st.usage,
-            subagent_usage=st.subagent_usage, drift_count=st.drift_count, trace_id=st.trace_id,
-            reward=st.reward, config=self.config.model_dump(mode="json"),
+            episode_id=st.episode_id,
+            task=st.task,
+            status=st.status or EpisodeStatus.FAILED,
+            answer=st.answer,
+            error=st.error,
+            error_type=st.error_type,
+            model=self.backend.model,
+            started_at=st.started_at,
+            wall_time_s=st.clock(),
+            stages=tuple(st.stages),
+            turns=tuple(st.turns),
+            agents=tuple(st.agents.values()),
+            dag=dag_stats(st.stages),
+            usage=st.usage,
+            subagent_usage=st.subagent_usage,
+            drift_count=st.drift_count,
+            trace_id=st.trace_id,
+            reward=st.reward,
+            config=self.config.model_dump(mode="json"),
         )
 
     def _close(self, st: _EpisodeState, span: Any) -> EpisodeRecord:
@@ -577,13 +679,15 @@ class Orchestrator:
         span.set(attr.EPISODE_STATUS, status.value)
         span.set(attr.INPUT_TOKENS, st.usage.prompt_tokens)
         span.set(attr.OUTPUT_TOKENS, st.usage.completion_tokens)
-        span.set_many({
-            "swarm.dag.critical_steps": stats.critical_steps,
-            "swarm.dag.total_steps": stats.total_steps,
-            "swarm.dag.speedup": stats.speedup,
-            "swarm.dag.wall_critical_path_s": stats.wall_critical_path_s,
-            "swarm.episode.drift_count": st.drift_count,
-        })
+        span.set_many(
+            {
+                "swarm.dag.critical_steps": stats.critical_steps,
+                "swarm.dag.total_steps": stats.total_steps,
+                "swarm.dag.speedup": stats.speedup,
+                "swarm.dag.wall_critical_path_s": stats.wall_critical_path_s,
+                "swarm.episode.drift_count": st.drift_count,
+            }
+        )
         if status in (EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED):
             span.fail(st.error_type or status.value, st.error or "")
         self.last_record = record

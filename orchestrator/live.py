@@ -73,7 +73,8 @@ class LiveState:
 
     def __rich__(self) -> RenderableType:
         head = Text.assemble(
-            ("swarm ", "bold"), (f"stage {max(self.stage, 0)}", "cyan"),
+            ("swarm ", "bold"),
+            (f"stage {max(self.stage, 0)}", "cyan"),
             f" · width {self.stage_width} · critical steps {self.critical}",
             f" · {time.monotonic() - self.started:.1f}s",
         )
@@ -115,8 +116,10 @@ def summary_table(record: EpisodeRecord, path: str | None = None) -> Table:
     counts = Counter(r.status.value for r in record.subagent_results)
     t.add_row("sub-agents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
     tokens = record.usage + record.subagent_usage
-    t.add_row("tokens", f"{tokens.prompt_tokens} in / {tokens.completion_tokens} out "
-                        f"(orchestrator {record.usage.total_tokens})")
+    t.add_row(
+        "tokens",
+        f"{tokens.prompt_tokens} in / {tokens.completion_tokens} out (orchestrator {record.usage.total_tokens})",
+    )
     t.add_row("wall time", f"{record.wall_time_s:.2f}s (critical path {d.wall_critical_path_s:.2f}s)")
     if record.drift_count:
         t.add_row("token drift", f"[yellow]{record.drift_count} turn(s) re-tokenized[/yellow]")

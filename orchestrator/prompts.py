@@ -30,8 +30,11 @@ def action_specs(grantable_tools: Sequence[str], models: Sequence[str]) -> tuple
     They depend only on the episode's configuration (never on agents created so far), so the
     rendered prompt prefix stays identical from turn to turn and token ids never drift.
     """
-    tools_schema: dict[str, object] = {"type": "array", "items": {"type": "string"},
-                                       "description": "tools the sub-agent may use"}
+    tools_schema: dict[str, object] = {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "tools the sub-agent may use",
+    }
     if grantable_tools:
         tools_schema["items"] = {"type": "string", "enum": list(grantable_tools)}
     model_schema: dict[str, object] = {"type": "string", "description": "frozen checkpoint to run it on"}

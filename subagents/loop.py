@@ -43,7 +43,7 @@ class SubagentRuntime:
     tools: Mapping[str, Tool]
     telemetry: Telemetry
     episode_id: str = ""
-    sampling: SamplingParams = SamplingParams()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     clock: Callable[[], float] = time.perf_counter
     workspace: Path | None = None
     max_malformed: int = 2
@@ -162,7 +162,11 @@ class SubagentRun:
             return result
 
     def result(
-        self, status: AgentStatus, *, report: str | None = None, error: str | None = None,
+        self,
+        status: AgentStatus,
+        *,
+        report: str | None = None,
+        error: str | None = None,
         error_type: str | None = None,
     ) -> SubagentResult:
         """The result as of now (used for normal endings and for cancellation)."""
@@ -209,14 +213,26 @@ class SubagentRun:
                     BudgetExhaustedError.__name__,
                 )
 
-    def _record(self, started: float, completion: Completion | None, results: tuple[ToolResult, ...] = (),
-                error: str | None = None) -> None:
+    def _record(
+        self,
+        started: float,
+        completion: Completion | None,
+        results: tuple[ToolResult, ...] = (),
+        error: str | None = None,
+    ) -> None:
         usage = completion.usage if completion is not None else Usage()
         self.steps.append(
             StepRecord(
-                agent_id=self.agent_id, index=len(self.steps), kind="subagent", stage=self.stage,
-                started=started, ended=self.rt.clock(), prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens, tool_results=results, error=error,
+                agent_id=self.agent_id,
+                index=len(self.steps),
+                kind="subagent",
+                stage=self.stage,
+                started=started,
+                ended=self.rt.clock(),
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                tool_results=results,
+                error=error,
             )
         )
         if self.rt.observer is not None:
@@ -226,8 +242,11 @@ class SubagentRun:
         rt = self.rt
         started = rt.clock()
         request = ModelRequest(
-            messages=tuple(self.messages), tools=self._tool_specs, sampling=rt.sampling,
-            agent_id=self.agent_id, agent_name=self.definition.name,
+            messages=tuple(self.messages),
+            tools=self._tool_specs,
+            sampling=rt.sampling,
+            agent_id=self.agent_id,
+            agent_name=self.definition.name,
         )
         with rt.telemetry.chat(
             model=rt.backend.model, backend=rt.backend, sampling=rt.sampling, messages=self.messages

@@ -122,7 +122,9 @@ def _normalise(turn: Turn) -> Completion | BaseException | TurnFn:
         return turn
     calls = tuple(turn)
     if not all(isinstance(c, ToolCall) for c in calls):
-        raise ScriptError(f"a scripted turn must be a Completion, str, ToolCall(s), exception or callable; got {turn!r}")
+        raise ScriptError(
+            f"a scripted turn must be a Completion, str, ToolCall(s), exception or callable; got {turn!r}"
+        )
     return Completion(tool_calls=calls)
 
 
@@ -226,9 +228,7 @@ class ScriptedBackend:
 class FunctionBackend:
     """A backend whose every turn is ``fn(request)`` (sync or async); records requests."""
 
-    def __init__(
-        self, fn: TurnFn, *, model: str = "function", delay: float = 0.0, tokens: bool = True
-    ) -> None:
+    def __init__(self, fn: TurnFn, *, model: str = "function", delay: float = 0.0, tokens: bool = True) -> None:
         self._fn = fn
         self._model = model
         self.delay = delay

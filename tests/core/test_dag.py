@@ -1,0 +1,110 @@
+"""Critical steps must equal the seed formula on every episode (hand-built and random structures)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from orchestrator import Orchestrator, SwarmConfig
+from swarm.backend import Completion, ModelRequest
+from swarm.dag import build_dag, critical_steps_formula, dag_stats
+from swarm.messages import ToolMessage
+from swarm.records import AgentStatus, StageRecord, StepRecord, SubagentResult
+from swarm.testing import FunctionBackend, call
+
+
+def _stage(index: int, sub_steps: list[int], t: float = 0.0) -> StageRecord:
+    orch = StepRecord(agent_id="orchestrator", index=index, kind="orchestrator", stage=index, started=t, ended=t + 1)
+    subs = []
+    for k, n in enumerate(sub_steps):
+        steps = tuple(
+            StepRecord(
+                agent_id=f"a{index}-{k}", index=i, kind="subagent", stage=index, started=t + 1 + i, ended=t + 2 + i
+            )
+            for i in range(n)
+        )
+        subs.append(
+            SubagentResult(
+                agent_id=f"a{index}-{k}", name="a", task="t", status=AgentStatus.COMPLETED, steps=n, step_records=steps
+            )
+        )
+    return StageRecord(
+        index=index,
+        kind="subagents" if subs else "answer",
+        started=t,
+        ended=t + 1,
+        orchestrator_steps=(orch,),
+        subagents=tuple(subs),
+    )
+
+
+def test_hand_built_structure() -> None:
+    # stage 0: widths 3 with 2, 5, 1 steps; stage 1: no sub-agents; stage 2: one sub-agent with 4 steps; answer
+    stages = [_stage(0, [2, 5, 1]), _stage(1, []), _stage(2, [4]), _stage(3, [])]
+    stats = dag_stats(stages)
+    assert stats.critical_steps == critical_steps_formula([(1, [2, 5, 1]), (1, []), (1, [4]), (1, [])]) == 13
+    assert stats.total_steps == 4 + 8 + 4 == 16
+    assert stats.stage_widths == (3, 0, 1, 0)
+    assert stats.speedup == pytest.approx(16 / 13)
+    # The critical path goes through the longest sub-agent of each stage.
+    assert "a0-1#4" in stats.critical_path and "a0-0#1" not in stats.critical_path
+    g = build_dag(stages)
+    kinds = {d["kind"] for _, _, d in g.edges(data=True)}
+    assert kinds == {"sequence", "fork", "join"}
+    assert g.has_edge("orchestrator#0", "a0-2#0") and g.has_edge("a0-2#0", "orchestrator#1")
+
+
+def test_wall_clock_critical_path_is_weighted_by_duration() -> None:
+    # Two sub-agents: one with 3 quick steps, one with 1 very slow step.
+    orch0 = StepRecord(agent_id="orchestrator", index=0, kind="orchestrator", stage=0, started=0, ended=1)
+    quick = tuple(
+        StepRecord(agent_id="q", index=i, kind="subagent", stage=0, started=1 + i, ended=2 + i) for i in range(3)
+    )
+    slow = (StepRecord(agent_id="s", index=0, kind="subagent", stage=0, started=1, ended=11),)
+    stage0 = StageRecord(
+        index=0,
+        kind="subagents",
+        started=0,
+        ended=11,
+        orchestrator_steps=(orch0,),
+        subagents=(
+            SubagentResult(agent_id="q", name="q", task="", status=AgentStatus.COMPLETED, steps=3, step_records=quick),
+            SubagentResult(agent_id="s", name="s", task="", status=AgentStatus.COMPLETED, steps=1, step_records=slow),
+        ),
+    )
+    orch1 = StepRecord(agent_id="orchestrator", index=1, kind="orchestrator", stage=1, started=11, ended=12)
+    stage1 = StageRecord(index=1, kind="answer", started=11, ended=12, orchestrator_steps=(orch1,))
+    stats = dag_stats([stage0, stage1])
+    assert stats.critical_steps == 5  # counted in steps: through the 3-step agent
+    assert stats.wall_critical_path_s == pytest.approx(12.0)  # weighted by time: through the slow agent
+
+
+@pytest.mark.parametrize("seed", range(25))
+async def test_random_episodes_match_the_formula(seed: int) -> None:
+    """Random stage structures run through the real engine: DAG critical steps == formula == plan."""
+    rng = random.Random(seed)
+    plan = [[rng.randint(1, 5) for _ in range(rng.randint(0, 6))] for _ in range(rng.randint(1, 5))]
+
+    def orch(request: ModelRequest) -> Completion:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        if turn >= len(plan):
+            return Completion(text="done")
+        calls = [call("create_subagent", name="w", system_prompt="p")] if turn == 0 else []
+        calls += [call("assign_task", agent="w", task=f"{n}") for n in plan[turn]]
+        if not calls:
+            calls = [call("nope")]  # a stage with a (failing) direct tool call and no sub-agents
+        return Completion(tool_calls=tuple(calls))
+
+    def worker(request: ModelRequest) -> Completion:
+        need = int(next(m.content for m in request.messages if m.role == "user"))
+        done = sum(isinstance(m, ToolMessage) for m in request.messages)
+        return Completion(text="ok") if done + 1 >= need else Completion(tool_calls=(call("nope"),))
+
+    cfg = SwarmConfig(max_critical_steps=1000, max_subagent_steps=10)
+    record = await Orchestrator(FunctionBackend(orch), cfg, subagent_backend=FunctionBackend(worker)).run("x")
+    expected = sum(1 + max(p, default=0) for p in plan) + 1  # + the answering turn
+    structure = [(len(s.orchestrator_steps), [r.steps for r in s.subagents]) for s in record.stages]
+    assert record.dag.critical_steps == critical_steps_formula(structure) == expected
+    assert record.dag.total_steps == len(plan) + 1 + sum(sum(p) for p in plan)
+    assert all(r.status is AgentStatus.COMPLETED for r in record.subagent_results)

@@ -1,0 +1,326 @@
+"""Behaviour of the episode engine: stages, parallelism, failures as data, budgets, cancellation."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from orchestrator import Orchestrator, SwarmConfig
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import BackendUnavailableError
+from swarm.events import EpisodeFinished, Event, SubagentStarted
+from swarm.messages import ToolMessage
+from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
+from swarm.testing import FunctionBackend, ScriptedBackend, call, malformed
+from tools import tool
+
+
+def create(name: str = "w", tools: list[str] | None = None) -> object:
+    return call("create_subagent", name=name, system_prompt=f"you are {name}", tools=tools or [])
+
+
+def assign(task: str, agent: str = "w") -> object:
+    return call("assign_task", agent=agent, task=task)
+
+
+def tool_messages(request: ModelRequest) -> list[ToolMessage]:
+    return [m for m in request.messages if isinstance(m, ToolMessage)]
+
+
+async def test_assign_tasks_of_one_turn_run_in_parallel_as_one_stage() -> None:
+    policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(6))], "done"])
+    workers = ScriptedBackend({f"w-0-{i}": [f"r{i}"] for i in range(6)}, delay=0.05)
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    policy.assert_consumed()
+    workers.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
+    stage = record.stages[0]
+    assert stage.kind == "subagents" and stage.width == 6
+    # All six ran at the same time: every one started before any finished.
+    assert max(r.started for r in stage.subagents) < min(r.ended for r in stage.subagents)
+    # The orchestrator saw each report as the result of its own assign_task call, in call order.
+    reports = [m.content for m in tool_messages(policy.calls[1]) if m.name == "assign_task"]
+    assert [r.splitlines()[-1] for r in reports] == [f"r{i}" for i in range(6)]
+    assert record.dag.critical_steps == 1 + 1 + 1 and record.dag.total_steps == 2 + 6
+
+
+async def test_failures_are_results_and_siblings_keep_running() -> None:
+    slow_ok = ["ok-slow"]
+
+    def boom(_: ModelRequest) -> Completion:
+        raise RuntimeError("model crashed")
+
+    workers = ScriptedBackend(
+        {
+            "w-0-0": [BackendUnavailableError("server returned 503 five times")],
+            "w-0-1": [boom],
+            "w-0-2": [malformed("{broken"), malformed("{broken"), malformed("{broken")],
+            "w-0-3": [call("nope"), call("nope"), call("nope")],  # never answers: hits its step cap
+            "w-0-4": slow_ok,
+        },
+        delay=0.02,
+    )
+    policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(5))], "summary"])
+    cfg = SwarmConfig(max_subagent_steps=3, max_malformed_retries=1)
+    record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
+    statuses = {r.agent_id: r.status for r in record.subagent_results}
+    assert statuses == {
+        "w-0-0": AgentStatus.FAILED,
+        "w-0-1": AgentStatus.FAILED,
+        "w-0-2": AgentStatus.FAILED,
+        "w-0-3": AgentStatus.BUDGET_EXHAUSTED,
+        "w-0-4": AgentStatus.COMPLETED,
+    }
+    by_id = {r.agent_id: r for r in record.subagent_results}
+    assert "503" in (by_id["w-0-0"].error or "")
+    assert by_id["w-0-1"].error_type == "RuntimeError"
+    assert by_id["w-0-2"].error_type == "ModelOutputError" and by_id["w-0-2"].steps == 2
+    assert by_id["w-0-3"].steps == 3
+    # The unknown tool came back to the sub-agent as a recoverable tool error, recorded on the step.
+    assert by_id["w-0-3"].step_records[0].tool_results[0].is_error
+    assert record.status is EpisodeStatus.COMPLETED
+    # The orchestrator sees statuses and errors.
+    obs = "\n".join(m.content for m in tool_messages(policy.calls[1]))
+    assert "status: failed" in obs and "status: budget_exhausted" in obs and "status: completed" in obs
+
+
+async def test_subagent_timeout_is_a_status() -> None:
+    async def slow(_: ModelRequest) -> Completion:
+        await anyio.sleep(5)
+        return Completion(text="late")
+
+    workers = ScriptedBackend({"w-0-0": [slow], "w-0-1": ["fast"]})
+    policy = ScriptedBackend([[create(), assign("a"), assign("b")], "done"])
+    cfg = SwarmConfig(subagent_timeout_s=0.2)
+    with anyio.fail_after(3):
+        record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
+    statuses = [r.status for r in record.subagent_results]
+    assert statuses == [AgentStatus.TIMEOUT, AgentStatus.COMPLETED]
+
+
+async def test_budget_admission_caps_substeps_and_forces_a_last_turn_without_tools() -> None:
+    def worker(request: ModelRequest) -> Completion:
+        return Completion(tool_calls=(call("nope"),))  # never finishes on its own
+
+    policy = ScriptedBackend([[create(), assign("a")], [assign("b")], "forced answer"])
+    cfg = SwarmConfig(max_critical_steps=8, max_subagent_steps=3)
+    record = await Orchestrator(policy, cfg, subagent_backend=FunctionBackend(worker)).run("go")
+    policy.assert_consumed()
+    caps = [r.step_cap for r in record.subagent_results]
+    # turn 1 -> 1 used, cap min(3, 8-1-1)=3 -> 4 used; turn 2 -> 5 used, cap min(3, 8-5-1)=2 -> 7 used;
+    # one step left: the last turn has tools disabled -> 8 used, exactly the budget.
+    assert caps == [3, 2]
+    assert [r.status for r in record.subagent_results] == [AgentStatus.BUDGET_EXHAUSTED] * 2
+    assert record.dag.critical_steps == cfg.max_critical_steps
+    assert record.status is EpisodeStatus.BUDGET_EXHAUSTED and record.answer == "forced answer"
+    last = policy.calls[-1]
+    assert last.tool_choice == "none"
+    assert record.turns[-1].tools_enabled is False
+    assert all(r.steps <= r.step_cap for r in record.subagent_results)
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 4, 5, 9, 13])
+async def test_episode_never_exceeds_its_critical_budget(budget: int) -> None:
+    def orch(request: ModelRequest) -> Completion:
+        if request.tool_choice == "none":
+            return Completion(text="final")
+        first = not tool_messages(request)
+        calls = [create()] if first else []
+        return Completion(tool_calls=(*calls, assign("x"), assign("y")))  # type: ignore[arg-type]
+
+    def worker(request: ModelRequest) -> Completion:
+        done = len(tool_messages(request))
+        return Completion(text="r") if done >= 4 else Completion(tool_calls=(call("nope"),))
+
+    cfg = SwarmConfig(max_critical_steps=budget, max_subagent_steps=6)
+    record = await Orchestrator(FunctionBackend(orch), cfg, subagent_backend=FunctionBackend(worker)).run("go")
+    assert record.dag.critical_steps <= budget
+    assert record.status is EpisodeStatus.BUDGET_EXHAUSTED
+    assert record.answer == "final"
+
+
+async def test_width_limit_refuses_excess_assignments() -> None:
+    policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(5))], "done"])
+    workers = FunctionBackend(lambda r: Completion(text="ok"))
+    record = await Orchestrator(policy, SwarmConfig(max_subagents_per_stage=3), subagent_backend=workers).run("x")
+    assert record.stages[0].width == 3
+    refused = [m for m in tool_messages(policy.calls[1]) if m.is_error]
+    assert len(refused) == 2 and "width limit of 3" in refused[0].content
+
+
+async def test_global_concurrency_limit_bounds_running_subagents() -> None:
+    running = 0
+    peak = 0
+
+    async def worker(_: ModelRequest) -> Completion:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.02)
+        running -= 1
+        return Completion(text="ok")
+
+    policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(8))], "done"])
+    cfg = SwarmConfig(max_concurrency=2)
+    record = await Orchestrator(policy, cfg, subagent_backend=FunctionBackend(worker)).run("x")
+    assert peak == 2
+    assert all(r.status is AgentStatus.COMPLETED for r in record.subagent_results)
+
+
+async def test_create_subagent_validates_names_tools_and_models() -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Echo text."""
+        return text
+
+    policy = ScriptedBackend(
+        [
+            [
+                call("create_subagent", name="a", system_prompt="p", tools=["rm_rf"]),
+                call("create_subagent", name="b", system_prompt="p", tools=["echo"], model="gpt-9"),
+                call("create_subagent", name="", system_prompt="p"),
+                call("create_subagent", name="c", system_prompt="p", tools=["echo"]),
+                call("create_subagent", name="c", system_prompt="p"),
+                assign("t", agent="nobody"),
+            ],
+            "done",
+        ]
+    )
+    record = await Orchestrator(policy, tools=[echo]).run("x")
+    msgs = tool_messages(policy.calls[1])
+    errors = [m.content for m in msgs if m.is_error]
+    assert len(errors) == 5
+    assert "cannot be granted" in errors[0] and "rm_rf" in errors[0]
+    assert "unknown model 'gpt-9'" in errors[1]
+    assert "already exists" in errors[3]
+    assert "unknown sub-agent 'nobody'" in errors[4]
+    assert [a.name for a in record.agents] == ["c"]
+
+
+async def test_subagents_cannot_create_subagents() -> None:
+    workers = ScriptedBackend({"w-0-0": [call("create_subagent", name="x", system_prompt="y"), "gave up"]})
+    policy = ScriptedBackend([[create(), assign("t")], "done"])
+    record = await Orchestrator(policy, subagent_backend=workers).run("x")
+    result = record.subagent_results[0]
+    first = result.step_records[0].tool_results[0]
+    assert first.is_error and "unknown tool 'create_subagent'" in first.content
+    spec_names = {t.name for t in workers.calls[0].tools}
+    assert "create_subagent" not in spec_names and "assign_task" not in spec_names
+
+
+async def test_direct_tool_calls_and_tool_errors_are_recorded() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise ValueError("kaboom")
+
+    policy = ScriptedBackend([[call("add", a=2, b=3), call("explode"), call("add", a="x", b=1)], "5"])
+    record = await Orchestrator(policy, tools=[add, explode]).run("x")
+    stage = record.stages[0]
+    assert stage.kind == "tools"
+    contents = [r.content for r in stage.tool_results]
+    assert contents[0] == "5"
+    assert stage.tool_results[1].is_error and "ValueError: kaboom" in contents[1]
+    assert stage.tool_results[2].is_error and "invalid arguments" in contents[2]
+    assert record.status is EpisodeStatus.COMPLETED
+
+
+async def test_predefined_agents_and_per_model_backends() -> None:
+    fast = ScriptedBackend(["from fast"], model="fast")
+    policy = ScriptedBackend([[call("assign_task", agent="helper", task="t")], "ok"])
+    record = await Orchestrator(
+        policy,
+        agents=[AgentDefinition(name="helper", system_prompt="p", model="fast")],
+        subagent_backends={"fast": fast},
+    ).run("x")
+    assert record.subagent_results[0].report == "from fast"
+    assert record.subagent_results[0].model == "fast"
+
+
+async def test_malformed_orchestrator_output_is_retried_then_fails() -> None:
+    policy = ScriptedBackend([malformed("{"), malformed("{"), malformed("{")])
+    record = await Orchestrator(policy, SwarmConfig(max_malformed_retries=2)).run("x")
+    assert record.status is EpisodeStatus.FAILED and record.error_type == "ModelOutputError"
+    assert [s.kind for s in record.stages] == ["retry", "retry", "answer"]
+    # The model was told what went wrong before each retry.
+    assert "could not be parsed" in policy.calls[1].messages[-1].content  # type: ignore[union-attr]
+
+
+async def test_orchestrator_model_failure_still_yields_a_record() -> None:
+    policy = ScriptedBackend([BackendUnavailableError("connection refused")])
+    record = await Orchestrator(policy).run("x")
+    assert record.status is EpisodeStatus.FAILED and "connection refused" in (record.error or "")
+    assert record.dag.critical_steps == 1
+
+
+async def test_cancelling_the_episode_cancels_subagents_and_keeps_the_record() -> None:
+    started = anyio.Event()
+    events: list[Event] = []
+
+    async def hang(_: ModelRequest) -> Completion:
+        started.set()
+        await anyio.sleep(60)
+        return Completion(text="never")
+
+    workers = ScriptedBackend({"w-0-0": ["quick"], "w-0-1": [hang], "w-0-2": [hang]})
+    policy = ScriptedBackend([[create(), assign("a"), assign("b"), assign("c")]])
+    orch = Orchestrator(policy, subagent_backend=workers, observers=[events.append])
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(orch.run, "x")
+            await started.wait()
+            await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    record = orch.last_record
+    assert record is not None and record.status is EpisodeStatus.CANCELLED
+    statuses = [r.status for r in record.subagent_results]
+    assert statuses == [AgentStatus.COMPLETED, AgentStatus.CANCELLED, AgentStatus.CANCELLED]
+    assert isinstance(events[-1], EpisodeFinished) and events[-1].record is record
+    assert sum(isinstance(e, SubagentStarted) for e in events) == 3
+
+
+async def test_episode_timeout_produces_a_timeout_record() -> None:
+    async def hang(_: ModelRequest) -> Completion:
+        await anyio.sleep(60)
+        return Completion(text="never")
+
+    policy = ScriptedBackend([[create(), assign("a")]])
+    cfg = SwarmConfig(episode_timeout_s=0.2)
+    with anyio.fail_after(5):
+        record = await Orchestrator(policy, cfg, subagent_backend=FunctionBackend(hang)).run("x")
+    assert record.status is EpisodeStatus.TIMEOUT
+    assert record.subagent_results[0].status is AgentStatus.CANCELLED
+
+
+async def test_exact_tokens_are_recorded_and_drift_is_counted() -> None:
+    policy = ScriptedBackend([[call("nope")], "done"])
+    record = await Orchestrator(policy).run("x")
+    assert record.drift_count == 0
+    t0, t1 = record.turns
+    assert t0.prompt_token_ids and t0.response_token_ids and t0.response_logprobs
+    assert len(t0.response_token_ids) == len(t0.response_logprobs)
+    prefix = t0.prompt_token_ids + t0.response_token_ids
+    assert t1.prompt_token_ids is not None and t1.prompt_token_ids[: len(prefix)] == prefix
+
+    n = 0
+
+    def drifting(request: ModelRequest) -> Completion:
+        nonlocal n
+        n += 1
+        ids = (99, n) * 3  # a prompt that does not extend the previous turn
+        if n == 1:
+            return Completion(tool_calls=(call("nope"),), prompt_token_ids=ids, token_ids=(1,), logprobs=(-0.1,))
+        return Completion(text="done", prompt_token_ids=ids, token_ids=(2,), logprobs=(-0.1,))
+
+    record = await Orchestrator(FunctionBackend(drifting, tokens=False)).run("x")
+    assert record.drift_count == 1 and record.turns[1].drift
+
+
+def test_run_sync_for_scripts() -> None:
+    record = Orchestrator(ScriptedBackend(["hi"])).run_sync("x")
+    assert record.answer == "hi" and record.status is EpisodeStatus.COMPLETED

@@ -1,0 +1,91 @@
+"""Packaging: our top-level names are ours alone, and the public surface is explicit and sorted."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = ["orchestrator", "subagents", "swarm", "tools", "workloads"]
+
+
+def test_pyproject_lists_packages_explicitly_and_never_ships_tests_or_traces() -> None:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = data["tool"]["setuptools"]["packages"]
+    assert sorted(packages) == OURS
+    assert "tests" not in packages and "traces" not in packages
+    assert data["project"]["scripts"]["swarm"] == "orchestrator.cli:main"
+
+
+@pytest.mark.parametrize("name", [*OURS, "traces", "tests"])
+def test_no_other_installed_distribution_claims_our_top_level_names(name: str) -> None:
+    claimants = set(md.packages_distributions().get(name, []))
+    assert claimants <= {"agent-swarm"}, f"{name!r} is also installed by {sorted(claimants - {'agent-swarm'})}"
+
+
+@pytest.mark.parametrize("module", ["swarm", "orchestrator", "subagents", "tools"])
+def test_public_exports_are_sorted_unique_and_resolvable(module: str) -> None:
+    mod = importlib.import_module(module)
+    names = list(mod.__all__)
+    assert names == sorted(names), f"{module}.__all__ is not sorted"
+    assert len(names) == len(set(names))
+    for n in names:
+        assert hasattr(mod, n), f"{module}.{n} is exported but missing"
+
+
+def test_core_surface() -> None:
+    import orchestrator
+    import subagents
+    import swarm
+    import tools
+
+    assert {"Orchestrator", "SwarmConfig"} <= set(orchestrator.__all__)
+    assert {"AgentDefinition", "SubagentRun"} <= set(subagents.__all__)
+    assert {"Tool", "ToolRegistry", "Toolset", "tool"} <= set(tools.__all__)
+    assert {
+        "Completion",
+        "ModelBackend",
+        "ModelRequest",
+        "EpisodeRecord",
+        "SwarmError",
+        "UserError",
+        "AgentError",
+        "dag_stats",
+        "critical_steps_formula",
+        "Task",
+    } <= set(swarm.__all__)
+    from swarm import testing
+
+    assert {"ScriptedBackend", "FunctionBackend", "call"} <= set(testing.__all__)
+
+
+def test_library_code_never_imports_the_otel_sdk() -> None:
+    offenders = []
+    for pkg in ["swarm", "subagents", "tools", "workloads"]:
+        for f in (ROOT / pkg).rglob("*.py"):
+            if "opentelemetry.sdk" in f.read_text():
+                offenders.append(str(f.relative_to(ROOT)))
+    assert offenders == []
+
+
+def test_imports_point_one_way() -> None:
+    """swarm <- tools <- workloads <- subagents <- orchestrator."""
+    allowed = {
+        "swarm": set(),
+        "tools": {"swarm"},
+        "workloads": {"swarm", "tools"},
+        "subagents": {"swarm", "tools", "workloads"},
+    }
+    bad = []
+    for pkg, ok in allowed.items():
+        for f in (ROOT / pkg).rglob("*.py"):
+            for line in f.read_text().splitlines():
+                s = line.strip()
+                for other in set(OURS) - ok - {pkg}:
+                    if s.startswith((f"from {other}.", f"from {other} ", f"import {other}")):
+                        bad.append(f"{f.relative_to(ROOT)}: {s}")
+    assert bad == []

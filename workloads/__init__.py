@@ -2,3 +2,36 @@
 
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
+
+from workloads.base import (
+    MODES,
+    Episode,
+    GoldPolicy,
+    Knobs,
+    Mode,
+    Score,
+    Workload,
+    episode_for,
+    finish_rate,
+    get_workload,
+    register_workload,
+    workload_names,
+)
+from workloads.tau2_batch import Tau2BatchWorkload
+
+__all__ = [
+    "MODES",
+    "Episode",
+    "GoldPolicy",
+    "Knobs",
+    "Mode",
+    "Score",
+    "Workload",
+    "episode_for",
+    "finish_rate",
+    "get_workload",
+    "register_workload",
+    "workload_names",
+]
+
+register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)

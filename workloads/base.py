@@ -1,0 +1,203 @@
+"""The workload interface and the registry of workloads by name.
+
+A workload is a task generator plus, per task, a fresh environment (tools over shared state), the
+predefined sub-agent types, a scorer, and a *gold scripted* policy for both modes:
+
+* ``swarm`` — the orchestrator delegates to sub-agents (one stage of parallel sub-agents, then an answer);
+* ``single`` — one agent does everything itself with the same tools, one step after another.
+
+Tasks are plain :class:`~swarm.records.Task` objects whose ``metadata`` holds everything needed to
+rebuild the episode (``metadata["workload"]`` names the workload), so they can be written to a
+JSONL task file and read back by ``swarm run``/``swarm rollout``; :func:`episode_for` is the hook
+those commands call to get the tools, agents and reward function of a task::
+
+    wl = get_workload("tau2-batch")
+    task = wl.tasks(1, seed=0, k=8)[0]
+    ep = wl.episode(task, "swarm")           # fresh DB, tools, agents, scorer
+    gold = wl.gold_policy(task, "swarm")     # FunctionBackend policies that solve it
+    ...Orchestrator(gold.orchestrator, cfg, tools=ep.tools, agents=ep.agents,
+                    subagent_backend=gold.subagent, reward_fn=ep.reward)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swarm.backend import ModelBackend, ModelRequest
+from swarm.errors import ConfigError, UnknownNameError
+from swarm.messages import ToolMessage, UserMessage
+from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
+from tools.registry import Tool
+
+__all__ = [
+    "MODES",
+    "Episode",
+    "GoldPolicy",
+    "Knobs",
+    "Mode",
+    "Score",
+    "Workload",
+    "episode_for",
+    "finish_rate",
+    "get_workload",
+    "register_workload",
+    "tool_messages",
+    "user_text",
+    "workload_names",
+]
+
+Mode = Literal["swarm", "single"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+
+class Knobs(BaseModel):
+    """Base of a workload's difficulty knobs; unknown knobs are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Score(BaseModel):
+    """A workload's verdict on one episode: the primary metric in [0, 1], success, and the details."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metric: float = Field(ge=0.0, le=1.0)
+    success: bool
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What one episode of a workload task needs. Build a new one per episode (fresh state).
+
+    ``instructions`` is the workload's system-prompt text for this mode (the caller appends it to the
+    orchestrator's default prompt in swarm mode, and uses it alone in single mode). ``config`` holds
+    :class:`~orchestrator.config.SwarmConfig` fields the workload needs (budgets).
+    """
+
+    task: Task
+    mode: Mode
+    tools: tuple[Tool, ...]
+    agents: tuple[AgentDefinition, ...]
+    instructions: str
+    scorer: Callable[[EpisodeRecord], Score]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def score(self, record: EpisodeRecord) -> Score:
+        """Score a finished episode against this episode's environment."""
+        return self.scorer(record)
+
+    async def reward(self, record: EpisodeRecord) -> RewardRecord:
+        """``Orchestrator(reward_fn=ep.reward)``: ``r_perf`` is the workload metric (PARL terms are 0 here)."""
+        s = self.score(record)
+        return RewardRecord(
+            total=s.metric,
+            r_perf=s.metric,
+            verifier=f"workload:{self.task.metadata.get('workload', '?')}",
+            details={"success": s.success, **s.details},
+        )
+
+
+@dataclass(frozen=True)
+class GoldPolicy:
+    """Scripted policies that react to real tool results: orchestrator and sub-agent backends."""
+
+    orchestrator: ModelBackend
+    subagent: ModelBackend
+
+
+class Workload(ABC):
+    """A named task set with its environment, scorer and gold policies."""
+
+    name: ClassVar[str]
+    metric: ClassVar[str]
+    description: ClassVar[str]
+    knobs_model: ClassVar[type[Knobs]] = Knobs
+
+    def knobs(self, values: Mapping[str, Any]) -> Knobs:
+        """Validate difficulty knobs; unknown or bad values raise :class:`ConfigError`."""
+        try:
+            return self.knobs_model.model_validate(dict(values))
+        except ValidationError as exc:
+            known = ", ".join(f"{k} (default {f.default!r})" for k, f in self.knobs_model.model_fields.items())
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'knobs'}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid knobs for workload {self.name!r}: {problems}. Known knobs: {known}") from None
+
+    @abstractmethod
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
+        """``n`` tasks, deterministic for a given seed, split and knobs."""
+
+    @abstractmethod
+    def episode(self, task: Task, mode: Mode) -> Episode:
+        """A fresh environment for one episode of ``task`` (built from ``task.metadata`` only)."""
+
+    @abstractmethod
+    def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+        """The gold scripted policy for ``task`` in ``mode`` (``latency_s`` simulates model latency)."""
+
+    def check_task(self, task: Task) -> None:
+        """Raise ConfigError when ``task`` was not generated by this workload."""
+        if task.metadata.get("workload") != self.name:
+            raise ConfigError(
+                f"task {task.id!r} belongs to workload {task.metadata.get('workload')!r}, not {self.name!r}"
+            )
+
+
+_REGISTRY: dict[str, Callable[[], Workload]] = {}
+
+
+def register_workload(name: str, factory: Callable[[], Workload], *, replace: bool = False) -> None:
+    """Register a workload factory under ``name``."""
+    if name in _REGISTRY and not replace:
+        raise ConfigError(f"workload {name!r} is already registered; pass replace=True to override it")
+    _REGISTRY[name] = factory
+
+
+def workload_names() -> list[str]:
+    """Names of the registered workloads, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_workload(name: str) -> Workload:
+    """The workload called ``name``; an unknown name raises :class:`UnknownNameError` listing the known ones."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("workload", name, _REGISTRY) from None
+    return factory()
+
+
+def episode_for(task: Task, mode: Mode = "swarm") -> Episode:
+    """The hook for task files: rebuild the episode of a workload task from its metadata."""
+    name = task.metadata.get("workload")
+    if not isinstance(name, str):
+        raise ConfigError(f"task {task.id!r} has no metadata['workload']; it was not made by a workload")
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    return get_workload(name).episode(task, mode)
+
+
+# -- helpers for scripted policies ----------------------------------------------------------------------
+
+
+def user_text(request: ModelRequest) -> str:
+    """The agent's task: the first user message of the request."""
+    return next((m.content for m in request.messages if isinstance(m, UserMessage)), "")
+
+
+def tool_messages(request: ModelRequest, name: str | None = None) -> list[ToolMessage]:
+    """The tool results the agent has seen so far (optionally only those of tool ``name``)."""
+    return [m for m in request.messages if isinstance(m, ToolMessage) and (name is None or m.name == name)]
+
+
+def finish_rate(record: EpisodeRecord) -> float | None:
+    """Completed / assigned sub-agents (None when the episode ran none)."""
+    subs = record.subagent_results
+    if not subs:
+        return None
+    return sum(r.status is AgentStatus.COMPLETED for r in subs) / len(subs)

@@ -1,0 +1,441 @@
+"""τ²-batch: K real τ²-bench retail tickets that touch disjoint records, on one shared database.
+
+* **Tickets** are τ²-bench retail tasks that work one-shot (no "if the agent asks…" dialogue, at least
+  one database write in the gold actions). The text is ``reason_for_call`` + ``known_info`` +
+  ``task_instructions`` plus one fixed rule: nobody answers questions, act on the stated preferences.
+* **A job** holds K tickets whose touched records (users and orders, taken from the gold actions and
+  their results, never from the ticket text) are pairwise disjoint, and whose gold replay commutes:
+  replaying the batch forward and backward gives the same database (checked at generation time).
+* **Gold** = each ticket's gold actions replayed on a fresh database (tool errors tolerated, as in
+  τ²-bench). **Reward**: item-level precision/recall/F1 of the episode's database changes against the
+  gold changes, where an item is ``(table, record id, field path, value)``; exact-DB success; and
+  per-ticket success (every record the ticket touches equals the gold record).
+* **Splits**: τ²'s official train split for development, the test split held out.
+
+Difficulty knobs: ``k`` tickets per job, and the band ``[min_actions, max_actions]`` of gold-action
+counts a ticket may have. With one tool call per step, the gold critical steps are ``Σ n_i + 1``
+(single agent) against ``max n_i + 3`` (swarm), so a narrow band keeps the batch balanced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import ConfigError, ToolError
+from swarm.messages import ToolMessage
+from swarm.records import AgentDefinition, Task
+from swarm.testing import FunctionBackend, call
+from tools.registry import Tool
+from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.tau2_retail import WRITE_TOOLS, RetailDB, load_initial_db, retail_tools
+
+__all__ = ["Tau2BatchKnobs", "Tau2BatchWorkload", "Ticket", "db_diff", "diff_f1", "replay"]
+
+NAME = "tau2-batch"
+AGENT = "retail_agent"
+RULE = (
+    "No one will answer questions: the customer has already confirmed everything stated here, so act "
+    "directly on the stated preferences (the policy's confirmation step is done)."
+)
+_DIALOGUE = re.compile(r"if (the )?agent|confirm", re.IGNORECASE)
+_TICKET_RE = re.compile(r"Ticket (retail-\d+)")
+_ABSENT = "<absent>"
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One τ² retail task usable as a one-shot ticket."""
+
+    id: str  # "retail-<τ² task id>"
+    text: str
+    actions: tuple[tuple[str, dict[str, Any]], ...]
+    records: frozenset[tuple[str, str]]  # (table, id) the gold run reads or writes
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.actions)
+
+
+def _data(name: str) -> Any:
+    return json.loads((resources.files("workloads") / "data" / "tau2_retail" / name).read_text("utf-8"))
+
+
+@cache
+def policy_text() -> str:
+    return (resources.files("workloads") / "data" / "tau2_retail" / "policy.md").read_text("utf-8")
+
+
+def _tools_by_name(db: RetailDB) -> dict[str, Tool]:
+    return {t.name: t for t in retail_tools(db)}
+
+
+def _apply(tools: dict[str, Tool], name: str, args: dict[str, Any]) -> tuple[bool, str]:
+    """Run one action synchronously; returns (ok, output). Tool errors are tolerated."""
+    t = tools[name]
+    try:
+        out = t.fn(**t.validate(args))
+    except ToolError as exc:
+        return False, str(exc)
+    return True, out if isinstance(out, str) else json.dumps(out)
+
+
+def replay(tickets: Iterable[Ticket], db: RetailDB | None = None) -> RetailDB:
+    """Replay the tickets' gold actions in order on ``db`` (default: a fresh database)."""
+    db = db or RetailDB()
+    tools = _tools_by_name(db)
+    for t in tickets:
+        for name, args in t.actions:
+            _apply(tools, name, args)
+    return db
+
+
+def _records_of(actions: Sequence[tuple[str, dict[str, Any]]]) -> frozenset[tuple[str, str]]:
+    """Records one ticket's gold run touches: argument ids, looked-up users, and the orders' owners."""
+    db = RetailDB()
+    tools = _tools_by_name(db)
+    recs: set[tuple[str, str]] = set()
+    for name, args in actions:
+        ok, out = _apply(tools, name, args)
+        if "user_id" in args:
+            recs.add(("users", args["user_id"]))
+        if "order_id" in args:
+            recs.add(("orders", args["order_id"]))
+            order = db.data["orders"].get(args["order_id"])
+            if order is not None:
+                recs.add(("users", order["user_id"]))
+        if ok and name.startswith("find_user_id"):
+            recs.add(("users", out))
+    return frozenset(recs)
+
+
+@cache
+def _tickets(split: str) -> tuple[Ticket, ...]:
+    splits = _data("split_tasks.json")
+    if split not in ("train", "test"):
+        raise ConfigError(f"unknown split {split!r} for {NAME}; use 'train' (development) or 'test' (held out)")
+    by_id = {t["id"]: t for t in _data("tasks.json")}
+    out = []
+    for tid in splits[split]:
+        raw = by_id[tid]
+        ins = raw["user_scenario"]["instructions"]
+        said = " ".join(str(ins.get(k) or "") for k in ("reason_for_call", "task_instructions"))
+        actions = tuple((a["name"], dict(a["arguments"])) for a in raw["evaluation_criteria"]["actions"] or ())
+        if _DIALOGUE.search(said) or not any(n in WRITE_TOOLS for n, _ in actions):
+            continue
+        parts = [ins.get("reason_for_call"), ins.get("known_info"), ins.get("task_instructions")]
+        text = " ".join(str(p).strip() for p in parts if p and str(p).strip() not in ("", "."))
+        out.append(Ticket(id=f"retail-{tid}", text=f"{text} {RULE}", actions=actions, records=_records_of(actions)))
+    return tuple(out)
+
+
+def _ticket_map(split: str) -> dict[str, Ticket]:
+    return {t.id: t for t in _tickets(split)}
+
+
+def _db_hash(db: RetailDB) -> str:
+    return hashlib.sha256(json.dumps(db.data, sort_keys=True).encode()).hexdigest()
+
+
+def commutes(tickets: Sequence[Ticket]) -> bool:
+    """Whether replaying the batch forward and backward yields the same database."""
+    return _db_hash(replay(tickets)) == _db_hash(replay(reversed(tickets)))
+
+
+# -- scoring --------------------------------------------------------------------------------------------
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, str]) -> None:
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(obj, list) and obj:
+        for i, v in enumerate(obj):
+            _flatten(v, f"{prefix}[{i}]", out)
+    else:
+        out[prefix] = json.dumps(obj, sort_keys=True)
+
+
+def db_diff(before: dict[str, Any], after: dict[str, Any]) -> set[tuple[str, str, str, str]]:
+    """Changed items ``(table, record id, field path, new value)`` from ``before`` to ``after``."""
+    items: set[tuple[str, str, str, str]] = set()
+    for table in before.keys() | after.keys():
+        b, a = before.get(table, {}), after.get(table, {})
+        for rid in b.keys() | a.keys():
+            rb, ra = b.get(rid), a.get(rid)
+            if rb == ra:
+                continue
+            fb: dict[str, str] = {}
+            fa: dict[str, str] = {}
+            if rb is not None:
+                _flatten(rb, "", fb)
+            if ra is not None:
+                _flatten(ra, "", fa)
+            for path in fb.keys() | fa.keys():
+                if fb.get(path) != fa.get(path):
+                    items.add((table, rid, path, fa.get(path, _ABSENT)))
+    return items
+
+
+def diff_f1(pred: set[Any], gold: set[Any]) -> tuple[float, float, float]:
+    """Precision, recall, F1 of ``pred`` against ``gold`` (1, 1, 1 when both are empty)."""
+    if not pred and not gold:
+        return 1.0, 1.0, 1.0
+    tp = len(pred & gold)
+    p = tp / len(pred) if pred else 0.0
+    r = tp / len(gold) if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f
+
+
+@cache
+def _initial() -> dict[str, Any]:
+    return load_initial_db()
+
+
+def _score(db: RetailDB, tickets: Sequence[Ticket]) -> Score:
+    initial = _initial()
+    gold = replay(tickets).data
+    pred_items = db_diff(initial, db.data)
+    gold_items = db_diff(initial, gold)
+    p, r, f = diff_f1(pred_items, gold_items)
+    per_ticket: dict[str, bool] = {}
+    for t in tickets:
+        per_ticket[t.id] = all(db.data[tb].get(rid) == gold[tb].get(rid) for tb, rid in t.records)
+    exact = db.data == gold
+    return Score(
+        metric=f,
+        success=exact,
+        details={
+            "item_precision": p,
+            "item_recall": r,
+            "item_f1": f,
+            "exact_db": exact,
+            "ticket_success_rate": sum(per_ticket.values()) / len(per_ticket),
+            "per_ticket": per_ticket,
+            "pred_items": len(pred_items),
+            "gold_items": len(gold_items),
+        },
+    )
+
+
+# -- the workload ---------------------------------------------------------------------------------------
+
+
+class Tau2BatchKnobs(Knobs):
+    k: int = Field(8, ge=1, le=16, description="tickets per job")
+    min_actions: int = Field(5, ge=1, description="fewest gold actions a ticket may have")
+    max_actions: int = Field(6, ge=1, description="most gold actions a ticket may have")
+
+    @model_validator(mode="after")
+    def _band(self) -> Tau2BatchKnobs:
+        if self.min_actions > self.max_actions:
+            raise ValueError(f"min_actions ({self.min_actions}) exceeds max_actions ({self.max_actions})")
+        return self
+
+
+def _job_prompt(tickets: Sequence[Ticket]) -> str:
+    head = (
+        f"Handle this batch of {len(tickets)} customer-service tickets for the retail store. Each ticket "
+        "comes from a different customer and touches different records. Handle every ticket completely "
+        "with the retail tools, following the retail policy. " + RULE + "\n"
+        "When all tickets are handled, answer with a markdown table with one row per ticket: "
+        "| ticket | outcome |."
+    )
+    body = "\n\n".join(f"### Ticket {t.id}\n{t.text}" for t in tickets)
+    return f"{head}\n\n{body}"
+
+
+def _agent_prompt() -> str:
+    return (
+        "You are a customer-service agent of a retail store. You handle ONE ticket with the retail tools, "
+        "one tool call at a time: authenticate the customer (find their user id by email or name + zip), "
+        "look up the orders and products you need, then make the changes the ticket asks for. "
+        f"{RULE} When done, report what you changed (order ids, new statuses) in one short paragraph.\n\n"
+        f"# Policy\n{policy_text()}"
+    )
+
+
+class Tau2BatchWorkload(Workload):
+    name = NAME
+    metric = "item_f1"
+    description = "K real τ²-bench retail tickets on disjoint records, one shared DB; item-F1 of DB changes"
+    knobs_model = Tau2BatchKnobs
+
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
+        kn = self.knobs(knobs)
+        assert isinstance(kn, Tau2BatchKnobs)
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        pool = [t for t in _tickets(split) if kn.min_actions <= t.n_actions <= kn.max_actions]
+        if len(pool) < kn.k:
+            raise ConfigError(
+                f"only {len(pool)} {split} tickets have {kn.min_actions}–{kn.max_actions} gold actions; "
+                f"k={kn.k} needs at least that many. Widen the band or lower k"
+            )
+        rng = random.Random(f"{NAME}:{split}:{seed}")
+        out: list[Task] = []
+        for i in range(n):
+            batch = self._draw(rng, pool, kn.k)
+            out.append(
+                Task(
+                    id=f"{NAME}-{split}-s{seed}-{i}",
+                    prompt=_job_prompt(batch),
+                    metadata={
+                        "workload": NAME,
+                        "domain": "retail",
+                        "split": split,
+                        "seed": seed,
+                        "knobs": kn.model_dump(),
+                        "tickets": [t.id for t in batch],
+                    },
+                )
+            )
+        return out
+
+    @staticmethod
+    def _draw(rng: random.Random, pool: Sequence[Ticket], k: int) -> list[Ticket]:
+        for _ in range(200):
+            order = list(pool)
+            rng.shuffle(order)
+            batch: list[Ticket] = []
+            used: set[tuple[str, str]] = set()
+            for t in order:
+                if not (t.records & used):
+                    batch.append(t)
+                    used |= t.records
+                if len(batch) == k:
+                    break
+            if len(batch) == k and commutes(batch):
+                return batch
+        raise ConfigError(f"could not draw {k} tickets on disjoint records that commute; lower k")
+
+    def _tickets_of(self, task: Task) -> list[Ticket]:
+        self.check_task(task)
+        tmap = _ticket_map(str(task.metadata.get("split", "train")))
+        try:
+            return [tmap[t] for t in task.metadata["tickets"]]
+        except KeyError as exc:
+            raise ConfigError(f"task {task.id!r} names unknown ticket {exc}") from None
+
+    def episode(self, task: Task, mode: Mode) -> Episode:
+        tickets = self._tickets_of(task)
+        kn = Tau2BatchKnobs.model_validate(task.metadata.get("knobs", {}))
+        db = RetailDB()
+        tools = retail_tools(db)
+        agent = AgentDefinition(name=AGENT, system_prompt=_agent_prompt(), tools=tuple(t.name for t in tools))
+        if mode == "swarm":
+            instructions = (
+                f"A sub-agent type '{AGENT}' is predefined: a retail customer-service agent with all retail "
+                "tools and the store policy. The tickets are independent: assign each ticket to its own "
+                f"instance with assign_task(agent='{AGENT}', task=<the ticket id and full ticket text>), all in "
+                "one message, then answer with the table from their reports."
+            )
+        else:
+            instructions = (
+                "You are a customer-service agent of a retail store. Work alone: handle every ticket yourself "
+                "with the retail tools, one tool call at a time, then answer with the table.\n\n"
+                f"# Policy\n{policy_text()}"
+            )
+        budget = kn.k * (kn.max_actions + 2) + 4
+        return Episode(
+            task=task,
+            mode=mode,
+            tools=tools,
+            agents=(agent,),
+            instructions=instructions,
+            scorer=lambda record: _score(db, tickets),
+            config={
+                "max_critical_steps": budget,
+                "max_subagent_steps": kn.max_actions + 6,
+                "max_subagents_per_stage": max(16, kn.k),
+            },
+        )
+
+    def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+        tickets = self._tickets_of(task)
+        tmap = {t.id: t for t in tickets}
+        if mode == "swarm":
+            orch = FunctionBackend(
+                lambda r: _swarm_orchestrator(r, tickets), model="gold-orchestrator", delay=latency_s
+            )
+        else:
+            orch = FunctionBackend(lambda r: _single_agent(r, tickets), model="gold-single", delay=latency_s)
+        sub = FunctionBackend(lambda r: _ticket_agent(r, tmap), model="gold-subagent", delay=latency_s)
+        return GoldPolicy(orchestrator=orch, subagent=sub)
+
+
+# -- gold policies: replay the gold actions one call per step, report what the tools really returned -----
+
+
+def _outcome(name: str, msg: ToolMessage) -> str:
+    if msg.is_error:
+        return f"{name} failed: {msg.content}"
+    try:
+        obj = json.loads(msg.content)
+    except json.JSONDecodeError:
+        return f"{name}: {msg.content}"
+    if isinstance(obj, dict) and "order_id" in obj:
+        return f"{name} {obj['order_id']} -> {obj.get('status')}"
+    if isinstance(obj, dict) and "user_id" in obj:
+        return f"{name} {obj['user_id']} -> address {obj.get('address', {}).get('address1')}"
+    return f"{name}: ok"
+
+
+def _report(results: Sequence[ToolMessage]) -> str:
+    writes = [_outcome(m.name, m) for m in results if m.name in WRITE_TOOLS]
+    return "; ".join(writes) or "no changes made"
+
+
+def _ticket_agent(request: ModelRequest, tickets: dict[str, Ticket]) -> Completion:
+    m = _TICKET_RE.search(user_text(request))
+    if m is None or m.group(1) not in tickets:
+        return Completion(text="I could not find a ticket id in my task; nothing done.")
+    ticket = tickets[m.group(1)]
+    results = tool_messages(request)
+    if len(results) < ticket.n_actions:
+        name, args = ticket.actions[len(results)]
+        return Completion(tool_calls=(call(name, **args),))
+    return Completion(text=f"Ticket {ticket.id}: {_report(results)}")
+
+
+def _table(rows: Iterable[tuple[str, str]]) -> str:
+    lines = ["| ticket | outcome |", "|---|---|"]
+    lines += [f"| {t} | {o.replace('|', '/')} |" for t, o in rows]
+    return "\n".join(lines)
+
+
+def _swarm_orchestrator(request: ModelRequest, tickets: Sequence[Ticket]) -> Completion:
+    reports = tool_messages(request, "assign_task")
+    if reports or request.tool_choice == "none":
+        rows = []
+        for m in reports:
+            body = m.content.split("report:\n", 1)[-1] if "report:\n" in m.content else m.content
+            tid = _TICKET_RE.search(body)
+            rows.append((tid.group(1) if tid else "?", body.split(": ", 1)[-1]))
+        return Completion(text=_table(rows))
+    calls = [call("assign_task", agent=AGENT, task=f"Ticket {t.id}\n{t.text}") for t in tickets]
+    return Completion(text=f"Assigning {len(calls)} tickets in parallel.", tool_calls=tuple(calls))
+
+
+def _single_agent(request: ModelRequest, tickets: Sequence[Ticket]) -> Completion:
+    results = tool_messages(request)
+    plan = [(t.id, a) for t in tickets for a in t.actions]
+    if len(results) < len(plan) and request.tool_choice != "none":
+        name, args = plan[len(results)][1]
+        return Completion(tool_calls=(call(name, **args),))
+    rows, pos = [], 0
+    for t in tickets:
+        rows.append((t.id, _report(results[pos : pos + t.n_actions])))
+        pos += t.n_actions
+    return Completion(text=_table(rows))

@@ -26,6 +26,7 @@ from orchestrator.engine import Orchestrator
 from orchestrator.live import LiveState, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
 from orchestrator.tasks import load_config, load_tasks
+from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
 from swarm import __version__
 from swarm.backend import ModelBackend
 from swarm.errors import UserError
@@ -111,9 +112,28 @@ def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="records go to OUT/<episode-id>/")] = DEFAULT_ROOT,
     json_out: Annotated[bool, typer.Option("--json", help="print the episode record as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live view")] = False,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-endpoint", help="OTLP receiver URL (default: OTEL_EXPORTER_OTLP_* or a local Jaeger on :4318)"
+        ),
+    ] = None,
+    otlp_protocol: Annotated[str | None, typer.Option("--otlp-protocol", help="http/protobuf or grpc")] = None,
+    trace_content: Annotated[
+        bool,
+        typer.Option("--trace-content/--no-trace-content", help="put prompts and completions on spans (size-capped)"),
+    ] = False,
+    trace_file: Annotated[
+        bool,
+        typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
+    ] = True,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
+    tracing = TracingOptions(
+        otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol, capture_content=trace_content, trace_file=trace_file
+    )
     try:
+        resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
         plan = _plan(
             task=task,
             task_file=task_file,
@@ -135,7 +155,7 @@ def run(
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, json_out=json_out, quiet=quiet)
+    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing)
     raise typer.Exit(code)
 
 
@@ -188,7 +208,7 @@ def _plan(
     return RunPlan(tasks, _config_from(base or SwarmConfig(), overrides), orch, sub, (), extras)
 
 
-def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool) -> int:
+def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool, tracing: TracingOptions | None = None) -> int:
     live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
     records: list[EpisodeRecord] = []
     paths: dict[str, Path] = {}
@@ -200,12 +220,17 @@ def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool) -> int:
             paths[event.record.episode_id] = write_episode(event.record, out)
 
     state = LiveState()
+    telemetry = start_tracing(
+        tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
+    )
     orch = Orchestrator(
         plan.backend,
         plan.config,
         tools=plan.tools,
         subagent_backend=plan.subagent_backend,
         observers=[persist, state] if live_enabled else [persist],
+        tracer_provider=telemetry.provider,
+        capture_content=telemetry.capture_content,
     )
 
     async def main() -> None:
@@ -221,6 +246,9 @@ def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool) -> int:
             anyio.run(main)
     except KeyboardInterrupt:
         interrupted = True
+    finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
+        for warning in telemetry.shutdown():
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:
         if json_out:
             sys.stdout.write(r.model_dump_json() + "\n")
@@ -254,4 +282,5 @@ def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
 
 def main() -> None:
     """Console-script entry point."""
+    claim_global_provider()
     app()

@@ -465,9 +465,7 @@ class Telemetry:
                 attr.TOOL_NAME: name,
                 attr.TOOL_TYPE: "function",
                 attr.TOOL_CALL_ID: call_id,
-                attr.TOOL_ARGUMENTS: cap_content(dict(arguments))
-                if self.capture_content and arguments
-                else None,
+                attr.TOOL_ARGUMENTS: cap_content(dict(arguments)) if self.capture_content and arguments else None,
             },
         )
 

@@ -1,0 +1,390 @@
+"""Installs the OpenTelemetry SDK for the ``swarm`` CLI (the only place that does).
+
+What :func:`start_tracing` builds:
+
+- a ``TracerProvider`` with resource ``service.name=agent-swarm`` (``OTEL_SERVICE_NAME`` and
+  ``OTEL_RESOURCE_ATTRIBUTES`` still win) and ``service.version``;
+- an OTLP exporter (HTTP/protobuf or gRPC) behind a ``BatchSpanProcessor``, configured by the standard
+  ``OTEL_EXPORTER_OTLP_*`` variables or ``--otlp-endpoint``/``--otlp-protocol``. With nothing configured
+  it targets a local Jaeger v2 on ``http://localhost:4318`` *if one is listening* (a 0.2 s TCP probe);
+  when nothing listens there the run goes on without network export and says so once, instead of
+  retrying into a dead port. An explicitly configured endpoint is always used;
+- the always-on OTLP JSON-lines file ``<out>/<episode-id>/trace.jsonl`` beside ``episode.json``,
+  written by the maintained ``opentelemetry-exporter-otlp-json-file`` exporter (the format Jaeger's UI
+  "Upload JSON" accepts), one file per episode.
+
+:meth:`Tracing.shutdown` flushes the file first (local, fast), then the network exporter on a daemon
+thread bounded by a timeout, so an unreachable receiver can never hang the CLI on exit (normal exit,
+error or Ctrl-C). ``OTEL_SDK_DISABLED=true`` turns all of it off; ``OTEL_TRACES_EXPORTER=none`` turns
+off only the network export.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from orchestrator.store import episode_dir
+from swarm import __version__
+from swarm.errors import ConfigError
+from swarm.tracing import attr
+
+__all__ = [
+    "DEFAULT_GRPC_ENDPOINT",
+    "DEFAULT_HTTP_ENDPOINT",
+    "SERVICE_NAME",
+    "TRACE_FILE",
+    "EpisodeTraceFiles",
+    "OtlpTarget",
+    "Protocol",
+    "Tracing",
+    "TracingOptions",
+    "claim_global_provider",
+    "receiver_listening",
+    "resolve_otlp",
+    "start_tracing",
+]
+
+SERVICE_NAME = "agent-swarm"
+TRACE_FILE = "trace.jsonl"
+DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
+DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
+CONTENT_BATCH_SIZE = 64
+"""Export batch size when content is captured: 64 spans x 2 capped attributes (16 KiB) stays ~2 MiB."""
+
+Protocol = Literal["grpc", "http/protobuf"]
+_PROTOCOLS: tuple[str, ...] = ("grpc", "http/protobuf")
+
+
+@dataclass(frozen=True)
+class OtlpTarget:
+    """Where OTLP spans go. ``endpoint`` is the full ``/v1/traces`` URL for HTTP, the server URL for gRPC."""
+
+    protocol: Protocol
+    endpoint: str
+    explicit: bool
+    """False for the zero-config default (a local Jaeger), which is only used when it listens."""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.endpoint if "//" in self.endpoint else f"//{self.endpoint}")
+        default = 4317 if self.protocol == "grpc" else (443 if parts.scheme == "https" else 80)
+        return parts.hostname or "localhost", parts.port or default
+
+
+@dataclass(frozen=True)
+class TracingOptions:
+    """The CLI's tracing flags."""
+
+    otlp_endpoint: str | None = None
+    otlp_protocol: str | None = None
+    capture_content: bool = False
+    trace_file: bool = True
+    flush_timeout_s: float = 5.0
+    probe_timeout_s: float = 0.2
+
+
+def _with_traces_path(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.path in ("", "/"):
+        return url.rstrip("/") + "/v1/traces"
+    return url
+
+
+def _check_url(url: str, source: str) -> str:
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(f"{source} has an invalid port: {url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{source} must be a URL like http://localhost:4318 (HTTP) or http://localhost:4317 (gRPC); got {url!r}"
+        )
+    return url
+
+
+def resolve_otlp(
+    endpoint: str | None = None, protocol: str | None = None, env: Mapping[str, str] | None = None
+) -> OtlpTarget | None:
+    """Resolve the OTLP target from flags, then the standard environment variables, then the default.
+
+    Returns ``None`` when ``OTEL_TRACES_EXPORTER=none`` (and no endpoint flag) asks for no export.
+    Signal-specific ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as given; the generic
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``--otlp-endpoint`` get ``/v1/traces`` appended for HTTP when
+    they have no path, as the OTLP exporter spec says.
+    """
+    env = os.environ if env is None else env
+    exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if e.strip()}
+    if endpoint is None and exporters and "otlp" not in exporters:
+        if exporters <= {"none"}:
+            return None
+        raise ConfigError(
+            f"OTEL_TRACES_EXPORTER={env['OTEL_TRACES_EXPORTER']!r} is not supported by swarm; "
+            "use 'otlp' or 'none' (the OTLP JSON file is always written unless --no-trace-file)"
+        )
+    proto = (
+        protocol
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if proto not in _PROTOCOLS:
+        raise ConfigError(
+            f"OTLP protocol {proto!r} is not supported; use 'http/protobuf' (Jaeger port 4318) or 'grpc' (port 4317)"
+        )
+    p: Protocol = "grpc" if proto == "grpc" else "http/protobuf"
+    if endpoint is not None:
+        url = _check_url(endpoint.strip(), "--otlp-endpoint")
+        return OtlpTarget(p, url if p == "grpc" else _with_traces_path(url), explicit=True)
+    if specific := env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
+        return OtlpTarget(p, _check_url(specific, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), explicit=True)
+    if generic := env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
+        url = _check_url(generic, "OTEL_EXPORTER_OTLP_ENDPOINT")
+        return OtlpTarget(p, url if p == "grpc" else _with_traces_path(url), explicit=True)
+    if p == "grpc":
+        return OtlpTarget(p, DEFAULT_GRPC_ENDPOINT, explicit=False)
+    return OtlpTarget(p, _with_traces_path(DEFAULT_HTTP_ENDPOINT), explicit=False)
+
+
+def receiver_listening(target: OtlpTarget, timeout_s: float = 0.2) -> bool:
+    """Whether something accepts TCP connections at the target (a refused port answers at once)."""
+    host, port = target.address
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _otlp_exporter(target: OtlpTarget) -> SpanExporter:
+    if target.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter(endpoint=target.endpoint)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    return HttpExporter(endpoint=target.endpoint)
+
+
+# -- per-episode JSON-lines files -------------------------------------------------------------------
+
+
+class _RoutingExporter(SpanExporter):
+    """Hands each span to the maintained ``FileSpanExporter`` of its episode's file."""
+
+    def __init__(self, files: EpisodeTraceFiles) -> None:
+        self._files = files
+        self._open: dict[str, FileSpanExporter] = {}
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        groups: dict[str, list[ReadableSpan]] = {}
+        finished: set[str] = set()
+        for s in spans:
+            eid = self._files.episode_of(s.context.trace_id) if s.context is not None else None
+            if eid is None:
+                self._files.unrouted += 1
+                continue
+            groups.setdefault(eid, []).append(s)
+            if s.parent is None:
+                finished.add(eid)
+        ok = True
+        for eid, group in groups.items():
+            exporter = self._open.get(eid)
+            if exporter is None:
+                path = self._files.path(eid)
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    exporter = self._open[eid] = FileSpanExporter(path)
+                except OSError as exc:
+                    self._files.errors.append(f"cannot write {path}: {exc}")
+                    ok = False
+                    continue
+            ok = exporter.export(group) is SpanExportResult.SUCCESS and ok
+            if eid in finished:  # the episode's root span is the last one to end: close its file
+                self._open.pop(eid).shutdown()
+                self._files.forget(eid)
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        for exporter in self._open.values():
+            exporter.shutdown()
+        self._open.clear()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class EpisodeTraceFiles(SpanProcessor):
+    """Writes each episode's spans to ``<root>/<episode-id>/trace.jsonl`` (OTLP JSON lines).
+
+    The episode span (a trace's root, carrying ``swarm.episode.id``) registers its trace id on start;
+    spans of that trace are batched off the event loop and appended to the episode's file by the
+    maintained JSON-file exporter. Spans of traces no episode opened are counted in :attr:`unrouted`.
+    """
+
+    def __init__(self, root: Path, *, max_export_batch_size: int | None = None) -> None:
+        self.root = root
+        self.unrouted = 0
+        self.errors: list[str] = []
+        self._episodes: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._batch = BatchSpanProcessor(_RoutingExporter(self), max_export_batch_size=max_export_batch_size)
+
+    def path(self, episode_id: str) -> Path:
+        return episode_dir(self.root, episode_id) / TRACE_FILE
+
+    def episode_of(self, trace_id: int) -> str | None:
+        with self._lock:
+            return self._episodes.get(trace_id)
+
+    def forget(self, episode_id: str) -> None:
+        with self._lock:
+            for tid in [t for t, e in self._episodes.items() if e == episode_id]:
+                del self._episodes[tid]
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if span.parent is None and span.attributes is not None and span.context is not None:
+            eid = span.attributes.get(attr.EPISODE_ID)
+            if isinstance(eid, str) and eid:
+                with self._lock:
+                    self._episodes[span.context.trace_id] = eid
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._batch.on_end(span)
+
+    def shutdown(self) -> None:
+        self._batch.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._batch.force_flush(timeout_millis)
+
+
+# -- the installed SDK ------------------------------------------------------------------------------
+
+_process = {"owns_global_provider": False}
+
+
+def claim_global_provider() -> None:
+    """Called by the console-script entry point: this process is the CLI, so its provider also becomes
+    the *global* one (libraries that trace through the global API, e.g. the MCP client, then nest their
+    spans under ours). In-process callers (tests, notebooks) never replace a global provider."""
+    _process["owns_global_provider"] = True
+
+
+@dataclass
+class Tracing:
+    """The SDK the CLI installed; call :meth:`shutdown` exactly once, in a ``finally``."""
+
+    provider: TracerProvider | None
+    capture_content: bool = False
+    files: EpisodeTraceFiles | None = None
+    otlp: OtlpTarget | None = None
+    notes: list[str] = field(default_factory=list)
+    _otlp_processor: BatchSpanProcessor | None = None
+    _closed: bool = False
+
+    def trace_file(self, episode_id: str) -> Path | None:
+        return self.files.path(episode_id) if self.files is not None else None
+
+    def shutdown(self, timeout_s: float = 5.0) -> list[str]:
+        """Flush and close exporters; returns warnings for the user (never raises, never hangs)."""
+        if self.provider is None or self._closed:
+            return []
+        self._closed = True
+        warnings: list[str] = []
+        if self.files is not None:
+            self.files.shutdown()  # local file: fast, and done first so a slow network cannot starve it
+            warnings += self.files.errors
+        if self._otlp_processor is not None and self.otlp is not None:
+            proc = self._otlp_processor
+            worker = threading.Thread(target=proc.shutdown, name="swarm-otlp-flush", daemon=True)
+            worker.start()
+            worker.join(timeout_s)
+            if worker.is_alive():
+                host, port = self.otlp.address
+                warnings.append(
+                    f"OTLP export to {host}:{port} did not finish within {timeout_s:g}s; some spans may be "
+                    "missing there (the trace file has them all)"
+                )
+        # Processors already shut down return at once, so this cannot block on a stuck exporter.
+        self.provider.shutdown()
+        return warnings
+
+
+def _resource(env: Mapping[str, str]) -> Resource:
+    attributes: dict[str, str] = {"service.version": __version__}
+    user_named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    if not user_named:
+        attributes["service.name"] = SERVICE_NAME
+    return Resource.create(attributes)
+
+
+def start_tracing(
+    options: TracingOptions,
+    *,
+    out: Path,
+    env: Mapping[str, str] | None = None,
+    install_global: bool | None = None,
+    note: Callable[[str], None] | None = None,
+) -> Tracing:
+    """Build the provider and exporters for one CLI run (see the module docstring).
+
+    Raises :class:`~swarm.errors.ConfigError` for a bad endpoint or protocol before anything runs.
+    ``install_global`` (default: whether :func:`claim_global_provider` was called) also makes it the
+    global provider, unless a real one is installed already.
+    """
+    env = os.environ if env is None else env
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return Tracing(provider=None)
+    target = resolve_otlp(options.otlp_endpoint, options.otlp_protocol, env)
+    notes: list[str] = []
+    if target is not None and not target.explicit and not receiver_listening(target, options.probe_timeout_s):
+        host, port = target.address
+        notes.append(
+            f"no OTLP receiver on {host}:{port}; not exporting over the network "
+            "(set OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint, or start Jaeger: see traces/README.md)"
+        )
+        target = None
+    if target is None and not options.trace_file:
+        return Tracing(provider=None, notes=notes)
+    batch = CONTENT_BATCH_SIZE if options.capture_content else None
+    if batch is not None and (configured := env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "").strip()).isdigit():
+        batch = min(batch, max(1, int(configured)))
+    provider = TracerProvider(resource=_resource(env))
+    files = None
+    if options.trace_file:
+        files = EpisodeTraceFiles(out, max_export_batch_size=batch)
+        provider.add_span_processor(files)
+    processor = None
+    if target is not None:
+        processor = BatchSpanProcessor(_otlp_exporter(target), max_export_batch_size=batch)
+        provider.add_span_processor(processor)
+    if install_global is None:
+        install_global = _process["owns_global_provider"]
+    if install_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    for n in notes:
+        if note is not None:
+            note(n)
+    return Tracing(
+        provider=provider,
+        capture_content=options.capture_content,
+        files=files,
+        otlp=target,
+        notes=notes,
+        _otlp_processor=processor,
+    )

@@ -231,9 +231,7 @@ def _kill_group(proc: Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _prepare(
-    code: str, workspace: Path, limits: SandboxLimits, flavour: str | None
-) -> tuple[Path, list[str]]:
+def _prepare(code: str, workspace: Path, limits: SandboxLimits, flavour: str | None) -> tuple[Path, list[str]]:
     ctl = Path(tempfile.mkdtemp(prefix="swarm-sandbox-"))
     (ctl / "main.py").write_text(code, encoding="utf-8")
     (ctl / "root").mkdir()

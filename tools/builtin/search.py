@@ -1,0 +1,240 @@
+"""Offline search over a local document collection: BM25 (``bm25s``) plus ``search``/``open`` tools.
+
+A :class:`Corpus` is a list of :class:`Document` s with stable ids, titles, text and optional
+structured ``fields`` (the source record). Load one from JSONL (one document object per line) or
+from a directory (``*.txt``/``*.md`` files become documents named by their relative path, ``*.jsonl``
+files are read as JSONL). :class:`SearchIndex` ranks documents with BM25 via the maintained
+``bm25s`` library (extra ``search``); :func:`search_toolset` exposes ``search(query, k)`` and
+``open(doc_id)`` to agents.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swarm.errors import ConfigError, ToolError
+from tools.registry import Tool, Toolset
+
+__all__ = ["Corpus", "Document", "SearchHit", "SearchIndex", "search_toolset"]
+
+
+class Document(BaseModel):
+    """One searchable document. ``id`` is stable across builds; ``fields`` holds the structured
+    source record where there is one (e.g. a product with its variants)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    title: str = ""
+    text: str
+    kind: str = ""
+    source: str = ""
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchHit(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    score: float
+    snippet: str
+
+
+def _open_text(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        yield from f
+
+
+class Corpus:
+    """An ordered, id-addressable collection of documents."""
+
+    def __init__(self, documents: Iterable[Document], *, name: str = "corpus") -> None:
+        self.name = name
+        self._docs: dict[str, Document] = {}
+        for d in documents:
+            if d.id in self._docs:
+                raise ConfigError(f"corpus {name!r}: duplicate document id {d.id!r}; ids must be unique")
+            self._docs[d.id] = d
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, *, name: str | None = None) -> Corpus:
+        """Read ``{"id", "text", "title"?, "kind"?, "source"?, "fields"?}`` objects, one per line
+        (``.jsonl`` or ``.jsonl.gz``). A bad line raises ConfigError naming the file and line."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"corpus file {path} does not exist")
+        return cls(_read_jsonl(path), name=name or path.name.split(".")[0])
+
+    @classmethod
+    def from_directory(cls, root: str | Path, *, name: str | None = None) -> Corpus:
+        """Every ``*.txt``/``*.md`` file (id = relative path, title = first heading or line) and every
+        ``*.jsonl``/``*.jsonl.gz`` file below ``root``."""
+        root = Path(root)
+        if not root.is_dir():
+            raise ConfigError(f"corpus directory {root} does not exist")
+        docs: list[Document] = []
+        for p in sorted(root.rglob("*")):
+            if not p.is_file():
+                continue
+            rel = p.relative_to(root).as_posix()
+            if p.suffix in (".txt", ".md"):
+                text = p.read_text(encoding="utf-8", errors="replace")
+                first = next((ln.strip() for ln in text.splitlines() if ln.strip()), p.stem)
+                title = first.lstrip("#").strip()[:200]
+                docs.append(Document(id=rel, title=title, text=text, kind=p.suffix[1:], source=rel))
+            elif p.name.endswith((".jsonl", ".jsonl.gz")):
+                docs.extend(_read_jsonl(p))
+        if not docs:
+            raise ConfigError(f"corpus directory {root} has no .txt, .md or .jsonl documents")
+        return cls(docs, name=name or root.name)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __iter__(self) -> Iterator[Document]:
+        return iter(self._docs.values())
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._docs
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._docs)
+
+    def get(self, doc_id: str) -> Document:
+        """The document with this id; raises KeyError naming the corpus if there is none."""
+        try:
+            return self._docs[doc_id]
+        except KeyError:
+            raise KeyError(f"no document {doc_id!r} in corpus {self.name!r}") from None
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(sorted({d.kind for d in self._docs.values()}))
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Structured records (each document's ``fields``), optionally of one ``kind``."""
+        return [dict(d.fields) for d in self._docs.values() if kind is None or d.kind == kind]
+
+    def documents(self, kind: str | None = None) -> list[Document]:
+        return [d for d in self._docs.values() if kind is None or d.kind == kind]
+
+
+def _read_jsonl(path: Path) -> Iterator[Document]:
+    for no, line in enumerate(_open_text(path), 1):
+        if not line.strip():
+            continue
+        try:
+            yield Document.model_validate_json(line)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(line)"
+            raise ConfigError(f"{path}:{no}: not a valid document ({where}: {first['msg']})") from None
+
+
+def _snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
+    low = text.lower()
+    pos = min((i for t in terms if (i := low.find(t)) >= 0), default=0)
+    start = max(0, pos - width // 3)
+    piece = " ".join(text[start : start + width].split())
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+
+
+class SearchIndex:
+    """BM25 over a corpus (title + text). Build once, query from any thread."""
+
+    def __init__(self, corpus: Corpus, *, stopwords: str | None = "en") -> None:
+        try:
+            import bm25s
+            from bm25s.tokenization import Tokenizer
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise ConfigError("offline search needs the 'search' extra: pip install 'agent-swarm[search]'") from exc
+        if len(corpus) == 0:
+            raise ConfigError(f"corpus {corpus.name!r} is empty; nothing to index")
+        self.corpus = corpus
+        self._ids = corpus.ids
+        self._tokenizer = Tokenizer(stopwords=stopwords or [])
+        # The id and the title count twice: a lookup by name or id should find the record itself
+        # before the longer documents that merely mention it.
+        texts = [f"{d.id.replace('/', ' ')} {d.title}\n{d.title}\n{d.text}" for d in corpus]
+        tokens = self._tokenizer.tokenize(texts, return_as="ids", show_progress=False)
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(tokens, show_progress=False)
+        self._lock = threading.Lock()  # the tokenizer is not documented as thread-safe
+
+    def search(self, query: str, k: int = 5) -> list[SearchHit]:
+        """The top ``k`` documents with a positive BM25 score, best first."""
+        if not query.strip():
+            return []
+        k = max(1, min(k, len(self._ids)))
+        with self._lock:
+            q = self._tokenizer.tokenize([query], update_vocab=False, return_as="ids", show_progress=False)
+            docs, scores = self._bm25.retrieve(q, k=k, show_progress=False, n_threads=1)
+        terms = [t for t in re.findall(r"\w\w+", query.lower())]
+        hits: list[SearchHit] = []
+        for idx, score in zip(docs[0].tolist(), scores[0].tolist(), strict=True):
+            if score <= 0:
+                continue
+            d = self.corpus.get(self._ids[int(idx)])
+            hits.append(
+                SearchHit(id=d.id, title=d.title, score=round(float(score), 4), snippet=_snippet(d.text, terms))
+            )
+        return hits
+
+
+def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20, open_chars: int = 8000) -> Toolset:
+    """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``."""
+
+    def search(query: str, k: int = 5) -> str:
+        """Search the document collection; returns ids, titles and snippets of the best matches.
+        Call open with an id to read a whole document.
+
+        Args:
+            query: keywords to look for (names, ids, places, product words).
+            k: how many results to return.
+        """
+        if not 1 <= k <= max_k:
+            raise ToolError(f"k={k} is out of range; use 1..{max_k}")
+        hits = index.search(query, k)
+        if not hits:
+            return f"no documents match {query!r}; try other keywords"
+        return "\n".join(
+            f"[{i}] {h.id} | {h.title} | score {h.score:.2f}\n    {h.snippet}" for i, h in enumerate(hits, 1)
+        )
+
+    def open(doc_id: str, offset: int = 0) -> str:
+        """Open a document from the collection by its id (as returned by search).
+
+        Args:
+            doc_id: the document id.
+            offset: character offset to continue reading a long document.
+        """
+        try:
+            d = index.corpus.get(doc_id.strip())
+        except KeyError:
+            raise ToolError(f"no document with id {doc_id!r}; use an id exactly as search returned it") from None
+        body = d.text[max(0, offset) : max(0, offset) + open_chars]
+        rest = len(d.text) - max(0, offset) - len(body)
+        more = f"\n…[{rest} more characters; call open with offset={offset + len(body)}]" if rest > 0 else ""
+        return f"{d.title}\nid: {d.id}\n\n{body}{more}"
+
+    blocking = dict(blocking=True)  # BM25 scoring is CPU work: keep it off the event loop
+    return Toolset(name, (Tool(search, **blocking), Tool(open, **blocking)))  # type: ignore[arg-type]
+
+
+def _dump_jsonl(docs: Iterable[Document], path: Path) -> None:
+    """Write documents as (gzip-compressed when ``path`` ends in .gz) JSONL, byte-reproducibly."""
+    lines = "".join(json.dumps(d.model_dump(), ensure_ascii=False, sort_keys=True) + "\n" for d in docs)
+    data = lines.encode("utf-8")
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=9, mtime=0)
+    path.write_bytes(data)

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from orchestrator.cli_traces import traces_app
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.live import LiveState, summary_table
@@ -44,6 +45,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
+app.add_typer(traces_app, name="traces")
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

@@ -1,0 +1,335 @@
+"""``swarm traces``: inspect recorded runs in the terminal.
+
+``swarm traces list`` shows recent episodes (id, task, status, critical/total steps, wall time);
+``swarm traces show ID`` draws a Gantt-style timeline per agent grouped by stage, with the steps of
+the critical path drawn ``█`` (and highlighted) and the others ``░``, then the DAG summary and each
+sub-agent's status. ``ID`` is an episode id, a unique prefix of one, a trace id (records store it),
+or a path to an episode directory or ``episode.json``. ``--json`` gives the same data as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+from orchestrator.store import DEFAULT_ROOT, EPISODE_FILE, iter_episodes, read_episode
+from orchestrator.telemetry_setup import TRACE_FILE
+from swarm.records import EpisodeRecord, StepRecord
+
+__all__ = ["episode_timeline", "find_episode", "traces_app"]
+
+traces_app = typer.Typer(
+    name="traces",
+    help="Inspect recorded runs: list them, or show one as a timeline with its critical path.",
+    no_args_is_help=True,
+)
+_err = Console(stderr=True)
+
+CRITICAL, OTHER = "█", "░"
+_STATUS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "timeout": "yellow",
+    "budget_exhausted": "magenta",
+    "cancelled": "dim",
+}
+
+RootOption = Annotated[Path, typer.Option("--out", "-o", help="where runs were written (swarm run --out)")]
+
+
+def _exit(message: str, code: int = 2) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _records(root: Path) -> Iterator[tuple[Path, EpisodeRecord | None, str | None]]:
+    """Every episode file under ``root`` (newest first) with its record, or the reason it is unreadable."""
+    for path in iter_episodes(root):
+        try:
+            yield path, read_episode(path), None
+        except (OSError, ValueError, ValidationError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            yield path, None, f"{type(exc).__name__}: {first}"
+
+
+def find_episode(root: Path, ident: str) -> tuple[Path, EpisodeRecord]:
+    """Resolve an episode id, unique id prefix, trace id, or path. Raises ``LookupError`` with the reason."""
+    as_path = Path(ident)
+    if as_path.exists():
+        file = as_path / EPISODE_FILE if as_path.is_dir() else as_path
+        try:
+            return file, read_episode(file)
+        except (OSError, ValueError, ValidationError) as exc:
+            raise LookupError(f"{file} is not a readable episode record: {exc}") from None
+    exact: list[tuple[Path, EpisodeRecord]] = []
+    prefix: list[tuple[Path, EpisodeRecord]] = []
+    key = ident.strip().lower()
+    for path, record, _ in _records(root):
+        if record is None:
+            continue
+        if record.episode_id == ident or (record.trace_id is not None and record.trace_id == key):
+            exact.append((path, record))
+        elif record.episode_id.startswith(ident) or (record.trace_id or "").startswith(key):
+            prefix.append((path, record))
+    if exact:
+        return exact[0]
+    if len(prefix) == 1:
+        return prefix[0]
+    if prefix:
+        ids = ", ".join(r.episode_id for _, r in prefix[:8])
+        raise LookupError(f"{ident!r} matches {len(prefix)} episodes ({ids}); give more of the id")
+    raise LookupError(f"no episode matches {ident!r} under {root}/; `swarm traces list` shows recent runs")
+
+
+def _summary(path: Path, record: EpisodeRecord) -> dict[str, Any]:
+    return {
+        "episode_id": record.episode_id,
+        "task_id": record.task.id,
+        "task": record.task.prompt,
+        "status": record.status.value,
+        "critical_steps": record.dag.critical_steps,
+        "total_steps": record.dag.total_steps,
+        "wall_time_s": record.wall_time_s,
+        "started_at": record.started_at,
+        "trace_id": record.trace_id,
+        "path": str(path),
+    }
+
+
+@traces_app.command("list")
+def list_runs(
+    out: RootOption = DEFAULT_ROOT,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="how many recent runs")] = 20,
+    json_out: Annotated[bool, typer.Option("--json", help="one JSON object per run on stdout")] = False,
+) -> None:
+    """Recent runs, newest first: id, task, status, critical/total steps, wall time."""
+    rows: list[dict[str, Any]] = []
+    bad: list[str] = []
+    for path, record, error in _records(out):
+        if record is None:
+            bad.append(f"{path}: {error}")
+            continue
+        rows.append(_summary(path, record))
+        if len(rows) >= limit:
+            break
+    for b in bad:
+        _err.print(f"[yellow]skipped unreadable record[/yellow] {escape(b)}", soft_wrap=True)
+    if json_out:
+        for row in rows:
+            typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if not rows:
+        _err.print(f"no runs under {escape(str(out))}/ (run one with: swarm run --demo capitals)")
+        return
+    console = Console()
+    header = f"{'episode':<18} {'started (UTC)':<19} {'status':<17} {'crit/total':>10} {'wall':>8}  task"
+    console.print(Text(header, style="bold"), soft_wrap=True)
+    for row in rows:
+        started = datetime.fromtimestamp(row["started_at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
+        line = Text(f"{row['episode_id']:<18} {started:<19} ")
+        line.append(f"{row['status']:<17}", style=_STATUS_STYLE.get(row["status"], ""))
+        steps = f"{row['critical_steps']}/{row['total_steps']}"
+        line.append(f" {steps:>10} {row['wall_time_s']:>7.2f}s  ")
+        line.append(_task_text_from(row["task"]))
+        console.print(line, soft_wrap=True)
+
+
+def _task_text_from(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- the timeline -----------------------------------------------------------------------------------
+
+
+def _step_json(step: StepRecord, critical: set[str]) -> dict[str, Any]:
+    return {
+        "index": step.index,
+        "started": step.started,
+        "ended": step.ended,
+        "critical": f"{step.agent_id}#{step.index}" in critical,
+        "tokens": step.prompt_tokens + step.completion_tokens,
+        "tool_calls": [r.call.name for r in step.tool_results],
+        "tool_errors": sum(r.is_error for r in step.tool_results),
+        "error": step.error,
+    }
+
+
+def episode_timeline(record: EpisodeRecord, trace_file: Path | None = None) -> dict[str, Any]:
+    """The timeline of one episode as plain data: rows per agent grouped by stage, steps flagged
+    ``critical`` when they lie on the DAG's critical path, the DAG summary and sub-agent statuses."""
+    critical = set(record.dag.critical_path)
+    stages = []
+    for stage in record.stages:
+        rows = [
+            {
+                "agent_id": s.agent_id,
+                "name": "orchestrator",
+                "status": None,
+                "started": s.started,
+                "ended": s.ended,
+                "steps": [_step_json(s, critical)],
+            }
+            for s in stage.orchestrator_steps
+        ]
+        for r in stage.subagents:
+            rows.append(
+                {
+                    "agent_id": r.agent_id,
+                    "name": r.name,
+                    "status": r.status.value,
+                    "error": r.error,
+                    "error_type": r.error_type,
+                    "started": r.started,
+                    "ended": r.ended,
+                    "step_cap": r.step_cap,
+                    "steps": [_step_json(s, critical) for s in r.step_records],
+                }
+            )
+        stages.append(
+            {
+                "index": stage.index,
+                "kind": stage.kind,
+                "started": stage.started,
+                "ended": stage.ended,
+                "width": len(stage.subagents),
+                "critical_steps": stage.critical_steps,
+                "rows": rows,
+            }
+        )
+    statuses = Counter(r.status.value for r in record.subagent_results)
+    return {
+        **_summary(Path(""), record),
+        "answer": record.answer,
+        "error": record.error,
+        "model": record.model,
+        "trace_file": str(trace_file) if trace_file is not None else None,
+        "dag": record.dag.model_dump(mode="json"),
+        "subagent_statuses": dict(sorted(statuses.items())),
+        "stages": stages,
+    }
+
+
+def _bar(steps: list[dict[str, Any]], t_end: float, width: int) -> Text:
+    """One Gantt row: each step's span of time; a cell shows the critical glyph if any critical step
+    touches it. Every step gets at least one cell, so instant scripted steps stay visible."""
+    cells: list[str | None] = [None] * width
+    scale = width / t_end if t_end > 0 else 0.0
+    for step in steps:
+        a = min(width - 1, max(0, math.floor(step["started"] * scale)))
+        b = min(width, max(a + 1, math.ceil(step["ended"] * scale)))
+        for i in range(a, b):
+            if step["critical"]:
+                cells[i] = CRITICAL
+            elif cells[i] is None:
+                cells[i] = OTHER
+    text = Text()
+    for c in cells:
+        if c is None:
+            text.append(" ")
+        elif c == CRITICAL:
+            text.append(c, style="bold red")
+        else:
+            text.append(c, style="cyan")
+    return text
+
+
+def _render(data: dict[str, Any], console: Console) -> None:
+    status = data["status"]
+    console.print(
+        Text.assemble(
+            ("episode ", "bold"),
+            (data["episode_id"], "bold"),
+            "  ",
+            (status, _STATUS_STYLE.get(status, "")),
+            f"  {data['wall_time_s']:.2f}s  model {data['model'] or '?'}",
+        )
+    )
+    console.print(Text(f"task    {_task_text_from(data['task'], 100)}"), soft_wrap=True)
+    if data["trace_id"]:
+        jaeger = f"http://localhost:16686/trace/{data['trace_id']}"
+        console.print(Text(f"trace   {data['trace_id']}  (Jaeger: {jaeger})"), soft_wrap=True)
+    if data["trace_file"]:
+        console.print(Text(f"file    {data['trace_file']}  (Jaeger UI: Search → Upload JSON)"), soft_wrap=True)
+    t_end = max([data["wall_time_s"], *(r["ended"] for s in data["stages"] for r in s["rows"])], default=0.0)
+    label_w = min(28, max([12, *(len(r["agent_id"]) for s in data["stages"] for r in s["rows"])]))
+    width = max(20, min(72, console.width - label_w - 44))
+    console.print()
+    console.print(
+        Text(f"{'':<{label_w}} {'status':<17}{'steps':>5}  0s{'':<{width - 2 - len(f'{t_end:.2f}s')}}{t_end:.2f}s"),
+        style="dim",
+    )
+    for stage in data["stages"]:
+        console.print(
+            Text(
+                f"stage {stage['index']} · {stage['kind']} · width {stage['width']} · "
+                f"critical steps {stage['critical_steps']}",
+                style="bold",
+            )
+        )
+        for row in stage["rows"]:
+            on_path = any(s["critical"] for s in row["steps"])
+            label = row["agent_id"] if len(row["agent_id"]) <= label_w else row["agent_id"][: label_w - 1] + "…"
+            line = Text(f"{label:<{label_w}} ", style="bold" if on_path else "")
+            st = row["status"] or ""
+            line.append(f"{st:<17}", style=_STATUS_STYLE.get(st, ""))
+            line.append(f"{len(row['steps']):>5} │")
+            line.append_text(_bar(row["steps"], t_end, width))
+            line.append("│")
+            if row.get("error"):
+                line.append(f" {row['error_type'] or 'error'}", style="red")
+            console.print(line, no_wrap=True, overflow="ellipsis")
+    dag = data["dag"]
+    console.print()
+    console.print(Text("DAG", style="bold"))
+    console.print(
+        Text(
+            f"critical steps {dag['critical_steps']} · total steps {dag['total_steps']} "
+            f"(main {dag['main_steps']}, sub-agents {dag['subagent_steps']}) · speed-up ×{dag['speedup']:.2f} · "
+            f"stage widths {list(dag['stage_widths'])} · wall critical path {dag['wall_critical_path_s']:.2f}s"
+        ),
+        soft_wrap=True,
+    )
+    path = list(dag["critical_path"])
+    if path:
+        shown = " → ".join(path if len(path) <= 12 else [*path[:5], "…", *path[-5:]])
+        console.print(Text(f"critical path ({CRITICAL}): {shown}"), soft_wrap=True)
+    statuses = data["subagent_statuses"]
+    if statuses:
+        console.print(
+            Text("sub-agents  ")
+            + Text(", ").join(Text(f"{n} {s}", style=_STATUS_STYLE.get(s, "")) for s, n in statuses.items())
+        )
+    if data["error"]:
+        console.print(Text(f"error  {data['error']}", style="red"), soft_wrap=True)
+
+
+@traces_app.command("show")
+def show(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="episode id (or unique prefix), trace id, or path")],
+    out: RootOption = DEFAULT_ROOT,
+    json_out: Annotated[bool, typer.Option("--json", help="the timeline as JSON on stdout")] = False,
+) -> None:
+    """One run as a timeline per agent, grouped by stage, with the critical path highlighted."""
+    try:
+        path, record = find_episode(out, ident)
+    except LookupError as exc:
+        raise _exit(str(exc)) from None
+    trace_file = path.parent / TRACE_FILE
+    data = episode_timeline(record, trace_file if trace_file.is_file() else None)
+    data["path"] = str(path)
+    if json_out:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+        return
+    _render(data, Console())

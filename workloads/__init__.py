@@ -17,6 +17,7 @@ from workloads.base import (
     register_workload,
     workload_names,
 )
+from workloads.bfcl import BfclWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
 
 __all__ = [
@@ -35,3 +36,4 @@ __all__ = [
 ]
 
 register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)
+register_workload(BfclWorkload.name, BfclWorkload)

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from orchestrator.cli_rollout import rollout
 from orchestrator.cli_traces import traces_app
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
@@ -46,6 +47,7 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 app.add_typer(traces_app, name="traces")
+app.command("rollout")(rollout)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

@@ -1,0 +1,249 @@
+"""``swarm rollout``: K episodes per task with PARL rewards, group advantages and trajectories.
+
+Registered on the main app in :mod:`orchestrator.cli`. Exit codes: 0 every group complete, 1 some
+episodes crashed (re-run the same command to resume them), 2 bad input, 130 interrupted (re-run to
+resume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.config import SwarmConfig
+from orchestrator.rollout import (
+    TRAJECTORIES,
+    RolloutConfig,
+    RolloutProgress,
+    RolloutSummary,
+    collect_rollouts,
+    load_task_file,
+    orchestrator_factory,
+)
+from orchestrator.tasks import load_config
+from swarm.backend import ModelBackend
+from swarm.errors import UserError
+from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
+
+__all__ = ["rollout"]
+
+err = Console(stderr=True)
+
+
+def _backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
+    # One backend resolver for every subcommand: the one `swarm run` uses.
+    from orchestrator.cli import _build_backends
+
+    return _build_backends(kind, **options)
+
+
+def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardConfig:
+    data = dict(extras.get("reward", {}))
+    kind, steps = overrides.get("schedule"), overrides.get("lambda_steps")
+    for name in ("lambda1", "lambda2"):
+        start = overrides.get(name)
+        if kind is None and start is None and steps is None:
+            continue
+        old = data.get(name) or RewardConfig().model_dump()[name]
+        spec = {k: v for k, v in old.items() if k in ("start", "steps")}
+        spec.update({k: v for k, v in (("start", start), ("steps", steps)) if v is not None})
+        try:
+            data[name] = make_schedule(kind or old.get("kind", "linear"), **spec).model_dump()
+        except ValidationError as exc:
+            raise UserError(f"invalid {name} schedule: {exc.errors()[0]['msg']}") from None
+    if overrides.get("parallel_form") or overrides.get("parallel_target"):
+        base = ParallelReward.model_validate(data.get("parallel", {}))
+        data["parallel"] = base.model_copy(
+            update={
+                k: v
+                for k, v in (("form", overrides.get("parallel_form")), ("target", overrides.get("parallel_target")))
+                if v is not None
+            }
+        ).model_dump()
+    try:
+        return RewardConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"reward.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise UserError(f"invalid reward config: {problems}") from None
+
+
+def _summary_table(s: RolloutSummary, out: Path) -> Table:
+    t = Table(title=f"rollout → {out}", show_header=False, title_justify="left")
+    t.add_row("tasks × K", f"{s.tasks} × {s.group_size}  ({s.groups_complete} groups complete)")
+    t.add_row("episodes", f"{s.episodes} ({s.episodes_run} run now, {s.episodes_resumed} resumed)")
+    t.add_row("trajectories", str(s.trajectories))
+    t.add_row("mean reward", f"{s.mean_reward:.4f}")
+    t.add_row(
+        "  r_perf / r_parallel / r_finish", f"{s.mean_r_perf:.4f} / {s.mean_r_parallel:.4f} / {s.mean_r_finish:.4f}"
+    )
+    t.add_row("critical / total steps", f"{s.mean_critical_steps:.2f} / {s.mean_total_steps:.2f}")
+    t.add_row("parallel width", f"{s.mean_parallel_width:.2f}")
+    t.add_row("sub-agent finish rate", f"{s.finish_rate:.3f}")
+    t.add_row("statuses", ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "-")
+    t.add_row(
+        "failures",
+        f"{s.crashed_episodes} crashed, {s.trajectory_failures} not trainable, {s.reward_errors} reward errors",
+    )
+    if s.skipped_lines:
+        t.add_row("skipped lines", ", ".join(str(p.line) for p in s.skipped_lines))
+    return t
+
+
+def rollout(
+    tasks: Annotated[
+        Path, typer.Option("--tasks", "-t", help="JSONL task file: {id, prompt, verifier, verifier_args}")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
+    group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
+    max_concurrent: Annotated[
+        int, typer.Option("--max-concurrent", min=1, help="episodes running at once over all tasks")
+    ] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="run seed (per-sample sampling seeds derive from it)")] = 0,
+    normalize: Annotated[
+        bool, typer.Option("--normalize/--no-normalize", help="divide advantages by group std")
+    ] = False,
+    on_malformed: Annotated[
+        str, typer.Option("--on-malformed", help="skip: report bad task lines and go on; fail: stop")
+    ] = "skip",
+    step: Annotated[int, typer.Option("--step", min=0, help="trainer step at which λ schedules are read")] = 0,
+    schedule: Annotated[
+        str | None, typer.Option("--schedule", help="λ schedule: constant, linear, cosine or exponential")
+    ] = None,
+    lambda1: Annotated[float | None, typer.Option("--lambda1", min=0.0, help="λ1 at step 0 (r_parallel)")] = None,
+    lambda2: Annotated[float | None, typer.Option("--lambda2", min=0.0, help="λ2 at step 0 (r_finish)")] = None,
+    lambda_steps: Annotated[int | None, typer.Option("--lambda-steps", min=1, help="steps to anneal λ to 0")] = None,
+    parallel_form: Annotated[
+        str | None, typer.Option("--parallel-form", help="r_parallel: any, count or width")
+    ] = None,
+    parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
+    backend: Annotated[
+        str,
+        typer.Option("--backend", "-b", envvar="SWARM_BACKEND", help="local, openai, vllm, transformers or scripted"),
+    ] = "local",
+    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
+    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
+    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
+    judge_model: Annotated[
+        str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
+    ] = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
+    ] = None,
+    parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable)."""
+    try:
+        if on_malformed not in ("skip", "fail"):
+            raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
+        mode: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
+        task_list, problems = load_task_file(tasks, on_malformed=mode)
+        for p in problems:
+            err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
+        base, extras = load_config(config_file) if config_file else (None, {})
+        reward_cfg = _reward_config(
+            extras,
+            {
+                "schedule": schedule,
+                "lambda1": lambda1,
+                "lambda2": lambda2,
+                "lambda_steps": lambda_steps,
+                "parallel_form": parallel_form,
+                "parallel_target": parallel_target,
+            },
+        )
+        if backend == "scripted":
+            from orchestrator.demo import demo
+
+            d = demo("capitals", latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.0")))
+            factory = orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
+            swarm_cfg = base or d.config
+            judge = None
+        else:
+            opts = dict(extras.get("backend", {}))
+            kind = opts.pop("kind", None) or backend
+            orch, sub = _backends(
+                kind=kind,
+                model=model or opts.pop("model", None),
+                base_url=base_url or opts.pop("base_url", None),
+                subagent_kind=subagent_backend or opts.pop("subagent_backend", None),
+                subagent_model=subagent_model or opts.pop("subagent_model", None),
+                **opts,
+            )
+            factory = orchestrator_factory(orch, subagent_backend=sub)
+            swarm_cfg = base or SwarmConfig()
+            judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
+        reward = PARLReward(reward_cfg, step=step, judge=judge)
+        cfg = RolloutConfig(
+            group_size=group_size, max_concurrent_episodes=max_concurrent, seed=seed, normalize_advantages=normalize
+        )
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+    progress = Progress(
+        TextColumn("[bold]rollout"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} crashed"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+        transient=False,
+    )
+    bar = progress.add_task("episodes", total=None, failed=0)
+
+    def on_progress(p: RolloutProgress) -> None:
+        progress.update(bar, completed=p.done, total=p.total, failed=p.failed)
+
+    async def main() -> RolloutSummary:
+        return await collect_rollouts(
+            task_list,
+            factory,
+            out_dir=out,
+            config=cfg,
+            swarm_config=swarm_cfg,
+            reward=reward,
+            progress=on_progress,
+            skipped_lines=problems,
+        )
+
+    try:
+        with progress:
+            summary = anyio.run(main)
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out))}; "
+            "re-run the same command to resume"
+        )
+        raise typer.Exit(130) from None
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    if parquet:
+        from swarm.export import read_trajectories, write_parquet
+
+        try:
+            write_parquet(read_trajectories(out / TRAJECTORIES), out / "trajectories.parquet")
+        except UserError as exc:
+            err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+    if json_out:
+        sys.stdout.write(json.dumps(summary.model_dump(mode="json")) + "\n")
+    else:
+        Console().print(_summary_table(summary, out))
+    if summary.crashed_episodes or summary.groups_incomplete:
+        raise typer.Exit(1)

@@ -276,10 +276,15 @@ class Orchestrator:
     def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
         """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop."""
 
-        async def main() -> EpisodeRecord:
-            return await self.run(task, episode_id=episode_id)
+        out: list[EpisodeRecord] = []
 
-        return anyio.run(main)
+        async def main() -> None:
+            # Not returned through anyio.run: on Python 3.11 asyncio's SIGINT handling repr()s the
+            # main task's result, which for a large record costs seconds.
+            out.append(await self.run(task, episode_id=episode_id))
+
+        anyio.run(main)
+        return out[0]
 
     # -- the loop -----------------------------------------------------------------------------------
 

@@ -121,11 +121,13 @@ class SubagentRun:
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default_factory=dict)
+    _ctx: ToolContext = field(default_factory=ToolContext)
 
     def __post_init__(self) -> None:
         self.messages = [SystemMessage(content=self.definition.system_prompt), UserMessage(content=self.task)]
         self._tools = {n: self.rt.tools[n] for n in self.definition.tools if n in self.rt.tools}
         self._tool_specs = tuple(t.spec for t in self._tools.values())
+        self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
     async def run(self) -> SubagentResult:
         """Run to an ending. Cancellation propagates; every other ending is a result."""
@@ -260,7 +262,7 @@ class SubagentRun:
                 what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
                 return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
             rt.telemetry.completion(span, completion)
-        self.usage = self.usage + completion.usage
+        self.usage = self.usage + completion.usage if completion.usage.total_tokens else self.usage
 
         if completion.parse_error is not None:
             self.malformed += 1
@@ -281,8 +283,7 @@ class SubagentRun:
             return _Finish(completion.text)
 
         self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
-        ctx = ToolContext(episode_id=rt.episode_id, agent_id=self.agent_id, workspace=rt.workspace)
-        results = await run_tool_calls(completion.tool_calls, self._tools, ctx, rt.telemetry, rt.clock)
+        results = await run_tool_calls(completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock)
         for r in results:
             self.messages.append(
                 ToolMessage(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)

@@ -22,89 +22,89 @@ def _node(step: StepRecord) -> str:
     return f"{step.agent_id}#{step.index}"
 
 
+def _attrs(step: StepRecord) -> dict[str, object]:
+    return {
+        "agent_id": step.agent_id,
+        "index": step.index,
+        "kind": step.kind,
+        "stage": step.stage,
+        "started": step.started,
+        "ended": step.ended,
+        "tokens": step.prompt_tokens + step.completion_tokens,
+    }
+
+
 def build_dag(stages: Sequence[StageRecord]) -> nx.DiGraph:
-    """Build the step DAG from an episode's stages."""
-    g = nx.DiGraph()
+    """Build the step DAG from an episode's stages (nodes and edges added in bulk)."""
+    nodes: list[tuple[str, dict[str, object]]] = []
+    edges: list[tuple[str, str, dict[str, str]]] = []
+    seq, fork, join = {"kind": "sequence"}, {"kind": "fork"}, {"kind": "join"}
     prev_main: str | None = None
     pending_join: list[str] = []
     for stage in stages:
         for step in stage.orchestrator_steps:
             node = _node(step)
-            g.add_node(
-                node,
-                agent_id=step.agent_id,
-                index=step.index,
-                kind=step.kind,
-                stage=step.stage,
-                started=step.started,
-                ended=step.ended,
-                tokens=step.prompt_tokens + step.completion_tokens,
-            )
+            nodes.append((node, _attrs(step)))
             if prev_main is not None:
-                g.add_edge(prev_main, node, kind="sequence")
-            for last in pending_join:
-                g.add_edge(last, node, kind="join")
+                edges.append((prev_main, node, seq))
+            edges.extend((last, node, join) for last in pending_join)
             pending_join = []
             prev_main = node
         for result in stage.subagents:
             prev: str | None = None
             for step in result.step_records:
                 node = _node(step)
-                g.add_node(
-                    node,
-                    agent_id=step.agent_id,
-                    index=step.index,
-                    kind=step.kind,
-                    stage=step.stage,
-                    started=step.started,
-                    ended=step.ended,
-                    tokens=step.prompt_tokens + step.completion_tokens,
-                )
-                if prev is None:
-                    if prev_main is not None:
-                        g.add_edge(prev_main, node, kind="fork")
-                else:
-                    g.add_edge(prev, node, kind="sequence")
+                nodes.append((node, _attrs(step)))
+                if prev is not None:
+                    edges.append((prev, node, seq))
+                elif prev_main is not None:
+                    edges.append((prev_main, node, fork))
                 prev = node
             if prev is not None:
                 pending_join.append(prev)
+    g = nx.DiGraph()
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
     return g
 
 
-def _longest(g: nx.DiGraph, weight: str | None) -> tuple[float, list[str]]:
-    """Longest path by node weight (1 per node when ``weight`` is None) in one topological pass."""
-    best: dict[str, float] = {}
+def _longest(g: nx.DiGraph) -> tuple[int, list[str], float]:
+    """Longest path in steps (with the path) and longest path in seconds, in one topological pass."""
+    steps: dict[str, int] = {}
+    secs: dict[str, float] = {}
     back: dict[str, str | None] = {}
+    nodes = g.nodes
+    pred = g.pred
     for node in nx.topological_sort(g):
-        data = g.nodes[node]
-        w = 1.0 if weight is None else float(data["ended"] - data["started"])
-        score, parent = 0.0, None
-        for pred in g.predecessors(node):
-            if best[pred] > score:
-                score, parent = best[pred], pred
-        best[node] = score + w
+        data = nodes[node]
+        best_n, best_s, parent = 0, 0.0, None
+        for p in pred[node]:
+            if steps[p] > best_n:
+                best_n, parent = steps[p], p
+            if secs[p] > best_s:
+                best_s = secs[p]
+        steps[node] = best_n + 1
+        secs[node] = best_s + (data["ended"] - data["started"])
         back[node] = parent
-    if not best:
-        return 0.0, []
-    end = max(best, key=best.__getitem__)
+    if not steps:
+        return 0, [], 0.0
+    end = max(steps, key=steps.__getitem__)
     path: list[str] = []
     cur: str | None = end
     while cur is not None:
         path.append(cur)
         cur = back[cur]
     path.reverse()
-    return best[end], path
+    return steps[end], path, max(secs.values())
 
 
 def dag_stats(stages: Sequence[StageRecord], graph: nx.DiGraph | None = None) -> DagStats:
     """Critical steps, wall-clock critical path, totals, widths and speed-up of an episode."""
     g = build_dag(stages) if graph is None else graph
-    critical, path = _longest(g, None)
-    wall, _ = _longest(g, "duration")
+    crit, path, wall = _longest(g)
     main = sum(len(s.orchestrator_steps) for s in stages)
     sub = sum(r.steps for s in stages for r in s.subagents)
     total = main + sub
-    crit = int(critical)
     return DagStats(
         critical_steps=crit,
         total_steps=total,

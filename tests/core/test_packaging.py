@@ -15,10 +15,29 @@ OURS = ["orchestrator", "subagents", "swarm", "tools", "workloads"]
 
 def test_pyproject_lists_packages_explicitly_and_never_ships_tests_or_traces() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = data["tool"]["setuptools"]["packages"]
-    assert sorted(packages) == OURS
-    assert "tests" not in packages and "traces" not in packages
+    include = data["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted({p.split(".")[0] for p in include}) == OURS
+    assert not any(p.startswith(("tests", "traces", "bench", "experiments")) for p in include)
     assert data["project"]["scripts"]["swarm"] == "orchestrator.cli:main"
+
+
+@pytest.mark.slow
+def test_built_wheel_holds_our_packages_only(tmp_path: Path) -> None:
+    """Build the real wheel: subpackages and data ship, tests/ and traces/ never do."""
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    wheel = next(tmp_path.glob("agent_swarm-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == set(OURS)
+    assert "orchestrator/engine.py" in names and "swarm/py.typed" in names
+    assert any(n.startswith("swarm/backends/") for n in names)
 
 
 @pytest.mark.parametrize("name", [*OURS, "traces", "tests"])

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
 from orchestrator.cli_rollout import rollout
 from orchestrator.cli_traces import traces_app
@@ -50,6 +51,7 @@ err = Console(stderr=True)
 app.add_typer(traces_app, name="traces")
 app.add_typer(mcp_app, name="mcp")
 app.command("rollout")(rollout)
+app.command("eval")(eval_command)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

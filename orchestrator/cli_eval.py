@@ -1,0 +1,235 @@
+"""``swarm eval``: a workload's tasks in swarm and single-agent mode, side by side.
+
+Registered on the main app in :mod:`orchestrator.cli`. ``--backend gold`` plays the workload's gold
+scripted policy (no model); any other backend name is resolved like ``swarm run`` does. Exit codes:
+0 done, 1 some episodes crashed, 2 bad input, 130 interrupted (finished episodes stay on disk).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.config import SwarmConfig
+from orchestrator.eval import BackendPair, EpisodeRow, EvalReport, run_eval, write_tasks
+from orchestrator.tasks import load_config
+from swarm.errors import UserError
+from swarm.records import Task
+from workloads import MODES, Mode, get_workload, workload_names
+
+__all__ = ["eval_command", "parse_knobs", "report_table"]
+
+err = Console(stderr=True)
+DEFAULT_EVAL_ROOT = Path("traces") / "eval"
+
+_FIELDS = (
+    ("metric", "{:.3f}"),
+    ("success_rate", "{:.3f}"),
+    ("critical_steps", "{:.1f}"),
+    ("total_steps", "{:.1f}"),
+    ("wall_time_s", "{:.2f}"),
+    ("tokens", "{:.0f}"),
+    ("mean_width", "{:.2f}"),
+    ("finish_rate", "{:.3f}"),
+)
+
+
+def parse_knobs(items: list[str]) -> dict[str, Any]:
+    """``["k=8", "categories=[\\"parallel\\"]"]`` → ``{"k": 8, "categories": ["parallel"]}`` (JSON values,
+    else plain strings)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--knob takes NAME=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def report_table(report: EvalReport) -> Table:
+    """The human table: one row per measure, one column per mode, and single/swarm."""
+    modes = list(report.summaries)
+    t = Table(
+        title=f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
+        f"task(s) · run {report.run_id}"
+    )
+    t.add_column("measure")
+    for m in modes:
+        t.add_column(m, justify="right")
+    both = len(modes) == 2
+    if both:
+        t.add_column("single/swarm", justify="right")
+    for name, fmt in _FIELDS:
+        label = report.metric_name if name == "metric" else name
+        cells = []
+        for m in modes:
+            v = getattr(report.summaries[m], name)
+            cells.append("—" if v is None else fmt.format(v))
+        if both:
+            r = report.ratios.get(name)
+            cells.append("—" if r is None else f"{r:.2f}×")
+        t.add_row(label, *cells)
+    errors = sum(s.errors for s in report.summaries.values())
+    if errors:
+        t.caption = f"{errors} episode(s) ended with an error; see rows.jsonl"
+    return t
+
+
+def eval_command(
+    workload: Annotated[str, typer.Option("--workload", "-w", help="workload name (see --list)")] = "",
+    mode: Annotated[str, typer.Option("--mode", help="swarm, single or both")] = "both",
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SWARM_BACKEND",
+            help="gold (scripted gold policy), local, openai, ...",
+        ),
+    ] = "local",
+    n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="number of tasks")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="task-generation seed")] = 0,
+    split: Annotated[str, typer.Option("--split", help="train (development) or test (held out)")] = "train",
+    knob: Annotated[list[str] | None, typer.Option("--knob", "-k", help="knob NAME=VALUE (repeatable)")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
+    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend")] = None,
+    subagent_model: Annotated[str | None, typer.Option("--subagent-model")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
+    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
+    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
+    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
+    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
+    list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
+) -> None:
+    """Run a workload in swarm and single-agent mode on the same tasks and compare them."""
+    if list_workloads:
+        for name in workload_names():
+            wl = get_workload(name)
+            known = ", ".join(f"{k}={f.default!r}" for k, f in wl.knobs_model.model_fields.items())
+            typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
+        raise typer.Exit(0)
+    try:
+        if not workload:
+            raise UserError(f"--workload is required; known: {', '.join(workload_names())}")
+        wl = get_workload(workload)
+        modes: tuple[Mode, ...] = MODES if mode == "both" else (mode,)  # type: ignore[assignment]
+        if mode != "both" and mode not in MODES:
+            raise UserError(f"--mode must be swarm, single or both; got {mode!r}")
+        knobs = parse_knobs(knob or [])
+        tasks = wl.tasks(n, seed=seed, split=split, **knobs)
+        if export_tasks is not None:
+            write_tasks(tasks, export_tasks)
+            err.print(f"wrote {len(tasks)} {workload} task(s) to {export_tasks}")
+            raise typer.Exit(0)
+        base, extras = load_config(config_file) if config_file else (SwarmConfig(), {})
+        backends = _backend_resolver(
+            wl_name=workload,
+            backend=backend,
+            latency=latency,
+            model=model,
+            base_url=base_url,
+            subagent_backend=subagent_backend,
+            subagent_model=subagent_model,
+            extras=extras,
+        )
+        overrides = {
+            "max_critical_steps": max_critical_steps,
+            "max_subagent_steps": max_subagent_steps,
+            "episode_timeout_s": episode_timeout,
+        }
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+    def progress(row: EpisodeRow) -> None:
+        err.print(
+            f"  {escape(row.task_id)} {escape(f'[{row.mode}]')} {row.status}: {wl.metric}={row.metric:.3f} "
+            f"critical={row.critical_steps} total={row.total_steps} {row.wall_time_s:.1f}s"
+            + (f" [yellow]{escape(row.error)}[/yellow]" if row.error else ""),
+            highlight=False,
+        )
+
+    async def main() -> EvalReport:
+        return await run_eval(
+            wl,
+            tasks,
+            backends,
+            modes=modes,
+            base_config=base,
+            overrides=overrides,
+            out_dir=out,
+            run_id=run_id,
+            backend_name=backend,
+            split=split,
+            seed=seed,
+            knobs=knobs,
+            on_row=progress,
+        )
+
+    try:
+        report = anyio.run(main)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + str(out))
+        raise typer.Exit(130) from None
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+    if json_out:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    else:
+        Console().print(report_table(report))
+        err.print(f"results: {report.out_dir}")
+    raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
+
+
+def _backend_resolver(
+    *,
+    wl_name: str,
+    backend: str,
+    latency: float,
+    model: str | None,
+    base_url: str | None,
+    subagent_backend: str | None,
+    subagent_model: str | None,
+    extras: dict[str, Any],
+) -> Any:
+    wl = get_workload(wl_name)
+    if backend in ("gold", "scripted"):
+
+        def gold(task: Task, mode: Mode) -> BackendPair:
+            policy = wl.gold_policy(task, mode, latency_s=latency)
+            return policy.orchestrator, policy.subagent
+
+        return gold
+    from orchestrator.cli import _build_backends
+
+    opts = dict(extras.get("backend", {}))
+    orch, sub = _build_backends(
+        kind=opts.pop("kind", None) or backend,
+        model=model or opts.pop("model", None),
+        base_url=base_url or opts.pop("base_url", None),
+        subagent_kind=subagent_backend or opts.pop("subagent_backend", None),
+        subagent_model=subagent_model or opts.pop("subagent_model", None),
+        **opts,
+    )
+
+    def real(task: Task, mode: Mode) -> BackendPair:
+        return orch, sub
+
+    return real

@@ -1,0 +1,882 @@
+"""The orchestrator-only RL trainer (SPEC §7): rollout → rewards → update → push weights → repeat.
+
+One iteration (a *step*):
+
+1. **rollout** — K episodes per task (:func:`orchestrator.rollout.collect_rollouts`, written under
+   ``run_dir/rollouts/step-NNNNNN``): the orchestrator samples from the current policy (the
+   colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
+   their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
+2. **rewards** — optionally Toggle (budget-limited / free phases), then group advantages
+   ``r − r̄`` (:data:`~orchestrator.rl.advantages.ADVANTAGES`);
+3. **update** — with the engine paused, logprobs of the orchestrator's tokens are recomputed (the
+   engine's sampling logprobs are the behaviour policy; their mismatch is logged), the policy loss
+   (:data:`~orchestrator.rl.losses.LOSSES`, K2.5's by default) plus an optional PTX loss is minimised
+   over ``minibatches × epochs`` optimizer steps, gradients clipped;
+4. **push** — the colocated engine already holds the new weights; its ``weight_version`` is bumped
+   so every later completion (and trajectory) names the policy that sampled it. A separate serving
+   engine gets the weights through :class:`WeightSync`.
+
+Only the orchestrator's parameters are given to the optimizer; the sub-agent model is a separate
+module with ``requires_grad=False``. Checkpoints (policy weights, optimizer, trainer state) are
+written atomically every ``checkpoint_every`` steps; :meth:`Trainer.run` resumes from the newest
+one, re-running an interrupted step's rollout from what is already on disk. Metrics go to
+``run_dir/metrics.jsonl``, one line per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import importlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.config import SwarmConfig
+from orchestrator.rl.advantages import ADVANTAGES
+from orchestrator.rl.losses import LOSSES, LossParams, gather_logprobs, ptx_loss
+from orchestrator.rl.schedules import Schedule
+from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+from orchestrator.rl.toggle import estimate_budgets, toggle_phase, toggle_rewards
+from orchestrator.rollout import EpisodeEntry, RolloutConfig, collect_rollouts, orchestrator_factory
+from swarm.backend import ModelBackend, ToolSpec
+from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
+from swarm.errors import ConfigError, UserError
+from swarm.export import read_jsonl
+from swarm.messages import Message
+from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
+from swarm.rewards import PARLReward, RewardConfig
+from swarm.trajectory import TrajectoryError, build_trajectory
+from tools.registry import Tool, ToolRegistry
+
+__all__ = [
+    "CheckpointState",
+    "Environment",
+    "OptimConfig",
+    "PtxConfig",
+    "Sequence_",
+    "StepMetrics",
+    "ToggleConfig",
+    "TrainConfig",
+    "Trainer",
+    "TransformersWeightSync",
+    "WeightSync",
+    "load_environment",
+    "load_train_config",
+    "sft_example",
+    "state_checksum",
+]
+
+METRICS = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+
+
+# -- configuration ----------------------------------------------------------------------------------
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OptimConfig(_Frozen):
+    """Optimizer and update shape. ``muon`` uses ``torch.optim.Muon`` for 2-D hidden weights and AdamW
+    for the rest (embeddings, norms, biases), as Muon implementations recommend."""
+
+    name: str = Field("adamw", pattern="^(adamw|muon)$")
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float | None = Field(1.0, gt=0)
+    minibatches: int = Field(1, ge=1, description="optimizer steps per rollout (the batch is split)")
+    epochs: int = Field(1, ge=1, description="passes over the rollout batch")
+    micro_batch: int = Field(8, ge=1, description="sequences per forward/backward (memory bound)")
+
+
+class ToggleConfig(_Frozen):
+    """Toggle: every ``m`` steps alternate the budget-limited phase and the free phase.
+
+    ``length`` is what the budget limits: the orchestrator's sampled tokens, or the episode's
+    critical steps (the swarm's latency). Budgets are the ``p``-th percentile of *correct* responses'
+    lengths (``r_perf ≥ correct_at``), estimated once from the first step's rollout.
+    """
+
+    m: int = Field(4, ge=1)
+    lam: float = Field(0.5, ge=0, le=1, description="group accuracy above which the budget applies")
+    p: float = Field(50.0, ge=0, le=100)
+    length: str = Field("tokens", pattern="^(tokens|critical_steps)$")
+    correct_at: float = 1.0
+
+
+class PtxConfig(_Frozen):
+    """PTX auxiliary loss (K2): ``coef · NLL`` on ``batch_size`` sequences of a fixed SFT set per update."""
+
+    coef: float = Field(0.1, ge=0)
+    batch_size: int = Field(4, ge=1)
+
+
+class TrainConfig(_Frozen):
+    """Everything ``swarm train --config FILE`` reads (TOML or JSON).
+
+    The policy is a local transformers directory (``policy_model``) or a freshly built tiny Qwen2
+    (``tiny``). Sub-agents run on ``subagent_model`` when given, else on the environment's backend,
+    else on a frozen copy of the initial policy. ``environment`` is ``"module:attr"``, a callable
+    ``(TrainConfig, tokenizer) -> Environment``; without it ``tasks_file`` (JSONL) gives the tasks and
+    sub-agents get no tools.
+    """
+
+    run_dir: Path
+    policy_model: Path | None = None
+    tiny: TinyModelSpec | None = None
+    subagent_model: Path | None = None
+    environment: str | None = None
+    tasks_file: Path | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    steps: int = Field(10, ge=1)
+    tasks_per_step: int = Field(4, ge=1)
+    rollout: RolloutConfig = RolloutConfig()
+    swarm: SwarmConfig = SwarmConfig()
+    reward: RewardConfig = RewardConfig()
+    advantage: str = "group_mean"
+    loss: str = "k25"
+    loss_params: LossParams = LossParams()
+    optim: OptimConfig = OptimConfig()
+    temperature: Schedule = Schedule(kind="constant", start=1.0)
+    toggle: ToggleConfig | None = None
+    ptx: PtxConfig | None = None
+    checkpoint_every: int = Field(1, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
+    keep_rollouts: bool = True
+
+    def check_names(self) -> None:
+        """Fail before any compute on unknown registry names."""
+        ADVANTAGES.get(self.advantage)
+        LOSSES.get(self.loss)
+
+
+def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
+    """Read a TOML or JSON config; relative paths in it are resolved against the file's directory."""
+    if not path.is_file():
+        raise ConfigError(f"training config {path} does not exist")
+    try:
+        raw: dict[str, Any] = (
+            tomllib.loads(path.read_text(encoding="utf-8"))
+            if path.suffix == ".toml"
+            else json.loads(path.read_text(encoding="utf-8"))
+        )
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file"):
+        if isinstance(raw.get(key), str) and not Path(raw[key]).is_absolute():
+            raw[key] = str(path.parent / raw[key])
+    try:
+        cfg = TrainConfig.model_validate(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: invalid training config:\n{exc}") from None
+    cfg.check_names()
+    return cfg
+
+
+# -- environment ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Environment:
+    """What episodes run in: tasks, tools, predefined sub-agents, the frozen sub-agent backend,
+    the reward (a :class:`~swarm.rewards.PARLReward`, whose ``step`` the trainer sets) and an
+    optional SFT set (conversations) for the PTX loss."""
+
+    tasks: Sequence[Task]
+    tools: ToolRegistry | Iterable[Tool] = ()
+    agents: Sequence[AgentDefinition] = ()
+    subagent_backend: ModelBackend | None = None
+    reward: PARLReward | None = None
+    sft: Sequence[Sequence[Message]] = ()
+    tool_specs: Sequence[ToolSpec] = field(default_factory=tuple)
+
+
+def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Sequence[Path] = ()) -> Environment:
+    """Import ``"module:attr"`` (a callable returning an :class:`Environment`) and call it."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ConfigError(f"environment must look like 'package.module:function', got {spec!r}")
+    for p in search:
+        if str(p) not in sys.path:
+            sys.path.insert(0, str(p))
+    try:
+        factory = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load environment {spec!r}: {exc}") from None
+    env = factory(config, tokenizer)
+    if not isinstance(env, Environment):
+        raise ConfigError(f"environment {spec!r} returned {type(env).__name__}, not an Environment")
+    return env
+
+
+# -- sequences --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sequence_:
+    """One training sequence: ``ids`` = prompt + response, ``mask[i] = 1`` where the orchestrator
+    sampled ``ids[i]``, ``old_logprobs[i]`` its sampling-time logprob (0 elsewhere)."""
+
+    ids: tuple[int, ...]
+    mask: tuple[int, ...]
+    behaviour_logprobs: tuple[float, ...]
+    advantage: float
+    temperature: float
+
+
+def sft_example(
+    tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()
+) -> tuple[list[int], list[int]]:
+    """(ids, mask) of a conversation with mask 1 on the assistant's tokens (for SFT and PTX).
+
+    Each assistant message's tokens are the ones the template adds after the generation prompt, so
+    the mask matches exactly what the model would sample at that turn.
+    """
+    specs = [t.to_openai() for t in tools] or None
+    dicts = chat_dicts(list(messages))
+    ids: list[int] = []
+    mask: list[int] = []
+    for i, m in enumerate(dicts):
+        if m["role"] != "assistant":
+            continue
+        prefix = tokenizer.apply_chat_template(dicts[:i], tools=specs, tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(dicts[: i + 1], tools=specs, tokenize=False)
+        if not full.startswith(prefix):
+            raise ConfigError("chat template is not prefix-stable; cannot build an SFT mask")
+        p_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        f_ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+        if f_ids[: len(p_ids)] != p_ids or p_ids[: len(ids)] != ids:
+            raise ConfigError("tokenization is not prefix-stable; cannot build an SFT mask")
+        obs = p_ids[len(ids) :]
+        ids += obs
+        mask += [0] * len(obs)
+        # the sampled part ends at the end-of-turn token; the template's trailing newline is context
+        resp = f_ids[len(p_ids) :]
+        eos = tokenizer.eos_token_id
+        cut = resp.index(eos) + 1 if eos in resp else len(resp)
+        ids += resp[:cut]
+        mask += [1] * cut
+    if not any(mask):
+        raise ConfigError("SFT conversation has no assistant message to learn from")
+    return ids, mask
+
+
+def _episode_length(record: EpisodeRecord, kind: str) -> float:
+    if kind == "critical_steps":
+        return float(record.dag.critical_steps)
+    return float(sum(len(t.response_token_ids or ()) for t in record.turns))
+
+
+# -- weight push ------------------------------------------------------------------------------------
+
+
+class WeightSync(Protocol):
+    """Pushes new policy weights into a serving engine that does not share the trainer's module."""
+
+    def push(self, model: torch.nn.Module, version: int) -> None: ...
+
+
+class TransformersWeightSync:
+    """Copy the trainer's weights into another :class:`TransformersBackend` (a separate engine)."""
+
+    def __init__(self, engine: TransformersBackend) -> None:
+        self.engine = engine
+
+    def push(self, model: torch.nn.Module, version: int) -> None:
+        self.engine.load_weights({k: v.detach().clone() for k, v in model.state_dict().items()}, version)
+
+
+def state_checksum(model: torch.nn.Module) -> str:
+    """sha256 over every parameter and buffer (name, dtype, shape, bytes): equal iff weights are equal."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+
+
+class CheckpointState(_Frozen):
+    step: int  # number of completed steps
+    weight_version: int
+    budgets: dict[str, float] | None = None
+    python_rng: Any = None
+
+
+class StepMetrics(BaseModel):
+    """One line of ``metrics.jsonl``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    loss: float
+    policy_loss: float
+    ptx_loss: float | None = None
+    reward: float
+    r_perf: float
+    r_parallel: float
+    r_finish: float
+    lambda1: float
+    lambda2: float
+    temperature: float
+    toggle_phase: int | None = None
+    toggled_zero: int = 0
+    mean_critical_steps: float
+    mean_total_steps: float
+    mean_parallel_width: float
+    finish_rate: float
+    masked_token_frac: float
+    ratio_mismatch: float
+    grad_norm: float
+    episodes: int
+    trained_sequences: int
+    trained_tokens: int
+    dropped_episodes: int
+    statuses: dict[str, int]
+    weight_version: int
+    rollout_s: float
+    update_s: float
+
+
+# -- the trainer ------------------------------------------------------------------------------------
+
+
+class Trainer:
+    """``Trainer(config, policy, env).run()``; or :meth:`from_config` to build everything from a file.
+
+    ``policy`` is the colocated engine: rollouts sample from it, updates change its module in place.
+    ``sync`` (optional) pushes weights to another serving engine after each update.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        policy: TransformersBackend,
+        env: Environment,
+        *,
+        sync: WeightSync | None = None,
+        on_step: Callable[[StepMetrics], None] | None = None,
+    ) -> None:
+        config.check_names()
+        if not env.tasks:
+            raise ConfigError("the training environment has no tasks")
+        if len({t.id for t in env.tasks}) != len(env.tasks) or not all(t.id for t in env.tasks):
+            raise ConfigError("training tasks need unique, non-empty ids (they name the groups)")
+        self.config = config
+        self.policy = policy
+        self.env = env
+        self.sync = sync
+        self.on_step = on_step
+        self.model: torch.nn.Module = policy.hf_model
+        if env.subagent_backend is None:
+            env.subagent_backend = frozen_copy(policy, name=f"{policy.model}-frozen")
+        sub_model = getattr(env.subagent_backend, "hf_model", None)
+        if sub_model is not None and any(p is q for p in sub_model.parameters() for q in self.model.parameters()):
+            raise ConfigError("the sub-agent backend shares parameters with the policy; give it a frozen copy")
+        self.reward = env.reward or PARLReward(config.reward)
+        self.run_dir = config.run_dir
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.optimizers = _optimizers(self.model, config.optim)
+        self.step = 0
+        self.budgets: dict[str, float] | None = None
+        self.rng = random.Random(config.seed)
+        self._sft = [sft_example(policy.tokenizer, conv, env.tool_specs) for conv in env.sft] if config.ptx else []
+        if config.ptx and not self._sft:
+            raise ConfigError("ptx is configured but the environment has no SFT conversations")
+
+    # -- construction from a config ----------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, *, config_dir: Path | None = None, **kwargs: Any) -> Trainer:
+        run_dir = config.run_dir
+        policy_dir = config.policy_model
+        if policy_dir is None:
+            if config.tiny is None:
+                raise ConfigError("set policy_model (a transformers directory) or tiny (build a tiny Qwen2)")
+            policy_dir = run_dir / "init-policy"
+            if not (policy_dir / "config.json").exists():
+                build_tiny_model(policy_dir, config.tiny)
+        policy = TransformersBackend.from_pretrained(
+            policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
+        )
+        search = [p for p in (config_dir, Path.cwd()) if p is not None]
+        env = (
+            load_environment(config.environment, config, policy.tokenizer, search)
+            if config.environment
+            else _tasks_environment(config)
+        )
+        if config.subagent_model is not None:
+            env.subagent_backend = TransformersBackend.from_pretrained(
+                config.subagent_model, name="subagent", device=config.device, dtype=config.dtype
+            )
+            _freeze(env.subagent_backend.hf_model)
+        return cls(config, policy, env, **kwargs)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def run(self, steps: int | None = None) -> list[StepMetrics]:
+        """Run until ``config.steps`` (or ``steps`` more), resuming from the newest checkpoint."""
+        self.resume()
+        target = self.config.steps if steps is None else self.step + steps
+        out = []
+        while self.step < target:
+            out.append(self.train_step())
+        return out
+
+    def train_step(self) -> StepMetrics:
+        cfg = self.config
+        step = self.step
+        torch.manual_seed(cfg.seed * 1_000_003 + step)
+        temperature = cfg.temperature.value(step)
+        t0 = time.perf_counter()
+        records = self._rollout(step, temperature)
+        rollout_s = time.perf_counter() - t0
+
+        # rewards: Toggle, then group advantages
+        rewards = [r.reward.total if r.reward else 0.0 for r in records]
+        groups = [r.task.id for r in records]
+        phase = None
+        zeroed = 0
+        if cfg.toggle is not None:
+            lengths = [_episode_length(r, cfg.toggle.length) for r in records]
+            if self.budgets is None:
+                perf = [r.reward.r_perf if r.reward else 0.0 for r in records]
+                est = estimate_budgets(perf, lengths, groups, cfg.toggle.p, cfg.toggle.correct_at)
+                self.budgets = {str(k): v for k, v in est.items()}
+            phase = toggle_phase(step, cfg.toggle.m)
+            toggled = toggle_rewards(rewards, lengths, groups, self.budgets, step, cfg.toggle.m, cfg.toggle.lam)
+            zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
+            rewards = toggled
+        advantages = ADVANTAGES.get(cfg.advantage)(rewards, groups)
+        seqs, dropped = self._sequences(records, advantages, temperature)
+
+        t1 = time.perf_counter()
+        with self.policy.paused():
+            upd = self._update(seqs)
+            self.policy.weight_version += 1
+        if self.sync is not None:
+            self.sync.push(self.model, self.policy.weight_version)
+        update_s = time.perf_counter() - t1
+        self.step = step + 1
+        metrics = self._metrics(
+            step, records, rewards, upd, temperature, phase, zeroed, seqs, dropped, rollout_s, update_s
+        )
+        _append_jsonl(self.run_dir / METRICS, metrics.model_dump(mode="json"))
+        if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
+            self.save_checkpoint()
+        if not cfg.keep_rollouts:
+            shutil.rmtree(self._rollout_dir(step), ignore_errors=True)
+        if self.on_step is not None:
+            self.on_step(metrics)
+        return metrics
+
+    def _rollout_dir(self, step: int) -> Path:
+        return self.run_dir / "rollouts" / f"step-{step:06d}"
+
+    def _rollout(self, step: int, temperature: float) -> list[EpisodeRecord]:
+        cfg = self.config
+        tasks = list(self.env.tasks)
+        r = random.Random(cfg.seed * 7919 + step)
+        picked = tasks if cfg.tasks_per_step >= len(tasks) else r.sample(tasks, cfg.tasks_per_step)
+        sampling = cfg.swarm.orchestrator_sampling.model_copy(update={"temperature": temperature})
+        swarm_cfg = cfg.swarm.model_copy(update={"orchestrator_sampling": sampling})
+        factory = orchestrator_factory(
+            self.policy, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
+        )
+        self.reward.step = step
+        out = self._rollout_dir(step)
+        rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step})
+
+        async def go() -> None:
+            await collect_rollouts(
+                picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
+            )
+
+        anyio.run(go)
+        entries = read_jsonl(out / "episodes.jsonl", EpisodeEntry, on_error="skip")
+        wanted = {t.id for t in picked}
+        records = [
+            e.record for e in sorted(entries, key=lambda e: (e.group_id, e.sample_index)) if e.group_id in wanted
+        ]
+        if not records:
+            raise UserError(f"step {step}: no episode finished (see {out / 'failures.jsonl'})")
+        return records
+
+    def _sequences(
+        self, records: Sequence[EpisodeRecord], advantages: Sequence[float], temperature: float
+    ) -> tuple[list[Sequence_], int]:
+        seqs: list[Sequence_] = []
+        dropped = 0
+        for rec, adv in zip(records, advantages, strict=True):
+            try:
+                traj = build_trajectory(rec, advantage=adv, include_transcripts=False)
+            except TrajectoryError:
+                dropped += 1  # no ids / drift: never re-tokenize; counted in the metrics
+                continue
+            ids = traj.prompt_ids + traj.response_ids
+            mask = (0,) * len(traj.prompt_ids) + traj.response_mask
+            lps = (0.0,) * len(traj.prompt_ids) + traj.response_logprobs
+            seqs.append(
+                Sequence_(
+                    ids=ids,
+                    mask=mask,
+                    behaviour_logprobs=lps,
+                    advantage=adv,
+                    temperature=max(temperature, 1e-6) if temperature > 0 else 1.0,
+                )
+            )
+        return seqs, dropped
+
+    # -- the update --------------------------------------------------------------------------------
+
+    def _update(self, seqs: list[Sequence_]) -> dict[str, float]:
+        cfg = self.config
+        model = self.model
+        device = next(model.parameters()).device
+        loss_fn = LOSSES.get(cfg.loss)
+        stats: dict[str, list[float]] = {
+            "loss": [],
+            "policy_loss": [],
+            "ptx_loss": [],
+            "grad_norm": [],
+            "masked_token_frac": [],
+            "ratio_mismatch": [],
+        }
+        if not seqs:
+            return {
+                "loss": 0.0,
+                "policy_loss": 0.0,
+                "grad_norm": 0.0,
+                "masked_token_frac": 0.0,
+                "ratio_mismatch": 0.0,
+                "tokens": 0,
+            }
+        # π_old: recomputed by the trainer before any change (the engine's logprobs differ slightly)
+        model.eval()
+        old: list[torch.Tensor] = []
+        mismatch_num = 0.0
+        mismatch_den = 0
+        with torch.no_grad():
+            for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
+                batch = [seqs[i] for i in chunk]
+                ids, mask, beh, _, temps = _pad(batch, device)
+                lp = _logprobs(model, ids, temps)
+                for j, s in enumerate(batch):
+                    n = len(s.ids) - 1
+                    old.append(lp[j, :n].detach().clone())
+                    m = mask[j, :n]
+                    mismatch_num += float(((lp[j, :n] - beh[j, :n]).abs() * m).sum())
+                    mismatch_den += int(m.sum())
+        model.train()
+        order = list(range(len(seqs)))
+        total_tokens = sum(sum(s.mask[1:]) for s in seqs)
+        for _ in range(cfg.optim.epochs):
+            self.rng.shuffle(order)
+            per_mb = math.ceil(len(order) / cfg.optim.minibatches)
+            for mb in _chunks(order, per_mb):
+                for opt in self.optimizers:
+                    opt.zero_grad(set_to_none=True)
+                mb_tokens = sum(sum(seqs[i].mask[1:]) for i in mb)
+                mb_loss = 0.0
+                mb_policy = 0.0
+                masked: list[float] = []
+                for chunk in _chunks(mb, cfg.optim.micro_batch):
+                    batch = [seqs[i] for i in chunk]
+                    ids, mask, _, adv, temps = _pad(batch, device)
+                    lp = _logprobs(model, ids, temps)
+                    old_lp = torch.zeros_like(lp)
+                    for j, i in enumerate(chunk):
+                        old_lp[j, : old[i].shape[0]] = old[i]
+                    out = loss_fn(lp, old_lp, adv, mask, cfg.loss_params, float(max(mb_tokens, 1)))
+                    out.loss.backward()
+                    mb_loss += float(out.loss.item())
+                    mb_policy += float(out.loss.item())
+                    masked.append(out.metrics["masked_token_frac"])
+                if cfg.ptx is not None and self._sft:
+                    picks = [self._sft[self.rng.randrange(len(self._sft))] for _ in range(cfg.ptx.batch_size)]
+                    ids, mask = _pad_plain(picks, device)
+                    lp = _logprobs(model, ids, torch.ones(ids.shape[0], device=device))
+                    px = ptx_loss(lp, mask[:, 1:]) * cfg.ptx.coef
+                    px.backward()
+                    mb_loss += float(px.item())
+                    stats["ptx_loss"].append(float(px.item()) / cfg.ptx.coef if cfg.ptx.coef else 0.0)
+                params = [p for p in model.parameters() if p.grad is not None]
+                if cfg.optim.grad_clip is not None:
+                    gn = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip))
+                else:
+                    gn = float(
+                        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+                    )
+                if not math.isfinite(gn):
+                    for opt in self.optimizers:
+                        opt.zero_grad(set_to_none=True)  # a non-finite gradient must not reach the weights
+                else:
+                    for opt in self.optimizers:
+                        opt.step()
+                stats["loss"].append(mb_loss)
+                stats["policy_loss"].append(mb_policy)
+                stats["grad_norm"].append(gn)
+                stats["masked_token_frac"].append(sum(masked) / len(masked) if masked else 0.0)
+        model.eval()
+        res = {k: (sum(v) / len(v)) for k, v in stats.items() if v}
+        res["ratio_mismatch"] = mismatch_num / max(mismatch_den, 1)
+        res["tokens"] = float(total_tokens)
+        return res
+
+    # -- metrics, checkpoints ----------------------------------------------------------------------
+
+    def _metrics(
+        self,
+        step: int,
+        records: Sequence[EpisodeRecord],
+        rewards: Sequence[float],
+        upd: dict[str, float],
+        temperature: float,
+        phase: int | None,
+        zeroed: int,
+        seqs: Sequence[Sequence_],
+        dropped: int,
+        rollout_s: float,
+        update_s: float,
+    ) -> StepMetrics:
+        def mean(xs: Iterable[float]) -> float:
+            v = list(xs)
+            return sum(v) / len(v) if v else 0.0
+
+        rr = [r.reward for r in records if r.reward is not None]
+        subs = [s for r in records for s in r.subagent_results]
+        statuses: dict[str, int] = {}
+        for r in records:
+            statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+        widths = [w for r in records for w in r.dag.stage_widths if w]
+        l1, l2 = self.reward.lambdas(step)
+        return StepMetrics(
+            step=step,
+            loss=upd.get("loss", 0.0),
+            policy_loss=upd.get("policy_loss", 0.0),
+            ptx_loss=upd.get("ptx_loss"),
+            reward=mean(rewards),
+            r_perf=mean(x.r_perf for x in rr),
+            r_parallel=mean(x.r_parallel for x in rr),
+            r_finish=mean(x.r_finish for x in rr),
+            lambda1=l1,
+            lambda2=l2,
+            temperature=temperature,
+            toggle_phase=phase,
+            toggled_zero=zeroed,
+            mean_critical_steps=mean(r.dag.critical_steps for r in records),
+            mean_total_steps=mean(r.dag.total_steps for r in records),
+            mean_parallel_width=mean(widths),
+            finish_rate=mean(float(s.status is AgentStatus.COMPLETED) for s in subs) if subs else 0.0,
+            masked_token_frac=upd.get("masked_token_frac", 0.0),
+            ratio_mismatch=upd.get("ratio_mismatch", 0.0),
+            grad_norm=upd.get("grad_norm", 0.0),
+            episodes=len(records),
+            trained_sequences=len(seqs),
+            trained_tokens=int(upd.get("tokens", 0)),
+            dropped_episodes=dropped,
+            statuses=statuses,
+            weight_version=self.policy.weight_version,
+            rollout_s=rollout_s,
+            update_s=update_s,
+        )
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoints/step-NNNNNN`` atomically (tmp dir + rename) and prune old ones."""
+        root = self.run_dir / CHECKPOINTS
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / f"step-{self.step:06d}"
+        tmp = root / f".tmp-step-{self.step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.model.save_pretrained(tmp / "policy")
+        self.policy.tokenizer.save_pretrained(tmp / "policy")
+        torch.save([o.state_dict() for o in self.optimizers], tmp / "optimizer.pt")
+        state = CheckpointState(
+            step=self.step,
+            weight_version=self.policy.weight_version,
+            budgets=self.budgets,
+            python_rng=_jsonable_rng(self.rng.getstate()),
+        )
+        (tmp / "state.json").write_text(state.model_dump_json(indent=2), encoding="utf-8")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        done = sorted(p for p in root.glob("step-*") if (p / "state.json").is_file())
+        for old in done[: -self.config.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def latest_checkpoint(self) -> Path | None:
+        root = self.run_dir / CHECKPOINTS
+        done = sorted(p for p in root.glob("step-*") if (p / "state.json").is_file())
+        return done[-1] if done else None
+
+    def resume(self) -> int:
+        """Load the newest complete checkpoint (if any); drop metrics lines of steps not in it."""
+        ckpt = self.latest_checkpoint()
+        if ckpt is None or self.step > 0:
+            return self.step
+        from safetensors.torch import load_file
+
+        state = CheckpointState.model_validate_json((ckpt / "state.json").read_text(encoding="utf-8"))
+        weights: dict[str, torch.Tensor] = {}
+        for f in sorted((ckpt / "policy").glob("*.safetensors")):
+            weights.update(load_file(f))
+        with self.policy.paused():
+            missing, unexpected = self.model.load_state_dict(weights, strict=False)
+            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
+                raise ConfigError(
+                    f"checkpoint {ckpt} does not match the policy model: missing {missing[:5]}, "
+                    f"unexpected {unexpected[:5]}"
+                )
+            self.policy.weight_version = state.weight_version
+        for opt, sd in zip(self.optimizers, torch.load(ckpt / "optimizer.pt", weights_only=True), strict=True):
+            opt.load_state_dict(sd)
+        self.step = state.step
+        self.budgets = state.budgets
+        if state.python_rng is not None:
+            self.rng.setstate(_tuple_rng(state.python_rng))
+        _truncate_metrics(self.run_dir / METRICS, state.step)
+        if self.sync is not None:
+            self.sync.push(self.model, self.policy.weight_version)
+        return self.step
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def frozen_copy(backend: TransformersBackend, *, name: str) -> TransformersBackend:
+    """A separate, gradient-free copy of a backend's model (sub-agents run on the initial checkpoint)."""
+    model = copy.deepcopy(backend.hf_model)
+    _freeze(model)
+    return TransformersBackend(model, backend.tokenizer, name=name)
+
+
+def _freeze(model: torch.nn.Module) -> None:
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+
+def _tasks_environment(config: TrainConfig) -> Environment:
+    from orchestrator.rollout import load_task_file
+
+    if config.tasks_file is None:
+        raise ConfigError("set environment ('module:function') or tasks_file (JSONL tasks) in the training config")
+    tasks, _problems = load_task_file(config.tasks_file, on_malformed="fail")
+    return Environment(tasks=tasks, reward=PARLReward(config.reward))
+
+
+def _optimizers(model: torch.nn.Module, cfg: OptimConfig) -> list[torch.optim.Optimizer]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ConfigError("the policy model has no trainable parameters")
+    if cfg.name == "adamw":
+        return [torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)]
+    muon_cls = getattr(torch.optim, "Muon", None)
+    if muon_cls is None:
+        raise ConfigError(f"optimizer 'muon' needs torch.optim.Muon, which torch {torch.__version__} lacks; use adamw")
+    embeds = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
+    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if out_emb is not None:
+        embeds |= {id(p) for p in out_emb.parameters()}
+    hidden = [p for p in params if p.dim() == 2 and id(p) not in embeds]
+    rest = [p for p in params if p.dim() != 2 or id(p) in embeds]
+    opts: list[torch.optim.Optimizer] = [muon_cls(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay)]
+    if rest:
+        opts.append(torch.optim.AdamW(rest, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay))
+    return opts
+
+
+def _chunks(xs: list[int], n: int) -> list[list[int]]:
+    return [xs[i : i + n] for i in range(0, len(xs), max(n, 1))]
+
+
+def _pad(batch: Sequence[Sequence_], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """ids [B, L]; mask/behaviour logprobs shifted to next-token positions [B, L−1]; adv [B]; temps [B]."""
+    width = max(len(s.ids) for s in batch)
+    ids = torch.zeros(len(batch), width, dtype=torch.long)
+    mask = torch.zeros(len(batch), width - 1)
+    beh = torch.zeros(len(batch), width - 1)
+    for i, s in enumerate(batch):
+        n = len(s.ids)
+        ids[i, :n] = torch.tensor(s.ids)
+        mask[i, : n - 1] = torch.tensor(s.mask[1:], dtype=torch.float32)
+        beh[i, : n - 1] = torch.tensor(s.behaviour_logprobs[1:])
+    adv = torch.tensor([s.advantage for s in batch])
+    temps = torch.tensor([s.temperature for s in batch])
+    return ids.to(device), mask.to(device), beh.to(device), adv.to(device), temps.to(device)
+
+
+def _pad_plain(
+    examples: Sequence[tuple[list[int], list[int]]], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(i) for i, _ in examples)
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    mask = torch.zeros(len(examples), width)
+    for k, (i, m) in enumerate(examples):
+        ids[k, : len(i)] = torch.tensor(i)
+        mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
+    return ids.to(device), mask.to(device)
+
+
+def _logprobs(model: torch.nn.Module, ids: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
+    """Next-token logprobs [B, L−1] at each row's sampling temperature (right padding is causal-safe)."""
+    logits = model(input_ids=ids).logits
+    if bool((temps == temps[0]).all()):
+        return gather_logprobs(logits, ids, float(temps[0]))
+    return torch.cat([gather_logprobs(logits[i : i + 1], ids[i : i + 1], float(t)) for i, t in enumerate(temps)])
+
+
+def _append_jsonl(path: Path, data: dict[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(data, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _truncate_metrics(path: Path, completed_steps: int) -> None:
+    """Keep only metrics of steps a checkpoint covers (a resumed step is re-run and re-logged)."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            if json.loads(line).get("step", 1 << 60) < completed_steps:
+                keep.append(line)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(x + "\n" for x in keep), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _jsonable_rng(state: Any) -> Any:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _tuple_rng(data: Any) -> Any:
+    version, internal, gauss = data
+    return (version, tuple(internal), gauss)

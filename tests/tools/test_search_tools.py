@@ -1,0 +1,109 @@
+"""Offline BM25 search: corpus loading, ranking, the search/open tools, and the packaged τ² corpus."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("bm25s")  # the 'search' extra; .ci/run installs it
+
+from swarm.errors import ConfigError
+from swarm.messages import ToolCall
+from tools.builtin import Corpus, Document, SearchIndex, search_toolset
+from tools.corpora import TAU2_DOCUMENTS, TAU2_KINDS, load_tau2, tau2_index, tau2_records
+from tools.registry import ToolContext, ToolRegistry, execute_tool
+
+
+def _docs() -> list[Document]:
+    return [
+        Document(id="a", title="Blue water bottle", text="A glass water bottle, 1000ml, blue."),
+        Document(id="b", title="Office chair", text="Fabric office chair with fixed armrest."),
+        Document(id="c", title="Hiking boots", text="Leather boots, waterproof, size 10."),
+    ]
+
+
+def test_bm25_ranks_the_matching_document_first() -> None:
+    ix = SearchIndex(Corpus(_docs()))
+    hits = ix.search("glass bottle", k=3)
+    assert hits[0].id == "a"
+    assert all(h.id != "b" for h in hits)  # no shared terms: score 0 is not a hit
+    assert ix.search("zebra unicorn") == []
+    assert ix.search("   ") == []
+    assert "glass" in hits[0].snippet
+
+
+def test_corpus_from_directory_and_jsonl(tmp_path: Path) -> None:
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    (tmp_path / "docs" / "intro.md").write_text("# Getting started\nInstall the package.")
+    (tmp_path / "docs" / "sub" / "faq.txt").write_text("Why?\nBecause.")
+    lines = [json.dumps(d.model_dump()) for d in _docs()]
+    with gzip.open(tmp_path / "docs" / "more.jsonl.gz", "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    c = Corpus.from_directory(tmp_path / "docs")
+    assert set(c.ids) == {"intro.md", "sub/faq.txt", "a", "b", "c"}
+    assert c.get("intro.md").title == "Getting started"
+    hits = SearchIndex(c).search("install package", 2)
+    assert hits[0].id == "intro.md"
+
+
+def test_bad_corpus_files_name_file_and_line(tmp_path: Path) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"id": "x", "text": "ok"}\n{"id": "y"}\n')
+    with pytest.raises(ConfigError, match=r"bad.jsonl:2: .*text"):
+        Corpus.from_jsonl(p)
+    p.write_text('{"id": "x", "text": "ok"}\n{"id": "x", "text": "again"}\n')
+    with pytest.raises(ConfigError, match="duplicate document id 'x'"):
+        Corpus.from_jsonl(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        Corpus.from_jsonl(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigError, match="empty"):
+        SearchIndex(Corpus([]))
+
+
+async def test_search_and_open_tools() -> None:
+    tools = ToolRegistry([search_toolset(SearchIndex(Corpus(_docs())), max_k=5)]).resolve(["search"])
+    ctx = ToolContext()
+    r = await execute_tool(ToolCall(id="1", name="search", arguments={"query": "leather boots", "k": 2}), tools, ctx)
+    assert not r.is_error and r.content.startswith("[1] c | Hiking boots")
+    r = await execute_tool(ToolCall(id="2", name="open", arguments={"doc_id": "c"}), tools, ctx)
+    assert "Leather boots, waterproof" in r.content
+    r = await execute_tool(ToolCall(id="3", name="open", arguments={"doc_id": "nope"}), tools, ctx)
+    assert r.is_error and "no document with id 'nope'" in r.content
+    r = await execute_tool(ToolCall(id="4", name="search", arguments={"query": "x", "k": 50}), tools, ctx)
+    assert r.is_error and "1..5" in r.content
+
+
+def test_tau2_corpus_has_stable_ids_records_and_closed_references() -> None:
+    c = load_tau2()
+    assert set(c.kinds()) == set(TAU2_KINDS)
+    assert len(tau2_records("retail_product")) == 50
+    assert len(tau2_records("airline_flight")) == 300
+    shirt = c.get("retail/product/9523456873")
+    assert shirt.fields["name"] == "T-Shirt" and "item 9612497925" in shirt.text
+    # Multi-hop questions must resolve inside the corpus: every order's user and every
+    # reservation's flights are present.
+    for order in tau2_records("retail_order"):
+        assert f"retail/user/{order['user_id']}" in c
+        for item in order["items"]:
+            assert f"retail/product/{item['product_id']}" in c
+    for res in tau2_records("airline_reservation"):
+        assert f"airline/user/{res['user_id']}" in c
+        for fl in res["flights"]:
+            assert f"airline/flight/{fl['flight_number']}" in c
+    with pytest.raises(KeyError, match="unknown tau2 record kind"):
+        tau2_records("nope")
+
+
+def test_tau2_search_finds_records_by_id_and_policy_by_topic() -> None:
+    ix = tau2_index()
+    assert ix.search("HAT001", 3)[0].id == "airline/flight/HAT001"
+    assert ix.search("cancel flight refund", 3)[0].id.startswith("airline/policy/")
+
+
+def test_tau2_corpus_files_ship_with_license() -> None:
+    here = TAU2_DOCUMENTS.parent
+    assert "MIT License" in (here / "LICENSE").read_text()
+    assert "tau2-bench" in (here / "SOURCE.md").read_text()

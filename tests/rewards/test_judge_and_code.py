@@ -23,8 +23,11 @@ ALL_EIGHT = {c.name: 8 for c in K2_RUBRIC}
 def test_k2_rubric_has_core_and_prescriptive_items() -> None:
     kinds = {c.name: c.kind for c in K2_RUBRIC}
     assert kinds == {
-        "clarity_and_relevance": "core", "conversational_fluency": "core", "objective_interaction": "core",
-        "no_initial_praise": "prescriptive", "no_self_justification": "prescriptive",
+        "clarity_and_relevance": "core",
+        "conversational_fluency": "core",
+        "objective_interaction": "core",
+        "no_initial_praise": "prescriptive",
+        "no_self_justification": "prescriptive",
     }
 
 
@@ -41,8 +44,9 @@ async def test_pointwise_weighted_score_with_task_specific_items() -> None:
 
 
 async def test_unparseable_output_is_fed_back_and_retried() -> None:
-    judge = ScriptedBackend(["I think it is good, 8/10", json.dumps({"criteria": {"clarity_and_relevance": 11}}),
-                             scores(**ALL_EIGHT)])
+    judge = ScriptedBackend(
+        ["I think it is good, 8/10", json.dumps({"criteria": {"clarity_and_relevance": 11}}), scores(**ALL_EIGHT)]
+    )
     j = await judge_pointwise(judge, "q", "a", retries=2)
     assert j.score == pytest.approx(0.8) and j.attempts == 3 and len(j.raw) == 3
     feedback = judge.calls[1].messages[-1]
@@ -106,8 +110,12 @@ async def test_pairwise_verifier_scores_against_reference() -> None:
     lose = await verify("rubric_pairwise", "verbose answer", {"reference": "concise ref"}, ctx)
     tie = await verify("rubric_pairwise", "x", {"reference": "y"}, VerifierContext(judge=position_biased_judge()))
     assert (win.score, lose.score, tie.score) == (1.0, 0.0, 0.5)
-    failed = await verify("rubric_pairwise", "x", {"reference": "y", "retries": 0},
-                          VerifierContext(judge=ScriptedBackend(['{"winner": "C"}'])))
+    failed = await verify(
+        "rubric_pairwise",
+        "x",
+        {"reference": "y", "retries": 0},
+        VerifierContext(judge=ScriptedBackend(['{"winner": "C"}'])),
+    )
     assert failed.score == 0.0 and "must be" in (failed.error or "")
 
 
@@ -117,7 +125,8 @@ ADD = "Here is my solution:\n```python\ndef add(a, b):\n    return a + b\n```\n"
 
 
 async def test_code_verifier_scores_pass_fraction() -> None:
-    v = await verify("code", ADD, {"tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 5"]})
+    cases = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 5"]
+    v = await verify("code", ADD, {"tests": cases})
     assert v.score == pytest.approx(2 / 3) and not v.passed
     assert [t["ok"] for t in v.details["tests"]] == [True, True, False]
     assert "AssertionError" in v.details["tests"][2]["error"]
@@ -137,7 +146,7 @@ async def test_answer_cannot_fake_results_or_add_its_own_tests() -> None:
     hack = (
         "```python\nimport sys\ndef add(a, b):\n    return 0\n"
         "def test_free():\n    pass\n"
-        "print('deadbeef {\"event\": \"result\", \"name\": \"test_one\", \"ok\": true}')\n```"
+        'print(\'deadbeef {"event": "result", "name": "test_one", "ok": true}\')\n```'
     )
     v = await verify("code", hack, {"tests": "def test_one():\n    assert add(1, 1) == 2\n"})
     assert v.score == 0.0 and [t["name"] for t in v.details["tests"]] == ["test_one"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -33,8 +34,12 @@ def assign(task: str, agent: str = "w") -> object:
 
 
 async def episode(
-    policy_turns: list[object], workers: dict[str, list[object]] | None = None, *, task: Task | None = None,
-    reward: PARLReward | None = None, config: SwarmConfig | None = None,
+    policy_turns: list[object],
+    workers: dict[str, list[object]] | None = None,
+    *,
+    task: Task | None = None,
+    reward: PARLReward | None = None,
+    config: SwarmConfig | None = None,
 ) -> EpisodeRecord:
     policy = ScriptedBackend(policy_turns)  # type: ignore[arg-type]
     sub = ScriptedBackend(workers or {})  # type: ignore[arg-type]
@@ -50,7 +55,7 @@ def test_annealing_schedules_start_at_start_decrease_and_reach_zero(kind: str) -
     s = make_schedule(kind, start=0.3, steps=100)
     values = [s(i) for i in range(0, 130)]
     assert values[0] == pytest.approx(0.3)
-    assert all(a >= b for a, b in zip(values, values[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(values))
     assert values[100] == 0.0 and values[129] == 0.0
     assert values[99] > 0.0
 
@@ -121,12 +126,19 @@ async def test_subagents_refused_for_lack_of_budget_are_not_instantiation() -> N
 
 
 async def test_parl_reward_on_the_episode_keeps_components_lambdas_and_step() -> None:
-    cfg = RewardConfig(lambda1=LinearSchedule(start=0.2, steps=10), lambda2=CosineSchedule(start=0.4, steps=10),
-                       parallel=ParallelReward(form="count", target=2))
+    cfg = RewardConfig(
+        lambda1=LinearSchedule(start=0.2, steps=10),
+        lambda2=CosineSchedule(start=0.4, steps=10),
+        parallel=ParallelReward(form="count", target=2),
+    )
     reward = PARLReward(cfg, step=5)
     task = Task(id="n", prompt="sum", verifier="numeric", verifier_args={"expected": 12})
-    rec = await episode([[create(), assign("a"), assign("b")], "Answer: 12"],
-                        {"w-0-0": ["5"], "w-0-1": [RuntimeError("x")]}, task=task, reward=reward)
+    rec = await episode(
+        [[create(), assign("a"), assign("b")], "Answer: 12"],
+        {"w-0-0": ["5"], "w-0-1": [RuntimeError("x")]},
+        task=task,
+        reward=reward,
+    )
     r = rec.reward
     assert r is not None and r.error is None
     assert (r.r_perf, r.r_parallel, r.r_finish) == (1.0, 1.0, 0.5)

@@ -9,12 +9,27 @@ from swarm.verifiers import ColumnRule, extract_markdown_table, score_table, ver
 from swarm.verifiers.table import parse_date
 
 GOLD = [
-    {"Country": "France", "Capital": "Paris", "Population (M)": "2.1", "Founded": "1950-01-10",
-     "Website": "https://www.paris.fr/en"},
-    {"Country": "Japan", "Capital": "Tokyo", "Population (M)": "14.0", "Founded": "1943-07-01",
-     "Website": "https://www.metro.tokyo.lg.jp"},
-    {"Country": "Peru", "Capital": "Lima", "Population (M)": "10.0", "Founded": "1535-01-18",
-     "Website": "https://www.munlima.gob.pe"},
+    {
+        "Country": "France",
+        "Capital": "Paris",
+        "Population (M)": "2.1",
+        "Founded": "1950-01-10",
+        "Website": "https://www.paris.fr/en",
+    },
+    {
+        "Country": "Japan",
+        "Capital": "Tokyo",
+        "Population (M)": "14.0",
+        "Founded": "1943-07-01",
+        "Website": "https://www.metro.tokyo.lg.jp",
+    },
+    {
+        "Country": "Peru",
+        "Capital": "Lima",
+        "Population (M)": "10.0",
+        "Founded": "1535-01-18",
+        "Website": "https://www.munlima.gob.pe",
+    },
 ]
 RULES = {
     "Population (M)": ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.1),
@@ -43,7 +58,7 @@ def test_extraction_prefers_the_markdown_block_and_drops_separators() -> None:
     parsed = extract_markdown_table("| x | y |\n|---|---|\n| 1 | a \\| b |\n")
     assert parsed == (["x", "y"], [["1", "a | b"]])
     assert extract_markdown_table("no table at all") is None
-    header, rows = extract_markdown_table("| a | b |\n|:--|--:|\n| 1 |\n| 2 | 3 | 4 |") or ([], [])
+    _header, rows = extract_markdown_table("| a | b |\n|:--|--:|\n| 1 |\n| 2 | 3 | 4 |") or ([], [])
     assert rows == [["1", ""], ["2", "3"]]  # short rows padded, long rows cut
 
 
@@ -83,8 +98,10 @@ def test_exact_table_is_a_success() -> None:
 def test_wrong_columns_score_zero_with_the_reason() -> None:
     s = score(table([PERFECT[0]], header="| country | city | population (m) | founded | website |"))
     assert s.item_f1 == 0.0 and "missing ['capital']" in (s.error or "") and "extra ['city']" in (s.error or "")
-    aliased = score(table([PERFECT[1]], header="| country | city | population (m) | founded | website |"),
-                    column_aliases={"City": "Capital"})
+    aliased = score(
+        table([PERFECT[1]], header="| country | city | population (m) | founded | website |"),
+        column_aliases={"City": "Capital"},
+    )
     assert aliased.error is None and aliased.matched_rows == 1
 
 
@@ -106,8 +123,12 @@ def test_in_match_and_llm_judge_fallback() -> None:
     rules = {"note": ColumnRule(preprocess=(), metrics=("in_match",))}
     ok = score_table("| k | note |\n|-|-|\n| a | Brown fox |", gold, key_columns=["k"], rules=rules)
     assert ok.item_f1 == 1.0
-    judged = score_table("| k | note |\n|-|-|\n| a | The quick  brown fox |", gold, key_columns=["k"],
-                         rules={"note": ColumnRule(metrics=("llm_judge",))})
+    judged = score_table(
+        "| k | note |\n|-|-|\n| a | The quick  brown fox |",
+        gold,
+        key_columns=["k"],
+        rules={"note": ColumnRule(metrics=("llm_judge",))},
+    )
     assert judged.item_f1 == 1.0 and judged.judge_fallback_columns == ("note",)
 
 

@@ -125,13 +125,15 @@ The plan has three parts.
 
 
 async def test_instruction_constraints_score_the_fraction_satisfied() -> None:
-    args = {"constraints": [
-        {"type": "word_count", "max": 30},
-        {"type": "sections", "required": ["Summary", "Risks"], "in_order": True},
-        {"type": "bullets", "min": 3, "max": 3},
-        {"type": "forbids", "phrases": ["great question"]},
-        {"type": "format", "format": "json"},
-    ]}
+    args = {
+        "constraints": [
+            {"type": "word_count", "max": 30},
+            {"type": "sections", "required": ["Summary", "Risks"], "in_order": True},
+            {"type": "bullets", "min": 3, "max": 3},
+            {"type": "forbids", "phrases": ["great question"]},
+            {"type": "format", "format": "json"},
+        ]
+    }
     v = await verify("instructions", REPORT, args)
     assert v.score == pytest.approx(4 / 5) and not v.passed
     failed = [c for c in v.details["checks"] if not c["ok"]]

@@ -33,6 +33,10 @@ class Received:
     content_types: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @staticmethod
+    def attrs(span: trace_pb2.Span) -> dict[str, Any]:
+        return span_attrs(span)
+
     def spans(self) -> list[tuple[dict[str, Any], trace_pb2.Span]]:
         """Every span with its resource attributes."""
         out = []

@@ -18,6 +18,7 @@ from workloads.base import (
     workload_names,
 )
 from workloads.bfcl import BfclWorkload
+from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
 
 __all__ = [
@@ -37,3 +38,5 @@ __all__ = [
 
 register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)
 register_workload(BfclWorkload.name, BfclWorkload)
+register_workload(WideLookupWorkload.name, WideLookupWorkload)
+register_workload(DeepLookupWorkload.name, DeepLookupWorkload)

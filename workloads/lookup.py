@@ -1,0 +1,660 @@
+"""Wide and deep lookup over the offline τ² search corpus (``tools.corpora``: BM25 ``search``/``open``).
+
+**Wide lookup** (Kimi K2.5's "breadth" prompts): a table of N entities × M attributes. The entities
+are retail customers, airline customers, flights or products of the corpus, named in the prompt; the
+answer is one markdown table scored by the WideSearch-compatible table scorer
+(:func:`swarm.verifiers.table.score_table`: item-F1 is the metric, table success the success). The
+difficulty knobs are N, M and ``distractors``: names that are *not* in the corpus (customers whose
+first and last names come from two different people, unused flight numbers, products the store does
+not sell) which must be left out of the table; a hallucinated row lowers precision.
+
+**Deep lookup** (K2.5's "depth" prompts): B independent branches, each a multi-hop chain through the
+corpus — customer name → profile → the first order listed there → that order's total — joined at
+the end (which customer's first order has the largest total). Scored by exact match of the final
+``ANSWER:`` line (the ``exact`` verifier).
+
+Gold answers are computed from the corpus's structured records (``fields``); the gold policies read
+the *rendered document text* returned by the real ``search``/``open`` tools, so an environment that
+lost information cannot reach reward 1. Tasks carry the ``table``/``exact`` verifier and its arguments,
+so their task files score with the plain verifier registry (the search tools must be granted).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import Field
+
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import ConfigError
+from swarm.messages import ToolMessage
+from swarm.records import AgentDefinition, EpisodeRecord, Task
+from swarm.testing import FunctionBackend, call
+from swarm.verifiers.match import extract_answer, normalize_text
+from swarm.verifiers.table import ColumnRule, score_table
+from tools.corpora import tau2_records, tau2_search_toolset
+from tools.registry import Tool
+from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+
+__all__ = ["KINDS", "DeepLookupKnobs", "DeepLookupWorkload", "WideLookupKnobs", "WideLookupWorkload"]
+
+AGENT = "researcher"
+_HIT_RE = re.compile(r"^\[\d+\] (\S+) \| (.*?) \| score", re.MULTILINE)
+_LABEL_RE = re.compile(r"'([^']+)'")
+NOT_FOUND = "NOT FOUND"
+
+
+def _rx(pattern: str, group: int = 1) -> Callable[[str], str | None]:
+    compiled = re.compile(pattern, re.MULTILINE)
+
+    def parse(text: str) -> str | None:
+        m = compiled.search(text)
+        return m.group(group).strip() if m else None
+
+    return parse
+
+
+def _address_part(index: int) -> Callable[[str], str | None]:
+    def parse(text: str) -> str | None:
+        m = re.search(r"^Address: (.+)$", text, re.MULTILINE)
+        if not m:
+            return None
+        parts = m.group(1).split(", ")
+        return parts[index] if len(parts) >= -index else None
+
+    return parse
+
+
+def _list_count(label: str, sep: str) -> Callable[[str], str | None]:
+    def parse(text: str) -> str | None:
+        m = re.search(rf"^{label}: (.*)$", text, re.MULTILINE)
+        if not m:
+            return None
+        body = m.group(1).strip()
+        return "0" if body in ("", "none") else str(len(body.split(sep)))
+
+    return parse
+
+
+def _count_lines(suffix: str) -> Callable[[str], str | None]:
+    def parse(text: str) -> str | None:
+        return str(sum(1 for line in text.splitlines() if line.startswith("- item ") and line.endswith(suffix)))
+
+    return parse
+
+
+def _min_price(text: str) -> str | None:
+    prices = [float(p) for p in re.findall(r"price \$([0-9.]+)", text)]
+    return f"{min(prices):.2f}" if prices else None
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One column: its gold value from the record, and how the gold policy reads it from the text."""
+
+    name: str
+    gold: Callable[[dict[str, Any]], str]
+    parse: Callable[[str], str | None]
+    rule: ColumnRule | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # corpus record kind
+    key: str  # key column
+    noun: str
+    entity: str
+    label: Callable[[dict[str, Any]], str]
+    title_prefix: Callable[[str], str]  # the title of the entity's own document starts with this
+    attrs: tuple[Attr, ...]
+
+
+def _full_name(f: dict[str, Any]) -> str:
+    return f"{f['name']['first_name']} {f['name']['last_name']}"
+
+
+_NUM = ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.001)
+
+KINDS: dict[str, Kind] = {
+    "retail_user": Kind(
+        "retail_user",
+        "customer",
+        "retail customers",
+        "retail customer",
+        _full_name,
+        lambda label: f"{label} (retail user ",
+        (
+            Attr("user_id", lambda f: f["user_id"], _rx(r"\(user id ([^)]+)\)")),
+            Attr("email", lambda f: f["email"], _rx(r"^Email: (\S+)")),
+            Attr("city", lambda f: f["address"]["city"], _address_part(-4)),
+            Attr("zip", lambda f: f["address"]["zip"], _address_part(-2)),
+            Attr("orders", lambda f: str(len(f["orders"])), _list_count("Orders", ", "), _NUM),
+            Attr(
+                "payment_methods", lambda f: str(len(f["payment_methods"])), _list_count("Payment methods", "; "), _NUM
+            ),
+        ),
+    ),
+    "airline_user": Kind(
+        "airline_user",
+        "customer",
+        "airline customers",
+        "airline customer",
+        _full_name,
+        lambda label: f"{label} (airline user ",
+        (
+            Attr("user_id", lambda f: f["user_id"], _rx(r"\(user id ([^)]+)\)")),
+            Attr("membership", lambda f: f["membership"], _rx(r", (\w+) member, born")),
+            Attr("email", lambda f: f["email"], _rx(r"^Email: (\S+)")),
+            Attr("birth_date", lambda f: f["dob"], _rx(r" member, born (\d{4}-\d{2}-\d{2})")),
+            Attr("reservations", lambda f: str(len(f["reservations"])), _list_count("Reservations", ", "), _NUM),
+        ),
+    ),
+    "airline_flight": Kind(
+        "airline_flight",
+        "flight",
+        "flights",
+        "flight",
+        lambda f: f["flight_number"],
+        lambda label: f"Flight {label} ",
+        (
+            Attr("origin", lambda f: f["origin"], _rx(r" from (\w{3}) to \w{3}")),
+            Attr("destination", lambda f: f["destination"], _rx(r" from \w{3} to (\w{3})")),
+            Attr("departure", lambda f: f["scheduled_departure_time_est"], _rx(r"scheduled departure (\S+) EST")),
+            Attr("arrival", lambda f: f["scheduled_arrival_time_est"], _rx(r", arrival (\S+) EST")),
+        ),
+    ),
+    "retail_product": Kind(
+        "retail_product",
+        "product",
+        "store products",
+        "product",
+        lambda f: f["name"],
+        lambda label: f"{label} (product ",
+        (
+            Attr("product_id", lambda f: f["product_id"], _rx(r"\(product id (\d+)\)")),
+            Attr("variants", lambda f: str(len(f["variants"])), _rx(r", (\d+) variants:"), _NUM),
+            Attr(
+                "available_variants",
+                lambda f: str(sum(v["available"] for v in f["variants"].values())),
+                _count_lines("; available"),
+                _NUM,
+            ),
+            Attr("min_price", lambda f: f"{min(v['price'] for v in f['variants'].values()):.2f}", _min_price, _NUM),
+        ),
+    ),
+}
+_FAKE_PRODUCTS = (
+    "Espresso Grinder",
+    "Rowing Machine",
+    "Snow Globe",
+    "Bird Feeder",
+    "Wine Rack",
+    "Ski Goggles",
+    "Label Printer",
+    "Bread Maker",
+    "Fishing Rod",
+    "Standing Desk",
+    "Pressure Washer",
+    "Telescope",
+)
+
+
+@cache
+def _entities(kind: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """(label, record) of every entity of ``kind`` whose label is unique within the kind."""
+    recs = tau2_records(kind)
+    k = KINDS[kind]
+    labels = [k.label(r) for r in recs]
+    return tuple(sorted((lab, r) for lab, r in zip(labels, recs, strict=True) if labels.count(lab) == 1))
+
+
+@cache
+def _all_user_names() -> frozenset[str]:
+    return frozenset(_full_name(r) for kind in ("retail_user", "airline_user") for r in tau2_records(kind))
+
+
+def _distractors(kind: str, rng: random.Random, n: int) -> list[str]:
+    out: list[str] = []
+    if kind in ("retail_user", "airline_user"):
+        recs = [r for _, r in _entities(kind)]
+        taken = _all_user_names()
+        while len(out) < n:
+            a, b = rng.sample(recs, 2)
+            name = f"{a['name']['first_name']} {b['name']['last_name']}"
+            if name not in taken and name not in out:
+                out.append(name)
+    elif kind == "airline_flight":
+        used = {lab for lab, _ in _entities(kind)}
+        while len(out) < n:
+            num = f"HAT{rng.randint(400, 999)}"
+            if num not in used and num not in out:
+                out.append(num)
+    else:
+        names = {lab for lab, _ in _entities(kind)}
+        out = rng.sample([p for p in _FAKE_PRODUCTS if p not in names], n)
+    return out
+
+
+def _search_tools() -> tuple[Tool, ...]:
+    return tau2_search_toolset().tools
+
+
+# -- gold sub-agent: search → open the entity's own document → read the attributes from its text ------
+
+
+def _hits(msg: ToolMessage) -> list[tuple[str, str]]:
+    return [] if msg.is_error else _HIT_RE.findall(msg.content)
+
+
+def _own_hit(msg: ToolMessage, prefix: str) -> str | None:
+    return next((doc_id for doc_id, title in _hits(msg) if title.startswith(prefix)), None)
+
+
+def _read(kind: Kind, attrs: Sequence[str], text: str) -> dict[str, str]:
+    by_name = {a.name: a for a in kind.attrs}
+    return {a: by_name[a].parse(text) or "?" for a in attrs}
+
+
+# -- wide lookup --------------------------------------------------------------------------------------------
+
+
+class WideLookupKnobs(Knobs):
+    n: int = Field(16, ge=1, le=50, description="entities per table")
+    m: int = Field(3, ge=1, le=6, description="attributes per entity (at most the kind's attributes)")
+    distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
+    kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
+
+
+def _wide_prompt(kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> str:
+    cols = " | ".join([kind.key, *attrs])
+    return (
+        f"Build a table of these {len(labels)} {kind.noun}: {', '.join(labels)}.\n"
+        f"For each one give: {', '.join(attrs)}. Look everything up in the document collection with the "
+        "search and open tools; do not guess. Some names may not be in the collection: leave those out.\n"
+        f"Answer with one markdown table with exactly these columns: | {cols} |, one row per "
+        f"{kind.entity} found, the {kind.key} written exactly as given above."
+    )
+
+
+class WideLookupWorkload(Workload):
+    name = "wide-lookup"
+    metric = "item_f1"
+    description = "N entities × M attributes from the offline τ² corpus; WideSearch table item-F1"
+    knobs_model = WideLookupKnobs
+
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
+        kn = self.knobs(knobs)
+        assert isinstance(kn, WideLookupKnobs)
+        if split not in ("train", "test"):
+            raise ConfigError(f"unknown split {split!r}; use 'train' or 'test'")
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        rng = random.Random(f"{self.name}:{split}:{seed}")
+        out = []
+        for i in range(n):
+            kind = KINDS[kn.kind] if kn.kind != "any" else KINDS[rng.choice(sorted(KINDS))]
+            # Generated tasks: the split partitions the entities (even/odd position), not a data set.
+            pool = [e for j, e in enumerate(_entities(kind.name)) if (j % 4 == 0) == (split == "test")]
+            if kn.n > len(pool):
+                raise ConfigError(f"only {len(pool)} {split} {kind.noun} in the corpus; n={kn.n} is too many")
+            if kn.m > len(kind.attrs):
+                raise ConfigError(f"{kind.noun} have {len(kind.attrs)} attributes; m={kn.m} is too many")
+            picked = rng.sample(pool, kn.n)
+            attrs = [a.name for a in kind.attrs if a.name in {x.name for x in rng.sample(kind.attrs, kn.m)}]
+            fakes = _distractors(kind.name, rng, kn.distractors)
+            labels = [lab for lab, _ in picked] + fakes
+            rng.shuffle(labels)
+            by_name = {a.name: a for a in kind.attrs}
+            gold = [{kind.key: lab, **{a: by_name[a].gold(rec) for a in attrs}} for lab, rec in picked]
+            rules = {a: r.model_dump() for a in attrs if (r := by_name[a].rule) is not None}
+            out.append(
+                Task(
+                    id=f"{self.name}-{split}-s{seed}-{i}",
+                    prompt=_wide_prompt(kind, labels, attrs),
+                    verifier="table",
+                    verifier_args={
+                        "gold": gold,
+                        "key_columns": [kind.key],
+                        "columns": [kind.key, *attrs],
+                        "rules": rules,
+                    },
+                    metadata={
+                        "workload": self.name,
+                        "kind": kind.name,
+                        "labels": labels,
+                        "attrs": attrs,
+                        "distractors": fakes,
+                        "split": split,
+                        "seed": seed,
+                        "knobs": kn.model_dump(),
+                    },
+                )
+            )
+        return out
+
+    def episode(self, task: Task, mode: Mode) -> Episode:
+        self.check_task(task)
+        tools = _search_tools()
+        agent = AgentDefinition(
+            name=AGENT,
+            tools=tuple(t.name for t in tools),
+            system_prompt="You look things up in a document collection with the search and open tools. Find the "
+            "document of the entity your task names (check its title), open it, and report the requested "
+            f"attributes as 'name: value' lines. If the entity is not in the collection, report {NOT_FOUND}.",
+        )
+        if mode == "swarm":
+            instructions = (
+                f"A sub-agent type '{AGENT}' is predefined with the search and open tools. Look up the entities "
+                "in parallel: one assign_task per entity, all in one message; then answer with the table."
+            )
+        else:
+            instructions = (
+                "You are a research assistant. Work alone: look up every entity yourself with the search and "
+                "open tools, then answer with the table."
+            )
+        args = task.verifier_args
+        rules = {k: ColumnRule.model_validate(v) for k, v in args.get("rules", {}).items()}
+
+        def scorer(record: EpisodeRecord) -> Score:
+            ts = score_table(
+                record.answer or "", args["gold"], key_columns=args["key_columns"], columns=args["columns"], rules=rules
+            )
+            return Score(metric=ts.item_f1, success=ts.success, details=ts.model_dump())
+
+        n_labels = len(task.metadata["labels"])
+        return Episode(
+            task=task,
+            mode=mode,
+            tools=tools,
+            agents=(agent,),
+            instructions=instructions,
+            scorer=scorer,
+            config={
+                "max_critical_steps": 2 * n_labels + 8,
+                "max_subagent_steps": 8,
+                "max_subagents_per_stage": max(16, n_labels),
+            },
+        )
+
+    def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+        self.check_task(task)
+        kind = KINDS[task.metadata["kind"]]
+        labels: list[str] = list(task.metadata["labels"])
+        attrs: list[str] = list(task.metadata["attrs"])
+        if mode == "swarm":
+            orch = FunctionBackend(
+                lambda r: _wide_swarm(r, kind, labels, attrs), model="gold-orchestrator", delay=latency_s
+            )
+        else:
+            orch = FunctionBackend(lambda r: _wide_single(r, kind, labels, attrs), model="gold-single", delay=latency_s)
+        sub = FunctionBackend(lambda r: _wide_researcher(r, kind, attrs), model="gold-subagent", delay=latency_s)
+        return GoldPolicy(orch, sub)
+
+
+def _table(kind: Kind, attrs: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
+    lines = ["| " + " | ".join([kind.key, *attrs]) + " |", "|" + "---|" * (len(attrs) + 1)]
+    lines += ["| " + " | ".join(r.get(c, "?") for c in [kind.key, *attrs]) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _wide_researcher(request: ModelRequest, kind: Kind, attrs: Sequence[str]) -> Completion:
+    m = _LABEL_RE.search(user_text(request))
+    if m is None:
+        return Completion(text="My task names no entity in quotes; nothing done.")
+    label = m.group(1)
+    seen = tool_messages(request)
+    if not seen:
+        return Completion(tool_calls=(call("search", query=label, k=5),))
+    if len(seen) == 1:
+        doc_id = _own_hit(seen[0], kind.title_prefix(label))
+        if doc_id is None:
+            return Completion(text=f"{kind.key}: {label}\n{NOT_FOUND}")
+        return Completion(tool_calls=(call("open", doc_id=doc_id),))
+    values = _read(kind, attrs, seen[-1].content)
+    return Completion(text="\n".join([f"{kind.key}: {label}", *(f"{a}: {v}" for a, v in values.items())]))
+
+
+def _parse_report(text: str) -> dict[str, str] | None:
+    if NOT_FOUND in text:
+        return None
+    body = text.split("report:\n", 1)[-1]
+    return dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
+
+
+def _wide_swarm(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    reports = tool_messages(request, "assign_task")
+    if reports or request.tool_choice == "none":
+        rows = [r for m in reports if not m.is_error and (r := _parse_report(m.content)) is not None]
+        return Completion(text=_table(kind, attrs, rows))
+    calls = [
+        call("assign_task", agent=AGENT, task=f"Look up the {kind.entity} '{label}' and report: {', '.join(attrs)}.")
+        for label in labels
+    ]
+    return Completion(text=f"{len(calls)} look-ups in parallel.", tool_calls=tuple(calls))
+
+
+def _wide_single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    seen = tool_messages(request)
+    pos, rows = 0, []
+    for label in labels:
+        if pos >= len(seen):
+            return Completion(tool_calls=(call("search", query=label, k=5),))
+        doc_id = _own_hit(seen[pos], kind.title_prefix(label))
+        pos += 1
+        if doc_id is None:
+            continue
+        if pos >= len(seen):
+            return Completion(tool_calls=(call("open", doc_id=doc_id),))
+        rows.append({kind.key: label, **_read(kind, attrs, seen[pos].content)})
+        pos += 1
+    return Completion(text=_table(kind, attrs, rows))
+
+
+# -- deep lookup --------------------------------------------------------------------------------------------
+
+
+class DeepLookupKnobs(Knobs):
+    branches: int = Field(4, ge=2, le=12, description="independent multi-hop branches joined at the end")
+
+
+def _order_total(order: dict[str, Any]) -> float:
+    return round(sum(float(it["price"]) for it in order["items"]), 2)
+
+
+@cache
+def _orders() -> dict[str, dict[str, Any]]:
+    return {o["order_id"]: o for o in tau2_records("retail_order")}
+
+
+def _deep_prompt(labels: Sequence[str]) -> str:
+    return (
+        f"Each of these retail customers has a profile that lists their orders: {', '.join(labels)}.\n"
+        "For each customer, take the FIRST order listed in their profile and find that order's total. "
+        "Which customer's first order has the largest total? Look everything up in the document collection "
+        "with the search and open tools; do not guess. End with a line 'ANSWER: <the customer's full name>'."
+    )
+
+
+class DeepLookupWorkload(Workload):
+    name = "deep-lookup"
+    metric = "exact"
+    description = "multi-hop questions (customer → profile → first order → total) in B branches joined at the end"
+    knobs_model = DeepLookupKnobs
+
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
+        kn = self.knobs(knobs)
+        assert isinstance(kn, DeepLookupKnobs)
+        if split not in ("train", "test"):
+            raise ConfigError(f"unknown split {split!r}; use 'train' or 'test'")
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+        orders = _orders()
+        pool = [
+            (lab, rec)
+            for j, (lab, rec) in enumerate(_entities("retail_user"))
+            if rec["orders"] and rec["orders"][0] in orders and (j % 4 == 0) == (split == "test")
+        ]
+        if kn.branches > len(pool):
+            raise ConfigError(f"only {len(pool)} {split} customers qualify; branches={kn.branches} is too many")
+        rng = random.Random(f"{self.name}:{split}:{seed}")
+        out = []
+        for i in range(n):
+            for _ in range(100):
+                picked = rng.sample(pool, kn.branches)
+                totals = {lab: _order_total(orders[rec["orders"][0]]) for lab, rec in picked}
+                best = max(totals.values())
+                winners = [lab for lab, t in totals.items() if t == best]
+                if len(winners) == 1:
+                    break
+            else:  # pragma: no cover - ties on every draw are practically impossible
+                raise ConfigError("could not draw customers without a tie; try another seed")
+            labels = [lab for lab, _ in picked]
+            out.append(
+                Task(
+                    id=f"{self.name}-{split}-s{seed}-{i}",
+                    prompt=_deep_prompt(labels),
+                    verifier="exact",
+                    verifier_args={"expected": winners[0], "extract": "answer"},
+                    metadata={
+                        "workload": self.name,
+                        "labels": labels,
+                        "totals": totals,
+                        "split": split,
+                        "seed": seed,
+                        "knobs": kn.model_dump(),
+                    },
+                )
+            )
+        return out
+
+    def episode(self, task: Task, mode: Mode) -> Episode:
+        self.check_task(task)
+        tools = _search_tools()
+        agent = AgentDefinition(
+            name=AGENT,
+            tools=tuple(t.name for t in tools),
+            system_prompt="You answer one look-up question by following references through a document "
+            "collection with the search and open tools (check document titles). Report the facts you found "
+            "as 'name: value' lines.",
+        )
+        if mode == "swarm":
+            instructions = (
+                f"A sub-agent type '{AGENT}' is predefined with the search and open tools. The customers are "
+                "independent: give each one to its own instance (all assign_task calls in one message), then "
+                "compare their reports and answer."
+            )
+        else:
+            instructions = "You are a research assistant. Work alone with the search and open tools, then answer."
+        expected = str(task.verifier_args["expected"])
+
+        def scorer(record: EpisodeRecord) -> Score:
+            got = extract_answer(record.answer or "", "answer")
+            ok = got is not None and normalize_text(got) == normalize_text(expected)
+            return Score(metric=float(ok), success=ok, details={"extracted": got, "expected": expected})
+
+        b = len(task.metadata["labels"])
+        return Episode(
+            task=task,
+            mode=mode,
+            tools=tools,
+            agents=(agent,),
+            instructions=instructions,
+            scorer=scorer,
+            config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
+        )
+
+    def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+        self.check_task(task)
+        labels: list[str] = list(task.metadata["labels"])
+        if mode == "swarm":
+            orch = FunctionBackend(lambda r: _deep_swarm(r, labels), model="gold-orchestrator", delay=latency_s)
+        else:
+            orch = FunctionBackend(lambda r: _deep_single(r, labels), model="gold-single", delay=latency_s)
+        return GoldPolicy(orch, FunctionBackend(_deep_researcher, model="gold-subagent", delay=latency_s))
+
+
+_USER_PREFIX = KINDS["retail_user"].title_prefix
+
+
+def _chain(label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, float | None, int]:
+    """One branch: search name → open profile → search first order → open order → total.
+
+    Returns (next call or None, the total once known, tool results consumed)."""
+    if len(seen) < 1:
+        return Completion(tool_calls=(call("search", query=label, k=5),)), None, 0
+    doc = _own_hit(seen[0], _USER_PREFIX(label))
+    if doc is None:
+        return None, None, 1
+    if len(seen) < 2:
+        return Completion(tool_calls=(call("open", doc_id=doc),)), None, 1
+    first = re.search(r"^Orders: (#W\d+)", seen[1].content, re.MULTILINE)
+    if first is None:
+        return None, None, 2
+    if len(seen) < 3:
+        return Completion(tool_calls=(call("search", query=f"Order {first.group(1)}", k=5),)), None, 2
+    order_doc = _own_hit(seen[2], f"Order {first.group(1)}")
+    if order_doc is None:
+        return None, None, 3
+    if len(seen) < 4:
+        return Completion(tool_calls=(call("open", doc_id=order_doc),)), None, 3
+    total = re.search(r"total \$([0-9.]+)\)", seen[3].content)
+    return None, float(total.group(1)) if total else None, 4
+
+
+def _deep_researcher(request: ModelRequest) -> Completion:
+    m = _LABEL_RE.search(user_text(request))
+    if m is None:
+        return Completion(text="My task names no customer in quotes; nothing done.")
+    nxt, total, _ = _chain(m.group(1), tool_messages(request))
+    if nxt is not None:
+        return nxt
+    return Completion(text=f"customer: {m.group(1)}\nfirst_order_total: {total if total is not None else NOT_FOUND}")
+
+
+def _answer(totals: dict[str, float]) -> Completion:
+    if not totals:
+        return Completion(text=f"ANSWER: {NOT_FOUND}")
+    best = max(totals, key=lambda k: totals[k])
+    lines = [f"{k}: first order total ${v:.2f}" for k, v in totals.items()]
+    return Completion(text="\n".join([*lines, f"ANSWER: {best}"]))
+
+
+def _deep_swarm(request: ModelRequest, labels: Sequence[str]) -> Completion:
+    reports = tool_messages(request, "assign_task")
+    if reports or request.tool_choice == "none":
+        totals = {}
+        for msg in reports:
+            rep = _parse_report(msg.content) or {}
+            try:
+                totals[rep["customer"]] = float(rep["first_order_total"])
+            except (KeyError, ValueError):
+                continue
+        return _answer(totals)
+    calls = [
+        call(
+            "assign_task",
+            agent=AGENT,
+            task=f"Find the total of the first order listed in the profile of the "
+            f"retail customer '{label}'. Report 'first_order_total: <amount>'.",
+        )
+        for label in labels
+    ]
+    return Completion(text=f"{len(calls)} independent branches.", tool_calls=tuple(calls))
+
+
+def _deep_single(request: ModelRequest, labels: Sequence[str]) -> Completion:
+    seen = tool_messages(request)
+    pos, totals = 0, {}
+    for label in labels:
+        nxt, total, used = _chain(label, seen[pos:])
+        if nxt is not None:
+            return nxt
+        pos += used
+        if total is not None:
+            totals[label] = total
+    return _answer(totals)

@@ -277,7 +277,8 @@ class MCPServers:
         # Owners normally leave at once; one whose server will not close is cancelled after a grace
         # period. (The group's own scope is the only one we may touch: scopes exit in LIFO order.)
         tg.cancel_scope.deadline = anyio.current_time() + _CLOSE_GRACE_S
-        await tg.__aexit__(exc_type, exc, tb)
+        # The body's own exception (if any) propagates unchanged: it is not handed to the group.
+        await tg.__aexit__(None, None, None)
         return None
 
     async def _own(self, conn: _Connection, *, task_status: TaskStatus[None]) -> None:

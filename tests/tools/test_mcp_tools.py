@@ -1,0 +1,171 @@
+"""MCP servers as tools, against real servers written for the tests (mcp_servers/calc_server.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")  # the 'mcp' extra; .ci/run installs it
+
+from swarm.errors import ConfigError
+from swarm.messages import ToolCall
+from swarm.records import ToolResult
+from tools.mcp import MCPServers, load_mcp_config, parse_mcp_config
+from tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
+
+pytestmark = pytest.mark.integration
+SERVER = Path(__file__).parent / "mcp_servers" / "calc_server.py"
+
+
+def stdio(**extra: object) -> dict[str, object]:
+    return {"command": sys.executable, "args": [str(SERVER), *extra.pop("args", [])], **extra}  # type: ignore[list-item]
+
+
+async def call(tools: dict[str, Tool], tool_name: str, **args: object) -> ToolResult:
+    return await execute_tool(ToolCall(id="c", name=tool_name, arguments=args), tools, ToolContext())
+
+
+def test_config_shapes_and_errors(tmp_path: Path) -> None:
+    cfg = parse_mcp_config(
+        {"mcpServers": {"a": {"command": "x", "args": ["y"], "env": {"K": "v"}}, "b": {"url": "http://h/mcp"}}}
+    )
+    assert cfg.servers["a"].type == "stdio" and cfg.servers["b"].type == "http"
+    for raw, msg in [
+        ({}, "mcpServers"),
+        ({"mcpServers": {"a": {"args": []}}}, "'command' .* or 'url'"),
+        ({"mcpServers": {"bad name": {"command": "x"}}}, "server name"),
+        ({"mcpServers": {"a": {"url": "ftp://x"}}}, "http"),
+        ({"mcpServers": {"a": {"command": "x", "bogus": 1}}}, "bogus"),
+        ({"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}, "SSE"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            parse_mcp_config(raw)
+    bad = tmp_path / "mcp.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_mcp_config(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_mcp_config(tmp_path / "missing.json")
+
+
+async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
+    cfg = parse_mcp_config(
+        {"mcpServers": {"calc": stdio(timeout_s=2), "broken": {"command": "/nonexistent/mcp-server"}}}
+    )
+    async with MCPServers(cfg) as servers:
+        status = {s.name: s for s in servers.status}
+        assert status["calc"].connected and set(status["calc"].tools) == {"add", "greet", "divide", "crash", "hang"}
+        assert not status["broken"].connected and "connect failed" in (status["broken"].error or "")
+        reg = ToolRegistry(servers.toolsets())
+        assert "calc" in reg and "broken" not in reg  # one toolset per connected server
+        tools = reg.resolve(["calc"])
+        spec = tools["calc__add"].spec.to_openai()["function"]
+        assert spec["parameters"]["required"] == ["a", "b"]
+        assert spec["parameters"]["properties"]["a"]["type"] == "integer"
+
+        # Calls from tasks other than the one that entered the context (the owner task serves them).
+        results: dict[str, ToolResult] = {}
+
+        async def run(key: str, tool_name: str, args: dict[str, object]) -> None:
+            results[key] = await call(tools, tool_name, **args)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "add", "calc__add", {"a": 2, "b": 3})
+            tg.start_soon(run, "greet", "calc__greet", {"name": "Ada"})
+            tg.start_soon(run, "div0", "calc__divide", {"a": 1, "b": 0})
+            tg.start_soon(run, "badargs", "calc__add", {"a": "x"})
+        assert (results["add"].content, results["add"].is_error) == ("5", False)
+        assert results["greet"].content == "Hello, Ada!"
+        assert results["div0"].is_error and "divide" in results["div0"].content
+        assert results["badargs"].is_error and "valid integer" in results["badargs"].content
+
+        started = time.monotonic()
+        hung = await call(tools, "calc__hang")
+        assert hung.is_error and hung.error_type == "ToolTimeoutError" and "2s" in hung.content
+        assert time.monotonic() - started < 10
+        assert (await call(tools, "calc__add", a=1, b=1)).content == "2"  # still serving after a hang
+
+        crashed = await call(tools, "calc__crash")
+        assert crashed.is_error and "calc" in crashed.content
+        after = await call(tools, "calc__add", a=1, b=1)
+        assert after.is_error and "unavailable" in after.content
+        status = {s.name: s for s in servers.status}
+        assert not status["calc"].connected and "connection lost" in (status["calc"].error or "")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the streamable HTTP test server did not start")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def test_streamable_http_server(http_server: str, tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"web": {"url": http_server, "headers": {"X-Test": "1"}}}}))
+    async with MCPServers(load_mcp_config(path)) as servers:
+        (status,) = servers.status
+        assert status.connected and status.transport == "http"
+        tools = {t.name: t for t in servers.tools}
+        assert (await call(tools, "web__add", a=20, b=22)).content == "42"
+        assert (await call(tools, "web__greet", name="Bob")).content == "Hello, Bob!"
+
+
+def _server_pids(tag: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if tag.encode() in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+async def test_cancel_during_a_call_closes_connections_and_stops_servers() -> None:
+    tag = f"tag-{uuid.uuid4().hex}"
+    cfg = parse_mcp_config({"mcpServers": {"calc": stdio(args=["--tag", tag], timeout_s=60)}})
+    with anyio.move_on_after(20) as outer:
+        async with MCPServers(cfg) as servers:
+            assert _server_pids(tag), "the stdio server should be running"
+            tools = {t.name: t for t in servers.tools}
+            with anyio.move_on_after(1):  # cancel while the call is in flight
+                await call(tools, "calc__hang")
+    assert not outer.cancelled_caught, "closing took too long"
+    for _ in range(50):
+        if not _server_pids(tag):
+            break
+        await anyio.sleep(0.1)
+    assert _server_pids(tag) == []

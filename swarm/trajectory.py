@@ -161,7 +161,9 @@ def validate_trajectory(t: Trajectory) -> list[str]:
                 return problems
             obs = slice(pos, pos + n_obs)
             if t.response_ids[obs] != turn.prompt_ids[len(ctx) :] or any(t.response_mask[obs]):
-                problems.append(f"turn {turn.index}: observation tokens before it differ from its prompt or are not masked 0")
+                problems.append(
+                    f"turn {turn.index}: observation tokens before it differ from its prompt or are not masked 0"
+                )
                 return problems
             if any(lp != 0.0 for lp in t.response_logprobs[obs]):
                 problems.append(f"turn {turn.index}: observation tokens carry non-zero logprobs")

@@ -70,7 +70,7 @@ async def test_trajectory_carries_exact_tokens_and_masks_observations() -> None:
 async def test_turn_without_token_ids_is_refused() -> None:
     policy = ScriptedBackend(["plain answer"], tokens=False)
     rec = await Orchestrator(policy, reward_fn=PARLReward()).run(TASK)
-    with pytest.raises(TrajectoryError, match="turn 0 has no token ids.*rather than re-tokenizing"):
+    with pytest.raises(TrajectoryError, match=r"turn 0 has no token ids.*rather than re-tokenizing"):
         build_trajectory(rec)
 
 

@@ -135,8 +135,37 @@ def run(
         bool,
         typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
     ] = True,
+    workload: Annotated[
+        str | None, typer.Option("--workload", "-w", help="run a workload task (swarm eval --list)")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
+    events: Annotated[
+        Path | None, typer.Option("--events", help="stream runtime events to this JSONL file as they happen")
+    ] = None,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
+    if workload is not None:
+        from orchestrator.cli_eval import run_workload
+
+        raise typer.Exit(
+            run_workload(
+                workload,
+                task_file=task_file,
+                mode=mode,
+                backend=backend,
+                model=model,
+                base_url=base_url,
+                subagent_backend=subagent_backend,
+                subagent_model=subagent_model,
+                out=out,
+                json_out=json_out,
+                overrides={
+                    "max_critical_steps": max_critical_steps,
+                    "max_subagent_steps": max_subagent_steps,
+                    "episode_timeout_s": episode_timeout,
+                },
+            )
+        )
     tracing = TracingOptions(
         otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol, capture_content=trace_content, trace_file=trace_file
     )
@@ -163,7 +192,7 @@ def run(
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing)
+    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing, events=events)
     raise typer.Exit(code)
 
 
@@ -216,7 +245,30 @@ def _plan(
     return RunPlan(tasks, _config_from(base or SwarmConfig(), overrides), orch, sub, (), extras)
 
 
-def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool, tracing: TracingOptions | None = None) -> int:
+def _event_writer(path: Path) -> Callable[[Event], None]:
+    """An observer appending each event as one JSON line, flushed at once (for tail -f / dashboards)."""
+    f = path.open("a", encoding="utf-8")
+
+    def write(event: Event) -> None:
+        if isinstance(event, EpisodeFinished):  # the full record is in episode.json; keep lines small
+            line = {"type": event.type, "episode_id": event.record.episode_id, "status": event.record.status.value}
+            f.write(json.dumps(line) + "\n")
+        else:
+            f.write(event.model_dump_json(exclude={"result"}) + "\n")
+        f.flush()
+
+    return write
+
+
+def _execute(
+    plan: RunPlan,
+    *,
+    out: Path,
+    json_out: bool,
+    quiet: bool,
+    tracing: TracingOptions | None = None,
+    events: Path | None = None,
+) -> int:
     live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
     records: list[EpisodeRecord] = []
     paths: dict[str, Path] = {}
@@ -228,6 +280,11 @@ def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool, tracing: 
             paths[event.record.episode_id] = write_episode(event.record, out)
 
     state = LiveState()
+    observers: list[Callable[[Event], None]] = [persist]
+    if live_enabled:
+        observers.append(state)
+    if events is not None:
+        observers.append(_event_writer(events))
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
@@ -236,7 +293,7 @@ def _execute(plan: RunPlan, *, out: Path, json_out: bool, quiet: bool, tracing: 
         plan.config,
         tools=plan.tools,
         subagent_backend=plan.subagent_backend,
-        observers=[persist, state] if live_enabled else [persist],
+        observers=observers,
         tracer_provider=telemetry.provider,
         capture_content=telemetry.capture_content,
     )

@@ -233,3 +233,101 @@ def _backend_resolver(
         return orch, sub
 
     return real
+
+
+def run_workload(
+    name: str | None,
+    *,
+    task_file: Path | None,
+    mode: str,
+    backend: str,
+    model: str | None = None,
+    base_url: str | None = None,
+    subagent_backend: str | None = None,
+    subagent_model: str | None = None,
+    out: Path,
+    json_out: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> int:
+    """``swarm run --workload NAME``: run workload task(s) with their environment, score them, save records.
+
+    Without ``task_file`` it runs the workload's first task (seed 0); with one, every task in the file
+    (as written by ``swarm eval --export-tasks``). Returns the exit code (0 ok, 1 an episode failed,
+    2 bad input).
+    """
+    from orchestrator.engine import Orchestrator
+    from orchestrator.eval import episode_config
+    from orchestrator.live import summary_table
+    from orchestrator.store import write_episode
+    from orchestrator.tasks import load_tasks
+    from swarm.records import EpisodeStatus
+
+    try:
+        if mode not in MODES:
+            raise UserError(f"--mode must be swarm or single for a workload run; got {mode!r}")
+        if task_file is not None:
+            tasks = load_tasks(task_file)
+            for t in tasks:
+                owner = t.metadata.get("workload")
+                if owner is None or (name is not None and owner != name):
+                    raise UserError(
+                        f"task {t.id!r} in {task_file} is not a {name or 'workload'} task "
+                        f"(metadata.workload={owner!r}); write task files with swarm eval --export-tasks"
+                    )
+        elif name is not None:
+            tasks = get_workload(name).tasks(1, seed=0)
+        else:
+            raise UserError("give --workload NAME (and optionally --task-file with its tasks)")
+        resolvers = {
+            wl_name: _backend_resolver(
+                wl_name=wl_name,
+                backend=backend,
+                latency=0.0,
+                model=model,
+                base_url=base_url,
+                subagent_backend=subagent_backend,
+                subagent_model=subagent_model,
+                extras={},
+            )
+            for wl_name in {str(t.metadata["workload"]) for t in tasks}
+        }
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    run_mode: Mode = mode
+    bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    code = 0
+    for task in tasks:
+        wl = get_workload(str(task.metadata["workload"]))
+        ep = wl.episode(task, run_mode)
+        orch_backend, sub_backend = resolvers[wl.name](task, run_mode)
+        orch = Orchestrator(
+            orch_backend,
+            episode_config(ep, None, overrides),
+            tools=ep.tools,
+            agents=ep.agents if run_mode == "swarm" else (),
+            subagent_backend=sub_backend,
+            reward_fn=ep.reward,
+        )
+
+        async def main(o: Orchestrator = orch, t: Task = task) -> Any:
+            return await o.run(t, episode_id=f"{t.id}-{run_mode}")
+
+        try:
+            record = anyio.run(main)
+        except KeyboardInterrupt:
+            if orch.last_record is not None:
+                write_episode(orch.last_record, out)
+            err.print("[yellow]interrupted[/yellow]")
+            return 130
+        path = write_episode(record, out)
+        if json_out:
+            sys.stdout.write(record.model_dump_json() + "\n")
+        else:
+            Console().print(summary_table(record, str(path)))
+            r = record.reward
+            if r is not None:
+                err.print(f"{wl.metric} = {r.r_perf:.3f}, success = {r.details.get('success')}", highlight=False)
+        if record.status in bad:
+            code = 1
+    return code

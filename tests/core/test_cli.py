@@ -81,14 +81,20 @@ def test_malformed_task_file_names_the_line(tmp_path: Path) -> None:
 
 def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.5", "PYTHONUNBUFFERED": "1"}
+    events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", "--demo", "budget", "--out", str(tmp_path), "-q"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "orchestrator", "run", "--demo", "budget", "--out", str(tmp_path), "-q",
+         "--events", str(events)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    time.sleep(2.5)  # inside the first stage: the orchestrator turn took 0.5 s, sub-agents are running
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until sub-agents are running
+        if events.exists() and '"subagent_started"' in events.read_text():
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("the run never started a sub-agent")
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
@@ -96,3 +102,6 @@ def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
     record = read_episode(next(tmp_path.glob("*/episode.json")))
     assert record.status.value == "cancelled"
     assert record.subagent_results and record.subagent_results[-1].status.value == "cancelled"
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    assert lines[0]["type"] == "episode_started" and lines[-1] == {
+        "type": "episode_finished", "episode_id": record.episode_id, "status": "cancelled"}

@@ -29,7 +29,7 @@ async def test_runs_code_in_workspace_with_stdin(workspace: Path) -> None:
     res = await run_python(code, workspace=workspace, limits=FAST, stdin="hello")
     assert res.status == "ok", res
     assert res.exit_code == 0
-    assert res.stdout.splitlines() == [str(workspace.resolve()), "HELLO"]
+    assert res.stdout.splitlines() == [str(workspace), "HELLO"]
     assert (workspace / "o.txt").read_text() == "hi"
 
 
@@ -86,7 +86,7 @@ async def test_nothing_outside_the_workspace_changes(workspace: Path, tmp_path: 
     assert victim.read_text() == "original"
     assert not (tmp_path / "new.txt").exists()
     assert not (tmp_path / "escape.txt").exists()
-    assert not Path("/usr/evil.txt").exists()
+    assert not Path("/usr/evil.txt").exists()  # noqa: ASYNC240
     # /usr and / are read-only; a write under /tmp lands in the sandbox's private throw-away /tmp.
     assert ast.literal_eval(res.stdout.strip())[1:3] == ["OSError", "OSError"], res.stdout
 

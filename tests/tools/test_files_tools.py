@@ -47,7 +47,7 @@ async def test_write_read_list_search_roundtrip(env) -> None:
     ["/etc/passwd", "../outside.txt", "notes/../../outside.txt", "~/x", "a\x00b"],
 )
 async def test_traversal_and_absolute_paths_are_refused(env, path: str) -> None:
-    ws, outside, ctx, tools = env
+    _ws, outside, ctx, tools = env
     for name, args in [
         ("read_file", {"path": path}),
         ("write_file", {"path": path, "content": "pwned"}),

@@ -17,7 +17,8 @@ async def test_python_tool_output_errors_and_shared_workspace(tmp_path: Path) ->
 
     ok = await execute_tool(
         ToolCall(id="1", name="python", arguments={"code": "open('r.txt','w').write(str(6*7)); print('done')"}),
-        tools, ctx,
+        tools,
+        ctx,
     )
     assert not ok.is_error
     assert "status: ok" in ok.content and "done" in ok.content
@@ -28,9 +29,7 @@ async def test_python_tool_output_errors_and_shared_workspace(tmp_path: Path) ->
     assert bad.is_error
     assert "ZeroDivisionError" in bad.content and "exit_code: 1" in bad.content
 
-    loop = await execute_tool(
-        ToolCall(id="4", name="python", arguments={"code": "while True: pass"}), tools, ctx
-    )
+    loop = await execute_tool(ToolCall(id="4", name="python", arguments={"code": "while True: pass"}), tools, ctx)
     assert loop.is_error and "status: timeout" in loop.content
 
     missing = await execute_tool(ToolCall(id="5", name="python", arguments={}), tools, ctx)

@@ -141,14 +141,15 @@ class SubagentRun:
                 if self.timeout_s is None:
                     outcome = await self._loop()
                 else:
-                    with anyio.fail_after(self.timeout_s):
+                    # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.
+                    with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                         outcome = await self._loop()
-            except TimeoutError:
-                outcome = _Fail(
-                    AgentStatus.TIMEOUT,
-                    f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
-                    "TimeoutError",
-                )
+                    if scope.cancelled_caught:
+                        outcome = _Fail(
+                            AgentStatus.TIMEOUT,
+                            f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
+                            "TimeoutError",
+                        )
             except anyio.get_cancelled_exc_class():
                 span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise

@@ -42,7 +42,7 @@ from swarm.messages import (
     to_openai_messages,
 )
 
-__all__ = ["Flavour", "OpenAIBackend", "RetryPolicy", "tools_system_prompt"]
+__all__ = ["Flavour", "OpenAIBackend", "RetryPolicy", "tools_system_prompt", "with_tools_in_prompt"]
 
 Flavour = Literal["auto", "vllm", "llamacpp", "openai"]
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -78,7 +78,7 @@ def tools_system_prompt(tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> str:
     )
 
 
-def _with_tools_in_prompt(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
+def with_tools_in_prompt(messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     """Messages for a template without tool support: tools go into the system prompt, tool calls and
     results become plain text in the hermes format the prompt asks for."""
     block = tools_system_prompt(tools) if tools else ""
@@ -147,6 +147,7 @@ class OpenAIBackend:
         root = base_url.rstrip("/")
         self.root = root[: -len("/v1")] if root.endswith("/v1") else root
         self._model = model
+        """The served model name; empty means: ask the server's ``/v1/models`` on first use."""
         self.flavour: Flavour = flavour
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
@@ -158,6 +159,7 @@ class OpenAIBackend:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client
         self._own_client = client is None
+        self._client_token: object = None
         self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
 
     @property
@@ -179,17 +181,23 @@ class OpenAIBackend:
     # -- plumbing -----------------------------------------------------------------------------------
 
     def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
+        if self._own_client:
+            # A client's connection pool belongs to one event loop; make one per loop (run_sync, tests).
+            token = anyio.lowlevel.current_token()
+            if self._client is None or self._client_token is not token:
+                self._client = httpx.AsyncClient(timeout=self.timeout)
+                self._client_token = token
+        assert self._client is not None
         return self._client
 
-    def _limit(self) -> anyio.CapacityLimiter:
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The per-endpoint concurrency cap (one per event loop)."""
         token = anyio.lowlevel.current_token()
         if self._limiter is None or self._limiter[0] is not token:
             self._limiter = (token, anyio.CapacityLimiter(self.max_concurrency))
         return self._limiter[1]
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST with retries; returns the decoded JSON object or raises a BackendError."""
         url = f"{self.root}{path}"
         last = ""
@@ -216,9 +224,7 @@ class OpenAIBackend:
                             "check that base_url points at an OpenAI-compatible server"
                         ) from None
                     if not isinstance(data, dict):
-                        raise BackendError(
-                            f"{url} answered 200 with JSON that is not an object: {resp.text[:200]!r}"
-                        )
+                        raise BackendError(f"{url} answered 200 with JSON that is not an object: {resp.text[:200]!r}")
                     return data
                 detail = resp.text[:300]
                 if resp.status_code not in _RETRY_STATUS:
@@ -236,9 +242,7 @@ class OpenAIBackend:
 
     def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         if self.tools_in_prompt:
-            return _with_tools_in_prompt(
-                request.messages, request.tools if request.tool_choice != "none" else ()
-            )
+            return with_tools_in_prompt(request.messages, request.tools if request.tool_choice != "none" else ())
         return to_openai_messages(request.messages)
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -257,7 +261,15 @@ class OpenAIBackend:
             body["stop"] = list(s.stop)
         if s.logprobs:
             body["logprobs"] = True
-            body["top_logprobs"] = self.top_logprobs
+            # llama.cpp returns no logprobs (and so no token ids) for top_logprobs=0.
+            body["top_logprobs"] = (
+                self.top_logprobs if self.flavour in ("vllm", "openai") else max(1, self.top_logprobs)
+            )
+        if self.flavour == "llamacpp":
+            # llama.cpp's default top_k=40 / min_p=0.05 would sample from a truncated distribution
+            # while reporting untruncated logprobs; RL ratios need the sampler to match the policy.
+            body["top_k"] = 0
+            body["min_p"] = 0.0
         offered = request.tools and request.tool_choice != "none"
         if offered and not self.tools_in_prompt and not self.constrain_actions:
             body["tools"] = [t.to_openai() for t in request.tools]
@@ -276,16 +288,29 @@ class OpenAIBackend:
         body.update(self.extra_body)
         return body
 
+    async def resolve_model(self) -> str:
+        """The served model's name: the one given, else the first of the server's ``/v1/models``."""
+        if self._model:
+            return self._model
+        try:
+            resp = await self._http().get(f"{self.root}/v1/models", headers=self._headers, timeout=self.timeout)
+            models = resp.json().get("data") if resp.status_code == 200 else None
+            first = models[0].get("id") if isinstance(models, list) and models else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            first = None
+        if not isinstance(first, str) or not first:
+            raise BackendError(f"no model name was given and {self.root}/v1/models did not list one; pass --model NAME")
+        self._model = first
+        return first
+
     async def complete(self, request: ModelRequest) -> Completion:
+        if not self._model:
+            await self.resolve_model()
         body = self.build_body(request)
-        async with self._limit():
-            data = await self._post("/v1/chat/completions", body)
+        async with self.limiter():
+            data = await self.post_json("/v1/chat/completions", body)
             completion = self._parse(request, data)
-            if (
-                completion.prompt_token_ids is None
-                and self.flavour in ("llamacpp", "auto")
-                and completion.token_ids
-            ):
+            if completion.prompt_token_ids is None and self.flavour in ("llamacpp", "auto") and completion.token_ids:
                 ids = await self._prompt_ids_from_server(body, completion.usage.prompt_tokens)
                 if ids is not None:
                     completion = completion.model_copy(update={"prompt_token_ids": ids})
@@ -299,13 +324,11 @@ class OpenAIBackend:
         """
         keys = ("messages", "tools", "tool_choice", "parallel_tool_calls", "response_format")
         try:
-            tpl = await self._post("/apply-template", {k: body[k] for k in keys if k in body})
+            tpl = await self.post_json("/apply-template", {k: body[k] for k in keys if k in body})
             prompt = tpl.get("prompt")
             if not isinstance(prompt, str):
                 return None
-            tok = await self._post(
-                "/tokenize", {"content": prompt, "add_special": True, "parse_special": True}
-            )
+            tok = await self.post_json("/tokenize", {"content": prompt, "add_special": True, "parse_special": True})
         except BackendError:
             return None
         ids = tok.get("tokens")
@@ -321,8 +344,7 @@ class OpenAIBackend:
             message = choice.get("message") or {}
         except (KeyError, IndexError, TypeError):
             raise BackendError(
-                f"server answer has no choices[0]: {json.dumps(data)[:300]}; "
-                "is this an OpenAI-compatible server?"
+                f"server answer has no choices[0]: {json.dumps(data)[:300]}; is this an OpenAI-compatible server?"
             ) from None
         text = message.get("content") or ""
         if not isinstance(text, str):
@@ -364,7 +386,7 @@ class OpenAIBackend:
             tool_calls=tuple(calls),
             finish_reason=finish,
             usage=usage,
-            model=str(data.get("model") or self._model),
+            model=self._model if self.flavour == "llamacpp" else str(data.get("model") or self._model),
             prompt_token_ids=tuple(int(i) for i in prompt_ids) if isinstance(prompt_ids, list) else None,
             token_ids=token_ids,
             logprobs=logprobs,

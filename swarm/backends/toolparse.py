@@ -130,9 +130,7 @@ def _bare_objects(text: str) -> list[tuple[int, int, Any]]:
 
 
 def _mentions_call(text: str) -> bool:
-    return bool(re.search(r'"(name|tool)"\s*:', text)) and bool(
-        re.search(r'"(arguments|parameters|args)"\s*:', text)
-    )
+    return bool(re.search(r'"(name|tool)"\s*:', text)) and bool(re.search(r'"(arguments|parameters|args)"\s*:', text))
 
 
 def parse_tool_calls(text: str, known_tools: Collection[str] | None = None) -> ParsedOutput:
@@ -156,8 +154,7 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None) -> P
                 return ParsedOutput(
                     text,
                     (),
-                    "the JSON inside <tool_call>…</tool_call> is invalid "
-                    f"({exc.msg} at char {exc.pos}): {_clip(body)}",
+                    f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
                 )
             except ValueError as exc:
                 return ParsedOutput(text, (), f"{exc}: {_clip(body)}")

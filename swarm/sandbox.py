@@ -329,7 +329,7 @@ async def run_python(
     if not await anyio.to_thread.run_sync(workspace.is_dir):
         raise ValueError(f"sandbox workspace {workspace} is not an existing directory; create it first")
     notes: list[str] = []
-    flavour, reason = _isolation()
+    flavour, reason = await anyio.to_thread.run_sync(_isolation)  # probes once, blocking
     if limits.isolation == "none":
         flavour, reason = None, "isolation='none' was requested"
     if limits.isolation == "required" and flavour is None:

@@ -8,6 +8,7 @@ from orchestrator.rollout import (
     collect_rollouts,
     load_task_file,
     orchestrator_factory,
+    trl_rollout_func,
 )
 from swarm.rewards import (
     LambdaSchedule,
@@ -32,4 +33,5 @@ __all__ = [
     "load_task_file",
     "make_schedule",
     "orchestrator_factory",
+    "trl_rollout_func",
 ]

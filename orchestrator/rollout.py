@@ -44,7 +44,7 @@ from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
-from swarm.export import JsonlProblem, JsonlWriter, read_jsonl
+from swarm.export import JsonlProblem, JsonlWriter, read_jsonl, to_trl_rollout
 from swarm.records import EpisodeRecord, Task
 from swarm.rewards import PARLReward, group_advantages
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
@@ -62,6 +62,7 @@ __all__ = [
     "episode_seed",
     "load_task_file",
     "orchestrator_factory",
+    "trl_rollout_func",
 ]
 
 OrchestratorFactory = Callable[[SwarmConfig, RewardFn], Orchestrator]
@@ -473,3 +474,81 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         unreadable_records=len(run.problems),
         wall_time_s=wall,
     )
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A TRL prompt: plain text, or a conversation whose last user message is the task."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        if users and isinstance(users[-1], str):
+            return users[-1]
+    raise ConfigError(f"cannot read a task from TRL prompt {prompt!r}: give text or chat messages with a user turn")
+
+
+def trl_rollout_func(
+    factory: OrchestratorFactory,
+    *,
+    tasks: Sequence[Task] = (),
+    swarm_config: SwarmConfig | None = None,
+    reward: RewardFn | None = None,
+    normalize_advantages: bool = False,
+    seed: int = 0,
+    max_concurrent_episodes: int = 8,
+) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
+    """A ``rollout_func`` for TRL's ``GRPOTrainer`` that runs swarm episodes.
+
+    TRL hands the function each prompt ``num_generations`` times in a row; every run of identical
+    prompts becomes one group: one episode per copy (distinct seeds), PARL rewards, advantages, then
+    :func:`~swarm.export.to_trl_rollout` (``env_mask`` marks the orchestrator's own tokens, ``reward``
+    and ``advantage`` reach the reward functions). A prompt equal to a given task's prompt uses that
+    task (and its verifier). A :class:`~swarm.rewards.PARLReward` follows the trainer's
+    ``state.global_step`` so the λ schedules anneal with training. An episode that cannot become a
+    trajectory raises :class:`~swarm.trajectory.TrajectoryError` (TRL needs one completion per prompt).
+    """
+    by_prompt = {t.prompt: t for t in tasks}
+    base = swarm_config or SwarmConfig()
+    reward_fn: RewardFn = reward or PARLReward()
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        if isinstance(reward_fn, PARLReward):
+            reward_fn.step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        texts = [_prompt_text(p) for p in prompts]
+        groups: list[tuple[Task, int]] = []
+        for text in texts:
+            if groups and groups[-1][0].prompt == text:
+                groups[-1] = (groups[-1][0], groups[-1][1] + 1)
+            else:
+                n = len(groups)
+                task = by_prompt.get(text) or Task(
+                    id=f"trl-{n}-{hashlib.sha1(text.encode()).hexdigest()[:8]}", prompt=text
+                )
+                groups.append((task.model_copy(update={"id": f"{task.id}@{n}"}), 1))
+        records: dict[tuple[int, int], EpisodeRecord] = {}
+        limiter = anyio.CapacityLimiter(max_concurrent_episodes)
+
+        async def one(g: int, task: Task, j: int) -> None:
+            sampling = base.orchestrator_sampling.model_copy(update={"seed": episode_seed(seed, task.id, j)})
+            orch = factory(base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
+            async with limiter:
+                records[(g, j)] = await orch.run(task, episode_id=f"{task.id}-s{j}")
+
+        async def main() -> None:
+            async with anyio.create_task_group() as tg:
+                for g, (task, k) in enumerate(groups):
+                    for j in range(k):
+                        tg.start_soon(one, g, task, j)
+
+        anyio.run(main)
+        trajectories: list[Trajectory] = []
+        for g, (task, k) in enumerate(groups):
+            recs = [records[(g, j)] for j in range(k)]
+            advs = group_advantages([r.reward.total if r.reward else 0.0 for r in recs], normalize=normalize_advantages)
+            trajectories += [
+                build_trajectory(r, group_id=task.id, sample_index=j, advantage=a)
+                for j, (r, a) in enumerate(zip(recs, advs, strict=True))
+            ]
+        return to_trl_rollout(trajectories)
+
+    return rollout_func

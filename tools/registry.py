@@ -9,14 +9,16 @@ recover from; nothing a tool does can kill the agent or the episode.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
 import time
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import anyio
 import anyio.to_thread
@@ -40,6 +42,12 @@ __all__ = [
     "truncate",
 ]
 
+
+class _Unset:
+    """Marker for "argument not given" where None is a meaningful value (no timeout)."""
+
+
+_UNSET = _Unset()
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 16_000
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -61,6 +69,13 @@ class ToolContext:
             raise ToolError("this episode has no workspace directory; configure workspace_root")
         self.workspace.mkdir(parents=True, exist_ok=True)
         return self.workspace
+
+
+def _is_context(ann: Any) -> bool:
+    """``ToolContext`` or an optional/union of it: injected by the runtime, never shown to the model."""
+    if ann is ToolContext:
+        return True
+    return get_origin(ann) in (Union, types.UnionType) and ToolContext in get_args(ann)
 
 
 def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
@@ -152,7 +167,7 @@ class Tool:
         fields: dict[str, Any] = {}
         for pname, param in sig.parameters.items():
             ann = hints.get(pname, Any)
-            if ann is ToolContext:
+            if _is_context(ann):
                 self._ctx_param = pname
                 continue
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -164,6 +179,35 @@ class Tool:
     @classmethod
     def from_function(cls, fn: Callable[..., Any], **kwargs: Any) -> Tool:
         return cls(fn, **kwargs)
+
+    def replace(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | _Unset | None = _UNSET,
+        max_output_chars: int | None = None,
+    ) -> Tool:
+        """A copy with another name, description, timeout or output limit (e.g. to tighten a
+        built-in tool for one agent); the original is unchanged."""
+        new = copy.copy(self)
+        if name is not None:
+            if not _NAME_RE.match(name):
+                raise ConfigError(
+                    f"tool name {name!r} is invalid: use letters, digits, '_' or '-', at most 64 characters"
+                )
+            new.name = name
+        if description is not None:
+            new.description = description
+        if not isinstance(timeout_s, _Unset):
+            if timeout_s is not None and timeout_s <= 0:
+                raise ConfigError(f"tool {new.name!r}: timeout_s must be positive or None, got {timeout_s}")
+            new.timeout_s = timeout_s
+        if max_output_chars is not None:
+            if max_output_chars < 1:
+                raise ConfigError(f"tool {new.name!r}: max_output_chars must be at least 1, got {max_output_chars}")
+            new.max_output_chars = max_output_chars
+        return new
 
     @property
     def spec(self) -> ToolSpec:

@@ -1,0 +1,130 @@
+"""The tool registry contract: schemas from type hints and docstrings, validation, failures as data."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from swarm.errors import ConfigError, ToolError, UnknownNameError
+from swarm.messages import ToolCall
+from tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@tool
+def move(p: Point, unit: Literal["m", "km"] = "m", ctx: ToolContext | None = None) -> dict[str, object]:
+    """Move a point.
+
+    Args:
+        p: the point to move.
+        unit: distance unit.
+    """
+    return {"x": p.x + 1, "y": p.y, "unit": unit}
+
+
+@tool
+async def whoami(ctx: ToolContext) -> str:
+    """Say which agent is calling."""
+    return f"{ctx.agent_id}@{ctx.episode_id}"
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(reason)
+
+
+@tool
+def refuse() -> str:
+    """Fails the way tools should: with a ToolError."""
+    raise ToolError("not today; try tomorrow")
+
+
+@tool(timeout_s=0.2)
+async def slow() -> str:
+    """Sleeps too long."""
+    await anyio.sleep(5)
+    return "late"
+
+
+@tool(max_output_chars=20)
+def chatty() -> str:
+    """Talks a lot."""
+    return "x" * 100
+
+
+async def run(t: Tool, args: dict[str, object], ctx: ToolContext | None = None):
+    return await execute_tool(ToolCall(id="1", name=t.name, arguments=args), {t.name: t}, ctx or ToolContext())
+
+
+def test_schema_comes_from_hints_and_docstring() -> None:
+    fn = move.spec.to_openai()["function"]
+    assert fn["name"] == "move" and fn["description"] == "Move a point."
+    params = fn["parameters"]
+    assert params["required"] == ["p"]
+    assert params["properties"]["unit"]["enum"] == ["m", "km"]
+    assert params["properties"]["unit"]["description"] == "distance unit."
+    assert "ctx" not in params["properties"]
+    assert params["additionalProperties"] is False
+
+
+async def test_arguments_are_validated_and_coerced() -> None:
+    ok = await run(move, {"p": {"x": "1", "y": 2}, "unit": "km"})
+    assert not ok.is_error and ok.content == '{"x": 2, "y": 2, "unit": "km"}'
+    bad = await run(move, {"p": {"x": 1}, "unit": "miles", "extra": 1})
+    assert bad.is_error and bad.error_type == "ToolError"
+    for needle in ("p.y", "unit", "extra"):
+        assert needle in bad.content
+
+
+async def test_failures_become_error_results_the_model_can_read() -> None:
+    r = await run(explode, {"reason": "kaboom"})
+    assert r.is_error and r.error_type == "RuntimeError" and "kaboom" in r.content
+    r = await run(refuse, {})
+    assert r.is_error and r.content == "error: not today; try tomorrow"
+    started = time.monotonic()
+    r = await run(slow, {})
+    assert r.is_error and r.error_type == "ToolTimeoutError" and "0.2s" in r.content
+    assert time.monotonic() - started < 2
+    r = await execute_tool(ToolCall(id="1", name="nope", arguments={}), {"move": move}, ToolContext())
+    assert r.is_error and "unknown tool 'nope'" in r.content and "move" in r.content
+
+
+async def test_output_is_truncated_with_a_marker_and_context_is_injected() -> None:
+    r = await run(chatty, {})
+    assert r.content.startswith("x" * 20) and "80 of 100 characters dropped" in r.content
+    r = await run(whoami, {}, ToolContext(episode_id="ep", agent_id="w-0-0"))
+    assert r.content == "w-0-0@ep"
+
+
+async def test_replace_makes_a_configured_copy() -> None:
+    tight = chatty.replace(name="chatty_short", max_output_chars=5, timeout_s=None)
+    assert (tight.name, tight.max_output_chars, tight.timeout_s) == ("chatty_short", 5, None)
+    assert chatty.name == "chatty" and chatty.max_output_chars == 20
+    r = await run(tight, {})
+    assert r.content.startswith("xxxxx\n")
+    with pytest.raises(ConfigError, match="invalid"):
+        chatty.replace(name="bad name!")
+    with pytest.raises(ConfigError, match="timeout_s"):
+        chatty.replace(timeout_s=0)
+
+
+def test_registry_resolves_tools_and_toolsets_and_rejects_clashes() -> None:
+    reg = ToolRegistry([Toolset("geo", (move,)), whoami])
+    assert set(reg.resolve(["geo", "whoami"])) == {"move", "whoami"}
+    with pytest.raises(UnknownNameError, match="geo"):
+        reg.resolve(["nope"])
+    with pytest.raises(ConfigError, match="two different tools"):
+        reg.add(Tool(lambda: "x", name="move"))
+    with pytest.raises(ConfigError, match="duplicate"):
+        Toolset("dup", (move, move))
+    with pytest.raises(ConfigError, match="invalid"):
+        Tool(lambda: 1, name="has space")

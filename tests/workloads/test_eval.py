@@ -1,0 +1,147 @@
+"""`swarm eval`, `swarm run --workload` and the rollout hook, driven as a user would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factory
+from orchestrator.rollout import RolloutConfig, collect_rollouts
+from swarm.backend import Completion
+from swarm.errors import BackendError, UnknownNameError
+from swarm.records import Task
+from swarm.testing import FunctionBackend
+from workloads import episode_for, get_workload, workload_names
+
+runner = CliRunner()
+
+
+def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:
+    assert workload_names() == ["bfcl-parallel", "deep-lookup", "tau2-batch", "wide-lookup"]
+    with pytest.raises(UnknownNameError, match="tau2-batch"):
+        get_workload("tau3-batch")
+    with pytest.raises(Exception, match="metadata"):
+        episode_for(Task(prompt="hello"))
+
+
+async def test_run_eval_gold_writes_report_rows_tasks_and_episodes(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(3, seed=0)
+
+    def gold(task: Task, mode: str) -> tuple[FunctionBackend, FunctionBackend]:
+        p = wl.gold_policy(task, mode)  # type: ignore[arg-type]
+        return p.orchestrator, p.subagent  # type: ignore[return-value]
+
+    report = await run_eval(wl, tasks, gold, out_dir=tmp_path, run_id="r1", backend_name="gold")  # type: ignore[arg-type]
+    root = tmp_path / "r1"
+    assert EvalReport.model_validate_json((root / "report.json").read_text()) == report
+    assert len((root / "rows.jsonl").read_text().splitlines()) == 6
+    assert len((root / "tasks.jsonl").read_text().splitlines()) == 3
+    assert len(list((root / "episodes" / "swarm").glob("*/episode.json"))) == 3
+    assert report.summaries["swarm"].metric == report.summaries["single"].metric == 1.0
+    assert report.summaries["swarm"].finish_rate == 1.0 and report.summaries["single"].finish_rate is None
+    # BFCL's single agent emits all calls in one turn; the swarm pays for its fan-out in critical steps.
+    assert report.ratios["critical_steps"] == pytest.approx(2 / 4)
+    assert report.summaries["swarm"].mean_width >= 2
+
+
+async def test_a_failing_model_is_a_recorded_row_not_a_crash(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(2, seed=0)
+
+    def broken(request: object) -> Completion:
+        raise BackendError("model server is down")
+
+    report = await run_eval(wl, tasks, lambda t, m: (FunctionBackend(broken), None), modes=["swarm"], out_dir=tmp_path)
+    assert [r.status for r in report.rows] == ["failed", "failed"]
+    assert all(r.metric == 0.0 and r.error and "down" in r.error for r in report.rows)
+    assert report.summaries["swarm"].errors == 2 and report.ratios["critical_steps"] is None
+
+
+def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "-w",
+            "tau2-batch",
+            "-b",
+            "gold",
+            "-n",
+            "2",
+            "-k",
+            "k=3",
+            "--json",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "t",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["summaries"]["swarm"]["metric"] == 1.0 and data["summaries"]["single"]["success_rate"] == 1.0
+    assert data["ratios"]["critical_steps"] > 1.5  # (Σ n_i + 1) / (max n_i + 3) with 3 tickets
+    assert (tmp_path / "t" / "report.json").is_file()
+
+    table = runner.invoke(
+        app, ["eval", "-w", "wide-lookup", "-b", "gold", "-n", "1", "--mode", "swarm", "--out", str(tmp_path)]
+    )
+    assert table.exit_code == 0, table.output
+    assert "item_f1" in table.stdout and "critical_steps" in table.stdout
+
+    bad = runner.invoke(app, ["eval", "-w", "nope", "-b", "gold"])
+    assert bad.exit_code == 2 and "tau2-batch" in bad.output
+    bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "-k", "kk=1"])
+    assert bad.exit_code == 2 and "Known knobs" in bad.output
+    listing = runner.invoke(app, ["eval", "--list"])
+    assert listing.exit_code == 0 and "wide-lookup" in listing.stdout and "distractors" in listing.stdout
+
+
+def test_exported_tasks_run_with_swarm_run_workload(tmp_path: Path) -> None:
+    tasks_file = tmp_path / "tasks.jsonl"
+    result = runner.invoke(app, ["eval", "-w", "bfcl-parallel", "-n", "2", "--export-tasks", str(tasks_file)])
+    assert result.exit_code == 0, result.output
+    assert len(tasks_file.read_text().splitlines()) == 2
+    run = runner.invoke(
+        app,
+        [
+            "run",
+            "--workload",
+            "bfcl-parallel",
+            "-f",
+            str(tasks_file),
+            "-b",
+            "gold",
+            "--mode",
+            "single",
+            "--json",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+    )
+    assert run.exit_code == 0, run.output
+    records = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert len(records) == 2 and all(r["reward"]["r_perf"] == 1.0 for r in records)
+    assert len(list((tmp_path / "runs").glob("*/episode.json"))) == 2
+    wrong = runner.invoke(app, ["run", "--workload", "tau2-batch", "-f", str(tasks_file), "-b", "gold"])
+    assert wrong.exit_code == 2 and "tau2-batch task" in " ".join(wrong.output.split())
+
+
+async def test_rollout_hook_builds_each_tasks_environment_and_scores_it(tmp_path: Path) -> None:
+    wl = get_workload("tau2-batch")
+    task = wl.tasks(1, seed=3, k=2)[0]
+    gold = wl.gold_policy(task, "swarm")
+    factory = workload_orchestrator_factory(gold.orchestrator, gold.subagent, mode="swarm")
+    summary = await collect_rollouts([task], factory, out_dir=tmp_path, config=RolloutConfig(group_size=2))
+    assert summary.mean_r_perf == 1.0
+    entries = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
+    assert len(entries) == 2
+    for e in entries:
+        reward = e["record"]["reward"]
+        assert reward["verifier"] == "workload:tau2-batch" and reward["details"]["exact_db"] is True
+        assert reward["r_finish"] == 1.0  # PARL terms computed on top of the workload score

@@ -1,0 +1,197 @@
+"""τ²-batch: real retail tickets on one shared DB, scored by the DB diff against the gold replay."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import ConfigError
+from swarm.records import EpisodeRecord, Task
+from swarm.testing import FunctionBackend
+from workloads import get_workload
+from workloads.base import Episode, Mode
+from workloads.tau2_batch import _tickets, commutes, db_diff, diff_f1, replay
+from workloads.tau2_retail import RetailDB, retail_tools
+
+WL = get_workload("tau2-batch")
+
+
+@pytest.fixture(scope="module")
+def k8_task() -> Task:
+    return WL.tasks(1, seed=0, k=8)[0]
+
+
+async def _run(
+    task: Task, mode: Mode, orch_backend: object = None, sub_backend: object = None
+) -> tuple[EpisodeRecord, Episode]:
+    ep = WL.episode(task, mode)
+    gold = WL.gold_policy(task, mode)
+    orch = Orchestrator(
+        orch_backend or gold.orchestrator,  # type: ignore[arg-type]
+        SwarmConfig(**ep.config),
+        tools=ep.tools,
+        agents=ep.agents,
+        subagent_backend=sub_backend or gold.subagent,  # type: ignore[arg-type]
+        reward_fn=ep.reward,
+    )
+    return await orch.run(task), ep
+
+
+async def test_gold_k8_reaches_reward_one_in_both_modes_with_a_4_5x_critical_step_ratio(k8_task: Task) -> None:
+    swarm, _ = await _run(k8_task, "swarm")
+    single, _ = await _run(k8_task, "single")
+    for rec in (swarm, single):
+        assert rec.reward is not None and rec.reward.r_perf == 1.0
+        assert rec.reward.details["exact_db"] is True
+        assert rec.reward.details["ticket_success_rate"] == 1.0
+    assert swarm.dag.stage_widths[0] == 8
+    assert single.dag.critical_steps / swarm.dag.critical_steps >= 4.5
+
+
+def test_batches_are_disjoint_commuting_and_reproducible() -> None:
+    a = WL.tasks(3, seed=7, k=6)
+    b = WL.tasks(3, seed=7, k=6)
+    c = WL.tasks(3, seed=8, k=6)
+    assert [t.metadata["tickets"] for t in a] == [t.metadata["tickets"] for t in b]
+    assert [t.metadata["tickets"] for t in a] != [t.metadata["tickets"] for t in c]
+    tmap = {t.id: t for t in _tickets("train")}
+    for task in a:
+        tickets = [tmap[i] for i in task.metadata["tickets"]]
+        assert len(tickets) == 6
+        for i, x in enumerate(tickets):
+            for y in tickets[i + 1 :]:
+                assert not (x.records & y.records), (x.id, y.id)
+        assert commutes(tickets)
+        assert all(5 <= t.n_actions <= 6 for t in tickets)
+        for t in tickets:
+            assert t.id.removeprefix("retail-") in json.dumps(task.metadata) and f"Ticket {t.id}" in task.prompt
+
+
+def test_train_and_test_splits_do_not_share_tickets() -> None:
+    train = {t.id for t in _tickets("train")}
+    test = {t.id for t in _tickets("test")}
+    assert train and test and not (train & test)
+    with pytest.raises(ConfigError, match="unknown split"):
+        WL.tasks(1, split="dev")
+
+
+def test_bad_knobs_fail_loudly_naming_the_knobs() -> None:
+    with pytest.raises(ConfigError, match="min_actions"):
+        WL.tasks(1, min_actions=7, max_actions=3)
+    with pytest.raises(ConfigError, match="Known knobs: k"):
+        WL.tasks(1, kk=3)
+    with pytest.raises(ConfigError, match="Widen the band"):
+        WL.tasks(1, k=16, min_actions=5, max_actions=5)
+
+
+async def test_an_agent_that_skips_one_ticket_loses_recall_not_precision(k8_task: Task) -> None:
+    skipped = k8_task.metadata["tickets"][0]
+    gold = WL.gold_policy(k8_task, "swarm")
+
+    async def lazy(request: ModelRequest) -> Completion:
+        from workloads.base import user_text
+
+        if f"Ticket {skipped}\n" in user_text(request):
+            return Completion(text="I will not do this one.")
+        return await gold.subagent.complete(request)
+
+    rec, _ = await _run(k8_task, "swarm", sub_backend=FunctionBackend(lazy))
+    d = rec.reward.details if rec.reward else {}
+    assert d["item_precision"] == 1.0
+    assert 0.0 < d["item_recall"] < 1.0
+    assert d["exact_db"] is False
+    assert d["per_ticket"][skipped] is False
+    assert d["ticket_success_rate"] == 7 / 8
+
+
+async def test_collateral_writes_lower_precision(k8_task: Task) -> None:
+    single = WL.gold_policy(k8_task, "single")
+    tmap = {t.id: t for t in _tickets("train")}
+    touched = {rid for tid in k8_task.metadata["tickets"] for _, rid in tmap[tid].records}
+    victim = next(o for o, v in RetailDB().data["orders"].items() if v["status"] == "pending" and o not in touched)
+    state = {"done": False}
+
+    async def clumsy(request: ModelRequest) -> Completion:
+        out = await single.orchestrator.complete(request)
+        if not out.tool_calls and not state["done"]:  # before answering, cancel an unrelated order
+            state["done"] = True
+            from swarm.testing import call
+
+            return Completion(tool_calls=(call("cancel_pending_order", order_id=victim, reason="ordered by mistake"),))
+        return out
+
+    rec, _ = await _run(k8_task, "single", orch_backend=FunctionBackend(clumsy))
+    d = rec.reward.details if rec.reward else {}
+    assert d["item_recall"] == 1.0 and d["item_precision"] < 1.0
+    assert d["ticket_success_rate"] == 1.0 and d["exact_db"] is False
+
+
+async def test_doing_nothing_scores_zero(k8_task: Task) -> None:
+    rec, _ = await _run(k8_task, "single", orch_backend=FunctionBackend(lambda r: Completion(text="done")))
+    assert rec.reward is not None and rec.reward.r_perf == 0.0
+    assert rec.reward.details["ticket_success_rate"] == 0.0
+
+
+def test_db_diff_and_f1() -> None:
+    before = {"orders": {"a": {"status": "pending", "items": [1, 2]}, "b": {"status": "x"}}}
+    after = {"orders": {"a": {"status": "cancelled", "items": [1]}, "b": {"status": "x"}, "c": {"s": 1}}}
+    diff = db_diff(before, after)
+    assert ("orders", "a", "status", '"cancelled"') in diff
+    assert ("orders", "a", "items[1]", "<absent>") in diff
+    assert ("orders", "c", "s", "1") in diff
+    assert all(item[1] != "b" for item in diff)
+    assert diff_f1(set(), set()) == (1.0, 1.0, 1.0)
+    p, r, f = diff_f1({1, 2}, {2, 3, 4})
+    assert (p, r) == (0.5, 1 / 3) and f == pytest.approx(0.4)
+
+
+def test_retail_tools_enforce_the_policy_and_leave_the_db_untouched_on_error() -> None:
+    db = RetailDB()
+    tools = {t.name: t for t in retail_tools(db)}
+    orders = db.data["orders"]
+    delivered = next(o for o, v in orders.items() if v["status"] == "delivered")
+    snapshot = json.dumps(db.data, sort_keys=True)
+    from swarm.errors import ToolError
+
+    with pytest.raises(ToolError, match="only pending orders can be cancelled"):
+        tools["cancel_pending_order"].fn(order_id=delivered, reason="no longer needed")
+    pending = next(o for o, v in orders.items() if v["status"] == "pending")
+    with pytest.raises(ToolError, match="invalid reason"):
+        tools["cancel_pending_order"].fn(order_id=pending, reason="changed my mind")
+    with pytest.raises(ToolError, match="order not found"):
+        tools["get_order_details"].fn(order_id="W0000000")
+    assert json.dumps(db.data, sort_keys=True) == snapshot
+
+    # A gift-card order is refunded to the card at once.
+    gc = next(
+        o
+        for o, v in orders.items()
+        if v["status"] == "pending" and v["payment_history"][0]["payment_method_id"].startswith("gift_card")
+    )
+    order = orders[gc]
+    card = db.data["users"][order["user_id"]]["payment_methods"][order["payment_history"][0]["payment_method_id"]]
+    before = card["balance"]
+    tools["cancel_pending_order"].fn(order_id=gc, reason="ordered by mistake")
+    assert order["status"] == "cancelled" and order["cancel_reason"] == "ordered by mistake"
+    assert card["balance"] == pytest.approx(before + order["payment_history"][0]["amount"])
+    assert order["payment_history"][-1]["transaction_type"] == "refund"
+
+
+def test_gold_replay_is_deterministic_and_changes_the_db() -> None:
+    tickets = list(_tickets("train"))[:5]
+    a, b = replay(tickets), replay(tickets)
+    assert a.data == b.data
+    assert db_diff(RetailDB().data, a.data)
+
+
+async def test_every_gold_tool_call_goes_through_the_real_tools(k8_task: Task) -> None:
+    rec, _ = await _run(k8_task, "swarm")
+    calls = [m for s in rec.subagent_results for m in s.transcript if getattr(m, "role", "") == "tool"]
+    writes = [m for m in calls if m.name in ("exchange_delivered_order_items", "return_delivered_order_items")]
+    assert writes and all('"status"' in m.content for m in writes)
+    # The orchestrator's table reports what the tools returned.
+    assert rec.answer is not None and rec.answer.count("| retail-") == 8

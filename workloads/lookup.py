@@ -264,8 +264,8 @@ def _read(kind: Kind, attrs: Sequence[str], text: str) -> dict[str, str]:
 
 
 class WideLookupKnobs(Knobs):
-    n: int = Field(16, ge=1, le=50, description="entities per table")
-    m: int = Field(3, ge=1, le=6, description="attributes per entity (at most the kind's attributes)")
+    entities: int = Field(16, ge=1, le=50, description="N: entities per table")
+    attributes: int = Field(3, ge=1, le=6, description="M: attributes per entity (at most the kind's attributes)")
     distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
 
@@ -298,14 +298,19 @@ class WideLookupWorkload(Workload):
         out = []
         for i in range(n):
             kind = KINDS[kn.kind] if kn.kind != "any" else KINDS[rng.choice(sorted(KINDS))]
-            # Generated tasks: the split partitions the entities (even/odd position), not a data set.
+            # Generated tasks: the split partitions the entities (every 4th one is held out for test).
             pool = [e for j, e in enumerate(_entities(kind.name)) if (j % 4 == 0) == (split == "test")]
-            if kn.n > len(pool):
-                raise ConfigError(f"only {len(pool)} {split} {kind.noun} in the corpus; n={kn.n} is too many")
-            if kn.m > len(kind.attrs):
-                raise ConfigError(f"{kind.noun} have {len(kind.attrs)} attributes; m={kn.m} is too many")
-            picked = rng.sample(pool, kn.n)
-            attrs = [a.name for a in kind.attrs if a.name in {x.name for x in rng.sample(kind.attrs, kn.m)}]
+            if kn.entities > len(pool):
+                raise ConfigError(
+                    f"only {len(pool)} {split} {kind.noun} in the corpus; entities={kn.entities} is too many"
+                )
+            if kn.attributes > len(kind.attrs):
+                raise ConfigError(
+                    f"{kind.noun} have {len(kind.attrs)} attributes; attributes={kn.attributes} is too many"
+                )
+            picked = rng.sample(pool, kn.entities)
+            chosen = {x.name for x in rng.sample(kind.attrs, kn.attributes)}
+            attrs = [a.name for a in kind.attrs if a.name in chosen]
             fakes = _distractors(kind.name, rng, kn.distractors)
             labels = [lab for lab, _ in picked] + fakes
             rng.shuffle(labels)

@@ -239,7 +239,7 @@ def _prepare(code: str, workspace: Path, limits: SandboxLimits, flavour: str | N
         "isolated": flavour is not None,
         "workspace": str(workspace),
         "code_path": str(ctl / "main.py"),
-        "python": os.path.realpath(sys.executable) if flavour is None else sys.executable,
+        "python": sys.executable,
         "ro_paths": _ro_paths(),
         "env": _env(workspace),
         "cpu_s": max(1, math.ceil(limits.cpu_s)),

@@ -64,6 +64,9 @@ DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
 DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
 CONTENT_BATCH_SIZE = 64
 """Export batch size when content is captured: 64 spans x 2 capped attributes (16 KiB) stays ~2 MiB."""
+QUEUE_SIZE = 32_768
+"""Spans a batch processor may hold before dropping (the SDK default, 2048, is less than one wide
+fan-out stage produces: 1024 sub-agents x 3 steps make ~6000 spans in about a second)."""
 
 Protocol = Literal["grpc", "http/protobuf"]
 _PROTOCOLS: tuple[str, ...] = ("grpc", "http/protobuf")
@@ -236,13 +239,17 @@ class EpisodeTraceFiles(SpanProcessor):
     maintained JSON-file exporter. Spans of traces no episode opened are counted in :attr:`unrouted`.
     """
 
-    def __init__(self, root: Path, *, max_export_batch_size: int | None = None) -> None:
+    def __init__(
+        self, root: Path, *, max_export_batch_size: int | None = None, max_queue_size: int | None = None
+    ) -> None:
         self.root = root
         self.unrouted = 0
         self.errors: list[str] = []
         self._episodes: dict[int, str] = {}
         self._lock = threading.Lock()
-        self._batch = BatchSpanProcessor(_RoutingExporter(self), max_export_batch_size=max_export_batch_size)
+        self._batch = BatchSpanProcessor(
+            _RoutingExporter(self), max_export_batch_size=max_export_batch_size, max_queue_size=max_queue_size
+        )
 
     def path(self, episode_id: str) -> Path:
         return episode_dir(self.root, episode_id) / TRACE_FILE
@@ -364,14 +371,15 @@ def start_tracing(
     batch = CONTENT_BATCH_SIZE if options.capture_content else None
     if batch is not None and (configured := env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "").strip()).isdigit():
         batch = min(batch, max(1, int(configured)))
+    queue = None if env.get("OTEL_BSP_MAX_QUEUE_SIZE", "").strip() else QUEUE_SIZE
     provider = TracerProvider(resource=_resource(env))
     files = None
     if options.trace_file:
-        files = EpisodeTraceFiles(out, max_export_batch_size=batch)
+        files = EpisodeTraceFiles(out, max_export_batch_size=batch, max_queue_size=queue)
         provider.add_span_processor(files)
     processor = None
     if target is not None:
-        processor = BatchSpanProcessor(_otlp_exporter(target), max_export_batch_size=batch)
+        processor = BatchSpanProcessor(_otlp_exporter(target), max_export_batch_size=batch, max_queue_size=queue)
         provider.add_span_processor(processor)
     if install_global is None:
         install_global = _process["owns_global_provider"]

@@ -137,11 +137,12 @@ class SpanHandle:
             self._span.set_status(Status(StatusCode.ERROR, description[:512]))
 
     def trace_id(self) -> str | None:
-        """The W3C trace id (32 hex digits), or ``None`` when tracing is off."""
+        """The W3C trace id (32 hex digits); ``None`` when tracing is off or the trace was not sampled
+        (an id no backend will ever hold is worse than none)."""
         if self._span is None:
             return None
         ctx = self._span.get_span_context()
-        return format(ctx.trace_id, "032x") if ctx.is_valid else None
+        return format(ctx.trace_id, "032x") if ctx.is_valid and ctx.trace_flags.sampled else None
 
     def span_id(self) -> str | None:
         if self._span is None:

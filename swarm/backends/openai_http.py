@@ -184,7 +184,7 @@ class OpenAIBackend:
         if self._own_client:
             # A client's connection pool belongs to one event loop; make one per loop (run_sync, tests).
             token = anyio.lowlevel.current_token()
-            if self._client is None or self._client_token is not token:
+            if self._client is None or self._client_token != token:
                 self._client = httpx.AsyncClient(timeout=self.timeout)
                 self._client_token = token
         assert self._client is not None
@@ -193,7 +193,7 @@ class OpenAIBackend:
     def limiter(self) -> anyio.CapacityLimiter:
         """The per-endpoint concurrency cap (one per event loop)."""
         token = anyio.lowlevel.current_token()
-        if self._limiter is None or self._limiter[0] is not token:
+        if self._limiter is None or self._limiter[0] != token:
             self._limiter = (token, anyio.CapacityLimiter(self.max_concurrency))
         return self._limiter[1]
 

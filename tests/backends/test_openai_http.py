@@ -1,0 +1,261 @@
+"""The OpenAI-compatible backend: vLLM's token extras, tool calls, and the request it sends.
+
+Transports are injected (httpx.MockTransport), never patched. The response bodies have the shapes
+vLLM 0.32 and llama.cpp's server really return (see shared notes, local-models.md §2.3).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from swarm.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+
+WEATHER = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+REQ = ModelRequest(messages=(UserMessage(content="Weather in Paris and Oslo?"),), tools=(WEATHER,))
+FAST = RetryPolicy(max_retries=3, base_delay=0.001, max_delay=0.01)
+
+
+def vllm_body(**over: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "model": "smol",
+        "prompt_token_ids": [1, 9690, 198, 2683],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "token_ids": [57, 5248, 2],
+                "logprobs": {
+                    "content": [
+                        {"token": "token_id:57", "logprob": -0.5, "bytes": [73], "top_logprobs": []},
+                        {"token": "token_id:5248", "logprob": -0.25, "bytes": [39], "top_logprobs": []},
+                        {"token": "token_id:2", "logprob": -0.125, "bytes": [], "top_logprobs": []},
+                    ]
+                },
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "chatcmpl-tool-a",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        },
+                        {
+                            "id": "chatcmpl-tool-b",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                        },
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7},
+    }
+    body["choices"][0].update(over)
+    return body
+
+
+def backend(handler: Any, **kw: Any) -> tuple[OpenAIBackend, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        out: httpx.Response = handler(request)
+        return out
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(record))
+    kw.setdefault("retry", FAST)
+    return OpenAIBackend("http://vllm.test/v1", "smol", client=client, **kw), seen
+
+
+async def test_vllm_response_gives_exact_ids_logprobs_and_parallel_calls() -> None:
+    b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="vllm")
+    c = await b.complete(REQ)
+    assert c.prompt_token_ids == (1, 9690, 198, 2683)
+    assert c.token_ids == (57, 5248, 2) and c.logprobs == (-0.5, -0.25, -0.125)
+    assert [(t.id, t.arguments) for t in c.tool_calls] == [
+        ("chatcmpl-tool-a", {"city": "Paris"}),
+        ("chatcmpl-tool-b", {"city": "Oslo"}),
+    ]
+    assert c.finish_reason == "tool_calls" and c.usage.total_tokens == 7 and c.parse_error is None
+    sent = json.loads(seen[0].content)
+    assert seen[0].url.path == "/v1/chat/completions"
+    assert sent["return_token_ids"] is True and sent["return_tokens_as_token_ids"] is True
+    assert sent["logprobs"] is True and sent["parallel_tool_calls"] is True and sent["tool_choice"] == "auto"
+    assert sent["tools"] == [WEATHER.to_openai()] and sent["model"] == "smol"
+
+
+async def test_token_ids_from_logprob_strings_when_token_ids_are_absent() -> None:
+    body = vllm_body()
+    del body["choices"][0]["token_ids"]
+    b, _ = backend(lambda r: httpx.Response(200, json=body), flavour="vllm")
+    assert (await b.complete(REQ)).token_ids == (57, 5248, 2)
+
+
+async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
+    bad = vllm_body(
+        message={
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "x", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": '}}
+            ],
+        }
+    )
+    b, _ = backend(lambda r: httpx.Response(200, json=bad), flavour="vllm")
+    c = await b.complete(REQ)
+    assert c.tool_calls == () and c.parse_error is not None and "not valid JSON" in c.parse_error
+
+
+async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_nothing() -> None:
+    text = 'Calling it.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    body = vllm_body(message={"role": "assistant", "content": text, "tool_calls": []}, finish_reason="stop")
+    b, _ = backend(lambda r: httpx.Response(200, json=body), flavour="vllm")
+    c = await b.complete(REQ)
+    assert [t.arguments for t in c.tool_calls] == [{"city": "Paris"}]
+    assert c.text == "Calling it." and c.finish_reason == "tool_calls"
+
+
+async def test_history_with_tool_calls_and_results_goes_over_the_wire() -> None:
+    b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="openai")
+    call = ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})
+    req = REQ.model_copy(
+        update={
+            "messages": (
+                *REQ.messages,
+                AssistantMessage(content="", tool_calls=(call,)),
+                ToolMessage(tool_call_id="c1", name="get_weather", content="sunny"),
+            ),
+            "sampling": SamplingParams(temperature=0.2, max_tokens=5, seed=3, stop=("\n\n",)),
+        }
+    )
+    await b.complete(req)
+    sent = json.loads(seen[0].content)
+    assert sent["messages"][1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert sent["messages"][2] == {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"}
+    assert (sent["temperature"], sent["max_tokens"], sent["seed"], sent["stop"]) == (0.2, 5, 3, ["\n\n"])
+    assert "return_token_ids" not in sent  # a plain OpenAI server would reject vLLM's extras
+
+
+async def test_tool_choice_none_sends_no_tools() -> None:
+    b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="vllm")
+    await b.complete(REQ.model_copy(update={"tool_choice": "none"}))
+    assert "tools" not in json.loads(seen[0].content)
+
+
+async def test_constrained_actions_send_a_json_schema() -> None:
+    content = '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}'
+    body = vllm_body(message={"role": "assistant", "content": content}, finish_reason="stop")
+    b, seen = backend(lambda r: httpx.Response(200, json=body), constrain_actions=True)
+    c = await b.complete(REQ)
+    assert json.loads(seen[0].content)["response_format"]["type"] == "json_schema"
+    assert [t.arguments for t in c.tool_calls] == [{"city": "Oslo"}]
+
+
+async def test_model_name_is_asked_from_the_server_when_not_given() -> None:
+    def handler(r: httpx.Request) -> httpx.Response:
+        if r.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "served-smol"}]})
+        return httpx.Response(200, json=vllm_body())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    b = OpenAIBackend("http://vllm.test", "", client=client)
+    await b.complete(REQ)
+    assert b.model == "served-smol"
+
+
+# -- faults -------------------------------------------------------------------------------------------
+
+
+async def test_429_and_5xx_are_retried_then_succeed() -> None:
+    codes = iter([429, 503, 500])
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        code = next(codes, 200)
+        return httpx.Response(
+            code,
+            json=vllm_body() if code == 200 else {"error": "busy"},
+            headers={"retry-after": "0"} if code == 429 else {},
+        )
+
+    b, seen = backend(handler)
+    c = await b.complete(REQ)
+    assert len(seen) == 4 and c.token_ids == (57, 5248, 2)
+
+
+async def test_persistent_5xx_raises_unavailable_naming_the_last_error() -> None:
+    b, seen = backend(lambda r: httpx.Response(502, text="bad gateway"))
+    with pytest.raises(BackendUnavailableError, match="after 4 attempt.*HTTP 502: bad gateway"):
+        await b.complete(REQ)
+    assert len(seen) == 4
+
+
+async def test_client_errors_are_not_retried() -> None:
+    b, seen = backend(
+        lambda r: httpx.Response(400, json={"error": "auto tool choice requires --enable-auto-tool-choice"})
+    )
+    with pytest.raises(BackendError, match="HTTP 400.*enable-auto-tool-choice"):
+        await b.complete(REQ)
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("body", [b"<html>oops</html>", b'["not", "an", "object"]', b'{"choices": []}'])
+async def test_garbage_answers_are_backend_errors(body: bytes) -> None:
+    b, _ = backend(lambda r: httpx.Response(200, content=body))
+    with pytest.raises(BackendError):
+        await b.complete(REQ)
+
+
+async def test_connection_errors_are_retried_then_reported() -> None:
+    def handler(r: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=r)
+
+    b, seen = backend(handler)
+    with pytest.raises(BackendUnavailableError, match="connection failed"):
+        await b.complete(REQ)
+    assert len(seen) == 4
+
+
+async def test_slow_server_times_out() -> None:
+    def handler(r: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=r)
+
+    b, seen = backend(handler, retry=RetryPolicy(max_retries=1, base_delay=0.001), timeout=0.5)
+    with pytest.raises(BackendTimeoutError, match="no answer within 0.5 s"):
+        await b.complete(REQ)
+    assert len(seen) == 2
+
+
+async def test_concurrency_cap_per_endpoint() -> None:
+    in_flight = peak = 0
+
+    async def handler(r: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.02)
+        in_flight -= 1
+        return httpx.Response(200, json=vllm_body())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    b = OpenAIBackend("http://vllm.test", "smol", client=client, max_concurrency=3)
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(b.complete, REQ)
+    assert peak == 3
+
+
+def test_bad_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="http"):
+        OpenAIBackend("localhost:8000")
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        OpenAIBackend("http://x", max_concurrency=0)

@@ -1,0 +1,88 @@
+"""The tolerant tool-call parser: the shapes small models really write, and broken ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm.backend import ToolSpec
+from swarm.backends.toolparse import action_schema, parse_tool_calls
+
+KNOWN = ["get_weather", "assign_task"]
+
+
+def test_hermes_tags_several_calls_and_text_around() -> None:
+    out = parse_tool_calls(
+        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}</tool_call>',
+        KNOWN,
+    )
+    assert out.parse_error is None
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [
+        ("get_weather", {"city": "Paris"}),
+        ("get_weather", {"city": "Oslo"}),
+    ]
+    assert out.text == "Let me check."
+    assert len({c.id for c in out.tool_calls}) == 2
+
+
+def test_unclosed_final_tag_is_accepted() -> None:
+    out = parse_tool_calls('<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}', KNOWN)
+    assert [c.arguments for c in out.tool_calls] == [{"city": "Rome"}]
+
+
+def test_fenced_json_object_and_list() -> None:
+    one = parse_tool_calls('Sure:\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```\nok', KNOWN)
+    assert [c.name for c in one.tool_calls] == ["get_weather"] and one.text == "Sure:\n\nok"
+    many = parse_tool_calls(
+        '```\n[{"name": "assign_task", "arguments": {"agent": "w", "task": "a"}},'
+        ' {"name": "assign_task", "arguments": {"agent": "w", "task": "b"}}]\n```',
+        KNOWN,
+    )
+    assert [c.arguments["task"] for c in many.tool_calls] == ["a", "b"]
+
+
+def test_bare_json_call_and_openai_wire_shape() -> None:
+    bare = parse_tool_calls('I will call {"name": "get_weather", "parameters": {"city": "Lima"}} now', KNOWN)
+    assert [(c.name, c.arguments) for c in bare.tool_calls] == [("get_weather", {"city": "Lima"})]
+    assert bare.text == "I will call  now"
+    wire = parse_tool_calls('{"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}', KNOWN)
+    assert [(c.name, c.arguments) for c in wire.tool_calls] == [("get_weather", {})]
+
+
+def test_plain_json_data_in_an_answer_is_not_a_call() -> None:
+    out = parse_tool_calls('The result is {"name": "Alice", "age": 3}.', KNOWN)
+    assert out.tool_calls == () and out.parse_error is None and out.text.startswith("The result")
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ('<tool_call>{"name": "get_weather", "arguments": {"city": }</tool_call>', "invalid"),
+        ('<tool_call>{"arguments": {"city": "x"}}</tool_call>', '"name"'),
+        ('<tool_call>{"name": "get_weather", "arguments": [1, 2]}</tool_call>', "must be a JSON object"),
+        ('```json\n{"name": "get_weather", "arguments": {"city": "Paris"\n```', "fenced tool-call JSON is invalid"),
+        ('{"name": "get_weather", "arguments": {"city": "Paris"', "not valid JSON"),
+    ],
+)
+def test_broken_calls_set_a_parse_error_the_model_can_act_on(raw: str, fragment: str) -> None:
+    out = parse_tool_calls(raw, KNOWN)
+    assert out.tool_calls == ()
+    assert out.parse_error is not None and fragment in out.parse_error
+
+
+def test_constrained_action_objects() -> None:
+    calls = parse_tool_calls('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}', KNOWN)
+    assert [c.arguments for c in calls.tool_calls] == [{"city": "Oslo"}]
+    answer = parse_tool_calls('{"answer": "It is 4."}', KNOWN)
+    assert answer.tool_calls == () and answer.text == "It is 4." and answer.answer == "It is 4."
+
+
+def test_action_schema_lists_each_tool_with_its_parameters() -> None:
+    spec = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+    schema = action_schema([spec])
+    calls, answer = schema["anyOf"]
+    item = calls["properties"]["tool_calls"]["items"]["anyOf"][0]
+    assert item["properties"]["name"] == {"const": "get_weather"}
+    assert item["properties"]["arguments"] == spec.parameters
+    assert answer["required"] == ["answer"]
+    assert "anyOf" not in action_schema([spec], allow_answer=False)

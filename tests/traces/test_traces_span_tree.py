@@ -395,3 +395,12 @@ async def test_cancelled_episode_ends_every_span_as_cancelled(memory: Any) -> No
     agent = next(s for s in spans if s.name == "invoke_agent s")
     assert agent.attributes["swarm.agent.status"] == "cancelled" and agent.status.status_code.name == "ERROR"
     assert o.last_record is not None and o.last_record.trace_id == format(root.context.trace_id, "032x")
+
+
+def test_a_sampled_out_episode_records_no_trace_id() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    o, _, _ = scripted_orchestrator(tracer_provider=TracerProvider(sampler=ALWAYS_OFF))
+    record = o.run_sync("Capitals")
+    assert record.status.value == "completed" and record.trace_id is None  # no id pointing at nothing

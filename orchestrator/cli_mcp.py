@@ -6,9 +6,12 @@ Exit code 0 when every enabled server connected, 1 when at least one did not (it
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import anyio
 import typer
@@ -25,9 +28,11 @@ mcp_app = typer.Typer(name="mcp", help="MCP servers as tools: inspect what a con
 _err = Console(stderr=True)
 
 
-async def _collect(config_path: Path) -> tuple[list[ServerStatus], dict[str, list[tuple[str, str]]]]:
+async def _collect(
+    config_path: Path, server_stderr: TextIO
+) -> tuple[list[ServerStatus], dict[str, list[tuple[str, str]]]]:
     cfg = load_mcp_config(config_path)
-    async with MCPServers(cfg) as servers:
+    async with MCPServers(cfg, server_stderr=server_stderr) as servers:
         status = servers.status
         tools = {s.name: servers.tool_descriptions(s.name) for s in status if s.connected}
     return status, tools
@@ -37,10 +42,12 @@ async def _collect(config_path: Path) -> tuple[list[ServerStatus], dict[str, lis
 def list_servers(
     config: Annotated[Path, typer.Option("--config", "-c", help="JSON file with an mcpServers object")],
     as_json: Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the stdio servers' own logs")] = False,
 ) -> None:
     """Connect to every server in CONFIG and list its tools (as agents see them: server__tool)."""
     try:
-        status, tools = anyio.run(_collect, config)
+        with open(os.devnull, "w") if not verbose else contextlib.nullcontext(sys.stderr) as server_stderr:
+            status, tools = anyio.run(_collect, config, server_stderr)
     except UserError as exc:
         _err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

@@ -28,11 +28,12 @@ import contextlib
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -231,9 +232,17 @@ def _is_disconnect(exc: BaseException) -> bool:
 class MCPServers:
     """Connections to the configured MCP servers and their tools. Enter and exit in one task."""
 
-    def __init__(self, config: MCPConfig, *, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+    def __init__(
+        self,
+        config: MCPConfig,
+        *,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        server_stderr: TextIO | None = None,
+    ) -> None:
+        """``server_stderr``: where stdio servers' logs go (a real file; default: our stderr)."""
         self.config = config
         self.max_output_chars = max_output_chars
+        self.server_stderr = server_stderr
         self._conns: dict[str, _Connection] = {}
         self._tg: TaskGroup | None = None
         self._tools: dict[str, Tool] = {}
@@ -311,11 +320,12 @@ class MCPServers:
 
     def _client(self, conn: _Connection) -> Client:
         from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
 
         cfg = conn.config
         if isinstance(cfg, StdioServerConfig):
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=cfg.env, cwd=cfg.cwd)
-            return Client(params)
+            return Client(stdio_client(params, errlog=self.server_stderr or sys.stderr))
         return Client(_HttpTransport(cfg.url, cfg.headers))
 
     async def _serve(self, conn: _Connection, client: Client) -> None:

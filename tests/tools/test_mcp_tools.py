@@ -59,7 +59,13 @@ def test_config_shapes_and_errors(tmp_path: Path) -> None:
 
 async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
     cfg = parse_mcp_config(
-        {"mcpServers": {"calc": stdio(timeout_s=2), "broken": {"command": "/nonexistent/mcp-server"}}}
+        {
+            "mcpServers": {
+                "calc": stdio(timeout_s=60),
+                "stuck": stdio(timeout_s=2),  # same server, short call timeout: for the hang
+                "broken": {"command": "/nonexistent/mcp-server"},
+            }
+        }
     )
     async with MCPServers(cfg) as servers:
         status = {s.name: s for s in servers.status}
@@ -89,10 +95,10 @@ async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
         assert results["badargs"].is_error and "valid integer" in results["badargs"].content
 
         started = time.monotonic()
-        hung = await call(tools, "calc__hang")
+        hung = await call(reg.resolve(["stuck"]), "stuck__hang")
         assert hung.is_error and hung.error_type == "ToolTimeoutError" and "2s" in hung.content
         assert time.monotonic() - started < 10
-        assert (await call(tools, "calc__add", a=1, b=1)).content == "2"  # still serving after a hang
+        assert (await call(reg.resolve(["stuck"]), "stuck__add", a=1, b=1)).content == "2"  # serving after a hang
 
         crashed = await call(tools, "calc__crash")
         assert crashed.is_error and "calc" in crashed.content

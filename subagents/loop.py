@@ -8,6 +8,7 @@ so a failing sub-agent never cancels its siblings.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,12 @@ def malformed_feedback(error: str) -> str:
         'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
         "tags, or answer in plain text without tool calls."
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _system_message(prompt: str) -> SystemMessage:
+    """Frozen messages are shared: a 1,000-way fan-out of one sub-agent type holds one system prompt."""
+    return SystemMessage(content=prompt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +131,7 @@ class SubagentRun:
     _ctx: ToolContext = field(default_factory=ToolContext)
 
     def __post_init__(self) -> None:
-        self.messages = [SystemMessage(content=self.definition.system_prompt), UserMessage(content=self.task)]
+        self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
         self._tools = {n: self.rt.tools[n] for n in self.definition.tools if n in self.rt.tools}
         self._tool_specs = tuple(t.spec for t in self._tools.values())
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)

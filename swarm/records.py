@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from swarm.backend import Usage
 from swarm.messages import Message, ToolCall
@@ -71,7 +72,14 @@ class AgentDefinition(_Frozen):
     model: str | None = None
 
 
-class ToolResult(_Frozen):
+# ToolResult and StepRecord are the most numerous objects of a big episode (one per step of every
+# sub-agent): slotted pydantic dataclasses keep them validated and serialisable at a fraction of a
+# BaseModel's memory (no per-instance __dict__ or fields-set).
+_RECORD_CONFIG = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True, config=_RECORD_CONFIG)
+class ToolResult:
     """One executed tool call as the agent saw it."""
 
     call: ToolCall
@@ -85,7 +93,8 @@ class ToolResult(_Frozen):
 StepKind = Literal["orchestrator", "subagent"]
 
 
-class StepRecord(_Frozen):
+@dataclass(frozen=True, slots=True, config=_RECORD_CONFIG)
+class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
 
     Times are seconds on the episode's monotonic clock (0 = episode start).

@@ -89,7 +89,9 @@ def _build_root(cfg: dict[str, object], root: str) -> None:
         if not os.path.exists(path):
             continue
         target = root + path
-        if os.path.islink(path):
+        if os.path.islink(path) and os.path.isfile(path):
+            path = os.path.realpath(path)  # e.g. /etc/resolv.conf -> a file under /run: bind the file
+        elif os.path.islink(path):
             if not os.path.lexists(target):
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 os.symlink(os.readlink(path), target)

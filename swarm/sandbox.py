@@ -151,7 +151,10 @@ def isolation_available() -> tuple[bool, str]:
 # running
 
 
-def _ro_paths() -> list[str]:
+_NETWORK_FILES = ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/host.conf"]
+
+
+def _ro_paths(network: bool) -> list[str]:
     paths = [
         "/usr",
         "/bin",
@@ -179,6 +182,8 @@ def _ro_paths() -> list[str]:
             paths.append(real)
         if p not in paths and p != "/":
             paths.append(p)
+    if network:  # name resolution needs these; without network they would only leak host details
+        paths += _NETWORK_FILES
     return paths
 
 
@@ -240,7 +245,7 @@ def _prepare(code: str, workspace: Path, limits: SandboxLimits, flavour: str | N
         "workspace": str(workspace),
         "code_path": str(ctl / "main.py"),
         "python": sys.executable,
-        "ro_paths": _ro_paths(),
+        "ro_paths": _ro_paths(limits.network),
         "env": _env(workspace),
         "cpu_s": max(1, math.ceil(limits.cpu_s)),
         "memory_mb": limits.memory_mb,

@@ -108,9 +108,18 @@ async def test_network_is_unreachable_even_on_loopback(workspace: Path) -> None:
     assert "Error" in res.stderr  # ConnectionRefusedError / OSError: network unreachable
 
 
-async def test_network_true_is_reported_as_not_isolated(workspace: Path) -> None:
-    res = await run_python("print(1)", workspace=workspace, limits=FAST.model_copy(update={"network": True}))
-    assert res.status == "ok"
+async def test_network_true_reaches_loopback_and_is_reported(workspace: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5).close()\nprint('connected')"
+    try:
+        res = await run_python(code, workspace=workspace, limits=FAST.model_copy(update={"network": True}))
+    finally:
+        server.close()
+    assert res.status == "ok", res.stderr
+    assert res.stdout.strip() == "connected"
     assert res.network_isolated is False
     assert any("network" in n for n in res.notes)
 

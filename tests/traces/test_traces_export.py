@@ -4,6 +4,7 @@ per-episode OTLP JSON-lines file is decoded with ``opentelemetry-proto-json`` (h
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -251,3 +252,17 @@ def test_sdk_disabled_installs_nothing(tmp_path: Path) -> None:
     assert tracing.provider is None and tracing.shutdown() == []
     nothing = start_tracing(TracingOptions(trace_file=False), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
     assert nothing.provider is None
+
+
+def test_resource_names_the_service_unless_the_user_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(key, raising=False)
+    tracing = start_tracing(TracingOptions(), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
+    assert tracing.provider is not None
+    assert tracing.provider.resource.attributes["service.name"] == "agent-swarm"
+    assert tracing.provider.resource.attributes["service.version"]
+    tracing.shutdown()
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "my-swarm")
+    tracing = start_tracing(TracingOptions(), out=tmp_path, env={**os.environ, "OTEL_TRACES_EXPORTER": "none"})
+    assert tracing.provider is not None and tracing.provider.resource.attributes["service.name"] == "my-swarm"
+    tracing.shutdown()

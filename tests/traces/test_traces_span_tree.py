@@ -404,3 +404,36 @@ def test_a_sampled_out_episode_records_no_trace_id() -> None:
     o, _, _ = scripted_orchestrator(tracer_provider=TracerProvider(sampler=ALWAYS_OFF))
     record = o.run_sync("Capitals")
     assert record.status.value == "completed" and record.trace_id is None  # no id pointing at nothing
+
+
+def test_spans_opened_inside_a_tool_nest_under_its_execute_tool_span(memory: Any) -> None:
+    """What an MCP client does: it traces through the OTel API from inside the tool; a blocking tool
+    runs in a worker thread and must still see its execute_tool span as the parent."""
+    tracer = memory.provider.get_tracer("mcp-client")
+
+    def probe(x: str) -> str:
+        """Call a remote tool.
+
+        Args:
+            x: the argument.
+        """
+        with tracer.start_as_current_span("tools/call probe"):
+            return x
+
+    async def aprobe(x: str) -> str:
+        """Call a remote tool (async).
+
+        Args:
+            x: the argument.
+        """
+        with tracer.start_as_current_span("tools/call aprobe"):
+            return x
+
+    backend = ScriptedBackend([[call("probe", x="1"), call("aprobe", x="2")], "done"], model="m")
+    Orchestrator(backend, tools=[Tool(probe, blocking=True), Tool(aprobe)], tracer_provider=memory.provider).run_sync(
+        "t"
+    )
+    spans = {s.context.span_id: s for s in memory.exporter.get_finished_spans()}
+    for name in ("probe", "aprobe"):
+        inner = next(s for s in spans.values() if s.name == f"tools/call {name}")
+        assert inner.parent is not None and spans[inner.parent.span_id].name == f"execute_tool {name}"

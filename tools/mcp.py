@@ -25,11 +25,12 @@ it raises into the episode. Leaving the context (or cancelling it) closes every 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -53,11 +54,12 @@ __all__ = [
     "ServerStatus",
     "StdioServerConfig",
     "load_mcp_config",
+    "parse_mcp_config",
+    "public_tool_name",
     "result_to_text",
 ]
 
 _SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-_TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CLOSE_GRACE_S = 10.0
 _CONNECTION_CLOSED = -32000  # mcp_types.CONNECTION_CLOSED
 
@@ -223,6 +225,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if type(exc).__name__ not in msg else msg
 
 
+def public_tool_name(server: str, tool: str, taken: Container[str] = ()) -> str:
+    """``server__tool`` made valid for OpenAI-style tool names (``^[A-Za-z0-9_-]{1,64}$``): other
+    characters become ``_``; a name too long or already taken gets a short stable hash suffix."""
+    base = f"{server}__{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
+    if len(base) <= 64 and base not in taken:
+        return base
+    digest = hashlib.sha1(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{base[:55]}_{digest}"
+
+
 def _is_disconnect(exc: BaseException) -> bool:
     if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
         return True
@@ -354,10 +366,7 @@ class MCPServers:
     def _build_tools(self) -> None:
         for conn in self._conns.values():
             for t in conn.tools:
-                public = f"{conn.name}__{t.name}"
-                if not _TOOL_NAME_RE.match(public):
-                    conn.error = (conn.error or "") + f" skipped tool {t.name!r}: {public!r} is not a valid name;"
-                    continue
+                public = public_tool_name(conn.name, t.name, taken=self._tools)
                 self._tools[public] = self._make_tool(conn, t, public)
 
     def _make_tool(self, conn: _Connection, t: Any, public: str) -> Tool:

@@ -175,3 +175,26 @@ async def test_cancel_during_a_call_closes_connections_and_stops_servers() -> No
             break
         await anyio.sleep(0.1)
     assert _server_pids(tag) == []
+
+
+def test_public_tool_names_are_valid_unique_and_stable() -> None:
+    from tools.mcp import public_tool_name
+
+    assert public_tool_name("fs", "read.file") == "fs__read_file"
+    long = public_tool_name("srv", "x" * 100)
+    assert len(long) == 64 and long == public_tool_name("srv", "x" * 100)
+    assert public_tool_name("fs", "a", taken={"fs__a"}) != "fs__a"
+
+
+def test_results_map_text_structured_and_errors() -> None:
+    from mcp_types import CallToolResult, ImageContent, TextContent
+
+    from tools.mcp import result_to_text
+
+    text = CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])
+    assert result_to_text(text) == ("a\nb", False)
+    structured = CallToolResult(content=[], structured_content={"n": 1})
+    assert result_to_text(structured) == ('{"n": 1}', False)
+    image = CallToolResult(content=[ImageContent(data="AAAA", mime_type="image/png")], is_error=True)
+    assert result_to_text(image) == ("[image content: image/png, 3 bytes]", True)
+    assert result_to_text(CallToolResult(content=[], is_error=True))[1] is True

@@ -152,6 +152,12 @@ async def test_verl_agent_loop_output_loads_the_record() -> None:
     out = agent_loop.AgentLoopOutput(**to_verl_agent_loop_output(t))
     assert out.response_mask == list(t.response_mask) and out.reward_score == t.reward.total
     assert out.metrics.num_preempted == -1
+    # verl's own tensorisation of the record: token tensors, rollout logprobs, reward on the last token.
+    d = out.as_dict()
+    assert d["responses"].tolist() == list(t.response_ids) and d["prompts"].tolist() == list(t.prompt_ids)
+    assert d["response_mask"].tolist() == list(t.response_mask)
+    assert d["rollout_log_probs"].shape == d["responses"].shape
+    assert float(d["rm_scores"][-1]) == pytest.approx(t.reward.total)
 
 
 # -- TRL --------------------------------------------------------------------------------------------

@@ -245,11 +245,14 @@ def _plan(
     return RunPlan(tasks, _config_from(base or SwarmConfig(), overrides), orch, sub, (), extras)
 
 
-def _event_writer(path: Path) -> Callable[[Event], None]:
+class _EventWriter:
     """An observer appending each event as one JSON line, flushed at once (for tail -f / dashboards)."""
-    f = path.open("a", encoding="utf-8")
 
-    def write(event: Event) -> None:
+    def __init__(self, path: Path) -> None:
+        self._f = path.open("a", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        f = self._f
         if isinstance(event, EpisodeFinished):  # the full record is in episode.json; keep lines small
             line = {"type": event.type, "episode_id": event.record.episode_id, "status": event.record.status.value}
             f.write(json.dumps(line) + "\n")
@@ -257,7 +260,8 @@ def _event_writer(path: Path) -> Callable[[Event], None]:
             f.write(event.model_dump_json(exclude={"result"}) + "\n")
         f.flush()
 
-    return write
+    def close(self) -> None:
+        self._f.close()
 
 
 def _execute(
@@ -283,8 +287,9 @@ def _execute(
     observers: list[Callable[[Event], None]] = [persist]
     if live_enabled:
         observers.append(state)
-    if events is not None:
-        observers.append(_event_writer(events))
+    writer = _EventWriter(events) if events is not None else None
+    if writer is not None:
+        observers.append(writer)
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
@@ -312,6 +317,8 @@ def _execute(
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
+        if writer is not None:
+            writer.close()
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:

@@ -1,0 +1,100 @@
+"""`swarm rollout` end to end on the scripted demo policy (no model needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from swarm.export import read_jsonl, read_trajectories
+
+runner = CliRunner()
+
+GOOD = [
+    {
+        "id": "table",
+        "prompt": "capitals please",
+        "verifier": "instructions",
+        "verifier_args": {"constraints": [{"type": "contains", "phrases": ["Paris"]}, {"type": "bullets", "min": 1}]},
+    },
+    {"id": "exact", "prompt": "capitals again", "verifier": "exact", "verifier_args": {"expected": "nope"}},
+]
+
+
+def task_file(tmp_path: Path, extra_lines: tuple[str, ...] = ()) -> Path:
+    p = tmp_path / "tasks.jsonl"
+    p.write_text("\n".join([json.dumps(GOOD[0]), *extra_lines, json.dumps(GOOD[1])]) + "\n")
+    return p
+
+
+def rollout(*args: str) -> object:
+    return runner.invoke(app, ["rollout", "--backend", "scripted", "--quiet", *args])
+
+
+def test_rollout_writes_trajectories_and_a_summary_then_resumes(tmp_path: Path) -> None:
+    tasks, out = task_file(tmp_path), tmp_path / "out"
+    r = rollout("--tasks", str(tasks), "--group-size", "3", "--out", str(out), "--json", "--parquet")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (summary["tasks"], summary["episodes"], summary["trajectories"]) == (2, 6, 6)
+    assert summary["mean_r_parallel"] == 1.0 and summary["mean_parallel_width"] > 1
+    trajs = read_trajectories(out / "trajectories.jsonl")
+    assert {t.group_id for t in trajs} == {"table", "exact"} and all(t.advantage is not None for t in trajs)
+    assert (out / "trajectories.parquet").exists() and (out / "summary.json").exists()
+    again = rollout("--tasks", str(tasks), "-k", "3", "--out", str(out), "--json")
+    assert again.exit_code == 0
+    resumed = json.loads(again.stdout.strip().splitlines()[-1])
+    assert (resumed["episodes_run"], resumed["episodes_resumed"]) == (0, 6)
+    assert len(read_jsonl(out / "episodes.jsonl")) == 6
+
+
+def test_lambda_options_reach_the_reward_records(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = rollout(
+        "--tasks",
+        str(task_file(tmp_path)),
+        "-k",
+        "1",
+        "--out",
+        str(out),
+        "--schedule",
+        "cosine",
+        "--lambda1",
+        "0.4",
+        "--lambda2",
+        "0.2",
+        "--lambda-steps",
+        "10",
+        "--step",
+        "5",
+        "--parallel-form",
+        "any",
+    )
+    assert r.exit_code == 0, r.output
+    rw = read_trajectories(out / "trajectories.jsonl")[0].reward
+    assert (rw.lambda1, rw.lambda2, rw.step, rw.r_parallel) == (pytest.approx(0.2), pytest.approx(0.1), 5, 1.0)
+
+
+def test_malformed_lines_are_skipped_or_fail_the_run_per_flag(tmp_path: Path) -> None:
+    tasks = task_file(tmp_path, ("{broken", json.dumps({"id": "z", "prompt": "p", "verifier": "nope"})))
+    ok = rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "a"), "--json")
+    assert ok.exit_code == 0
+    assert "tasks.jsonl:2: invalid JSON" in ok.stderr and "tasks.jsonl:3: unknown verifier 'nope'" in ok.stderr
+    assert [p["line"] for p in json.loads(ok.stdout.strip().splitlines()[-1])["skipped_lines"]] == [2, 3]
+    bad = rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "b"), "--on-malformed", "fail")
+    assert bad.exit_code == 2 and "tasks.jsonl:2: invalid JSON" in bad.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
+    tasks = task_file(tmp_path)
+    r = rollout("--tasks", str(tasks), "--out", str(tmp_path / "o"), "--schedule", "sqrt")
+    assert r.exit_code == 2 and "unknown lambda schedule 'sqrt'" in r.stderr
+    r = rollout("--tasks", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+    rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "o"))
+    r = rollout("--tasks", str(tasks), "-k", "2", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "group_size=1" in r.stderr

@@ -42,3 +42,26 @@ def test_python_tool_schema_is_openai_shaped() -> None:
     assert spec["function"]["name"] == "python"
     assert params["required"] == ["code"]
     assert "ctx" not in params["properties"]
+
+
+async def test_max_concurrent_queues_runs(tmp_path: Path) -> None:
+    import anyio
+
+    tools = ToolRegistry([python_tool(SandboxLimits(cpu_s=5, wall_s=20), max_concurrent=1)]).resolve(["python"])
+    ctx = ToolContext(workspace=tmp_path)
+    code = (
+        "import os, time\n"
+        "fd = os.open('lock', os.O_CREAT | os.O_EXCL)  # fails if another run holds it\n"
+        "time.sleep(0.3)\n"
+        "os.close(fd); os.remove('lock')\n"
+        "print('ran alone')\n"
+    )
+    results = []
+
+    async def one(i: int) -> None:
+        results.append(await execute_tool(ToolCall(id=str(i), name="python", arguments={"code": code}), tools, ctx))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(3):
+            tg.start_soon(one, i)
+    assert [r.is_error for r in results] == [False, False, False], [r.content for r in results]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from swarm.errors import ToolError
+import anyio
+
+from swarm.errors import ConfigError, ToolError
 from swarm.sandbox import SandboxLimits, SandboxResult, run_python
 from tools.registry import Tool, ToolContext
 
@@ -23,12 +25,23 @@ def format_result(res: SandboxResult) -> str:
     return "\n".join(parts)
 
 
-def python_tool(limits: SandboxLimits = SandboxLimits(), *, name: str = "python") -> Tool:  # noqa: B008
+def python_tool(
+    limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen model, safe as a default
+    *,
+    name: str = "python",
+    max_concurrent: int | None = None,
+) -> Tool:
     """A tool that runs Python code in the sandbox with ``limits``.
 
     A non-zero exit, a timeout or a memory/process-limit kill comes back as an error result with the
     output and the reason, so the model can fix its code; a clean exit is a normal result.
+    ``max_concurrent`` caps how many programs run at once across all agents sharing this tool (many
+    sub-agents on few cores); callers beyond it wait their turn, and the sandbox's wall limit
+    applies to each run once it starts.
     """
+    if max_concurrent is not None and max_concurrent < 1:
+        raise ConfigError(f"max_concurrent must be at least 1, got {max_concurrent}")
+    limiter = anyio.CapacityLimiter(max_concurrent) if max_concurrent is not None else None
 
     async def python(ctx: ToolContext, code: str, stdin: str | None = None) -> str:
         """Run a Python 3 program in a sandbox (no network, limited CPU time and memory) and return
@@ -39,11 +52,18 @@ def python_tool(limits: SandboxLimits = SandboxLimits(), *, name: str = "python"
             code: the complete program to run.
             stdin: text to feed to the program's standard input.
         """
-        res = await run_python(code, workspace=ctx.workspace_path(), limits=limits, stdin=stdin)
+        workspace = ctx.workspace_path()
+        if limiter is None:
+            res = await run_python(code, workspace=workspace, limits=limits, stdin=stdin)
+        else:
+            async with limiter:
+                res = await run_python(code, workspace=workspace, limits=limits, stdin=stdin)
         text = format_result(res)
         if res.status != "ok":
             raise ToolError(text)
         return text
 
-    # The sandbox enforces wall time itself; the registry timeout is only a backstop.
-    return Tool(python, name=name, timeout_s=limits.wall_s + 15, max_output_chars=2 * limits.max_output_chars + 2000)
+    # The sandbox enforces wall time itself; the registry timeout is only a backstop, dropped when
+    # calls may queue behind the limiter (a queued call is not a slow call).
+    timeout = limits.wall_s + 15 if limiter is None else None
+    return Tool(python, name=name, timeout_s=timeout, max_output_chars=2 * limits.max_output_chars + 2000)

@@ -44,11 +44,14 @@ import anyio.to_thread
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SandboxLimits", "SandboxResult", "isolation_available", "run_python"]
+__all__ = ["NAMESPACES_ENV", "SandboxLimits", "SandboxResult", "isolation_available", "run_python"]
 
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
 _MEMORY_RE = re.compile(r"^[\w.]*MemoryError\b", re.MULTILINE)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+NAMESPACES_ENV = "SWARM_SANDBOX_NAMESPACES"
+"""Environment variable: ``auto`` (default: as root plain ``unshare``, else a user namespace),
+``user`` (always a user namespace), ``root`` or ``off`` (plain mode). Read once per process."""
 
 
 class SandboxLimits(BaseModel):
@@ -106,14 +109,15 @@ def _unshare_prefix(limits: SandboxLimits, with_user: bool) -> list[str]:
     return argv
 
 
-def _probe() -> tuple[str | None, str]:
+def _probe(only: str | None = None) -> tuple[str | None, str]:
     """Which unshare flavour works here: (None | "root" | "user", reason when none)."""
     if sys.platform != "linux":
         return None, f"namespaces need Linux (this is {sys.platform})"
     if shutil.which("unshare") is None:
         return None, "the `unshare` program (util-linux) is not installed"
     reasons = []
-    for flavour in ("root", "user") if os.geteuid() == 0 else ("user",):
+    candidates = ("root", "user") if os.geteuid() == 0 else ("user",)
+    for flavour in candidates if only is None else (only,):
         argv = [*_unshare_prefix(SandboxLimits(), flavour == "user"), "true"]
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=10, check=False)
@@ -129,10 +133,12 @@ def _probe() -> tuple[str | None, str]:
 def _isolation() -> tuple[str | None, str]:
     with _iso_lock:
         if "flavour" not in _iso_state:
-            if os.environ.get("SWARM_SANDBOX_NO_NAMESPACES"):
-                _iso_state["flavour"], _iso_state["reason"] = None, "disabled by SWARM_SANDBOX_NO_NAMESPACES"
+            choice = os.environ.get(NAMESPACES_ENV, "auto").strip().lower() or "auto"
+            if choice in ("off", "none", "0"):
+                _iso_state["flavour"], _iso_state["reason"] = None, f"disabled by {NAMESPACES_ENV}={choice}"
             else:
-                _iso_state["flavour"], _iso_state["reason"] = _probe()
+                only = choice if choice in ("root", "user") else None
+                _iso_state["flavour"], _iso_state["reason"] = _probe(only)
         return _iso_state["flavour"], _iso_state["reason"]
 
 

@@ -196,3 +196,29 @@ def test_models_are_frozen() -> None:
         FAST.cpu_s = 3  # type: ignore[misc]
     res = SandboxResult(stdout="", stderr="", exit_code=0, status="ok", duration_s=0, network_isolated=True)
     assert res.notes == ()
+
+
+@needs_isolation
+@pytest.mark.parametrize("choice", ["user", "off"])
+def test_namespace_flavour_can_be_chosen_by_environment(tmp_path: Path, choice: str) -> None:
+    """The user-namespace path (what unprivileged users get) and plain mode, forced by the env var."""
+    import os
+    import subprocess
+
+    script = (
+        "import anyio, json, pathlib\n"
+        "from swarm.sandbox import run_python\n"
+        "code = \"import os\\nprint(os.path.exists('/etc/passwd'))\\nopen('w.txt', 'w').write('w')\"\n"
+        f"r = anyio.run(lambda: run_python(code, workspace=pathlib.Path({str(tmp_path)!r})))\n"
+        "print(json.dumps(r.model_dump()))\n"
+    )
+    env = {**os.environ, "SWARM_SANDBOX_NAMESPACES": choice}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    res = SandboxResult.model_validate_json(out.stdout.strip().splitlines()[-1])
+    assert res.status == "ok", res
+    assert (tmp_path / "w.txt").read_text() == "w"
+    if choice == "user":
+        assert res.isolation == "isolated" and res.stdout.strip() == "False"
+    else:
+        assert res.isolation == "plain" and res.stdout.strip() == "True"
+        assert any("SWARM_SANDBOX_NAMESPACES" in n for n in res.notes)

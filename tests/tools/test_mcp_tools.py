@@ -198,3 +198,14 @@ def test_results_map_text_structured_and_errors() -> None:
     image = CallToolResult(content=[ImageContent(data="AAAA", mime_type="image/png")], is_error=True)
     assert result_to_text(image) == ("[image content: image/png, 3 bytes]", True)
     assert result_to_text(CallToolResult(content=[], is_error=True))[1] is True
+
+
+async def test_a_server_that_never_answers_the_handshake_times_out_at_connect() -> None:
+    mute = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"], "connect_timeout_s": 1}
+    cfg = parse_mcp_config({"mcpServers": {"mute": mute}})
+    started = time.monotonic()
+    async with MCPServers(cfg) as servers:
+        (status,) = servers.status
+        assert not status.connected and status.error == "connect timed out after 1s"
+        assert servers.tools == [] and servers.toolsets() == []
+    assert time.monotonic() - started < 20

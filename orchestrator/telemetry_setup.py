@@ -197,12 +197,11 @@ class _RoutingExporter(SpanExporter):
         groups: dict[str, list[ReadableSpan]] = {}
         finished: set[str] = set()
         for s in spans:
-            eid = self._files.episode_of(s.context.trace_id) if s.context is not None else None
+            eid = self._files.take(s)
             if eid is None:
-                self._files.unrouted += 1
                 continue
             groups.setdefault(eid, []).append(s)
-            if s.parent is None:
+            if s.attributes is not None and attr.EPISODE_ID in s.attributes:
                 finished.add(eid)
         ok = True
         for eid, group in groups.items():
@@ -217,9 +216,8 @@ class _RoutingExporter(SpanExporter):
                     ok = False
                     continue
             ok = exporter.export(group) is SpanExportResult.SUCCESS and ok
-            if eid in finished:  # the episode's root span is the last one to end: close its file
+            if eid in finished:  # the episode span is the last of its episode to end: close the file
                 self._open.pop(eid).shutdown()
-                self._files.forget(eid)
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -234,9 +232,11 @@ class _RoutingExporter(SpanExporter):
 class EpisodeTraceFiles(SpanProcessor):
     """Writes each episode's spans to ``<root>/<episode-id>/trace.jsonl`` (OTLP JSON lines).
 
-    The episode span (a trace's root, carrying ``swarm.episode.id``) registers its trace id on start;
-    spans of that trace are batched off the event loop and appended to the episode's file by the
-    maintained JSON-file exporter. Spans of traces no episode opened are counted in :attr:`unrouted`.
+    A span belongs to the episode whose span (the one carrying ``swarm.episode.id``) it descends from;
+    ownership is inherited from the parent when a span starts, so episodes nested under a caller's
+    span, or sharing one trace, still get a file each. Owned spans are batched off the event loop and
+    appended to the episode's file by the maintained JSON-file exporter; the others (spans outside any
+    episode) are only counted, in :attr:`unrouted`.
     """
 
     def __init__(
@@ -245,7 +245,7 @@ class EpisodeTraceFiles(SpanProcessor):
         self.root = root
         self.unrouted = 0
         self.errors: list[str] = []
-        self._episodes: dict[int, str] = {}
+        self._owner: dict[int, str] = {}  # span id -> episode id, until the span is exported
         self._lock = threading.Lock()
         self._batch = BatchSpanProcessor(
             _RoutingExporter(self), max_export_batch_size=max_export_batch_size, max_queue_size=max_queue_size
@@ -254,24 +254,28 @@ class EpisodeTraceFiles(SpanProcessor):
     def path(self, episode_id: str) -> Path:
         return episode_dir(self.root, episode_id) / TRACE_FILE
 
-    def episode_of(self, trace_id: int) -> str | None:
+    def take(self, span: ReadableSpan) -> str | None:
+        """The episode owning an exported span (forgotten from then on)."""
+        if span.context is None:
+            return None
         with self._lock:
-            return self._episodes.get(trace_id)
-
-    def forget(self, episode_id: str) -> None:
-        with self._lock:
-            for tid in [t for t, e in self._episodes.items() if e == episode_id]:
-                del self._episodes[tid]
+            return self._owner.pop(span.context.span_id, None)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if span.parent is None and span.attributes is not None and span.context is not None:
-            eid = span.attributes.get(attr.EPISODE_ID)
+        if span.context is None:
+            return
+        eid = span.attributes.get(attr.EPISODE_ID) if span.attributes is not None else None
+        with self._lock:
             if isinstance(eid, str) and eid:
-                with self._lock:
-                    self._episodes[span.context.trace_id] = eid
+                self._owner[span.context.span_id] = eid
+            elif span.parent is not None and (owner := self._owner.get(span.parent.span_id)) is not None:
+                self._owner[span.context.span_id] = owner
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._batch.on_end(span)
+        if span.context is not None and span.context.span_id in self._owner:
+            self._batch.on_end(span)
+        else:
+            self.unrouted += 1
 
     def shutdown(self) -> None:
         self._batch.shutdown()  # type: ignore[no-untyped-call]

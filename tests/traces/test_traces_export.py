@@ -269,3 +269,49 @@ def test_resource_names_the_service_unless_the_user_does(tmp_path: Path, monkeyp
     tracing = start_tracing(TracingOptions(), out=tmp_path, env={**os.environ, "OTEL_TRACES_EXPORTER": "none"})
     assert tracing.provider is not None and tracing.provider.resource.attributes["service.name"] == "my-swarm"
     tracing.shutdown()
+
+
+async def test_concurrent_episodes_under_one_caller_span_get_a_file_each(tmp_path: Path) -> None:
+    """A rollout collector may run episodes concurrently inside its own span (one shared trace): each
+    episode's file must hold exactly the spans that descend from its episode span."""
+    import anyio
+
+    tracing = start_tracing(TracingOptions(), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
+    assert tracing.provider is not None
+    records: list[EpisodeRecord] = []
+
+    async def one(name: str) -> None:
+        d = demo(name, latency_s=0.001)
+        o = Orchestrator(
+            d.orchestrator_backend,
+            d.config,
+            tools=d.tools,
+            subagent_backend=d.subagent_backend,
+            tracer_provider=tracing.provider,
+        )
+        records.append(await o.run(d.task))
+
+    with tracing.provider.get_tracer("collector").start_as_current_span("collect rollouts"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "capitals")
+            tg.start_soon(one, "budget")
+    tracing.shutdown()
+    assert records[0].trace_id == records[1].trace_id  # one trace, shared through the caller's span
+    seen: set[bytes] = set()
+    for record in records:
+        lines = (tmp_path / record.episode_id / TRACE_FILE).read_text().splitlines()
+        spans = [
+            s
+            for line in lines
+            for rs in TracesData.from_json(line).resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
+        ids = {s.span_id for s in spans}
+        top = [s for s in spans if s.parent_span_id not in ids]
+        assert [s.name for s in top] == ["invoke_agent orchestrator"]  # a closed tree under the episode span
+        n_chats = len(record.turns) + sum(r.steps for r in record.subagent_results)
+        assert sum(s.name.startswith("chat ") for s in spans) == n_chats
+        assert not ids & seen
+        seen |= ids
+    assert tracing.files is not None and tracing.files.unrouted == 1  # the collector's own span

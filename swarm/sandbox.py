@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["NAMESPACES_ENV", "SandboxLimits", "SandboxResult", "isolation_available", "run_python"]
@@ -225,6 +225,15 @@ async def _read_capped(stream: ByteReceiveStream | None, keep: int, sink: list[b
     sink.append(str(dropped).encode())
 
 
+async def _feed(stream: ByteSendStream, data: bytes) -> None:
+    try:
+        await stream.send(data)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass  # the code exited (or was killed) without reading all of its input
+    finally:
+        await stream.aclose()
+
+
 def _decode(sink: list[bytes], limit: int) -> tuple[str, bool]:
     if not sink:
         return "", False
@@ -299,12 +308,8 @@ async def _run_once(
                 tg.start_soon(_read_capped, proc.stdout, keep, out)
                 tg.start_soon(_read_capped, proc.stderr, keep, err)
                 if stdin is not None and proc.stdin is not None:
-                    try:
-                        await proc.stdin.send(stdin.encode("utf-8"))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        pass  # the code exited without reading all of its input
-                    finally:
-                        await proc.stdin.aclose()
+                    # Fed concurrently: code that never reads a large input must still time out.
+                    tg.start_soon(_feed, proc.stdin, stdin.encode("utf-8"))
                 with anyio.move_on_after(limits.wall_s) as scope:
                     await proc.wait()
                 if scope.cancelled_caught:

@@ -222,3 +222,14 @@ def test_namespace_flavour_can_be_chosen_by_environment(tmp_path: Path, choice: 
     else:
         assert res.isolation == "plain" and res.stdout.strip() == "True"
         assert any("SWARM_SANDBOX_NAMESPACES" in n for n in res.notes)
+
+
+async def test_large_unread_stdin_does_not_block_the_wall_limit(workspace: Path) -> None:
+    res = await run_python(
+        "import time\ntime.sleep(60)",
+        workspace=workspace,
+        limits=SandboxLimits(cpu_s=5, wall_s=1),
+        stdin="x" * 5_000_000,
+    )
+    assert res.status == "timeout"
+    assert res.duration_s < 10

@@ -43,8 +43,10 @@ from swarm.errors import ConfigError
 from swarm.tracing import attr
 
 __all__ = [
+    "CONTENT_BATCH_SIZE",
     "DEFAULT_GRPC_ENDPOINT",
     "DEFAULT_HTTP_ENDPOINT",
+    "QUEUE_SIZE",
     "SERVICE_NAME",
     "TRACE_FILE",
     "EpisodeTraceFiles",

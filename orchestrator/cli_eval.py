@@ -21,6 +21,7 @@ from rich.table import Table
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, EpisodeRow, EvalReport, run_eval, write_tasks
 from orchestrator.tasks import load_config
+from swarm.backend import SamplingParams
 from swarm.errors import UserError
 from swarm.records import Task
 from workloads import MODES, Mode, get_workload, workload_names
@@ -110,6 +111,8 @@ def eval_command(
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
     episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="model backends (0: greedy)")] = 0.0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")] = 512,
     latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
@@ -148,11 +151,16 @@ def eval_command(
             subagent_model=subagent_model,
             extras=extras,
         )
-        overrides = {
+        overrides: dict[str, Any] = {
             "max_critical_steps": max_critical_steps,
             "max_subagent_steps": max_subagent_steps,
             "episode_timeout_s": episode_timeout,
         }
+        if backend not in ("gold", "scripted") and config_file is None:
+            # Reproducible model runs: greedy by default, the eval seed as the sampling seed.
+            sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+            overrides["orchestrator_sampling"] = sampling
+            overrides["subagent_sampling"] = sampling
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None

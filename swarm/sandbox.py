@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,6 +50,7 @@ __all__ = ["NAMESPACES_ENV", "SandboxLimits", "SandboxResult", "isolation_availa
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
 _MEMORY_RE = re.compile(r"^[\w.]*MemoryError\b", re.MULTILINE)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_DRAIN_GRACE_S = 2.0
 NAMESPACES_ENV = "SWARM_SANDBOX_NAMESPACES"
 """Environment variable: ``auto`` (default: as root plain ``unshare``, else a user namespace),
 ``user`` (always a user namespace), ``root`` or ``off`` (plain mode). Read once per process."""
@@ -210,19 +212,23 @@ def _env(workspace: Path) -> dict[str, str]:
     }
 
 
-async def _read_capped(stream: ByteReceiveStream | None, keep: int, sink: list[bytes]) -> None:
-    """Read a stream to EOF, keeping the first ``keep`` bytes and counting the rest in sink[1]."""
+@dataclass
+class _Capture:
+    """What was read from one stream so far (kept even when reading is cut short)."""
+
+    data: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+
+async def _read_capped(stream: ByteReceiveStream | None, keep: int, sink: _Capture) -> None:
+    """Read a stream to EOF, keeping the first ``keep`` bytes and counting the rest."""
     if stream is None:
         return
-    buf = bytearray()
-    dropped = 0
     async for chunk in stream:
-        room = keep - len(buf)
+        room = keep - len(sink.data)
         if room > 0:
-            buf += chunk[:room]
-        dropped += max(0, len(chunk) - max(room, 0))
-    sink.append(bytes(buf))
-    sink.append(str(dropped).encode())
+            sink.data += chunk[:room]
+        sink.dropped += max(0, len(chunk) - max(room, 0))
 
 
 async def _feed(stream: ByteSendStream, data: bytes) -> None:
@@ -234,11 +240,9 @@ async def _feed(stream: ByteSendStream, data: bytes) -> None:
         await stream.aclose()
 
 
-def _decode(sink: list[bytes], limit: int) -> tuple[str, bool]:
-    if not sink:
-        return "", False
-    raw, dropped = sink[0], int(sink[1])
-    text = raw.decode("utf-8", errors="replace")
+def _decode(sink: _Capture, limit: int) -> tuple[str, bool]:
+    dropped = sink.dropped
+    text = bytes(sink.data).decode("utf-8", errors="replace")
     if len(text) > limit or dropped:
         total = len(text) + dropped
         text = text[:limit] + f"\n…[output truncated: about {total - limit} of {total} characters dropped]"
@@ -286,10 +290,9 @@ def _collect(ctl: Path) -> dict[str, Any] | None:
 
 async def _run_once(
     code: str, workspace: Path, limits: SandboxLimits, stdin: str | None, flavour: str | None
-) -> tuple[dict[str, Any] | None, list[bytes], list[bytes], bool, float]:
+) -> tuple[dict[str, Any] | None, _Capture, _Capture, bool, float]:
     ctl, argv = await anyio.to_thread.run_sync(_prepare, code, workspace, limits, flavour)
-    out: list[bytes] = []
-    err: list[bytes] = []
+    out, err = _Capture(), _Capture()
     keep = limits.max_output_chars * 4 + 4096
     timed_out = False
     started = time.perf_counter()
@@ -316,6 +319,9 @@ async def _run_once(
                     timed_out = True
                 # Kill what is left (grandchildren keeping the pipes open would block the readers).
                 _kill_group(proc)
+                # In plain mode a process that escaped the group (setsid) may still hold the pipes:
+                # stop reading after a grace period instead of waiting for it.
+                tg.cancel_scope.deadline = anyio.current_time() + _DRAIN_GRACE_S
         finally:
             with anyio.CancelScope(shield=True):
                 _kill_group(proc)

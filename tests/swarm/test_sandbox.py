@@ -233,3 +233,19 @@ async def test_large_unread_stdin_does_not_block_the_wall_limit(workspace: Path)
     )
     assert res.status == "timeout"
     assert res.duration_s < 10
+
+
+async def test_plain_mode_returns_even_if_an_escaped_child_holds_the_output(workspace: Path) -> None:
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(30)  # keeps stdout open, outside the killed process group\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    limits = FAST.model_copy(update={"isolation": "none"})
+    res = await run_python(code, workspace=workspace, limits=limits)
+    assert res.status == "ok"
+    assert "parent done" in res.stdout
+    assert res.duration_s < 10

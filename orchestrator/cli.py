@@ -25,6 +25,7 @@ from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
 from orchestrator.cli_rollout import rollout
 from orchestrator.cli_traces import traces_app
+from orchestrator.cli_train import train_app
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.live import LiveState, summary_table
@@ -50,6 +51,7 @@ app = typer.Typer(
 err = Console(stderr=True)
 app.add_typer(traces_app, name="traces")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(train_app, name="train")
 app.command("rollout")(rollout)
 app.command("eval")(eval_command)
 

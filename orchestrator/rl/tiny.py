@@ -13,6 +13,7 @@ schemas and sequences stay short); an assistant's tool calls render as
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,7 +50,7 @@ class TinyModelSpec(BaseModel):
     seed: int = 0
 
 
-def build_tiny_tokenizer():  # type: ignore[no-untyped-def]  # transformers is untyped here
+def build_tiny_tokenizer() -> Any:
     """A ``PreTrainedTokenizerFast``: 256 byte tokens + the ChatML specials, with :data:`CHAT_TEMPLATE`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -60,7 +61,7 @@ def build_tiny_tokenizer():  # type: ignore[no-untyped-def]  # transformers is u
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(list(SPECIAL_TOKENS))
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
     )
     fast.chat_template = CHAT_TEMPLATE

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 from swarm.errors import ConfigError
 
@@ -65,7 +66,7 @@ def toggle_rewards(
     rewards: Sequence[float],
     lengths: Sequence[float],
     task_ids: Sequence[Hashable],
-    budgets: Mapping[Hashable, float],
+    budgets: Mapping[Any, float],
     iteration: int,
     m: int,
     lam: float,

@@ -391,7 +391,7 @@ class Trainer:
         self.env = env
         self.sync = sync
         self.on_step = on_step
-        self.model: torch.nn.Module = policy.hf_model
+        self.model: Any = policy.hf_model  # a transformers PreTrainedModel
         if env.subagent_backend is None:
             env.subagent_backend = frozen_copy(policy, name=f"{policy.model}-frozen")
         sub_model = getattr(env.subagent_backend, "hf_model", None)
@@ -612,7 +612,7 @@ class Trainer:
                     for j, i in enumerate(chunk):
                         old_lp[j, : old[i].shape[0]] = old[i]
                     out = loss_fn(lp, old_lp, adv, mask, cfg.loss_params, float(max(mb_tokens, 1)))
-                    out.loss.backward()
+                    out.loss.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(out.loss.item())
                     mb_policy += float(out.loss.item())
                     masked.append(out.metrics["masked_token_frac"])
@@ -621,7 +621,7 @@ class Trainer:
                     ids, mask = _pad_plain(picks, device)
                     lp = _logprobs(model, ids, torch.ones(ids.shape[0], device=device))
                     px = ptx_loss(lp, mask[:, 1:]) * cfg.ptx.coef
-                    px.backward()
+                    px.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(px.item())
                     stats["ptx_loss"].append(float(px.item()) / cfg.ptx.coef if cfg.ptx.coef else 0.0)
                 params = [p for p in model.parameters() if p.grad is not None]
@@ -790,7 +790,7 @@ def _tasks_environment(config: TrainConfig) -> Environment:
     return Environment(tasks=tasks, reward=PARLReward(config.reward))
 
 
-def _optimizers(model: torch.nn.Module, cfg: OptimConfig) -> list[torch.optim.Optimizer]:
+def _optimizers(model: Any, cfg: OptimConfig) -> list[torch.optim.Optimizer]:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ConfigError("the policy model has no trainable parameters")

@@ -23,18 +23,50 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 
-from swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from swarm.backend import Completion, FinishReason, ModelRequest, SamplingParams, Usage
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import AssistantMessage, Message, ToolMessage
 
 __all__ = ["TransformersBackend", "chat_dicts"]
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request in the decode queue; the decoding thread fills ids/logprobs or error, then sets done."""
+
+    prompt: list[int]
+    sampling: SamplingParams
+    max_new: int
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    version: int = 0
+    error: BackendError | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def seed(self) -> int | None:
+        return self.sampling.seed
+
+
+def _top_p(probs: Any, top_p: float) -> Any:
+    """Nucleus filtering of one probability vector (renormalised)."""
+    import torch
+
+    sorted_p, idx = torch.sort(probs, descending=True)
+    keep = torch.cumsum(sorted_p, dim=-1) - sorted_p < top_p
+    keep[0] = True
+    out = torch.zeros_like(probs)
+    out[idx[keep]] = sorted_p[keep]
+    return out / out.sum()
 
 
 def chat_dicts(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
@@ -59,8 +91,10 @@ def chat_dicts(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, 
 class TransformersBackend:
     """``TransformersBackend.from_pretrained(path)`` or ``TransformersBackend(model, tokenizer)``.
 
-    Safe to call concurrently: generations run one at a time in a worker thread under a lock (the
-    same lock :meth:`paused` takes), so an update never races a generation.
+    Safe to call concurrently: requests that arrive together are decoded as one left-padded batch
+    (up to ``max_batch``) in a worker thread, under the lock :meth:`paused` also takes, so an update
+    never races a generation. Each request samples with its own generator (seeded from
+    ``SamplingParams.seed`` when given), so a seeded request gives the same tokens in any batch.
     """
 
     def __init__(
@@ -70,6 +104,8 @@ class TransformersBackend:
         *,
         name: str = "transformers",
         weight_version: int = 0,
+        max_batch: int = 16,
+        batch_wait_s: float = 0.002,
     ) -> None:
         if getattr(tokenizer, "chat_template", None) is None:
             raise ConfigError(
@@ -80,7 +116,11 @@ class TransformersBackend:
         self.tokenizer = tokenizer
         self._name = name
         self.weight_version = weight_version
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while decoding and while weights change
+        self._queue_lock = threading.Lock()
+        self._pending: list[_Job] = []
+        self.max_batch = max_batch
+        self.batch_wait_s = batch_wait_s
         eos = tokenizer.eos_token_id
         self._stop_ids: set[int] = {eos} if isinstance(eos, int) else set(eos or ())
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -145,50 +185,123 @@ class TransformersBackend:
         max_new = request.sampling.max_tokens
         if limit is not None:
             max_new = min(max_new, limit - len(prompt))
-        ids, lps, version = await anyio.to_thread.run_sync(self._generate, prompt, request, max_new)
-        return self._completion(request, prompt, ids, lps, version, max_new)
+        job = _Job(prompt=prompt, sampling=request.sampling, max_new=max_new)
+        await anyio.to_thread.run_sync(self._run_job, job)
+        if job.error is not None:
+            raise job.error
+        return self._completion(request, prompt, job.ids, job.logprobs, job.version, max_new)
 
     # -- generation ----------------------------------------------------------------------------------
 
-    def _generate(self, prompt: list[int], request: ModelRequest, max_new: int) -> tuple[list[int], list[float], int]:
+    def _run_job(self, job: _Job) -> _Job:
+        """Runs in a worker thread: queue the job, then either lead a batch or wait for a leader.
+
+        Concurrent requests are decoded together in one batch (continuous batching without
+        preemption): whichever waiting thread takes the generation lock decodes every queued job
+        (up to ``max_batch``), so N parallel sub-agents cost about one decode, not N.
+        """
+        with self._queue_lock:
+            self._pending.append(job)
+        while not job.done.is_set():
+            if self._lock.acquire(timeout=0.02):
+                try:
+                    if job.done.is_set():
+                        break
+                    if self.batch_wait_s:
+                        time.sleep(self.batch_wait_s)  # let requests issued in the same tick join
+                    with self._queue_lock:
+                        batch = self._pending[: self.max_batch]
+                        del self._pending[: len(batch)]
+                    if batch:
+                        self._decode(batch)
+                finally:
+                    self._lock.release()
+            else:
+                job.done.wait(0.02)
+        return job
+
+    def _decode(self, jobs: list[_Job]) -> None:
+        """Decode a batch (left-padded, KV cache); every job gets its result or the error."""
+        try:
+            self._decode_batch(jobs)
+        except Exception as exc:
+            err = BackendError(f"generation failed in model {self._name!r}: {type(exc).__name__}: {exc}")
+            for j in jobs:
+                if not j.done.is_set():
+                    j.error = err
+        finally:
+            for j in jobs:
+                j.done.set()
+
+    def _decode_batch(self, jobs: list[_Job]) -> None:
         import torch
 
-        s = request.sampling
-        greedy = s.temperature == 0.0
-        with self._lock, torch.inference_mode():
-            if s.seed is not None:
-                torch.manual_seed(s.seed)
-            device = next(self.hf_model.parameters()).device
-            input_ids = torch.tensor([prompt], dtype=torch.long, device=device)
-            kwargs: dict[str, Any] = {
-                "max_new_tokens": max_new,
-                "do_sample": not greedy,
-                "output_logits": True,
-                "return_dict_in_generate": True,
-                "eos_token_id": sorted(self._stop_ids),
-                "pad_token_id": self._pad_id,
-                "attention_mask": torch.ones_like(input_ids),
-            }
-            if not greedy:
-                kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=0)
-            if s.stop:
-                kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
-            try:
-                out = self.hf_model.generate(input_ids, **kwargs)
-            except Exception as exc:
-                raise BackendError(f"generation failed in model {self._name!r}: {type(exc).__name__}: {exc}") from exc
-            new = out.sequences[0, len(prompt) :].tolist()
-            temp = 1.0 if greedy else s.temperature
-            lps: list[float] = []
-            for tok, logits in zip(new, out.logits, strict=False):
-                logp = torch.log_softmax(logits[0].float() / temp, dim=-1)
-                lps.append(float(logp[tok]))
-            # generate() pads finished rows; a single row stops at its first stop id
-            for i, tok in enumerate(new):
-                if tok in self._stop_ids:
-                    new, lps = new[: i + 1], lps[: i + 1]
+        model = self.hf_model
+        device = next(model.parameters()).device
+        n = len(jobs)
+        width = max(len(j.prompt) for j in jobs)
+        ids = torch.full((n, width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, j in enumerate(jobs):
+            ids[i, width - len(j.prompt) :] = torch.tensor(j.prompt)
+            mask[i, width - len(j.prompt) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        gens = []
+        for j in jobs:
+            g = torch.Generator(device="cpu")
+            g.manual_seed(j.seed if j.seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
+            gens.append(g)
+        version = self.weight_version
+        active = [True] * n
+        steps = max(j.max_new for j in jobs)
+        with torch.inference_mode():
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+            past = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            last_pos = pos[:, -1]
+            for _ in range(steps):
+                nxt = torch.full((n,), self._pad_id, dtype=torch.long)
+                for i, j in enumerate(jobs):
+                    if not active[i]:
+                        continue
+                    s = j.sampling
+                    temp = s.temperature if s.temperature > 0 else 1.0
+                    logp = torch.log_softmax(logits[i] / temp, dim=-1).cpu()
+                    if s.temperature == 0:
+                        tok = int(torch.argmax(logp))
+                    else:
+                        probs = logp.exp()
+                        if s.top_p < 1.0:
+                            probs = _top_p(probs, s.top_p)
+                        tok = int(torch.multinomial(probs, 1, generator=gens[i]))
+                    j.ids.append(tok)
+                    j.logprobs.append(float(logp[tok]))
+                    nxt[i] = tok
+                    if tok in self._stop_ids or len(j.ids) >= j.max_new or self._hit_stop(j):
+                        active[i] = False
+                if not any(active):
                     break
-            return new, lps, self.weight_version
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
+                last_pos = last_pos + 1
+                out = model(
+                    input_ids=nxt[:, None].to(device),
+                    attention_mask=mask,
+                    position_ids=last_pos[:, None],
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past = out.past_key_values
+                logits = out.logits[:, -1, :].float()
+        for j in jobs:
+            j.version = version
+
+    def _hit_stop(self, job: _Job) -> bool:
+        stops = job.sampling.stop
+        if not stops:
+            return False
+        tail = self.tokenizer.decode(job.ids[-64:], skip_special_tokens=False)
+        return any(x in tail for x in stops)
 
     def _completion(
         self, request: ModelRequest, prompt: list[int], ids: list[int], lps: list[float], version: int, max_new: int

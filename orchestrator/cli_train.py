@@ -1,0 +1,106 @@
+"""``swarm train``: RL-train the orchestrator from a config file, and plot a run's curves.
+
+``swarm train --config FILE`` runs (or resumes) the loop of :mod:`orchestrator.rl.trainer` with a
+progress bar; ``swarm train plot RUN`` writes PNG curves of ``RUN/metrics.jsonl`` into ``RUN/plots``.
+Both need the ``rl`` extra (torch, transformers, matplotlib).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from swarm.errors import UserError
+
+__all__ = ["train_app"]
+
+train_app = typer.Typer(
+    name="train",
+    help="Train the orchestrator with PARL (K2.5 loss, Toggle, annealed λs); `plot RUN` draws a run's curves.",
+    invoke_without_command=True,
+)
+_err = Console(stderr=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    _err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _need_rl() -> None:
+    try:
+        import matplotlib  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise _fail(
+            f"`swarm train` needs the rl extra: pip install 'agent-swarm[rl]' ({exc.name} is missing)"
+        ) from None
+
+
+@train_app.callback()
+def train(
+    ctx: typer.Context,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="training config (TOML or JSON)")] = None,
+    steps: Annotated[int | None, typer.Option(help="override the config's total steps")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Run or resume training from --config FILE (see orchestrator/rl/trainer.py for the fields)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if config is None:
+        raise _fail("give --config FILE to train, or `swarm train plot RUN` to plot a run")
+    _need_rl()
+    from orchestrator.rl.trainer import StepMetrics, Trainer, load_train_config
+
+    try:
+        cfg = load_train_config(config, steps=steps, run_dir=str(run_dir.resolve()) if run_dir else None)
+        with Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=_err,
+            disable=not progress,
+        ) as bar:
+            task = bar.add_task("train", total=cfg.steps, info="")
+
+            def on_step(m: StepMetrics) -> None:
+                info = (
+                    f"reward {m.reward:.3f} r_perf {m.r_perf:.3f} λ1 {m.lambda1:.3f} "
+                    f"crit {m.mean_critical_steps:.2f} width {m.mean_parallel_width:.2f}"
+                )
+                bar.update(task, completed=m.step + 1, info=info)
+
+            trainer = Trainer.from_config(cfg, config_dir=config.parent, on_step=on_step)
+            done = trainer.resume()
+            bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
+            trainer.run()
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    _err.print(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}")
+
+
+@train_app.command("plot")
+def plot(
+    run: Annotated[Path, typer.Argument(help="a `swarm train` run directory (holds metrics.jsonl)")],
+    out: Annotated[Path | None, typer.Option(help="output directory (default RUN/plots)")] = None,
+    window: Annotated[int, typer.Option(min=1, help="moving-average window in steps")] = 3,
+) -> None:
+    """Write PNG curves (reward and components, λs, critical steps, width, loss, ...) of a run."""
+    _need_rl()
+    from orchestrator.rl.plots import plot_run
+
+    try:
+        paths = plot_run(run, out, window=window)
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    for p in paths:
+        typer.echo(str(p))

@@ -314,27 +314,32 @@ class Tracing:
         return self.files.path(episode_id) if self.files is not None else None
 
     def shutdown(self, timeout_s: float = 5.0) -> list[str]:
-        """Flush and close exporters; returns warnings for the user (never raises, never hangs)."""
+        """Flush and close exporters; returns warnings for the user (never raises, never hangs).
+
+        A second Ctrl-C during the flush abandons what is left of it, with a warning."""
         if self.provider is None or self._closed:
             return []
         self._closed = True
         warnings: list[str] = []
-        if self.files is not None:
-            self.files.shutdown()  # local file: fast, and done first so a slow network cannot starve it
-            warnings += self.files.errors
-        if self._otlp_processor is not None and self.otlp is not None:
-            proc = self._otlp_processor
-            worker = threading.Thread(target=proc.shutdown, name="swarm-otlp-flush", daemon=True)
-            worker.start()
-            worker.join(timeout_s)
-            if worker.is_alive():
-                host, port = self.otlp.address
-                warnings.append(
-                    f"OTLP export to {host}:{port} did not finish within {timeout_s:g}s; some spans may be "
-                    "missing there (the trace file has them all)"
-                )
-        # Processors already shut down return at once, so this cannot block on a stuck exporter.
-        self.provider.shutdown()
+        try:
+            if self.files is not None:
+                self.files.shutdown()  # local file: fast, and done first so a slow network cannot starve it
+                warnings += self.files.errors
+            if self._otlp_processor is not None and self.otlp is not None:
+                worker = threading.Thread(target=self._otlp_processor.shutdown, name="swarm-otlp-flush", daemon=True)
+                worker.start()
+                worker.join(timeout_s)
+                if worker.is_alive():
+                    host, port = self.otlp.address
+                    where = " (the trace file has them all)" if self.files is not None else ""
+                    warnings.append(
+                        f"OTLP export to {host}:{port} did not finish within {timeout_s:g}s; "
+                        f"some spans may be missing there{where}"
+                    )
+            # Processors already shut down return at once, so this cannot block on a stuck exporter.
+            self.provider.shutdown()
+        except KeyboardInterrupt:
+            warnings.append("span flush interrupted: the trace file and the OTLP receiver may miss spans")
         return warnings
 
 

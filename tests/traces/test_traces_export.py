@@ -315,3 +315,18 @@ async def test_concurrent_episodes_under_one_caller_span_get_a_file_each(tmp_pat
         assert not ids & seen
         seen |= ids
     assert tracing.files is not None and tracing.files.unrouted == 1  # the collector's own span
+
+
+def test_a_second_ctrl_c_during_the_flush_abandons_it_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracing = start_tracing(TracingOptions(), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
+    assert tracing.files is not None
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracing.files, "shutdown", interrupted)
+    warnings = tracing.shutdown()
+    assert len(warnings) == 1 and "interrupted" in warnings[0]
+    assert tracing.shutdown() == []  # once only

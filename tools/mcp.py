@@ -17,9 +17,11 @@ the process::
 
 Every server connection is owned by one long-lived task (the SDK's client must be entered and left
 in the same task): calls travel to that task over memory streams, so tools can be called from any
-task. A server that cannot connect is reported in :attr:`MCPServers.status` and contributes no tools;
-a server that crashes or hangs turns calls into tool errors (``is_error``) the model can read; none of
-it raises into the episode. Leaving the context (or cancelling it) closes every connection.
+task. A server that cannot connect is reported in :attr:`MCPServers.status` and contributes no tools.
+A call that hangs past ``timeout_s`` or hits a crash becomes a tool error (``is_error``) the model can
+read; after a crash the owner reconnects (``max_restarts`` times, then the server's tools answer
+"unavailable"). None of it raises into the episode. Leaving the context (or cancelling it) closes
+every connection.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class _ServerBase(BaseModel):
 
     timeout_s: float = Field(60, gt=0, description="per tool call")
     connect_timeout_s: float = Field(30, gt=0, description="connect + list tools")
+    max_restarts: int = Field(2, ge=0, description="reconnects after the connection is lost")
     enabled: bool = True
 
 
@@ -157,6 +160,7 @@ class ServerStatus(BaseModel):
     error: str | None = None
     tools: tuple[str, ...] = ()
     server_info: str | None = None
+    restarts: int = 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,6 +215,7 @@ class _Connection:
     error: str | None = None
     connected: bool = False
     server_info: str | None = None
+    restarts: int = 0
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -303,29 +308,47 @@ class MCPServers:
         return None
 
     async def _own(self, conn: _Connection, *, task_status: TaskStatus[None]) -> None:
-        """The one task that enters, uses and leaves this server's client."""
+        """The one task that enters, uses and leaves this server's client (and reconnects it)."""
         started = False
         try:
-            # The deadline covers connecting and listing only; it is lifted once connected.
-            with anyio.CancelScope(deadline=anyio.current_time() + conn.config.connect_timeout_s) as scope:
-                async with self._client(conn) as client:
-                    listed = await client.list_tools()
-                    scope.deadline = math.inf
-                    conn.tools = list(listed.tools)
-                    info = client.server_info
-                    if info is not None:
-                        conn.server_info = f"{info.name} {info.version}".strip()
-                    conn.connected = True
-                    started = True
-                    task_status.started()
-                    await self._serve(conn, client)
-            if scope.cancelled_caught and not started:
-                conn.error = f"connect timed out after {conn.config.connect_timeout_s:g}s"
-        except Exception as exc:
-            if conn.error is None:
-                conn.error = ("connection lost: " if started else "connect failed: ") + _describe(exc)
+            while True:
+                lost = anyio.Event()
+                shutdown = False
+                try:
+                    # The deadline covers connecting and listing only; it is lifted once connected.
+                    deadline = anyio.current_time() + conn.config.connect_timeout_s
+                    with anyio.CancelScope(deadline=deadline) as scope:
+                        async with self._client(conn) as client:
+                            listed = await client.list_tools()
+                            scope.deadline = math.inf
+                            if not started:  # the tool list agents see is fixed at the first connect
+                                conn.tools = list(listed.tools)
+                                info = client.server_info
+                                if info is not None:
+                                    conn.server_info = f"{info.name} {info.version}".strip()
+                            conn.connected, conn.error = True, None
+                            if not started:
+                                started = True
+                                task_status.started()
+                            shutdown = await self._serve(conn, client, lost)
+                    if scope.cancelled_caught and not conn.connected:
+                        conn.error = f"connect timed out after {conn.config.connect_timeout_s:g}s"
+                except Exception as exc:
+                    if conn.error is None or conn.connected:
+                        prefix = "connection lost: " if conn.connected else "connect failed: "
+                        conn.error = prefix + _describe(exc)
+                conn.connected = False
+                if shutdown or not started or conn.restarts >= conn.config.max_restarts:
+                    break
+                conn.restarts += 1
+                await anyio.sleep(min(0.5 * conn.restarts, 5))
         finally:
             conn.connected = False
+            # Calls queued while we were reconnecting get a closed reply stream (an immediate error)
+            # instead of waiting for their timeout.
+            with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                while True:
+                    conn.recv.receive_nowait().reply.close()
             conn.recv.close()
             if not started:
                 task_status.started()
@@ -340,24 +363,31 @@ class MCPServers:
             return Client(stdio_client(params, errlog=self.server_stderr or sys.stderr))
         return Client(_HttpTransport(cfg.url, cfg.headers))
 
-    async def _serve(self, conn: _Connection, client: Client) -> None:
-        async with anyio.create_task_group() as calls:
-            async for req in conn.recv:
-                calls.start_soon(self._handle, conn, client, req)
-            calls.cancel_scope.cancel()  # shutting down: in-flight calls end as errors
+    async def _serve(self, conn: _Connection, client: Client, lost: anyio.Event) -> bool:
+        """Serve calls until shutdown (True) or until the connection is lost (False)."""
 
-    async def _handle(self, conn: _Connection, client: Client, req: _Request) -> None:
+        async def watch() -> None:
+            await lost.wait()
+            calls.cancel_scope.cancel()  # in-flight calls end as errors; queued ones wait
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(watch)
+            async for req in conn.recv:
+                calls.start_soon(self._handle, conn, client, req, lost)
+            calls.cancel_scope.cancel()  # shutting down: in-flight calls end as errors
+        return not lost.is_set()
+
+    async def _handle(self, conn: _Connection, client: Client, req: _Request, lost: anyio.Event) -> None:
         with req.reply:
             try:
                 result = await client.call_tool(req.tool, req.arguments)
                 reply = result_to_text(result)
             except Exception as exc:
                 reply = (f"MCP server {conn.name!r} failed on {req.tool!r}: {_describe(exc)}", True)
-                if _is_disconnect(exc) and conn.connected:
-                    # The server died: stop serving so later calls fail fast and status says so.
-                    conn.connected = False
+                if _is_disconnect(exc) and not lost.is_set():
+                    # The server died: the owner reconnects (up to max_restarts) or gives up.
                     conn.error = f"connection lost during {req.tool!r}: {_describe(exc)}"
-                    conn.send.close()
+                    lost.set()
             with contextlib.suppress(anyio.BrokenResourceError, anyio.WouldBlock):
                 req.reply.send_nowait(reply)  # suppressed: the caller gave up (timeout)
 
@@ -432,6 +462,7 @@ class MCPServers:
                 error=c.error,
                 tools=tuple(t.name for t in c.tools),
                 server_info=c.server_info,
+                restarts=c.restarts,
             )
             for c in self._conns.values()
         ]

@@ -61,7 +61,7 @@ async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
     cfg = parse_mcp_config(
         {
             "mcpServers": {
-                "calc": stdio(timeout_s=60),
+                "calc": stdio(timeout_s=60, max_restarts=1),
                 "stuck": stdio(timeout_s=2),  # same server, short call timeout: for the hang
                 "broken": {"command": "/nonexistent/mcp-server"},
             }
@@ -100,12 +100,22 @@ async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
         assert time.monotonic() - started < 10
         assert (await call(reg.resolve(["stuck"]), "stuck__add", a=1, b=1)).content == "2"  # serving after a hang
 
+        # A crash mid-call is an error; the owner restarts the server once (max_restarts=1) ...
         crashed = await call(tools, "calc__crash")
-        assert crashed.is_error and "calc" in crashed.content
-        after = await call(tools, "calc__add", a=1, b=1)
-        assert after.is_error and "unavailable" in after.content
+        assert crashed.is_error and "calc" in crashed.content and "Connection closed" in crashed.content
+        assert (await call(tools, "calc__add", a=1, b=1)).content == "2"
+        status = {s.name: s for s in servers.status}
+        assert status["calc"].connected and status["calc"].restarts == 1
+        # ... and after the second crash it gives up: the tools answer "unavailable" at once.
+        assert (await call(tools, "calc__crash")).is_error
+        with anyio.fail_after(10):
+            after = await call(tools, "calc__add", a=1, b=1)
+        assert after.is_error and ("unavailable" in after.content or "went away" in after.content)
+        await anyio.sleep(0.5)
         status = {s.name: s for s in servers.status}
         assert not status["calc"].connected and "connection lost" in (status["calc"].error or "")
+        after = await call(tools, "calc__add", a=1, b=1)
+        assert after.is_error and "unavailable" in after.content
 
 
 def _free_port() -> int:

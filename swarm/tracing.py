@@ -320,7 +320,10 @@ def cap_content(value: Any, limit: int = CONTENT_LIMIT) -> str:
 
 def server_of(backend: object) -> tuple[str | None, int | None]:
     """``(server.address, server.port)`` from a backend's optional ``base_url`` attribute."""
-    url = getattr(backend, "base_url", None)
+    try:
+        url = getattr(backend, "base_url", None)
+    except Exception:  # a property that cannot answer yet (e.g. a server not started) is no address
+        return None, None
     if not isinstance(url, str) or not url:
         return None, None
     parts = urlsplit(url if "//" in url else f"//{url}")
@@ -428,7 +431,10 @@ class Telemetry:
                 server_address, port = server_of(backend)
                 server_port = server_port if server_port is not None else port
             if provider is None:
-                name = getattr(backend, "provider_name", None)
+                try:
+                    name = getattr(backend, "provider_name", None)
+                except Exception:
+                    name = None
                 provider = name if isinstance(name, str) and name else None
         attributes: dict[str, Any] = {
             attr.OPERATION: "chat",

@@ -437,3 +437,16 @@ def test_spans_opened_inside_a_tool_nest_under_its_execute_tool_span(memory: Any
     for name in ("probe", "aprobe"):
         inner = next(s for s in spans.values() if s.name == f"tools/call {name}")
         assert inner.parent is not None and spans[inner.parent.span_id].name == f"execute_tool {name}"
+
+
+def test_a_backend_whose_address_is_not_known_yet_still_traces(memory: Any) -> None:
+    class NotStarted(FunctionBackend):
+        @property
+        def base_url(self) -> str:
+            raise RuntimeError("the server is not started")
+
+    backend = NotStarted(lambda r: Completion(text="hi"), model="local")
+    record = Orchestrator(backend, tracer_provider=memory.provider).run_sync("hello")
+    assert record.status.value == "completed"
+    chat = next(s for s in memory.exporter.get_finished_spans() if s.name == "chat local")
+    assert "server.address" not in chat.attributes

@@ -286,6 +286,8 @@ class PARLReward:
             verdict = await verify(name, record.answer, parsed, ctx)
         except (ConfigError, UnknownNameError) as exc:
             return 0.0, name, {}, str(exc)
+        except Exception as exc:  # a verifier bug must not cost the episode its auxiliary reward terms
+            return 0.0, name, {}, f"verifier {name!r} raised {type(exc).__name__}: {exc}"
         details = {"passed": verdict.passed, **verdict.details}
         return verdict.score, name, details, verdict.error
 

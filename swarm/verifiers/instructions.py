@@ -216,7 +216,7 @@ def check_constraints(text: str, constraints: list[Constraint]) -> list[dict[str
     out = []
     for c in constraints:
         ok, observed = c.check(text)
-        out.append({"type": c.type, "ok": ok, "observed": observed, "constraint": c.model_dump()})
+        out.append({"type": c.type, "ok": ok, "observed": observed, "constraint": c.model_dump(mode="json")})
     return out
 
 

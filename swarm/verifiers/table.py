@@ -434,6 +434,6 @@ def table_verifier(answer: str, args: TableArgs, ctx: VerifierContext) -> Verdic
         allow_extra_columns=args.allow_extra_columns,
     )
     value = float(s.success) if args.score == "success" else getattr(s, args.score)
-    details = s.model_dump(exclude={"error"})
+    details = s.model_dump(mode="json", exclude={"error"})  # JSON-native: records round-trip
     # A missing table is the model's failure (score 0), not a failed verification.
     return Verdict(score=value, passed=s.success, details={**details, "problem": s.error} if s.error else details)

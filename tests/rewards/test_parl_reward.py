@@ -207,3 +207,20 @@ def test_group_advantages_edge_cases() -> None:
     assert group_advantages([]) == []
     assert group_advantages([0.7]) == [0.0]
     assert group_advantages([1.0, 1.0, 1.0], normalize=True) == [0.0, 0.0, 0.0]  # no division blow-up
+
+
+async def test_a_verifier_that_raises_keeps_the_auxiliary_terms() -> None:
+    from swarm.verifiers import Verdict, VerifierArgs, VerifierContext, register_verifier
+
+    class NoArgs(VerifierArgs):
+        pass
+
+    @register_verifier("test_buggy_verifier", NoArgs, replace=True)
+    def buggy(answer: str, args: NoArgs, ctx: VerifierContext) -> Verdict:
+        raise ZeroDivisionError("oops")
+
+    task = Task(id="b", prompt="q", verifier="test_buggy_verifier")
+    rec = await episode([[create(), assign("a")], "done"], {"w-0-0": ["ok"]}, task=task, reward=PARLReward())
+    r = rec.reward
+    assert r is not None and r.r_perf == 0.0 and r.r_parallel == 0.25 and r.r_finish == 1.0
+    assert "raised ZeroDivisionError: oops" in (r.error or "")

@@ -176,3 +176,35 @@ async def test_trl_rollout_output_contract() -> None:
     assert out["reward"] == [t.reward.total for t in trajs] and out["advantage"] == [0.5, -0.5, -1.5]
     with pytest.raises(ConfigError):
         to_trl_rollout([])
+
+
+async def test_records_scored_by_table_and_instruction_verifiers_round_trip(tmp_path: Path) -> None:
+    tasks = [
+        Task(
+            id="t",
+            prompt="table",
+            verifier="table",
+            verifier_args={
+                "gold": [{"k": "a", "v": "1"}],
+                "key_columns": ["k"],
+                "rules": {"v": {"metrics": ["llm_judge"]}},
+            },
+        ),
+        Task(
+            id="i",
+            prompt="list",
+            verifier="instructions",
+            verifier_args={"constraints": [{"type": "sections", "required": ["A"]}, {"type": "bullets", "min": 1}]},
+        ),
+    ]
+    trajs = []
+    for task in tasks:
+        rec = await Orchestrator(ScriptedBackend(["| k | v |\n|-|-|\n| a | 1 |\n- x"]), reward_fn=PARLReward()).run(
+            task
+        )
+        trajs.append(build_trajectory(rec))
+    assert trajs[0].reward.details["judge_fallback_columns"] == ["v"]
+    with JsonlWriter(tmp_path / "t.jsonl") as w:
+        for t in trajs:
+            w.write(t)
+    assert read_trajectories(tmp_path / "t.jsonl") == trajs

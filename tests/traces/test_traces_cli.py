@@ -66,11 +66,12 @@ def test_run_writes_the_trace_file_beside_the_record(tmp_path: Path) -> None:
     assert not any("gen_ai.input.messages" in attrs(s) for s in spans)  # content is opt-in
 
 
-def test_trace_content_and_no_trace_file_flags(tmp_path: Path) -> None:
+def test_trace_content_and_no_trace_file_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = run_demo(tmp_path / "a", "--trace-content")
     spans = file_spans(tmp_path / "a" / record.episode_id / TRACE_FILE)
     chat = next(s for s in spans if s.name == "chat scripted-subagent")
     assert "Find the capital of" in attrs(chat)["gen_ai.input.messages"]
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")  # even if a Jaeger listens on this machine
     record = run_demo(tmp_path / "b", "--no-trace-file")
     assert record.trace_id is None  # nothing to export to: no SDK installed, no spans
     assert not list((tmp_path / "b").rglob(TRACE_FILE))

@@ -23,6 +23,7 @@ from rich.markup import escape
 
 from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
+from orchestrator.cli_models import models
 from orchestrator.cli_rollout import rollout
 from orchestrator.cli_traces import traces_app
 from orchestrator.cli_train import train_app
@@ -54,6 +55,7 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(train_app, name="train")
 app.command("rollout")(rollout)
 app.command("eval")(eval_command)
+app.command("models")(models)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:

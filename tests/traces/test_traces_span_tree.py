@@ -37,8 +37,6 @@ STABLE = (
     "gen_ai.agent.id",
     "gen_ai.conversation.id",
     "gen_ai.request.model",
-    "gen_ai.request.temperature",
-    "gen_ai.request.max_tokens",
     "gen_ai.response.model",
     "gen_ai.response.finish_reasons",
     "gen_ai.tool.name",

@@ -11,6 +11,8 @@
   ``verl.experimental.agent_loop.AgentLoopOutput`` (``prompt_ids``, ``response_ids``,
   ``response_mask``, ``response_logprobs``, ``reward_score``, ``num_turns``, ``metrics``,
   ``extra_fields``): ``AgentLoopOutput(**record)`` loads it.
+* **Agent Lightning**: :func:`to_agl_triplets` gives one ``Triplet``-shaped dict per orchestrator turn
+  (``prompt.token_ids``, ``response.token_ids``/``log_probs``, the episode reward on the last turn).
 * **TRL**: :func:`to_trl_rollout` gives the dict a ``GRPOTrainer`` ``rollout_func`` returns:
   ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask`` (1 = model token), one entry per
   completion, plus extra per-completion keys (``reward``, ``advantage``, ids) that TRL forwards to the
@@ -38,6 +40,7 @@ __all__ = [
     "read_parquet",
     "read_trajectories",
     "repair_jsonl",
+    "to_agl_triplets",
     "to_trl_rollout",
     "to_verl_agent_loop_output",
     "write_parquet",
@@ -358,3 +361,27 @@ def to_trl_rollout(trajectories: Sequence[Trajectory]) -> dict[str, list[Any]]:
         out["group_id"].append(t.group_id)
         out["task_id"].append(t.task_id)
     return out
+
+
+def to_agl_triplets(t: Trajectory) -> list[dict[str, Any]]:
+    """Agent Lightning ``Triplet``-shaped dicts, one per orchestrator turn (1.0 field names).
+
+    Each turn's exact prompt and response ids; the episode's PARL total is the reward of the last
+    turn (``None`` before it), as Agent Lightning assigns a final reward; ids go in ``metadata``.
+    """
+    last = len(t.turns) - 1
+    return [
+        {
+            "prompt": {"token_ids": list(turn.prompt_ids)},
+            "response": {"token_ids": list(turn.response_ids), "log_probs": list(turn.response_logprobs)},
+            "reward": t.reward.total if k == last else None,
+            "metadata": {
+                "episode_id": t.episode_id,
+                "group_id": t.group_id,
+                "turn": turn.index,
+                "finish_reason": turn.finish_reason,
+                "weight_version": turn.weight_version,
+            },
+        }
+        for k, turn in enumerate(t.turns)
+    ]

@@ -208,3 +208,14 @@ async def test_records_scored_by_table_and_instruction_verifiers_round_trip(tmp_
         for t in trajs:
             w.write(t)
     assert read_trajectories(tmp_path / "t.jsonl") == trajs
+
+
+async def test_agent_lightning_triplets_carry_each_turn_and_the_final_reward() -> None:
+    from swarm.export import to_agl_triplets
+
+    t = (await make_trajectories(1))[0]
+    triplets = to_agl_triplets(t)
+    assert len(triplets) == t.num_turns == 2
+    assert [tr["prompt"]["token_ids"] for tr in triplets] == [list(turn.prompt_ids) for turn in t.turns]
+    assert triplets[1]["response"]["log_probs"] == list(t.turns[1].response_logprobs)
+    assert [tr["reward"] for tr in triplets] == [None, t.reward.total]

@@ -177,9 +177,51 @@ def warmstart(config_path: Path, steps: int = 400, parallel_share: float = 0.25)
     print(f"warm-started policy written to {out}")
 
 
+# -- report -------------------------------------------------------------------------------------------
+
+REPORT_KEYS = (
+    ("r_perf", "r_perf"),
+    ("reward", "reward (PARL total)"),
+    ("lambda1", "λ1 = λ2"),
+    ("mean_critical_steps", "critical steps / episode"),
+    ("mean_total_steps", "total steps / episode"),
+    ("mean_parallel_width", "mean parallel width"),
+    ("finish_rate", "sub-agent finish rate"),
+)
+
+
+def _window_mean(rows: list[dict[str, Any]], key: str) -> float:
+    vals = [float(r.get(key) or 0.0) for r in rows]
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def report(window: int = 5) -> str:
+    """``parl_fetch.png`` (both runs) and ``parl_fetch_results.md`` (first vs last ``window`` steps)."""
+    from orchestrator.rl.plots import plot_compare, read_metrics
+
+    runs = {"PARL (λ annealed)": HERE / "runs" / "parl", "ablation (λ1 = λ2 = 0)": HERE / "runs" / "ablation"}
+    runs = {k: v for k, v in runs.items() if (v / "metrics.jsonl").is_file()}
+    plot_compare(runs, HERE / "parl_fetch.png")
+    lines = []
+    for label, run in runs.items():
+        rows = read_metrics(run)
+        first, last = rows[:window], rows[-window:]
+        lines.append(f"### {label}: {len(rows)} steps\n")
+        lines.append(f"| metric | first {len(first)} steps | last {len(last)} steps |")
+        lines.append("|---|---|---|")
+        for key, name in REPORT_KEYS:
+            lines.append(f"| {name} | {_window_mean(first, key):.3f} | {_window_mean(last, key):.3f} |")
+        lines.append("")
+    text = "\n".join(lines)
+    (HERE / "parl_fetch_results.md").write_text(text + "\n", encoding="utf-8")
+    return text
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
-    if cmd == "warmstart":
+    if cmd == "report":
+        print(report())
+    elif cmd == "warmstart":
         warmstart(HERE / "parl_fetch.toml", steps=int(sys.argv[2]) if len(sys.argv) > 2 else 400)
     else:
         sys.exit(__doc__)

@@ -356,6 +356,7 @@ class StepMetrics(BaseModel):
     trained_sequences: int
     trained_tokens: int
     dropped_episodes: int
+    split_episodes: int = 0
     statuses: dict[str, int]
     weight_version: int
     rollout_s: float
@@ -472,7 +473,7 @@ class Trainer:
             zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
             rewards = toggled
         advantages = ADVANTAGES.get(cfg.advantage)(rewards, groups)
-        seqs, dropped = self._sequences(records, advantages, temperature)
+        seqs, dropped, split = self._sequences(records, advantages, temperature)
 
         t1 = time.perf_counter()
         with self.policy.paused():
@@ -483,7 +484,7 @@ class Trainer:
         update_s = time.perf_counter() - t1
         self.step = step + 1
         metrics = self._metrics(
-            step, records, rewards, upd, temperature, phase, zeroed, seqs, dropped, rollout_s, update_s
+            step, records, rewards, upd, temperature, phase, zeroed, seqs, dropped, split, rollout_s, update_s
         )
         _append_jsonl(self.run_dir / METRICS, metrics.model_dump(mode="json"))
         if self.step % cfg.checkpoint_every == 0 or self.step == cfg.steps:
@@ -528,28 +529,52 @@ class Trainer:
 
     def _sequences(
         self, records: Sequence[EpisodeRecord], advantages: Sequence[float], temperature: float
-    ) -> tuple[list[Sequence_], int]:
+    ) -> tuple[list[Sequence_], int, int]:
+        """Training sequences of the episodes: (sequences, dropped episodes, episodes split per turn).
+
+        An episode becomes one sequence (its flattened trajectory: observations masked out). When its
+        turns do not chain (drift: the template re-rendered earlier text differently), each turn
+        becomes its own sequence — still the exact sampled ids, never re-tokenized text. Episodes
+        without token ids or logprobs are dropped and counted.
+        """
+        temp = temperature if temperature > 0 else 1.0  # greedy turns report T=1 logprobs
         seqs: list[Sequence_] = []
-        dropped = 0
+        dropped = split = 0
         for rec, adv in zip(records, advantages, strict=True):
             try:
                 traj = build_trajectory(rec, advantage=adv, include_transcripts=False)
             except TrajectoryError:
-                dropped += 1  # no ids / drift: never re-tokenize; counted in the metrics
+                turns = [
+                    t
+                    for t in rec.turns
+                    if t.prompt_token_ids is not None
+                    and t.response_token_ids
+                    and t.response_logprobs is not None
+                    and len(t.response_logprobs) == len(t.response_token_ids)
+                ]
+                if not turns or len(turns) != len(rec.turns):
+                    dropped += 1
+                    continue
+                split += 1
+                for t in turns:
+                    assert t.prompt_token_ids is not None and t.response_token_ids is not None
+                    assert t.response_logprobs is not None
+                    n_p, n_r = len(t.prompt_token_ids), len(t.response_token_ids)
+                    seqs.append(
+                        Sequence_(
+                            ids=t.prompt_token_ids + t.response_token_ids,
+                            mask=(0,) * n_p + (1,) * n_r,
+                            behaviour_logprobs=(0.0,) * n_p + t.response_logprobs,
+                            advantage=adv,
+                            temperature=temp,
+                        )
+                    )
                 continue
             ids = traj.prompt_ids + traj.response_ids
             mask = (0,) * len(traj.prompt_ids) + traj.response_mask
             lps = (0.0,) * len(traj.prompt_ids) + traj.response_logprobs
-            seqs.append(
-                Sequence_(
-                    ids=ids,
-                    mask=mask,
-                    behaviour_logprobs=lps,
-                    advantage=adv,
-                    temperature=max(temperature, 1e-6) if temperature > 0 else 1.0,
-                )
-            )
-        return seqs, dropped
+            seqs.append(Sequence_(ids=ids, mask=mask, behaviour_logprobs=lps, advantage=adv, temperature=temp))
+        return seqs, dropped, split
 
     # -- the update --------------------------------------------------------------------------------
 
@@ -660,6 +685,7 @@ class Trainer:
         zeroed: int,
         seqs: Sequence[Sequence_],
         dropped: int,
+        split: int,
         rollout_s: float,
         update_s: float,
     ) -> StepMetrics:
@@ -699,6 +725,7 @@ class Trainer:
             trained_sequences=len(seqs),
             trained_tokens=int(upd.get("tokens", 0)),
             dropped_episodes=dropped,
+            split_episodes=split,
             statuses=statuses,
             weight_version=self.policy.weight_version,
             rollout_s=rollout_s,

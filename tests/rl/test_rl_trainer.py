@@ -16,6 +16,8 @@ from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
 from orchestrator.rl.trainer import (  # noqa: E402
     Environment,
     OptimConfig,
+    PtxConfig,
+    ToggleConfig,
     TrainConfig,
     Trainer,
     load_train_config,
@@ -25,6 +27,7 @@ from orchestrator.rollout import RolloutConfig  # noqa: E402
 from swarm.backend import SamplingParams  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
+from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
 from swarm.rewards import PARLReward, RewardConfig  # noqa: E402
 
@@ -76,6 +79,7 @@ def _trainer(cfg: TrainConfig, dirs: tuple[Path, Path]) -> tuple[Trainer, Transf
         subagent_backend=sub,
         reward=HashReward(cfg.reward),
         agents=[AgentDefinition(name="worker", system_prompt="do it")],
+        sft=[[UserMessage(content="count to three"), AssistantMessage(content="one two three")]],
     )
     return Trainer(cfg, policy, env), sub
 
@@ -127,8 +131,12 @@ def test_three_steps_train_the_orchestrator_only_and_resume(model_dirs: tuple[Pa
 def test_resume_after_a_kill_drops_metrics_of_uncheckpointed_steps(
     model_dirs: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """Also runs Toggle (m=1: phases alternate each step) and the PTX loss on a fixed SFT set."""
     run = tmp_path / "run"
-    cfg = _config(run, steps=2).model_copy(update={"checkpoint_every": 5})
+    toggle = ToggleConfig(m=1, lam=0.0, p=50, correct_at=0.0)
+    cfg = _config(run, steps=2).model_copy(
+        update={"checkpoint_every": 5, "toggle": toggle, "ptx": PtxConfig(coef=0.5, batch_size=2)}
+    )
     trainer, _ = _trainer(cfg, model_dirs)
     trainer.train_step()  # step 0 logged, not checkpointed (as if killed before step 1 finished)
     trainer.save_checkpoint()  # checkpoint after step 1 of 2
@@ -138,8 +146,13 @@ def test_resume_after_a_kill_drops_metrics_of_uncheckpointed_steps(
     import shutil
 
     shutil.rmtree(ckpt)  # ...is lost, as if the process died while writing it
+    first = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["toggle_phase"] for m in first] == [0, 1]
+    assert first[0]["ptx_loss"] is not None and first[0]["ptx_loss"] > 0
+    assert trainer.budgets is not None and set(trainer.budgets) == {"t1", "t2"}
     again, _ = _trainer(cfg, model_dirs)
     assert again.resume() == 1
+    assert again.budgets == trainer.budgets  # estimated once, kept across a resume
     assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [0]
     again.run()
     assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [0, 1]
@@ -158,3 +171,51 @@ def test_config_file_validation(tmp_path: Path) -> None:
     assert cfg.run_dir == tmp_path / "out"
     with pytest.raises(ConfigError, match="environment"):
         Trainer.from_config(cfg)
+
+
+def test_drifted_episodes_train_turn_by_turn_on_exact_ids(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    from swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
+
+    trainer, _ = _trainer(_config(tmp_path / "run", steps=1), model_dirs)
+    t0 = OrchestratorTurn(
+        index=0, stage=0, prompt_token_ids=(1, 2), response_token_ids=(3, 4), response_logprobs=(-0.1, -0.2)
+    )
+    t1 = OrchestratorTurn(
+        index=1,
+        stage=1,
+        prompt_token_ids=(1, 2, 9, 9, 5),
+        response_token_ids=(6,),
+        response_logprobs=(-0.3,),
+        drift=True,
+    )
+    rec = EpisodeRecord(
+        episode_id="e",
+        task=Task(id="t1", prompt="p"),
+        status=EpisodeStatus.COMPLETED,
+        turns=(t0, t1),
+        reward=RewardRecord(total=1.0, r_perf=1.0),
+    )
+    no_ids = rec.model_copy(update={"turns": (t0.model_copy(update={"response_token_ids": None}),)})
+    seqs, dropped, split = trainer._sequences([rec, no_ids], [0.5, -0.5], 1.0)
+    assert (dropped, split) == (1, 1)
+    assert [(s.ids, s.mask, s.behaviour_logprobs) for s in seqs] == [
+        ((1, 2, 3, 4), (0, 0, 1, 1), (0.0, 0.0, -0.1, -0.2)),
+        ((1, 2, 9, 9, 5, 6), (0, 0, 0, 0, 0, 1), (0.0, 0.0, 0.0, 0.0, 0.0, -0.3)),
+    ]
+    chained = rec.model_copy(
+        update={"turns": (t0, t1.model_copy(update={"prompt_token_ids": (1, 2, 3, 4, 5), "drift": False}))}
+    )
+    seqs, _, split = trainer._sequences([chained], [0.5], 1.0)
+    assert split == 0 and [(s.ids, s.mask) for s in seqs] == [((1, 2, 3, 4, 5, 6), (0, 0, 1, 1, 0, 1))]
+
+
+def test_muon_optimizes_hidden_matrices_and_adamw_the_rest(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("this torch has no torch.optim.Muon")
+    cfg = _config(tmp_path / "run", steps=1).model_copy(update={"optim": OptimConfig(name="muon", lr=1e-2)})
+    trainer, _ = _trainer(cfg, model_dirs)
+    muon, adamw = trainer.optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    emb = trainer.model.get_input_embeddings().weight
+    assert all(p.dim() == 2 and p is not emb for g in muon.param_groups for p in g["params"])
+    assert any(p is emb for g in adamw.param_groups for p in g["params"])

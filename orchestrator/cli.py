@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +38,8 @@ from swarm.backend import ModelBackend
 from swarm.errors import UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
-from tools.registry import Tool
+from tools.mcp import MCPConfig, load_mcp_config
+from tools.registry import Tool, ToolRegistry, Toolset
 
 __all__ = ["app", "main"]
 
@@ -146,6 +147,9 @@ def run(
     events: Annotated[
         Path | None, typer.Option("--events", help="stream runtime events to this JSONL file as they happen")
     ] = None,
+    mcp_config: Annotated[
+        Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
+    ] = None,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
     if workload is not None:
@@ -196,7 +200,11 @@ def run(
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing, events=events)
+    try:
+        mcp = load_mcp_config(mcp_config) if mcp_config is not None else None
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
     raise typer.Exit(code)
 
 
@@ -276,6 +284,7 @@ def _execute(
     quiet: bool,
     tracing: TracingOptions | None = None,
     events: Path | None = None,
+    mcp: MCPConfig | None = None,
 ) -> int:
     live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
     records: list[EpisodeRecord] = []
@@ -297,19 +306,39 @@ def _execute(
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
-    orch = Orchestrator(
-        plan.backend,
-        plan.config,
-        tools=plan.tools,
-        subagent_backend=plan.subagent_backend,
-        observers=observers,
-        tracer_provider=telemetry.provider,
-        capture_content=telemetry.capture_content,
-    )
+
+    def orchestrator(extra: Sequence[Tool | Toolset] = ()) -> Orchestrator:
+        return Orchestrator(
+            plan.backend,
+            plan.config,
+            tools=ToolRegistry([*plan.tools, *extra]),
+            subagent_backend=plan.subagent_backend,
+            observers=observers,
+            tracer_provider=telemetry.provider,
+            capture_content=telemetry.capture_content,
+        )
 
     async def main() -> None:
-        for t in plan.tasks:
-            await orch.run(t)
+        if mcp is None:
+            orch = orchestrator()
+            for t in plan.tasks:
+                await orch.run(t)
+            return
+        from tools.mcp import MCPServers
+
+        # MCP connections live for the whole run, owned by this task, closed on exit or Ctrl-C.
+        # Servers' own logs go to a file so they never garble the live view.
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "mcp-servers.log").open("a", encoding="utf-8") as log:
+            async with MCPServers(mcp, server_stderr=log) as servers:
+                for st in servers.status:
+                    if not st.connected:
+                        err.print(
+                            f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}"
+                        )
+                orch = orchestrator(servers.toolsets())
+                for t in plan.tasks:
+                    await orch.run(t)
 
     interrupted = False
     try:

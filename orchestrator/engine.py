@@ -182,18 +182,23 @@ class Orchestrator:
         clash = {CREATE, ASSIGN} & set(self.tools.names)
         if clash:
             raise ConfigError(f"tool names {sorted(clash)} are reserved for the orchestrator's actions")
+        # Toolsets whose every tool may be granted can be granted by name (e.g. "files", an MCP server).
+        self._grantable_sets = {
+            name: members for name, members in self.tools.toolsets.items() if all(m in self._grantable for m in members)
+        }
         self._presets: dict[str, AgentDefinition] = {}
         for a in agents:
-            bad = [t for t in a.tools if t not in self._grantable]
+            expanded, bad = self._expand_grant(a.tools)
             if bad:
                 raise ConfigError(f"predefined agent {a.name!r} grants tools the episode does not allow: {bad}")
+            a = a.model_copy(update={"tools": expanded})
             if a.model is not None and a.model not in self.subagent_backends:
                 raise ConfigError(
                     f"predefined agent {a.name!r} uses model {a.model!r}; known: {sorted(self.subagent_backends)}"
                 )
             self._presets[a.name] = a
         self._specs: tuple[ToolSpec, ...] = (
-            *action_specs(sorted(self._grantable), sorted(self.subagent_backends)),
+            *action_specs(sorted([*self._grantable, *self._grantable_sets]), sorted(self.subagent_backends)),
             *(t.spec for t in self._direct.values()),
         )
         self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
@@ -399,6 +404,19 @@ class Orchestrator:
             self._limiter = (token, anyio.CapacityLimiter(self.config.max_concurrency))
         return self._limiter[1]
 
+    def _expand_grant(self, names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+        """Expand toolset names into tools; returns (granted tool names, names that may not be granted)."""
+        out: dict[str, None] = {}
+        bad: list[str] = []
+        for n in names:
+            if n in self._grantable_sets:
+                out.update(dict.fromkeys(self._grantable_sets[n]))
+            elif n in self._grantable:
+                out[n] = None
+            else:
+                bad.append(n)
+        return tuple(out), bad
+
     def _create(self, st: _EpisodeState, call: ToolCall) -> str:
         """Handle create_subagent; returns the tool message text or raises ValueError (model's error)."""
         a = call.arguments
@@ -415,15 +433,15 @@ class Orchestrator:
             tools = [tools]
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
             raise ValueError("'tools' must be a list of tool names")
-        bad = [t for t in tools if t not in self._grantable]
+        expanded, bad = self._expand_grant(tools)
         if bad:
-            allowed = ", ".join(sorted(self._grantable)) or "(none)"
+            allowed = ", ".join(sorted([*self._grantable, *self._grantable_sets])) or "(none)"
             raise ValueError(f"tools {bad} cannot be granted in this episode; allowed: {allowed}")
         model = a.get("model")
         if model is not None and model not in self.subagent_backends:
             raise ValueError(f"unknown model {model!r}; available: {', '.join(sorted(self.subagent_backends))}")
-        st.agents[name] = AgentDefinition(name=name, system_prompt=prompt, tools=tuple(tools), model=model)
-        granted = ", ".join(tools) or "no tools"
+        st.agents[name] = AgentDefinition(name=name, system_prompt=prompt, tools=expanded, model=model)
+        granted = ", ".join(expanded) or "no tools"
         return f"created sub-agent {name!r} ({granted})"
 
     async def _run_stage(self, st: _EpisodeState, outcome: _TurnOutcome, completion: Completion) -> None:

@@ -83,9 +83,23 @@ def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.5", "PYTHONUNBUFFERED": "1"}
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", "--demo", "budget", "--out", str(tmp_path), "-q",
-         "--events", str(events)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "--demo",
+            "budget",
+            "--out",
+            str(tmp_path),
+            "-q",
+            "--events",
+            str(events),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until sub-agents are running
@@ -104,4 +118,7 @@ def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
     assert record.subagent_results and record.subagent_results[-1].status.value == "cancelled"
     lines = [json.loads(x) for x in events.read_text().splitlines()]
     assert lines[0]["type"] == "episode_started" and lines[-1] == {
-        "type": "episode_finished", "episode_id": record.episode_id, "status": "cancelled"}
+        "type": "episode_finished",
+        "episode_id": record.episode_id,
+        "status": "cancelled",
+    }

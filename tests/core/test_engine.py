@@ -324,3 +324,40 @@ async def test_exact_tokens_are_recorded_and_drift_is_counted() -> None:
 def test_run_sync_for_scripts() -> None:
     record = Orchestrator(ScriptedBackend(["hi"])).run_sync("x")
     assert record.answer == "hi" and record.status is EpisodeStatus.COMPLETED
+
+
+async def test_toolsets_can_be_granted_by_name() -> None:
+    from tools import Toolset
+
+    @tool
+    def read(path: str) -> str:
+        """Read."""
+        return f"read {path}"
+
+    @tool
+    def write(path: str) -> str:
+        """Write."""
+        return f"wrote {path}"
+
+    workers = ScriptedBackend({"w-0-0": [call("write", path="a"), "done"], "p-0-1": ["ok"]})
+    policy = ScriptedBackend(
+        [
+            [
+                call("create_subagent", name="w", system_prompt="p", tools=["files"]),
+                assign("t"),
+                call("assign_task", agent="p", task="t"),
+            ],
+            "end",
+        ]
+    )
+    orch = Orchestrator(
+        policy,
+        tools=[Toolset("files", (read, write))],
+        subagent_backend=workers,
+        agents=[AgentDefinition(name="p", system_prompt="p", tools=("files",))],
+    )
+    record = await orch.run("x")
+    assert {a.name: a.tools for a in record.agents} == {"p": ("read", "write"), "w": ("read", "write")}
+    assert record.subagent_results[0].step_records[0].tool_results[0].content == "wrote a"
+    create_spec = next(t for t in policy.calls[0].tools if t.name == "create_subagent")
+    assert "files" in create_spec.parameters["properties"]["tools"]["items"]["enum"]

@@ -25,8 +25,9 @@ async def test_live_view_shows_stage_agents_steps_and_statuses() -> None:
         if type(event).__name__ == "StageFinished":
             snapshots.append(render(state))
 
-    record = await Orchestrator(d.orchestrator_backend, d.config, tools=d.tools,
-                                subagent_backend=d.subagent_backend, observers=[observe]).run(d.task)
+    record = await Orchestrator(
+        d.orchestrator_backend, d.config, tools=d.tools, subagent_backend=d.subagent_backend, observers=[observe]
+    ).run(d.task)
     text = snapshots[0]
     assert "stage 0" in text and "width 9" in text
     assert text.count("completed") == 8 and text.count("failed") == 1

@@ -29,8 +29,20 @@ def test_built_wheel_holds_our_packages_only(tmp_path: Path) -> None:
     import zipfile
 
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
     )
     wheel = next(tmp_path.glob("agent_swarm-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

@@ -15,7 +15,7 @@ from swarm.records import AgentStatus, EpisodeStatus
 from swarm.testing import ScriptedBackend, call
 
 pytest.importorskip("mcp")
-from tools.mcp import MCPServers, parse_mcp_config  # noqa: E402
+from tools.mcp import MCPServers, parse_mcp_config
 
 SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "calc_server.py"
 

@@ -21,6 +21,7 @@ off only the network export.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -298,6 +299,35 @@ def claim_global_provider() -> None:
     _process["owns_global_provider"] = True
 
 
+class _ExportLog(logging.Handler):
+    """Holds the OpenTelemetry SDK's log lines during a run (a retrying exporter logs every attempt,
+    which would garble the live view) and summarises them once at the end."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.last = ""
+        self._propagate = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        self.last = record.getMessage()
+
+    def install(self) -> None:
+        log = logging.getLogger("opentelemetry")
+        self._propagate = log.propagate
+        log.addHandler(self)
+        log.propagate = False
+
+    def remove(self) -> str | None:
+        log = logging.getLogger("opentelemetry")
+        log.removeHandler(self)
+        log.propagate = self._propagate
+        if not self.count:
+            return None
+        return f"OpenTelemetry reported {self.count} export problem(s); the last: {self.last[:300]}"
+
+
 @dataclass
 class Tracing:
     """The SDK the CLI installed; call :meth:`shutdown` exactly once, in a ``finally``."""
@@ -307,19 +337,22 @@ class Tracing:
     files: EpisodeTraceFiles | None = None
     otlp: OtlpTarget | None = None
     notes: list[str] = field(default_factory=list)
+    flush_timeout_s: float = 5.0
     _otlp_processor: BatchSpanProcessor | None = None
+    _log: _ExportLog | None = None
     _closed: bool = False
 
     def trace_file(self, episode_id: str) -> Path | None:
         return self.files.path(episode_id) if self.files is not None else None
 
-    def shutdown(self, timeout_s: float = 5.0) -> list[str]:
+    def shutdown(self, timeout_s: float | None = None) -> list[str]:
         """Flush and close exporters; returns warnings for the user (never raises, never hangs).
 
         A second Ctrl-C during the flush abandons what is left of it, with a warning."""
         if self.provider is None or self._closed:
             return []
         self._closed = True
+        timeout_s = self.flush_timeout_s if timeout_s is None else timeout_s
         warnings: list[str] = []
         try:
             if self.files is not None:
@@ -340,6 +373,8 @@ class Tracing:
             self.provider.shutdown()
         except KeyboardInterrupt:
             warnings.append("span flush interrupted: the trace file and the OTLP receiver may miss spans")
+        if self._log is not None and (summary := self._log.remove()) is not None:
+            warnings.append(summary)
         return warnings
 
 
@@ -357,13 +392,15 @@ def start_tracing(
     out: Path,
     env: Mapping[str, str] | None = None,
     install_global: bool | None = None,
+    capture_logs: bool | None = None,
     note: Callable[[str], None] | None = None,
 ) -> Tracing:
     """Build the provider and exporters for one CLI run (see the module docstring).
 
     Raises :class:`~swarm.errors.ConfigError` for a bad endpoint or protocol before anything runs.
     ``install_global`` (default: whether :func:`claim_global_provider` was called) also makes it the
-    global provider, unless a real one is installed already.
+    global provider, unless a real one is installed already. ``capture_logs`` (same default) holds the
+    SDK's log lines until :meth:`Tracing.shutdown`, which summarises them in one warning.
     """
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
@@ -396,6 +433,10 @@ def start_tracing(
         install_global = _process["owns_global_provider"]
     if install_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(provider)
+    log = None
+    if capture_logs if capture_logs is not None else _process["owns_global_provider"]:
+        log = _ExportLog()
+        log.install()
     for n in notes:
         if note is not None:
             note(n)
@@ -405,5 +446,7 @@ def start_tracing(
         files=files,
         otlp=target,
         notes=notes,
+        flush_timeout_s=options.flush_timeout_s,
         _otlp_processor=processor,
+        _log=log,
     )

@@ -414,6 +414,9 @@ def start_tracing(
             "(set OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint, or start Jaeger: see traces/README.md)"
         )
         target = None
+    elif target is not None and target.explicit and not receiver_listening(target, options.probe_timeout_s):
+        host, port = target.address
+        notes.append(f"the OTLP receiver at {host}:{port} does not accept connections (yet); exporting anyway")
     if target is None and not options.trace_file:
         return Tracing(provider=None, notes=notes)
     batch = CONTENT_BATCH_SIZE if options.capture_content else None

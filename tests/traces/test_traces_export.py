@@ -236,7 +236,9 @@ def test_a_dead_explicit_endpoint_never_hangs_or_loses_the_file(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2")  # so the abandoned retries end soon after
     port = _free_port()
     options = TracingOptions(otlp_endpoint=f"http://127.0.0.1:{port}", flush_timeout_s=0.5)
-    tracing = start_tracing(options, out=tmp_path, env={}, capture_logs=True)
+    notes: list[str] = []
+    tracing = start_tracing(options, out=tmp_path, env={}, capture_logs=True, note=notes.append)
+    assert notes == [f"the OTLP receiver at 127.0.0.1:{port} does not accept connections (yet); exporting anyway"]
     record = run_demo(tracing)
     t0 = time.monotonic()
     warnings = tracing.shutdown()

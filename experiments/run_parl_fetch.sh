@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole CPU experiment, low priority: warm start (SFT), PARL run, λ = 0 ablation, report.
+# The whole CPU experiment, low priority: warm start (SFT), then the PARL run and the λ = 0 ablation side
+# by side (same code, same warm start, same seeds), then the report.
 # Usage: nohup experiments/run_parl_fetch.sh > experiments/runs/log.txt 2>&1 &
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -8,8 +9,12 @@ PY=../.venv/bin/python
 SWARM=../.venv/bin/swarm
 [ -f runs/warmstart/model.safetensors ] && [ -f runs/warmstart/sft_done ] || {
     nice -n 10 $PY parl_fetch.py warmstart && touch runs/warmstart/sft_done; }
-nice -n 10 $SWARM train --config parl_fetch.toml --no-progress
-nice -n 10 $SWARM train --config parl_fetch_ablation.toml --no-progress
+nice -n 10 $SWARM train --config parl_fetch.toml --no-progress > runs/parl.log 2>&1 &
+parl=$!
+nice -n 10 $SWARM train --config parl_fetch_ablation.toml --no-progress > runs/ablation.log 2>&1 &
+ablation=$!
+wait $parl
+wait $ablation
 $PY parl_fetch.py report
 $SWARM train plot runs/parl --out plots/parl
 $SWARM train plot runs/ablation --out plots/ablation

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import anyio.to_thread
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -291,9 +292,13 @@ def _episode_length(record: EpisodeRecord, kind: str) -> float:
 
 
 class WeightSync(Protocol):
-    """Pushes new policy weights into a serving engine that does not share the trainer's module."""
+    """Pushes new policy weights into a serving engine that does not share the trainer's module.
 
-    def push(self, model: torch.nn.Module, version: int) -> None: ...
+    Called in the trainer's event loop after every update (and after a resume), so an engine that
+    lives in that loop (vLLM's in-process ``AsyncLLM``) can be driven from here.
+    """
+
+    async def push(self, model: torch.nn.Module, version: int) -> None: ...
 
 
 class TransformersWeightSync:
@@ -302,8 +307,9 @@ class TransformersWeightSync:
     def __init__(self, engine: TransformersBackend) -> None:
         self.engine = engine
 
-    def push(self, model: torch.nn.Module, version: int) -> None:
-        self.engine.load_weights({k: v.detach().clone() for k, v in model.state_dict().items()}, version)
+    async def push(self, model: torch.nn.Module, version: int) -> None:
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        await anyio.to_thread.run_sync(self.engine.load_weights, state, version)
 
 
 def state_checksum(model: torch.nn.Module) -> str:
@@ -440,21 +446,30 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------------
 
     def run(self, steps: int | None = None) -> list[StepMetrics]:
+        """Blocking :meth:`arun` (one event loop for the whole run)."""
+        return anyio.run(self.arun, steps)
+
+    async def arun(self, steps: int | None = None) -> list[StepMetrics]:
         """Run until ``config.steps`` (or ``steps`` more), resuming from the newest checkpoint."""
-        self.resume()
+        await self.aresume()
         target = self.config.steps if steps is None else self.step + steps
         out = []
         while self.step < target:
-            out.append(self.train_step())
+            out.append(await self.atrain_step())
         return out
 
     def train_step(self) -> StepMetrics:
+        """Blocking :meth:`atrain_step`."""
+        return anyio.run(self.atrain_step)
+
+    async def atrain_step(self) -> StepMetrics:
+        """One iteration: rollout → rewards (Toggle) → advantages → update → push → log/checkpoint."""
         cfg = self.config
         step = self.step
         torch.manual_seed(cfg.seed * 1_000_003 + step)
         temperature = cfg.temperature.value(step)
         t0 = time.perf_counter()
-        records = self._rollout(step, temperature)
+        records = await self._rollout(step, temperature)
         rollout_s = time.perf_counter() - t0
 
         # rewards: Toggle, then group advantages
@@ -476,11 +491,9 @@ class Trainer:
         seqs, dropped, split = self._sequences(records, advantages, temperature)
 
         t1 = time.perf_counter()
-        with self.policy.paused():
-            upd = self._update(seqs)
-            self.policy.weight_version += 1
+        upd = await anyio.to_thread.run_sync(self._paused_update, seqs)
         if self.sync is not None:
-            self.sync.push(self.model, self.policy.weight_version)
+            await self.sync.push(self.model, self.policy.weight_version)
         update_s = time.perf_counter() - t1
         self.step = step + 1
         metrics = self._metrics(
@@ -498,7 +511,14 @@ class Trainer:
     def _rollout_dir(self, step: int) -> Path:
         return self.run_dir / "rollouts" / f"step-{step:06d}"
 
-    def _rollout(self, step: int, temperature: float) -> list[EpisodeRecord]:
+    def _paused_update(self, seqs: list[Sequence_]) -> dict[str, float]:
+        """The update with the colocated engine paused, then the new weight version."""
+        with self.policy.paused():
+            upd = self._update(seqs)
+            self.policy.weight_version += 1
+        return upd
+
+    async def _rollout(self, step: int, temperature: float) -> list[EpisodeRecord]:
         cfg = self.config
         tasks = list(self.env.tasks)
         r = random.Random(cfg.seed * 7919 + step)
@@ -512,12 +532,9 @@ class Trainer:
         out = self._rollout_dir(step)
         rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step})
 
-        async def go() -> None:
-            await collect_rollouts(
-                picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
-            )
-
-        anyio.run(go)
+        await collect_rollouts(
+            picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
+        )
         entries = read_jsonl(out / "episodes.jsonl", EpisodeEntry, on_error="skip")
         wanted = {t.id for t in picked}
         records = [
@@ -762,6 +779,10 @@ class Trainer:
         return done[-1] if done else None
 
     def resume(self) -> int:
+        """Blocking :meth:`aresume`."""
+        return anyio.run(self.aresume)
+
+    async def aresume(self) -> int:
         """Load the newest complete checkpoint (if any); drop metrics lines of steps not in it."""
         ckpt = self.latest_checkpoint()
         if ckpt is None or self.step > 0:
@@ -788,7 +809,7 @@ class Trainer:
             self.rng.setstate(_tuple_rng(state.python_rng))
         _truncate_metrics(self.run_dir / METRICS, state.step)
         if self.sync is not None:
-            self.sync.push(self.model, self.policy.weight_version)
+            await self.sync.push(self.model, self.policy.weight_version)
         return self.step
 
 

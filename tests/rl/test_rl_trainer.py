@@ -219,3 +219,16 @@ def test_muon_optimizes_hidden_matrices_and_adamw_the_rest(model_dirs: tuple[Pat
     emb = trainer.model.get_input_embeddings().weight
     assert all(p.dim() == 2 and p is not emb for g in muon.param_groups for p in g["params"])
     assert any(p is emb for g in adamw.param_groups for p in g["params"])
+
+
+def test_weights_are_pushed_to_a_separate_serving_engine(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    from orchestrator.rl.trainer import TransformersWeightSync
+
+    cfg = _config(tmp_path / "run", steps=1)
+    trainer, _ = _trainer(cfg, model_dirs)
+    serving = TransformersBackend.from_pretrained(model_dirs[0], name="serving")
+    trainer.sync = TransformersWeightSync(serving)
+    before = state_checksum(serving.hf_model)
+    trainer.run()
+    assert serving.weight_version == trainer.policy.weight_version == 1
+    assert state_checksum(serving.hf_model) == state_checksum(trainer.model) != before

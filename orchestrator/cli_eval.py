@@ -286,6 +286,12 @@ def run_workload(
             tasks = get_workload(name).tasks(1, seed=0)
         else:
             raise UserError("give --workload NAME (and optionally --task-file with its tasks)")
+        run_mode: Mode = mode
+        # Build every episode first: a malformed workload task is exit code 2 before anything runs.
+        episodes = []
+        for t in tasks:
+            owner = get_workload(str(t.metadata["workload"]))
+            episodes.append((t, owner, owner.episode(t, run_mode)))
         resolvers = {
             wl_name: _backend_resolver(
                 wl_name=wl_name,
@@ -302,12 +308,9 @@ def run_workload(
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
-    run_mode: Mode = mode
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
     code = 0
-    for task in tasks:
-        wl = get_workload(str(task.metadata["workload"]))
-        ep = wl.episode(task, run_mode)
+    for task, wl, ep in episodes:
         orch_backend, sub_backend = resolvers[wl.name](task, run_mode)
         orch = Orchestrator(
             orch_backend,

@@ -145,3 +145,16 @@ async def test_rollout_hook_builds_each_tasks_environment_and_scores_it(tmp_path
         reward = e["record"]["reward"]
         assert reward["verifier"] == "workload:tau2-batch" and reward["details"]["exact_db"] is True
         assert reward["r_finish"] == 1.0  # PARL terms computed on top of the workload score
+
+
+def test_a_malformed_workload_task_file_is_exit_code_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"id": "x", "prompt": "p", "metadata": {"workload": "tau2-batch", "tickets": ["retail-99999"]}})
+        + "\n"
+    )
+    result = runner.invoke(
+        app, ["run", "--workload", "tau2-batch", "-f", str(bad), "-b", "gold", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "retail-99999" in result.output
+    assert not list(tmp_path.glob("*/episode.json"))

@@ -42,7 +42,14 @@ from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 
-__all__ = ["CATEGORIES", "BfclItem", "BfclKnobs", "BfclWorkload", "call_f1", "call_matches"]
+__all__ = [
+    "CATEGORIES",
+    "BfclItem",
+    "BfclKnobs",
+    "BfclWorkload",
+    "call_f1",
+    "call_matches",
+]
 
 NAME = "bfcl-parallel"
 AGENT = "caller"

@@ -41,7 +41,13 @@ from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 
-__all__ = ["KINDS", "DeepLookupKnobs", "DeepLookupWorkload", "WideLookupKnobs", "WideLookupWorkload"]
+__all__ = [
+    "KINDS",
+    "DeepLookupKnobs",
+    "DeepLookupWorkload",
+    "WideLookupKnobs",
+    "WideLookupWorkload",
+]
 
 AGENT = "researcher"
 _HIT_RE = re.compile(r"^\[\d+\] (\S+) \| (.*?) \| score", re.MULTILINE)

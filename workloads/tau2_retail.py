@@ -25,7 +25,13 @@ from typing import Any
 from swarm.errors import ToolError
 from tools.registry import Tool
 
-__all__ = ["CANCEL_REASONS", "WRITE_TOOLS", "RetailDB", "load_initial_db", "retail_tools"]
+__all__ = [
+    "CANCEL_REASONS",
+    "WRITE_TOOLS",
+    "RetailDB",
+    "load_initial_db",
+    "retail_tools",
+]
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 WRITE_TOOLS = frozenset(

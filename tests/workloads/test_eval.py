@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -18,6 +19,26 @@ from swarm.testing import FunctionBackend
 from workloads import episode_for, get_workload, workload_names
 
 runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "workloads",
+        "workloads.base",
+        "workloads.bfcl",
+        "workloads.lookup",
+        "workloads.tau2_batch",
+        "workloads.tau2_retail",
+        "orchestrator.eval",
+        "orchestrator.cli_eval",
+    ],
+)
+def test_public_exports_are_unique_and_resolvable(module: str) -> None:
+    mod = importlib.import_module(module)
+    names = list(mod.__all__)
+    assert len(names) == len(set(names))
+    assert all(hasattr(mod, n) for n in names)
 
 
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:

@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(_child(args.child, args.n, args.stages), sys.stdout)
         return 0
 
+    load_before = os.getloadavg()[0]
     samples: dict[tuple[str, int], list[float]] = {}
     walls: dict[tuple[str, int], list[float]] = {}
     bytes_per_step: dict[int, float] = {}
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 if variant == "file":
                     bytes_per_step[r["n"]] = r["file_bytes_total"] / r["steps"]
     disabled_ns = _disabled_cost_ns()
+    load = (load_before, os.getloadavg()[0])
     table = []
     for n in args.n:
         med = {v: statistics.median(samples[(v, n)]) for v in VARIANTS}
@@ -184,7 +186,11 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     if args.json:
-        json.dump({"reps": args.reps, "stages": args.stages, "rows": table}, sys.stdout, indent=1)
+        json.dump(
+            {"reps": args.reps, "stages": args.stages, "load_avg_1min": load, "cpus": os.cpu_count(), "rows": table},
+            sys.stdout,
+            indent=1,
+        )
         print()
         return 0
     print(f"CPU µs per sub-agent step, 0-latency fan-out, {args.stages} stages, median of {args.reps} runs")
@@ -200,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['file_bytes_per_step'] or 0:>11.0f}"
         )
     print(f"\nwall / ideal critical path with 20 ms LLM and 2 ms tool latency (median of {args.reps})")
+    print(
+        f"(1-min load average {load[0]:.1f} -> {load[1]:.1f} on {os.cpu_count()} CPUs; "
+        "wall figures need an idle machine)"
+    )
     print(f"{'N':>5} | {'off':>7} {'memory':>7} {'file':>7} {'unsamp.':>7}")
     for r in table:
         w = r["wall_over_ideal"]

@@ -232,3 +232,16 @@ def test_traces_show_unknown_and_ambiguous_ids(tmp_path: Path) -> None:
     assert ambiguous.exit_code == 2 and "matches 2 episodes" in ambiguous.stderr
     exact = runner.invoke(app, ["traces", "show", "twin2", "--out", str(tmp_path), "--json"])
     assert exact.exit_code == 0 and json.loads(exact.stdout)["trace_file"] is None
+
+
+def test_a_run_that_crashes_still_flushes_its_spans(tmp_path: Path, otlp_http: Any) -> None:
+    """--out is a file, so writing the record raises at the end of the episode: the error escapes the
+    run, and the spans must still reach the receiver (flush in the CLI's finally)."""
+    not_a_dir = tmp_path / "records"
+    not_a_dir.write_text("I am a file")
+    result = runner.invoke(
+        app, ["run", "--demo", "capitals", "--out", str(not_a_dir), "-q", "--otlp-endpoint", otlp_http.url]
+    )
+    assert result.exit_code != 0 and isinstance(result.exception, OSError)
+    names = [s.name for _, s in otlp_http.received.spans()]
+    assert "invoke_agent orchestrator" in names and names.count("invoke_agent researcher") == 9

@@ -76,6 +76,7 @@ __all__ = [
     "Trainer",
     "TransformersWeightSync",
     "WeightSync",
+    "frozen_copy",
     "load_environment",
     "load_train_config",
     "sft_example",

@@ -216,7 +216,9 @@ async def run_eval(
     rid = run_id or f"{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     root = out_dir / rid if out_dir is not None else None
     if root is not None:
-        root.mkdir(parents=True, exist_ok=False)
+        if root.exists():
+            raise ConfigError(f"eval results directory {root} already exists; pick another --run-id")
+        root.mkdir(parents=True)
         write_tasks(tasks, root / "tasks.jsonl")
     rows: list[EpisodeRow] = []
     models: set[str] = set()

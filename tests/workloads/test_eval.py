@@ -115,6 +115,11 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     assert "item_f1" in table.stdout and "critical_steps" in table.stdout
 
+    again = runner.invoke(
+        app, ["eval", "-w", "tau2-batch", "-b", "gold", "-n", "1", "--out", str(tmp_path), "--run-id", "t"]
+    )
+    assert again.exit_code == 2 and "already exists" in again.output
+
     bad = runner.invoke(app, ["eval", "-w", "nope", "-b", "gold"])
     assert bad.exit_code == 2 and "tau2-batch" in bad.output
     bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "-k", "kk=1"])

@@ -10,11 +10,11 @@ Features (retries, tracing, fallbacks, concurrency caps) wrap a backend; they ne
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
-from swarm.messages import Message, ToolCall
+from swarm.messages import AssistantMessage, Message, MessageAdapter, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 __all__ = [
     "Completion",
@@ -55,6 +55,17 @@ class SamplingParams(_Frozen):
     stop: tuple[str, ...] = ()
 
 
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+
+
+def _messages(value: Any) -> tuple[Message, ...]:
+    if isinstance(value, tuple) and all(type(m) in _MESSAGE_TYPES for m in value):
+        return value
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"messages must be a list or tuple of messages, got {type(value).__name__}")
+    return tuple(m if type(m) in _MESSAGE_TYPES else MessageAdapter.validate_python(m) for m in value)
+
+
 class ModelRequest(_Frozen):
     """Everything a backend needs for one generation.
 
@@ -62,7 +73,10 @@ class ModelRequest(_Frozen):
     them for slot affinity), test backends route scripted turns on them.
     """
 
-    messages: tuple[Message, ...]
+    # Messages are usually frozen, already-validated models: re-validating the whole transcript on
+    # every step is O(transcript) per model call on the runtime's hottest path, so instances pass
+    # through and only dicts (e.g. from JSON) are validated.
+    messages: Annotated[tuple[Message, ...], PlainValidator(_messages)]
     tools: tuple[ToolSpec, ...] = ()
     sampling: SamplingParams = SamplingParams()
     tool_choice: Literal["auto", "none", "required"] = "auto"

@@ -210,7 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, nargs="*", default=[1, 8, 64, 256, 1024])
     p.add_argument("--stages", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--gc-threshold",
+        type=int,
+        nargs=3,
+        metavar=("G0", "G1", "G2"),
+        help="set gc thresholds first (the swarm CLI uses 50000 20 20); default: CPython's",
+    )
     args = p.parse_args(argv)
+    if args.gc_threshold:
+        gc.set_threshold(*args.gc_threshold)
     rows = []
     keep: list[object] = []
     for latency in (True, False):

@@ -7,6 +7,7 @@ Exit codes: 0 answered (or forced to answer by the budget), 1 the episode failed
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -386,7 +387,15 @@ def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
         typer.echo(f"{name}\t{t.prompt}")
 
 
+# A wide fan-out allocates hundreds of thousands of short-lived objects per stage; with CPython's
+# default gen-0 threshold (700) the cyclic GC runs thousands of times per stage and costs ~20% of
+# the runtime's CPU per sub-agent step (bench/bench_runtime.py --gc-threshold). Like the tracing SDK,
+# process-wide settings belong to the CLI, never to library code.
+GC_THRESHOLD = (50_000, 20, 20)
+
+
 def main() -> None:
     """Console-script entry point."""
+    gc.set_threshold(*GC_THRESHOLD)
     claim_global_provider()
     app()

@@ -34,7 +34,9 @@ def test_pushed_weights_are_what_vllm_samples_with(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("SWARM_RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = json.loads(lines[-1].removeprefix("SWARM_RESULT "))
     assert (out["before_version"], out["after_version"]) == ("0", "1")
     assert out["after_lps"] != out["before_lps"], "vLLM still samples with the old weights"
     # vLLM's logprobs of its own samples are the pushed model's logprobs (float32 on both sides)

@@ -50,7 +50,8 @@ async def main(model_dir: str, staging: str) -> None:
     n = len(after.token_ids or ())
     recomputed = logp.gather(-1, ids[0, 1:, None])[-n:, 0].tolist()
     print(
-        json.dumps(
+        "SWARM_RESULT "
+        + json.dumps(
             {
                 "before_ids": list(before.token_ids or ()),
                 "before_lps": list(before.logprobs or ()),
@@ -60,7 +61,8 @@ async def main(model_dir: str, staging: str) -> None:
                 "before_version": before.weight_version,
                 "after_version": after.weight_version,
             }
-        )
+        ),
+        flush=True,
     )
     backend.close()
 

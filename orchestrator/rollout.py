@@ -293,10 +293,12 @@ class _Run:
                 self.entries[(e.group_id, e.sample_index)] = e
         self.resumed = len(self.entries)
         exported = read_jsonl(tr_path, Trajectory, on_error="skip", problems=self.problems)
-        self.exported: set[str] = {t.group_id for t in exported}
         self.trajectories = sum(1 for t in exported if t.group_id in self.tasks)
         prior_fail = read_jsonl(out / FAILURES, RolloutFailure, on_error="skip", problems=self.problems)
         self.traj_failures = [f for f in prior_fail if f.kind == "trajectory" and f.group_id in self.tasks]
+        # Per sample, not per group: a run killed in the middle of a group's export resumes it.
+        self.exported: set[tuple[str, int]] = {(t.group_id, t.sample_index) for t in exported}
+        self.exported |= {(f.group_id, f.sample_index) for f in self.traj_failures}
         self.crashed: list[RolloutFailure] = []
         self.ran = 0
 
@@ -321,9 +323,9 @@ class _Run:
 
     def maybe_export(self, group_id: str) -> None:
         """Write the group's trajectories once all K episodes are in (not before: advantages need K)."""
-        if group_id in self.exported:
-            return
         k = self.config.group_size
+        if all((group_id, j) in self.exported for j in range(k)):
+            return
         group = [self.entries.get((group_id, j)) for j in range(k)]
         if any(e is None for e in group):
             return
@@ -331,6 +333,9 @@ class _Run:
         rewards = [e.record.reward.total if e.record.reward else 0.0 for e in entries]
         advs = group_advantages(rewards, normalize=self.config.normalize_advantages)
         for e, adv in zip(entries, advs, strict=True):
+            if (group_id, e.sample_index) in self.exported:
+                continue
+            self.exported.add((group_id, e.sample_index))
             try:
                 traj = build_trajectory(
                     e.record,
@@ -355,7 +360,6 @@ class _Run:
                 continue
             self.traj_w.write(traj)
             self.trajectories += 1
-        self.exported.add(group_id)
 
 
 async def collect_rollouts(
@@ -381,6 +385,7 @@ async def collect_rollouts(
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids) or not all(ids):
         raise ConfigError("rollout tasks need unique, non-empty ids (they name the groups)")
+    factory(base, reward_fn)  # a factory/config mistake fails here, once, not in every episode
     out = Path(out_dir)
     _check_manifest(out, cfg)
     started = time.perf_counter()
@@ -397,11 +402,11 @@ async def collect_rollouts(
             nonlocal done, failed
             seed = episode_seed(cfg.seed, task.id, j)
             sampling = base.orchestrator_sampling.model_copy(update={"seed": seed})
-            orch = factory(base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
             eid = f"{task.id}-s{j}"
             record: EpisodeRecord | None = None
             async with limiter:
                 try:
+                    orch = factory(base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
                     record = await orch.run(task, episode_id=eid)
                 except Exception as exc:  # a runtime bug in one episode must not end the others
                     run.crash(

@@ -229,3 +229,30 @@ async def test_progress_and_rewards_use_the_reward_step(tmp_path: Path) -> None:
     )
     trajs = read_trajectories(tmp_path / "trajectories.jsonl")
     assert all(t.reward.step == 10_000 and t.reward.total == t.reward.r_perf for t in trajs)
+
+
+async def test_a_group_export_cut_by_a_crash_is_completed_on_resume(tmp_path: Path) -> None:
+    cfg = RolloutConfig(group_size=3)
+    await collect_rollouts(TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=cfg)
+    tr = tmp_path / "trajectories.jsonl"
+    before = read_trajectories(tr)
+    first = tr.read_bytes().splitlines(keepends=True)[0]
+    tr.write_bytes(first)  # killed after writing the first of the group's three trajectories
+    idle = Policy()
+    s = await collect_rollouts(TASKS[:1], factory_of(idle), out_dir=tmp_path, config=cfg)
+    assert idle.seeds == [] and s.trajectories == 3
+    after = read_trajectories(tr)
+    assert sorted(t.sample_index for t in after) == [0, 1, 2]
+    assert sorted(after, key=lambda t: t.sample_index) == sorted(before, key=lambda t: t.sample_index)
+
+
+async def test_a_broken_factory_fails_once_before_anything_runs(tmp_path: Path) -> None:
+    policy = Policy()
+
+    def broken(cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
+        # A config naming a tool nobody registered: the Orchestrator refuses it.
+        return Orchestrator(policy.backend, cfg.model_copy(update={"orchestrator_tools": ("nope",)}), reward_fn=reward)
+
+    with pytest.raises(ConfigError, match="unregistered tool"):
+        await collect_rollouts(TASKS[:1], broken, out_dir=tmp_path / "o", config=RolloutConfig(group_size=2))
+    assert not (tmp_path / "o").exists() and policy.seeds == []

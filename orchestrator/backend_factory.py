@@ -43,6 +43,7 @@ _OPTIONS = frozenset(
         "ctx",
         "device",
         "dtype",
+        "fanout",
         "flavour",
         "max_concurrency",
         "progress",
@@ -87,7 +88,10 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
             progress = rich_progress()
         return LocalBackend(
             model,
-            slots=int(options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or 8),
+            # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
+            slots=int(
+                options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or min(int(options.get("fanout") or 8), 16)
+            ),
             ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
             threads=options.get("threads"),
             constrain_actions=bool(options.get("constrain_actions", False)),
@@ -155,7 +159,8 @@ def build_backends(
 
     Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
     in flight per endpoint), ``flavour`` (openai/vllm/llamacpp/auto), ``constrain_actions`` (JSON
-    schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local engine), ``device``/``dtype``
+    schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local engine; ``fanout``, the widest
+    stage, sizes ``slots`` when it is not given), ``device``/``dtype``
     (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal).
     """
     unknown = set(options) - _OPTIONS

@@ -247,15 +247,18 @@ def _plan(
         )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
     backend_opts = dict(extras.get("backend", {}))
+    named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
+    config = _config_from(base or SwarmConfig(), overrides)
+    backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent
     orch, sub = _build_backends(
-        kind=backend_opts.pop("kind", None) or backend,
-        model=model or backend_opts.pop("model", None),
-        base_url=base_url or backend_opts.pop("base_url", None),
-        subagent_kind=subagent_backend or backend_opts.pop("subagent_backend", None),
-        subagent_model=subagent_model or backend_opts.pop("subagent_model", None),
+        kind=named["kind"] or backend,
+        model=model or named["model"],
+        base_url=base_url or named["base_url"],
+        subagent_kind=subagent_backend or named["subagent_backend"],
+        subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, _config_from(base or SwarmConfig(), overrides), orch, sub, (), extras)
+    return RunPlan(tasks, config, orch, sub, (), extras)
 
 
 class _EventWriter:

@@ -227,7 +227,8 @@ def rollout(
     except KeyboardInterrupt:
         err.print(
             f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out))}; "
-            "re-run the same command to resume"
+            "re-run the same command to resume",
+            soft_wrap=True,
         )
         raise typer.Exit(130) from None
     except UserError as exc:

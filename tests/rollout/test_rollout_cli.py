@@ -98,3 +98,55 @@ def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "o"))
     r = rollout("--tasks", str(tasks), "-k", "2", "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "group_size=1" in r.stderr
+
+
+def test_ctrl_c_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tasks, out = task_file(tmp_path), tmp_path / "out"
+    args = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "rollout",
+        "--backend",
+        "scripted",
+        "-q",
+        "--tasks",
+        str(tasks),
+        "--out",
+        str(out),
+        "-k",
+        "6",
+        "--max-concurrent",
+        "2",
+    ]
+    env = {**os.environ, "SWARM_DEMO_LATENCY": "0.2", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    episodes = out / "episodes.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until some, not all, episodes are on disk
+        if episodes.exists() and episodes.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("no episode finished")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "re-run the same command to resume" in stderr
+    kept = read_jsonl(episodes)  # every line is a whole record
+    assert 2 <= len(kept) < 12
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == len(kept)
+    resumed = subprocess.run(
+        [*args, "--json"], env={**env, "SWARM_DEMO_LATENCY": "0"}, capture_output=True, text=True, timeout=120
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    final = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert (final["episodes_resumed"], final["episodes_run"], final["trajectories"]) == (len(kept), 12 - len(kept), 12)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -221,6 +222,9 @@ def rollout(
             skipped_lines=problems,
         )
 
+    # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
+    # are on disk, and a re-run resumes.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         with progress:
             summary = anyio.run(main)
@@ -234,6 +238,8 @@ def rollout(
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if parquet:
         from swarm.export import read_trajectories, write_parquet
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,12 +105,8 @@ def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "group_size=1" in r.stderr
 
 
-def test_ctrl_c_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path, sig: signal.Signals) -> None:
 
     tasks, out = task_file(tmp_path), tmp_path / "out"
     args = [
@@ -136,7 +137,7 @@ def test_ctrl_c_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path) -> N
     else:
         proc.kill()
         pytest.fail("no episode finished")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "re-run the same command to resume" in stderr

@@ -29,7 +29,6 @@ import math
 import os
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +38,11 @@ import anyio
 import anyio.to_thread
 
 from swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from swarm.backends.continuation import TurnMemory
 from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
 from swarm.backends.toolparse import action_schema, parse_tool_calls
 from swarm.errors import BackendError, ConfigError
-from swarm.messages import AssistantMessage, Message, to_openai_messages
+from swarm.messages import Message, to_openai_messages
 
 __all__ = [
     "LOCAL_MODELS",
@@ -361,14 +361,17 @@ class LocalBackend:
         self.constrain_actions = constrain_actions
         self.timeout = timeout
         self._http: OpenAIBackend | None = None
-        self._turns: OrderedDict[str, _Turn] = OrderedDict()
-        self.max_remembered = 4096
-        self.continued_turns = 0
-        """Turns whose prompt continued an earlier turn's exact ids (the rest were rendered fresh)."""
+        self.memory = TurnMemory()
+        """Earlier generations, so a later turn continues their exact ids (see continuation.py)."""
 
     @property
     def model(self) -> str:
         return self.engine.name or (self.engine.requested or "local")
+
+    @property
+    def continued_turns(self) -> int:
+        """Turns whose prompt continued an earlier turn's exact ids (the rest were rendered fresh)."""
+        return self.memory.continued
 
     @property
     def ctx_per_slot(self) -> int:
@@ -426,7 +429,7 @@ class LocalBackend:
             data = await http.post_json("/completion", body)
         completion = self._parse(request, prompt_ids, data, offered)
         self._remember(request, completion, data)
-        self.continued_turns += continued
+        self.memory.continued += continued
         return completion
 
     # -- exact tokens -------------------------------------------------------------------------------
@@ -451,22 +454,13 @@ class LocalBackend:
 
     async def _prompt_ids(self, http: OpenAIBackend, request: ModelRequest) -> tuple[tuple[int, ...], bool]:
         """Prompt ids, and whether they continue an earlier turn's exact ids."""
-        msgs = request.messages
-        last = max((i for i, m in enumerate(msgs) if isinstance(m, AssistantMessage)), default=None)
-        prev = self._turns.get(_digest(msgs[:last])) if last is not None else None
-        if last is not None and prev is not None and prev.produced(msgs[last]):
-            probe = (*msgs[:last], AssistantMessage(content=_SENTINEL), *msgs[last + 1 :])
-            rendered = await http.post_json("/apply-template", self._wire(probe, request))
-            text = str(rendered.get("prompt", ""))
-            at = text.find(_SENTINEL)
-            if at >= 0:
-                suffix = text[at + len(_SENTINEL) :]
-                if prev.eog_text and suffix.startswith(prev.eog_text):
-                    suffix = suffix[len(prev.eog_text) :]  # the sampled end-of-turn token is already there
-                delta = await self._tokenize(http, suffix, first=False)
-                self._turns.move_to_end(_digest(msgs[:last]))
-                return prev.prompt_ids + prev.token_ids + delta, True
-        rendered = await http.post_json("/apply-template", self._wire(msgs, request))
+        cont = self.memory.continuation(request.messages)
+        if cont is not None:
+            rendered = await http.post_json("/apply-template", self._wire(cont.probe, request))
+            suffix = cont.suffix(str(rendered.get("prompt", "")))
+            if suffix is not None:
+                return cont.base_ids + await self._tokenize(http, suffix, first=False), True
+        rendered = await http.post_json("/apply-template", self._wire(request.messages, request))
         prompt = rendered.get("prompt")
         if not isinstance(prompt, str):
             raise BackendError(f"llama.cpp /apply-template answered without a prompt: {json.dumps(rendered)[:200]}")
@@ -506,16 +500,11 @@ class LocalBackend:
         )
 
     def _remember(self, request: ModelRequest, c: Completion, data: dict[str, Any]) -> None:
-        assert c.prompt_token_ids is not None and c.token_ids is not None
         eog = ""
         probs = data.get("completion_probabilities") or []
         if data.get("stop_type") == "eos" and probs and isinstance(probs[-1], dict):
             eog = str(probs[-1].get("token") or "")
-        self._turns[_digest(request.messages)] = _Turn(
-            c.prompt_token_ids, c.token_ids, eog, (str(data.get("content")), c.text), tuple(x.id for x in c.tool_calls)
-        )
-        while len(self._turns) > self.max_remembered:
-            self._turns.popitem(last=False)
+        self.memory.remember(request.messages, c, str(data.get("content")), eog)
 
     async def aclose(self) -> None:
         """Close the connection, and stop the engine if this backend created it."""
@@ -531,34 +520,6 @@ class LocalBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-_SENTINEL = "\u27e6swarm-sampled-turn\u27e7"
-
-
-@dataclass(frozen=True)
-class _Turn:
-    """What one generation produced, kept so the next turn can continue its exact ids."""
-
-    prompt_ids: tuple[int, ...]
-    token_ids: tuple[int, ...]
-    eog_text: str
-    texts: tuple[str, str]
-    call_ids: tuple[str, ...]
-
-    def produced(self, m: Message) -> bool:
-        """Whether ``m`` is how the runtime recorded this turn's output."""
-        if not isinstance(m, AssistantMessage):
-            return False
-        return tuple(c.id for c in m.tool_calls) == self.call_ids and m.content in self.texts
-
-
-def _digest(messages: tuple[Message, ...]) -> str:
-    h = hashlib.sha256()
-    for m in messages:
-        h.update(m.model_dump_json().encode())
-        h.update(b"\x00")
-    return h.hexdigest()
 
 
 def _logprob(entry: Any) -> float:

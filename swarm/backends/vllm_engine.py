@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from swarm.backends.continuation import TurnMemory
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage
@@ -73,6 +74,7 @@ class VLLMEngineBackend:
         self._engine: Any = None
         self._tokenizer: Any = None
         self._parser_cls: Any = None
+        self.memory = TurnMemory()
 
     @property
     def model(self) -> str:
@@ -112,14 +114,23 @@ class VLLMEngineBackend:
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
-    def render(self, request: ModelRequest) -> list[int]:
-        """Prompt ids from the engine's own tokenizer and chat template."""
+    def _template(self, messages: tuple[Message, ...], request: ModelRequest) -> str:
         tools = [t.to_openai() for t in request.tools] or None
-        ids = self._tokenizer.apply_chat_template(
-            _chat(request.messages), tools=tools, add_generation_prompt=True, tokenize=True
+        text = self._tokenizer.apply_chat_template(
+            _chat(messages), tools=tools, add_generation_prompt=True, tokenize=False
         )
-        if isinstance(ids, Mapping):  # BatchEncoding in newer transformers
-            ids = ids["input_ids"]
+        return str(text)
+
+    def render(self, request: ModelRequest) -> list[int]:
+        """Prompt ids from the engine's own tokenizer and chat template; a turn that extends an
+        earlier one continues that turn's exact prompt + sampled ids (see continuation.py)."""
+        cont = self.memory.continuation(request.messages)
+        if cont is not None:
+            suffix = cont.suffix(self._template(cont.probe, request))
+            if suffix is not None:
+                self.memory.continued += 1
+                return [*cont.base_ids, *self._tokenizer.encode(suffix, add_special_tokens=False)]
+        ids = self._tokenizer.encode(self._template(request.messages, request), add_special_tokens=False)
         return [int(i) for i in ids]
 
     async def complete(self, request: ModelRequest) -> Completion:
@@ -151,12 +162,12 @@ class VLLMEngineBackend:
         lps: tuple[float, ...] | None = None
         if o.logprobs is not None:
             lps = tuple(float(step[tid].logprob) for step, tid in zip(o.logprobs, ids, strict=True))
-        text = o.text
+        raw = text = o.text
         calls, parse_error = self._tool_calls(request, text)
         if calls:
             text = _strip_calls(text)
         finish: FinishReason = "tool_calls" if calls else ("length" if o.finish_reason == "length" else "stop")
-        return Completion(
+        completion = Completion(
             text=text,
             tool_calls=calls,
             finish_reason=finish,
@@ -168,6 +179,11 @@ class VLLMEngineBackend:
             parse_error=parse_error,
             weight_version=self.weight_version,
         )
+        eog = ""
+        if ids and o.finish_reason == "stop" and ids[-1] in set(getattr(self._tokenizer, "all_special_ids", ())):
+            eog = str(self._tokenizer.decode([ids[-1]], skip_special_tokens=False))
+        self.memory.remember(request.messages, completion, raw, eog)
+        return completion
 
     def _tool_calls(self, request: ModelRequest, text: str) -> tuple[tuple[ToolCall, ...], str | None]:
         if not request.tools or request.tool_choice == "none":

@@ -44,4 +44,5 @@ def test_in_process_engine_on_cuda() -> None:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     c1, c2 = out["c1"], out["c2"]
     assert c1["token_ids"] and len(c1["token_ids"]) == len(c1["logprobs"])
-    assert c2["prompt_token_ids"][: len(c1["prompt_token_ids"])] == c1["prompt_token_ids"]
+    prefix = c1["prompt_token_ids"] + c1["token_ids"]
+    assert out["continued"] == 1 and c2["prompt_token_ids"][: len(prefix)] == prefix

@@ -201,8 +201,9 @@ def test_in_process_async_llm_engine() -> None:
     assert c1["token_ids"] and len(c1["token_ids"]) == len(c1["logprobs"]) == c1["usage"]["completion_tokens"]
     assert c1["weight_version"] == "v7" and c1["model"] == Path(model).name
     assert out["decoded"].replace("<|im_end|>", "").strip() == c1["text"].strip() or c1["tool_calls"]
-    # Turn 2 is rendered by the engine's tokenizer: its prompt starts with turn 1's prompt ids.
-    assert c2["prompt_token_ids"][: len(c1["prompt_token_ids"])] == c1["prompt_token_ids"]
+    # Turn 2 continues turn 1's exact prompt + sampled ids (no re-rendering of the sampled turn).
+    prefix = c1["prompt_token_ids"] + c1["token_ids"]
+    assert out["continued"] == 1 and c2["prompt_token_ids"][: len(prefix)] == prefix
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,7 +35,12 @@ async def main(model: str) -> dict[str, object]:
         )
         c2 = await backend.complete(second)
         decoded = backend._tokenizer.decode(list(c1.token_ids or ()), skip_special_tokens=False)
-    return {"c1": c1.model_dump(mode="json"), "c2": c2.model_dump(mode="json"), "decoded": decoded}
+    return {
+        "c1": c1.model_dump(mode="json"),
+        "c2": c2.model_dump(mode="json"),
+        "decoded": decoded,
+        "continued": backend.memory.continued,
+    }
 
 
 if __name__ == "__main__":

@@ -1,0 +1,110 @@
+"""Token-in/token-out across turns: continue a conversation from the exact ids the engine sampled.
+
+Re-rendering an agent's own earlier output through the chat template changes its token ids whenever
+the runtime records that output differently from how it was sampled (a tool call written as fenced
+JSON is recorded as a parsed call and re-rendered as a ``<tool_call>`` tag), and sometimes even for
+plain text (BPE merges across the boundary). That corrupts RL importance ratios ("retokenization
+drift"). :class:`TurnMemory` keeps, per conversation prefix, the prompt ids and sampled ids of each
+generation; when the next request extends that conversation, its prompt is
+
+    previous prompt ids + previous sampled ids + ids of the template text of the new messages
+
+where the new messages' text is cut from a rendering in which the earlier output is a sentinel. So
+the model sees the tokens it sampled, and each turn's prompt extends the previous one exactly.
+Engines supply rendering and tokenization (llama.cpp endpoints, vLLM's tokenizer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from swarm.backend import Completion
+from swarm.messages import AssistantMessage, Message
+
+__all__ = ["SENTINEL", "Continuation", "TurnMemory"]
+
+SENTINEL = "\u27e6swarm-sampled-turn\u27e7"
+
+
+@dataclass(frozen=True)
+class _Turn:
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    eog_text: str
+    texts: tuple[str, ...]
+    call_ids: tuple[str, ...]
+
+    def produced(self, m: Message) -> bool:
+        """Whether ``m`` is how the runtime recorded this turn's output."""
+        if not isinstance(m, AssistantMessage):
+            return False
+        return tuple(c.id for c in m.tool_calls) == self.call_ids and m.content in self.texts
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """How to build the next prompt: render ``probe`` (sentinel in place of the sampled turn), then
+    ``ids(rendered)`` = ``base_ids`` + tokenize(:meth:`suffix` of the rendering)."""
+
+    probe: tuple[Message, ...]
+    base_ids: tuple[int, ...]
+    eog_text: str
+
+    def suffix(self, rendered: str) -> str | None:
+        """The template text after the sampled turn, or ``None`` if the sentinel did not survive."""
+        at = rendered.find(SENTINEL)
+        if at < 0:
+            return None
+        tail = rendered[at + len(SENTINEL) :]
+        if self.eog_text and tail.startswith(self.eog_text):
+            tail = tail[len(self.eog_text) :]  # the sampled end-of-turn token is already in base_ids
+        return tail
+
+
+def _digest(messages: tuple[Message, ...]) -> str:
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(m.model_dump_json().encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class TurnMemory:
+    """A bounded LRU of generations keyed by the conversation that prompted them."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self.continued = 0
+        """Prompts built by continuation (the rest were rendered fresh)."""
+
+    def continuation(self, messages: tuple[Message, ...]) -> Continuation | None:
+        """How to continue ``messages`` from a remembered generation, if one produced its last
+        assistant message."""
+        last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=None)
+        if last is None:
+            return None
+        key = _digest(messages[:last])
+        prev = self._turns.get(key)
+        if prev is None or not prev.produced(messages[last]):
+            return None
+        self._turns.move_to_end(key)
+        probe = (*messages[:last], AssistantMessage(content=SENTINEL), *messages[last + 1 :])
+        return Continuation(probe, prev.prompt_ids + prev.token_ids, prev.eog_text)
+
+    def remember(self, messages: tuple[Message, ...], completion: Completion, raw_text: str, eog_text: str) -> None:
+        """Keep ``completion`` (made from ``messages``); ``eog_text`` is the text of the sampled
+        end-of-turn token when the generation ended on one, else ``""``."""
+        if completion.prompt_token_ids is None or completion.token_ids is None:
+            return
+        self._turns[_digest(messages)] = _Turn(
+            completion.prompt_token_ids,
+            completion.token_ids,
+            eog_text,
+            (raw_text, completion.text),
+            tuple(c.id for c in completion.tool_calls),
+        )
+        while len(self._turns) > self.capacity:
+            self._turns.popitem(last=False)

@@ -1,0 +1,59 @@
+"""TurnMemory: when a request continues a remembered generation, and what text follows it."""
+
+from __future__ import annotations
+
+from swarm.backend import Completion
+from swarm.backends.continuation import SENTINEL, TurnMemory
+from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+
+CALL = ToolCall(id="c1", name="f", arguments={"x": 1})
+START = (SystemMessage(content="s"), UserMessage(content="u"))
+DONE = Completion(text="", tool_calls=(CALL,), prompt_token_ids=(1, 2, 3), token_ids=(7, 8, 99))
+
+
+def test_a_recorded_turn_is_continued_from_its_exact_ids() -> None:
+    mem = TurnMemory()
+    mem.remember(START, DONE, raw_text='```json\n{"name": "f", "arguments": {"x": 1}}\n```', eog_text="<|end|>")
+    follow = (
+        *START,
+        AssistantMessage(content="", tool_calls=(CALL,)),
+        ToolMessage(tool_call_id="c1", name="f", content="ok"),
+    )
+    cont = mem.continuation(follow)
+    assert cont is not None and cont.base_ids == (1, 2, 3, 7, 8, 99)
+    assert cont.probe[2] == AssistantMessage(content=SENTINEL) and cont.probe[3] == follow[3]
+    # The sampled end-of-turn token is already in base_ids, so its text is cut from the suffix.
+    assert cont.suffix(f"<s>u{SENTINEL}<|end|>\n<tool>ok<|end|>\n<a>") == "\n<tool>ok<|end|>\n<a>"
+    assert cont.suffix("a template that dropped the sentinel") is None
+
+
+def test_no_continuation_when_the_history_is_not_what_was_sampled() -> None:
+    mem = TurnMemory()
+    mem.remember(START, DONE, raw_text="raw", eog_text="")
+    other_call = ToolCall(id="zz", name="f", arguments={})
+    assert mem.continuation((*START, AssistantMessage(content="", tool_calls=(other_call,)))) is None
+    assert (
+        mem.continuation(
+            (SystemMessage(content="other"), UserMessage(content="u"), AssistantMessage(content="", tool_calls=(CALL,)))
+        )
+        is None
+    )
+    assert mem.continuation(START) is None  # no assistant turn yet
+    # Plain text recorded either raw or parsed continues.
+    mem.remember(START, Completion(text="hi", prompt_token_ids=(1,), token_ids=(2,)), raw_text="hi ", eog_text="")
+    assert (
+        mem.continuation(
+            (*START, AssistantMessage(content="hi ")),
+        )
+        is not None
+    )
+
+
+def test_memory_is_bounded_and_skips_turns_without_ids() -> None:
+    mem = TurnMemory(capacity=2)
+    for i in range(3):
+        mem.remember((UserMessage(content=str(i)),), DONE, raw_text="", eog_text="")
+    assert mem.continuation((UserMessage(content="0"), AssistantMessage(content="", tool_calls=(CALL,)))) is None
+    assert mem.continuation((UserMessage(content="2"), AssistantMessage(content="", tool_calls=(CALL,)))) is not None
+    mem.remember((UserMessage(content="x"),), Completion(text="t"), raw_text="t", eog_text="")
+    assert mem.continuation((UserMessage(content="x"), AssistantMessage(content="t"))) is None

@@ -16,5 +16,7 @@ ablation=$!
 wait $parl
 wait $ablation
 $PY parl_fetch.py report
-$SWARM train plot runs/parl --out plots/parl
-$SWARM train plot runs/ablation --out plots/ablation
+for run in parl ablation; do
+    $SWARM train plot runs/$run    # all curves in runs/$run/plots/
+    cp runs/$run/plots/summary.png parl_fetch_${run}_summary.png
+done

@@ -668,12 +668,8 @@ class Trainer:
                     mb_loss += float(px.item())
                     stats["ptx_loss"].append(float(px.item()) / cfg.ptx.coef if cfg.ptx.coef else 0.0)
                 params = [p for p in model.parameters() if p.grad is not None]
-                if cfg.optim.grad_clip is not None:
-                    gn = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip))
-                else:
-                    gn = float(
-                        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
-                    )
+                # the total norm before clipping (max_norm=inf only measures); 0 when nothing has a gradient
+                gn = float(torch.nn.utils.clip_grad_norm_(params, cfg.optim.grad_clip or math.inf))
                 if not math.isfinite(gn):
                     for opt in self.optimizers:
                         opt.zero_grad(set_to_none=True)  # a non-finite gradient must not reach the weights

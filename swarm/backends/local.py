@@ -40,7 +40,7 @@ import anyio.to_thread
 from swarm.backend import Completion, FinishReason, ModelRequest, Usage
 from swarm.backends.continuation import TurnMemory
 from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
-from swarm.backends.toolparse import action_schema, parse_tool_calls
+from swarm.backends.toolparse import action_schema, constrained_answer, parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import Message, to_openai_messages
 
@@ -424,8 +424,10 @@ class LocalBackend:
                 body["seed"] = s.seed
             if s.stop:
                 body["stop"] = list(s.stop)
-            if offered and self.constrain_actions:
-                body["json_schema"] = action_schema(request.tools, allow_answer=request.tool_choice != "required")
+            if self.constrain_actions and request.tools:
+                # Tools disabled (the final turn): the schema allows only {"answer": ...}.
+                offered_tools = request.tools if offered else ()
+                body["json_schema"] = action_schema(offered_tools, allow_answer=request.tool_choice != "required")
             data = await http.post_json("/completion", body)
         completion = self._parse(request, prompt_ids, data, offered)
         self._remember(request, completion, data)
@@ -485,6 +487,8 @@ class LocalBackend:
             calls, parse_error = parsed.tool_calls, parsed.parse_error
             if calls or parsed.answer is not None:
                 text = parsed.text
+        elif self.constrain_actions and request.tools:
+            text = constrained_answer(text)
         stop = data.get("stop_type")
         finish: FinishReason = "tool_calls" if calls else ("length" if stop == "limit" else "stop")
         return Completion(

@@ -32,7 +32,13 @@ import anyio.lowlevel
 import httpx
 
 from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
-from swarm.backends.toolparse import action_schema, new_call_id, parse_arguments, parse_tool_calls
+from swarm.backends.toolparse import (
+    action_schema,
+    constrained_answer,
+    new_call_id,
+    parse_arguments,
+    parse_tool_calls,
+)
 from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
 from swarm.messages import (
     AssistantMessage,
@@ -275,8 +281,9 @@ class OpenAIBackend:
             body["tools"] = [t.to_openai() for t in request.tools]
             body["tool_choice"] = request.tool_choice
             body["parallel_tool_calls"] = True
-        if offered and self.constrain_actions:
-            schema = action_schema(request.tools, allow_answer=request.tool_choice != "required")
+        if self.constrain_actions and request.tools:
+            # Tools disabled (the final turn): the schema allows only {"answer": ...}.
+            schema = action_schema(request.tools if offered else (), allow_answer=request.tool_choice != "required")
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "action", "schema": schema},
@@ -372,6 +379,8 @@ class OpenAIBackend:
                 text = parsed.text
         elif calls:
             text = text.strip()
+        elif self.constrain_actions and request.tools and request.tool_choice == "none":
+            text = constrained_answer(text)
 
         token_ids, logprobs = _tokens(choice)
         prompt_ids = data.get("prompt_token_ids")

@@ -26,7 +26,14 @@ from typing import Any
 from swarm.backend import ToolSpec
 from swarm.messages import ToolCall
 
-__all__ = ["ParsedOutput", "action_schema", "new_call_id", "parse_arguments", "parse_tool_calls"]
+__all__ = [
+    "ParsedOutput",
+    "action_schema",
+    "constrained_answer",
+    "new_call_id",
+    "parse_arguments",
+    "parse_tool_calls",
+]
 
 _TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|tool_call|tool_code)?[ \t]*\n?(.*?)```", re.DOTALL)
@@ -234,16 +241,36 @@ def _clip(s: str, n: int = 200) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
+def constrained_answer(text: str) -> str:
+    """The answer inside a schema-constrained ``{"answer": "..."}`` output; other text unchanged."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text
+    if isinstance(value, dict) and isinstance(value.get("answer"), str):
+        return str(value["answer"])
+    return text
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """An object schema that forbids keys it does not list (grammar converters allow them by default,
+    and small models then invent keys such as ``"required"`` that the tool rejects)."""
+    if schema.get("type") == "object" and "additionalProperties" not in schema:
+        return {**schema, "additionalProperties": False}
+    return schema
+
+
 def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
     """A JSON schema for one action: one or more tool calls, or a final answer.
 
     Engines with grammar-constrained decoding (llama.cpp ``response_format``, vLLM structured
-    outputs) use it so a small model always writes a parseable action.
+    outputs) use it so a small model always writes a parseable action. With no tools it allows only
+    the answer (the final turn, when tools are disabled).
     """
     call_variants = [
         {
             "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "properties": {"name": {"const": t.name}, "arguments": _closed(t.parameters)},
             "required": ["name", "arguments"],
             "additionalProperties": False,
         }

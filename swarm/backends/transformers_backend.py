@@ -32,6 +32,7 @@ from typing import Any
 import anyio.to_thread
 
 from swarm.backend import Completion, FinishReason, ModelRequest, SamplingParams, Usage
+from swarm.backends.continuation import TurnMemory
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import AssistantMessage, Message, ToolMessage
@@ -118,6 +119,7 @@ class TransformersBackend:
         self.weight_version = weight_version
         self._lock = threading.Lock()  # held while decoding and while weights change
         self._queue_lock = threading.Lock()
+        self.memory = TurnMemory()
         self._pending: list[_Job] = []
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_s
@@ -162,17 +164,34 @@ class TransformersBackend:
     def model(self) -> str:
         return self._name
 
-    def render(self, request: ModelRequest) -> list[int]:
-        """The prompt token ids of a request (chat template + tokenization, no special tokens added)."""
+    def _template(self, messages: tuple[Message, ...], request: ModelRequest) -> str:
         tools = [t.to_openai() for t in request.tools] or None
         try:
             text = self.tokenizer.apply_chat_template(
-                chat_dicts(request.messages), tools=tools, tokenize=False, add_generation_prompt=True
+                chat_dicts(messages), tools=tools, tokenize=False, add_generation_prompt=True
             )
         except Exception as exc:  # a template that rejects the conversation is the developer's problem
             raise ConfigError(f"chat template of {self._name!r} failed to render the request: {exc}") from exc
+        return str(text)
+
+    def _encode(self, text: str) -> list[int]:
         ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids
+
+    def render(self, request: ModelRequest) -> list[int]:
+        """The prompt token ids of a request (chat template + tokenization, no special tokens added).
+
+        A turn that extends an earlier generation of this backend continues that generation's exact
+        prompt + sampled ids (:class:`~swarm.backends.continuation.TurnMemory`), so re-rendering the
+        model's own output (e.g. fenced JSON recorded as a parsed call) never changes its tokens.
+        """
+        cont = self.memory.continuation(request.messages)
+        if cont is not None:
+            suffix = cont.suffix(self._template(cont.probe, request))
+            if suffix is not None:
+                self.memory.continued += 1
+                return [*cont.base_ids, *self._encode(suffix)]
+        return self._encode(self._template(request.messages, request))
 
     async def complete(self, request: ModelRequest) -> Completion:
         prompt = self.render(request)
@@ -189,7 +208,11 @@ class TransformersBackend:
         await anyio.to_thread.run_sync(self._run_job, job)
         if job.error is not None:
             raise job.error
-        return self._completion(request, prompt, job.ids, job.logprobs, job.version, max_new)
+        completion, raw = self._completion(request, prompt, job.ids, job.logprobs, job.version, max_new)
+        ended = bool(job.ids) and job.ids[-1] in self._stop_ids
+        eog = str(self.tokenizer.decode([job.ids[-1]], skip_special_tokens=False)) if ended else ""
+        self.memory.remember(request.messages, completion, raw, eog)
+        return completion
 
     # -- generation ----------------------------------------------------------------------------------
 
@@ -305,7 +328,8 @@ class TransformersBackend:
 
     def _completion(
         self, request: ModelRequest, prompt: list[int], ids: list[int], lps: list[float], version: int, max_new: int
-    ) -> Completion:
+    ) -> tuple[Completion, str]:
+        """The completion and the raw decoded text (before tool calls were cut out of it)."""
         ended = bool(ids) and ids[-1] in self._stop_ids
         body = ids[:-1] if ended else ids
         text = self.tokenizer.decode(body, skip_special_tokens=False)
@@ -313,6 +337,7 @@ class TransformersBackend:
             if special:
                 text = text.replace(special, "")
         finish: FinishReason = "stop" if ended or len(ids) < max_new else "length"
+        raw = text
         calls: tuple[Any, ...] = ()
         parse_error = None
         if request.tools and request.tool_choice != "none":
@@ -321,7 +346,7 @@ class TransformersBackend:
             if calls:
                 text = parsed.text
                 finish = "tool_calls"
-        return Completion(
+        completion = Completion(
             text=text,
             tool_calls=calls,
             finish_reason=finish,
@@ -333,6 +358,7 @@ class TransformersBackend:
             parse_error=parse_error,
             weight_version=str(version),
         )
+        return completion, raw
 
     # -- serving-engine side of training -------------------------------------------------------------
 

@@ -259,3 +259,12 @@ def test_bad_settings_are_config_errors() -> None:
         OpenAIBackend("localhost:8000")
     with pytest.raises(ConfigError, match="max_concurrency"):
         OpenAIBackend("http://x", max_concurrency=0)
+
+
+async def test_constrained_final_turn_allows_only_an_answer_and_unwraps_it() -> None:
+    body = vllm_body(message={"role": "assistant", "content": '{"answer": "Paris and Oslo"}'}, finish_reason="stop")
+    b, seen = backend(lambda r: httpx.Response(200, json=body), constrain_actions=True)
+    c = await b.complete(REQ.model_copy(update={"tool_choice": "none"}))
+    schema = json.loads(seen[0].content)["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["answer"] and "tools" not in json.loads(seen[0].content)
+    assert c.text == "Paris and Oslo" and c.tool_calls == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarm.backend import ToolSpec
-from swarm.backends.toolparse import action_schema, parse_tool_calls
+from swarm.backends.toolparse import action_schema, constrained_answer, parse_tool_calls
 
 KNOWN = ["get_weather", "assign_task"]
 
@@ -83,6 +83,20 @@ def test_action_schema_lists_each_tool_with_its_parameters() -> None:
     calls, answer = schema["anyOf"]
     item = calls["properties"]["tool_calls"]["items"]["anyOf"][0]
     assert item["properties"]["name"] == {"const": "get_weather"}
-    assert item["properties"]["arguments"] == spec.parameters
+    assert item["properties"]["arguments"] == {**spec.parameters, "additionalProperties": False}
     assert answer["required"] == ["answer"]
     assert "anyOf" not in action_schema([spec], allow_answer=False)
+
+
+def test_constrained_schema_forbids_invented_argument_keys_and_allows_answer_only_without_tools() -> None:
+    spec = ToolSpec(name="assign_task", parameters={"type": "object", "properties": {"agent": {"type": "string"}}})
+    item = action_schema([spec])["anyOf"][0]["properties"]["tool_calls"]["items"]["anyOf"][0]
+    assert item["properties"]["arguments"]["additionalProperties"] is False
+    assert action_schema([]) == {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    assert constrained_answer('{"answer": "Paris"}') == "Paris"
+    assert constrained_answer("plain text") == "plain text"

@@ -94,7 +94,8 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
             ),
             ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
             threads=options.get("threads"),
-            constrain_actions=bool(options.get("constrain_actions", False)),
+            # Small local models write far fewer broken calls with grammar-constrained actions.
+            constrain_actions=bool(options.get("constrain_actions", True)),
             timeout=timeout or 600.0,
             progress=progress or None,
         )

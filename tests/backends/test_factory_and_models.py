@@ -139,3 +139,10 @@ def test_swarm_models_lists_models_engines_and_install_commands() -> None:
     assert inv["default_local_model"] in (*LOCAL_MODELS, None)
     table = CliRunner().invoke(app, ["models"])
     assert table.exit_code == 0 and "smollm2-135m" in table.output
+
+
+def test_local_constrains_actions_by_default_and_config_can_turn_it_off() -> None:
+    on, _ = build_backends("local", "smollm2-135m")
+    off, _ = build_backends("local", "smollm2-135m", constrain_actions=False)
+    assert isinstance(on, LocalBackend) and on.constrain_actions
+    assert isinstance(off, LocalBackend) and not off.constrain_actions

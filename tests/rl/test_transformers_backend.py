@@ -16,6 +16,7 @@ from orchestrator.engine import Orchestrator  # noqa: E402
 from orchestrator.rl.losses import gather_logprobs  # noqa: E402
 from orchestrator.rl.tiny import build_tiny_model  # noqa: E402
 from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec  # noqa: E402
+from swarm.backends.continuation import TurnMemory  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
 from swarm.errors import BackendError, ConfigError  # noqa: E402
 from swarm.messages import Message, SystemMessage, UserMessage  # noqa: E402
@@ -178,6 +179,34 @@ async def test_orchestrator_episode_on_the_transformers_backend_has_drift_free_t
     assert t1.prompt_token_ids[: len(t0.prompt_token_ids) + len(t0.response_token_ids)] == (
         t0.prompt_token_ids + t0.response_token_ids
     )
+
+
+async def test_fenced_tool_calls_continue_from_the_sampled_tokens_not_a_re_render(tiny_dir: Path) -> None:
+    """The model writes fenced JSON; the runtime records a parsed call, which the template would render
+    as a <tool_call> tag. The next prompt must still hold the tokens the model actually sampled."""
+    fenced = '```json\n{"name": "assign_task", "arguments": {"agent": "w", "task": "part 1"}}\n```'
+
+    def policy(prompt: str) -> str:
+        return "ok" if "fetched" in prompt else fenced
+
+    sub = FunctionBackend(lambda r: Completion(text="fetched"), model="sub")
+    cfg = SwarmConfig(system_prompt="you orchestrate", orchestrator_sampling=GREEDY, max_critical_steps=6)
+    backend = _scripted(tiny_dir, policy)
+    orch = Orchestrator(backend, cfg, agents=[AgentDefinition(name="w", system_prompt="fetch")], subagent_backend=sub)
+    record = await orch.run("fetch 1 part")
+    assert record.answer == "ok" and record.dag.stage_widths[0] == 1
+    t0, t1 = record.turns
+    assert t0.prompt_token_ids is not None and t0.response_token_ids is not None and t1.prompt_token_ids is not None
+    sampled = t0.prompt_token_ids + t0.response_token_ids
+    assert t1.prompt_token_ids[: len(sampled)] == sampled and not t1.drift and record.drift_count == 0
+    assert backend.memory.continued == 1
+    # without the memory the same episode re-renders the call as a <tool_call> tag: the engine flags drift
+    forgetful = _scripted(tiny_dir, policy)
+    forgetful.memory = TurnMemory(capacity=0)
+    again = await Orchestrator(
+        forgetful, cfg, agents=[AgentDefinition(name="w", system_prompt="fetch")], subagent_backend=sub
+    ).run("fetch 1 part")
+    assert again.drift_count == 1 and again.turns[1].drift
 
 
 async def test_overlong_prompt_is_a_backend_error_and_missing_dirs_are_config_errors(

@@ -8,7 +8,8 @@ What a completion carries, exactly as sampled:
 
 * ``prompt_token_ids`` — the model's own chat template rendered with the request's messages and
   tools, tokenized once (the tools are rendered even with ``tool_choice="none"`` so the prompt
-  prefix stays identical from turn to turn);
+  prefix stays identical from turn to turn); a turn that continues an earlier generation reuses
+  that generation's exact prompt + sampled ids (:class:`~swarm.backends.continuation.TurnMemory`);
 * ``token_ids`` — the sampled ids, including the end-of-turn token when the model emitted it;
 * ``logprobs`` — ``log softmax(logits / T)`` of each sampled id: the temperature-scaled
   distribution, before top-p truncation (what a trainer recomputes; use ``top_p=1`` for exact
@@ -16,7 +17,8 @@ What a completion carries, exactly as sampled:
 * tool calls parsed from the text with the tolerant parser (:mod:`swarm.backends.toolparse`);
   broken tool-call JSON becomes ``parse_error``, which the agent loop feeds back to the model.
 
-torch and transformers are imported lazily (the ``rl`` extra).
+Concurrent requests are decoded together as one left-padded batch with a KV cache (each with its
+own seeded sampler). torch and transformers are imported lazily (the ``rl`` extra).
 """
 
 from __future__ import annotations

@@ -148,6 +148,12 @@ class TrainConfig(_Frozen):
     tasks_file: Path | None = None
     dtype: str = "float32"
     device: str = "cpu"
+    engine: str = Field(
+        "transformers",
+        pattern="^(transformers|vllm)$",
+        description="who samples rollouts: the colocated transformers engine, or vLLM in-process (weights pushed)",
+    )
+    vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="extra AsyncEngineArgs for vLLM")
     seed: int = 0
     steps: int = Field(10, ge=1)
     tasks_per_step: int = Field(4, ge=1)
@@ -376,8 +382,13 @@ class StepMetrics(BaseModel):
 class Trainer:
     """``Trainer(config, policy, env).run()``; or :meth:`from_config` to build everything from a file.
 
-    ``policy`` is the colocated engine: rollouts sample from it, updates change its module in place.
-    ``sync`` (optional) pushes weights to another serving engine after each update.
+    ``policy`` holds the trained module. By default it is also the colocated engine: rollouts sample
+    from it and updates change its module in place. With ``engine`` (e.g. a
+    :class:`~swarm.backends.vllm_engine.VLLMEngineBackend`), rollouts sample from that separate
+    serving engine instead, and ``sync`` (required then, e.g.
+    :class:`~orchestrator.rl.vllm_sync.VLLMWeightSync`) pushes the new weights into it after each
+    update; the engine's logprobs are the behaviour policy and their gap to the trainer's
+    recomputation is logged as ``ratio_mismatch``.
     """
 
     def __init__(
@@ -386,10 +397,13 @@ class Trainer:
         policy: TransformersBackend,
         env: Environment,
         *,
+        engine: ModelBackend | None = None,
         sync: WeightSync | None = None,
         on_step: Callable[[StepMetrics], None] | None = None,
     ) -> None:
         config.check_names()
+        if engine is not None and engine is not policy and sync is None:
+            raise ConfigError("a separate serving engine needs a WeightSync to receive the new weights (sync=...)")
         if not env.tasks:
             raise ConfigError("the training environment has no tasks")
         if len({t.id for t in env.tasks}) != len(env.tasks) or not all(t.id for t in env.tasks):
@@ -398,6 +412,7 @@ class Trainer:
         self.policy = policy
         self.env = env
         self.sync = sync
+        self.engine: ModelBackend = engine or policy
         self.on_step = on_step
         self.model: Any = policy.hf_model  # a transformers PreTrainedModel
         if env.subagent_backend is None:
@@ -442,6 +457,14 @@ class Trainer:
                 config.subagent_model, name="subagent", device=config.device, dtype=config.dtype
             )
             _freeze(env.subagent_backend.hf_model)
+        if config.engine == "vllm":
+            from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
+            from swarm.backends.vllm_engine import VLLMEngineBackend
+
+            args = {"dtype": config.dtype, **config.vllm_engine_args, "worker_extension_cls": WORKER_EXTENSION}
+            served = VLLMEngineBackend(str(policy_dir), engine_args=args, name="orchestrator", weight_version="0")
+            kwargs.setdefault("engine", served)
+            kwargs.setdefault("sync", VLLMWeightSync(served, run_dir / "weight-staging"))
         return cls(config, policy, env, **kwargs)
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -527,7 +550,7 @@ class Trainer:
         sampling = cfg.swarm.orchestrator_sampling.model_copy(update={"temperature": temperature})
         swarm_cfg = cfg.swarm.model_copy(update={"orchestrator_sampling": sampling})
         factory = orchestrator_factory(
-            self.policy, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
+            self.engine, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
         )
         self.reward.step = step
         out = self._rollout_dir(step)

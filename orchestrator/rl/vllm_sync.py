@@ -67,16 +67,19 @@ class VLLMWeightSync:
         self.backend = backend
         self.staging = Path(staging_dir)
 
-    def _engine(self) -> Any:
+    async def _engine(self) -> Any:
+        start = getattr(self.backend, "start", None)
+        if start is not None:
+            await start()  # idempotent: the engine lives in the trainer's event loop
         engine = getattr(self.backend, "_engine", None)
         if engine is None:
-            raise ConfigError("the vLLM backend is not started; `await backend.start()` before training")
+            raise ConfigError("the vLLM backend has no engine; pass a started VLLMEngineBackend")
         return engine
 
     async def push(self, model: Any, version: int) -> None:
         from safetensors.torch import save_file
 
-        engine = self._engine()
+        engine = await self._engine()
         self.staging.mkdir(parents=True, exist_ok=True)
         path = self.staging / f"policy-v{version}.safetensors"
         # clone: tied parameters share storage, which safetensors refuses to write twice

@@ -221,14 +221,25 @@ def test_muon_optimizes_hidden_matrices_and_adamw_the_rest(model_dirs: tuple[Pat
     assert any(p is emb for g in adamw.param_groups for p in g["params"])
 
 
-def test_weights_are_pushed_to_a_separate_serving_engine(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
+    model_dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The vLLM shape on CPU: sample from a separate engine, push weights to it after every update."""
     from orchestrator.rl.trainer import TransformersWeightSync
 
-    cfg = _config(tmp_path / "run", steps=1)
+    cfg = _config(tmp_path / "run", steps=2)
     trainer, _ = _trainer(cfg, model_dirs)
     serving = TransformersBackend.from_pretrained(model_dirs[0], name="serving")
-    trainer.sync = TransformersWeightSync(serving)
+    with pytest.raises(ConfigError, match="WeightSync"):
+        Trainer(cfg, trainer.policy, trainer.env, engine=serving)
+    trainer = Trainer(cfg, trainer.policy, trainer.env, engine=serving, sync=TransformersWeightSync(serving))
     before = state_checksum(serving.hf_model)
     trainer.run()
-    assert serving.weight_version == trainer.policy.weight_version == 1
+    assert serving.weight_version == trainer.policy.weight_version == 2
     assert state_checksum(serving.hf_model) == state_checksum(trainer.model) != before
+    # step 1 sampled from the serving engine holding the weights pushed after step 0
+    episodes = (tmp_path / "run" / "rollouts" / "step-000001" / "episodes.jsonl").read_text().splitlines()
+    versions = {t["weight_version"] for e in episodes for t in json.loads(e)["record"]["turns"]}
+    assert versions == {"1"}
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(x["ratio_mismatch"] < 1e-3 for x in lines)

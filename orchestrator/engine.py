@@ -400,7 +400,7 @@ class Orchestrator:
 
     def _limiter_now(self) -> anyio.CapacityLimiter:
         token = anyio.lowlevel.current_token()
-        if self._limiter is None or self._limiter[0] is not token:
+        if self._limiter is None or self._limiter[0] != token:
             self._limiter = (token, anyio.CapacityLimiter(self.config.max_concurrency))
         return self._limiter[1]
 

@@ -37,6 +37,8 @@ def action_specs(grantable_tools: Sequence[str], models: Sequence[str]) -> tuple
     }
     if grantable_tools:
         tools_schema["items"] = {"type": "string", "enum": list(grantable_tools)}
+    else:  # nothing may be granted: say so in the schema, so constrained decoding cannot invent names
+        tools_schema["maxItems"] = 0
     model_schema: dict[str, object] = {"type": "string", "description": "frozen checkpoint to run it on"}
     if models:
         model_schema["enum"] = list(models)

@@ -361,3 +361,36 @@ async def test_toolsets_can_be_granted_by_name() -> None:
     assert record.subagent_results[0].step_records[0].tool_results[0].content == "wrote a"
     create_spec = next(t for t in policy.calls[0].tools if t.name == "create_subagent")
     assert "files" in create_spec.parameters["properties"]["tools"]["items"]["enum"]
+
+
+async def test_concurrency_limit_is_shared_by_concurrent_episodes() -> None:
+    running = 0
+    peak = 0
+
+    async def worker(_: ModelRequest) -> Completion:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.02)
+        running -= 1
+        return Completion(text="ok")
+
+    def policy(request: ModelRequest) -> Completion:
+        if tool_messages(request):
+            return Completion(text="done")
+        return Completion(tool_calls=(create(), *(assign(f"t{i}") for i in range(4))))  # type: ignore[arg-type]
+
+    orch = Orchestrator(
+        FunctionBackend(policy), SwarmConfig(max_concurrency=3), subagent_backend=FunctionBackend(worker)
+    )
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(orch.run, "x")
+    assert peak == 3
+
+
+def test_create_subagent_schema_forbids_tools_when_none_may_be_granted() -> None:
+    policy = ScriptedBackend(["hi"])
+    Orchestrator(policy).run_sync("x")
+    spec = next(t for t in policy.calls[0].tools if t.name == "create_subagent")
+    assert spec.parameters["properties"]["tools"]["maxItems"] == 0

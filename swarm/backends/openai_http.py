@@ -172,6 +172,14 @@ class OpenAIBackend:
     def model(self) -> str:
         return self._model
 
+    provider_name = "openai"
+    """Traced as ``gen_ai.provider.name`` (what the official OpenAI instrumentation reports)."""
+
+    @property
+    def base_url(self) -> str:
+        """The server root; traced as ``server.address``/``server.port`` on chat spans."""
+        return self.root
+
     async def aclose(self) -> None:
         """Close the HTTP client if this backend created it."""
         if self._client is not None and self._own_client:

@@ -268,3 +268,25 @@ async def test_constrained_final_turn_allows_only_an_answer_and_unwraps_it() -> 
     schema = json.loads(seen[0].content)["response_format"]["json_schema"]["schema"]
     assert schema["required"] == ["answer"] and "tools" not in json.loads(seen[0].content)
     assert c.text == "Paris and Oslo" and c.tool_calls == ()
+
+
+async def test_chat_spans_name_the_server() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from orchestrator import Orchestrator
+    from swarm.backend import Completion
+    from swarm.testing import FunctionBackend
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    b, _ = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="vllm")
+    assert b.base_url == "http://vllm.test"
+    # Every orchestrator turn is a chat span on this backend.
+    await Orchestrator(b, tracer_provider=provider, subagent_backend=FunctionBackend(lambda r: Completion())).run("x")
+    chat = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert chat and chat[0].attributes is not None
+    assert chat[0].attributes["server.address"] == "vllm.test"
+    assert chat[0].attributes["gen_ai.provider.name"] == "openai"

@@ -49,6 +49,9 @@ async def test_tools_in_the_system_prompt_and_concurrent_requests(server: OpenAI
         for _ in range(3):
             tg.start_soon(one)
     assert len(results) == 3
-    # Greedy decoding of the same prompt on parallel slots gives the same ids.
-    assert len({r.token_ids for r in results}) == 1
+    # All three were served concurrently on parallel slots, each with its own exact ids and logprobs.
+    # (Greedy outputs may differ between slots: llama.cpp's batched kernels are not bit-identical
+    # across batch compositions, so equality across slots is not a property to test.)
+    for r in results:
+        assert r.token_ids and r.logprobs and len(r.token_ids) == len(r.logprobs) == r.usage.completion_tokens
     assert all(r.tool_calls or r.parse_error or r.text for r in results)

@@ -128,6 +128,15 @@ class Workload(ABC):
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'knobs'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid knobs for workload {self.name!r}: {problems}. Known knobs: {known}") from None
 
+    def check_request(self, n: int, split: str) -> None:
+        """Reject a bad task request (``n < 1``, unknown split) with a ConfigError naming the fix."""
+        if split not in ("train", "test"):
+            raise ConfigError(
+                f"unknown split {split!r} for {self.name}; use 'train' (development) or 'test' (held out)"
+            )
+        if n < 1:
+            raise ConfigError(f"n must be at least 1, got {n}")
+
     @abstractmethod
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         """``n`` tasks, deterministic for a given seed, split and knobs."""

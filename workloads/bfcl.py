@@ -272,10 +272,7 @@ class BfclWorkload(Workload):
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         kn = self.knobs(knobs)
         assert isinstance(kn, BfclKnobs)
-        if split not in ("train", "test"):
-            raise ConfigError(f"unknown split {split!r} for {NAME}; use 'train' or 'test' (held out)")
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
+        self.check_request(n, split)
         pool = [it for c in kn.categories for it in _items(c) if split_of(it.id) == split]
         if n > len(pool):
             raise ConfigError(f"only {len(pool)} {split} items in {list(kn.categories)}; asked for {n}")

@@ -296,10 +296,7 @@ class WideLookupWorkload(Workload):
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         kn = self.knobs(knobs)
         assert isinstance(kn, WideLookupKnobs)
-        if split not in ("train", "test"):
-            raise ConfigError(f"unknown split {split!r}; use 'train' or 'test'")
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
+        self.check_request(n, split)
         rng = random.Random(f"{self.name}:{split}:{seed}")
         out = []
         for i in range(n):
@@ -500,10 +497,7 @@ class DeepLookupWorkload(Workload):
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         kn = self.knobs(knobs)
         assert isinstance(kn, DeepLookupKnobs)
-        if split not in ("train", "test"):
-            raise ConfigError(f"unknown split {split!r}; use 'train' or 'test'")
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
+        self.check_request(n, split)
         orders = _orders()
         pool = [
             (lab, rec)

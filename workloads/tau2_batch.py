@@ -275,8 +275,7 @@ class Tau2BatchWorkload(Workload):
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         kn = self.knobs(knobs)
         assert isinstance(kn, Tau2BatchKnobs)
-        if n < 1:
-            raise ConfigError(f"n must be at least 1, got {n}")
+        self.check_request(n, split)
         pool = [t for t in _tickets(split) if kn.min_actions <= t.n_actions <= kn.max_actions]
         if len(pool) < kn.k:
             raise ConfigError(

@@ -40,3 +40,7 @@ class SwarmConfig(BaseModel):
         None, description="tools/toolsets create_subagent may grant (None: all registered)"
     )
     workspace_root: Path | None = Field(None, description="per-episode workspaces are created below this")
+    subagents: bool = Field(
+        True,
+        description="offer create_subagent/assign_task; False runs a single agent that only has direct tools",
+    )

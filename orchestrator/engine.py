@@ -197,10 +197,12 @@ class Orchestrator:
                     f"predefined agent {a.name!r} uses model {a.model!r}; known: {sorted(self.subagent_backends)}"
                 )
             self._presets[a.name] = a
-        self._specs: tuple[ToolSpec, ...] = (
-            *action_specs(sorted([*self._grantable, *self._grantable_sets]), sorted(self.subagent_backends)),
-            *(t.spec for t in self._direct.values()),
+        actions = (
+            action_specs(sorted([*self._grantable, *self._grantable_sets]), sorted(self.subagent_backends))
+            if cfg.subagents
+            else ()
         )
+        self._specs: tuple[ToolSpec, ...] = (*actions, *(t.spec for t in self._direct.values()))
         self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
         self.last_record: EpisodeRecord | None = None
 
@@ -457,7 +459,7 @@ class Orchestrator:
             )
 
         for c in calls:
-            if c.name == CREATE:
+            if c.name == CREATE and cfg.subagents:
                 try:
                     now = st.clock()
                     results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
@@ -472,9 +474,9 @@ class Orchestrator:
         direct: list[ToolCall] = []
         rt_cache: dict[str | None, SubagentRuntime] = {}
         for c in calls:
-            if c.name == CREATE:
+            if c.name == CREATE and cfg.subagents:
                 continue
-            if c.name != ASSIGN:
+            if c.name != ASSIGN or not cfg.subagents:  # single-agent mode: the actions are unknown tools
                 direct.append(c)
                 continue
             agent, task = c.arguments.get("agent"), c.arguments.get("task")

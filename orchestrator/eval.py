@@ -149,9 +149,10 @@ def episode_config(
 ) -> SwarmConfig:
     """The config of one workload episode: ``base`` < the workload's budgets < explicit ``overrides``;
     the system prompt is the default orchestrator prompt + the workload's instructions (swarm mode)
-    or the workload's instructions alone (single mode)."""
+    or the workload's instructions alone (single mode, which is also not offered the sub-agent actions)."""
     data = (base or SwarmConfig()).model_dump()
     data.update(ep.config)
+    data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if not (overrides or {}).get("system_prompt"):
         data["system_prompt"] = (

@@ -394,3 +394,21 @@ def test_create_subagent_schema_forbids_tools_when_none_may_be_granted() -> None
     Orchestrator(policy).run_sync("x")
     spec = next(t for t in policy.calls[0].tools if t.name == "create_subagent")
     assert spec.parameters["properties"]["tools"]["maxItems"] == 0
+
+
+async def test_single_agent_mode_offers_no_subagent_actions() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    policy = ScriptedBackend([[call("add", a=1, b=2), create(), assign("t")], "3"])
+    record = await Orchestrator(policy, SwarmConfig(subagents=False), tools=[add]).run("x")
+    policy.assert_consumed()
+    assert {t.name for t in policy.calls[0].tools} == {"add"}
+    stage = record.stages[0]
+    # The actions are unknown tools here: errors the model sees, no sub-agent ever runs.
+    assert stage.kind == "tools" and stage.width == 0 and not record.subagent_results
+    assert [r.is_error for r in stage.tool_results] == [False, True, True]
+    assert "unknown tool 'create_subagent'" in stage.tool_results[1].content
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "3"

@@ -53,11 +53,18 @@ async def test_run_eval_gold_writes_report_rows_tasks_and_episodes(tmp_path: Pat
     wl = get_workload("bfcl-parallel")
     tasks = wl.tasks(3, seed=0)
 
+    policies: dict[str, list[FunctionBackend]] = {"swarm": [], "single": []}
+
     def gold(task: Task, mode: str) -> tuple[FunctionBackend, FunctionBackend]:
         p = wl.gold_policy(task, mode)  # type: ignore[arg-type]
+        policies[mode].append(p.orchestrator)  # type: ignore[arg-type]
         return p.orchestrator, p.subagent  # type: ignore[return-value]
 
     report = await run_eval(wl, tasks, gold, out_dir=tmp_path, run_id="r1", backend_name="gold")  # type: ignore[arg-type]
+    offered = {m: {t.name for b in bs for r in b.calls for t in r.tools} for m, bs in policies.items()}
+    # Only the swarm mode is offered the sub-agent actions; the single agent has the workload's tools alone.
+    assert {"create_subagent", "assign_task"} <= offered["swarm"]
+    assert offered["single"] and not {"create_subagent", "assign_task"} & offered["single"]
     root = tmp_path / "r1"
     assert EvalReport.model_validate_json((root / "report.json").read_text()) == report
     assert len((root / "rows.jsonl").read_text().splitlines()) == 6

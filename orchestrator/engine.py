@@ -614,13 +614,21 @@ class Orchestrator:
     async def _subagent(
         self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult], limiter: anyio.CapacityLimiter
     ) -> None:
-        async with limiter:
+        # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
+        # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
+        if limiter.available_tokens >= 1:
+            limiter.acquire_nowait()
+        else:
+            await limiter.acquire()
+        try:
             self._emit_lazy(
                 lambda: SubagentStarted(
                     agent_id=run.agent_id, name=run.definition.name, task=run.task, step_cap=run.step_cap
                 )
             )
             result = await run.run()
+        finally:
+            limiter.release()
         done[call_id] = result
         self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
 

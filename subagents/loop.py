@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 
+from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
@@ -25,6 +26,15 @@ from swarm.tracing import Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
 __all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+
+# Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
+# completions, tool calls and clock readings.
+_request = maker(ModelRequest)
+_assistant = maker(AssistantMessage)
+_tool_message = maker(ToolMessage)
+_user = maker(UserMessage)
+_step_record = maker(StepRecord)
+_subagent_result = maker(SubagentResult)
 
 
 def malformed_feedback(error: str) -> str:
@@ -56,6 +66,16 @@ class SubagentRuntime:
     max_malformed: int = 2
     max_completion_tokens: int | None = None
     observer: Observer | None = None
+    # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
+    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
+
+    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
+        """The tools an allow-list grants here and their specs (built once per allow-list)."""
+        hit = self._granted.get(names)
+        if hit is None:
+            tools = {n: self.tools[n] for n in names if n in self.tools}
+            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()))
+        return hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +152,7 @@ class SubagentRun:
 
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
-        self._tools = {n: self.rt.tools[n] for n in self.definition.tools if n in self.rt.tools}
-        self._tool_specs = tuple(t.spec for t in self._tools.values())
+        self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
     async def run(self) -> SubagentResult:
@@ -186,7 +205,7 @@ class SubagentRun:
                 (m.content for m in reversed(self.messages) if isinstance(m, AssistantMessage) and m.content),
                 "",
             )
-        return SubagentResult(
+        return _subagent_result(
             agent_id=self.agent_id,
             name=self.definition.name,
             task=self.task,
@@ -232,7 +251,7 @@ class SubagentRun:
     ) -> None:
         usage = completion.usage if completion is not None else Usage()
         self.steps.append(
-            StepRecord(
+            _step_record(
                 agent_id=self.agent_id,
                 index=len(self.steps),
                 kind="subagent",
@@ -251,7 +270,7 @@ class SubagentRun:
     async def _step(self) -> _Next:
         rt = self.rt
         started = rt.clock()
-        request = ModelRequest(
+        request = _request(
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
@@ -274,8 +293,8 @@ class SubagentRun:
 
         if completion.parse_error is not None:
             self.malformed += 1
-            self.messages.append(AssistantMessage(content=completion.text))
-            self.messages.append(UserMessage(content=malformed_feedback(completion.parse_error)))
+            self.messages.append(_assistant(content=completion.text))
+            self.messages.append(_user(content=malformed_feedback(completion.parse_error)))
             self._record(started, completion, error=f"malformed output: {completion.parse_error}")
             if self.malformed > rt.max_malformed:
                 return _Fail(
@@ -286,15 +305,15 @@ class SubagentRun:
             return _CONTINUE
 
         if not completion.tool_calls:
-            self.messages.append(AssistantMessage(content=completion.text))
+            self.messages.append(_assistant(content=completion.text))
             self._record(started, completion)
             return _Finish(completion.text)
 
-        self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
+        self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
         results = await run_tool_calls(completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock)
         for r in results:
             self.messages.append(
-                ToolMessage(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)
+                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
-from swarm.messages import AssistantMessage, Message, MessageAdapter, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm._fast import maker
+from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 __all__ = [
     "Completion",
@@ -58,12 +59,11 @@ class SamplingParams(_Frozen):
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
-def _messages(value: Any) -> tuple[Message, ...]:
+def _messages(value: Any, handler: ValidatorFunctionWrapHandler) -> tuple[Message, ...]:
     if isinstance(value, tuple) and all(type(m) in _MESSAGE_TYPES for m in value):
         return value
-    if not isinstance(value, list | tuple):
-        raise ValueError(f"messages must be a list or tuple of messages, got {type(value).__name__}")
-    return tuple(m if type(m) in _MESSAGE_TYPES else MessageAdapter.validate_python(m) for m in value)
+    out: tuple[Message, ...] = handler(value)
+    return out
 
 
 class ModelRequest(_Frozen):
@@ -76,7 +76,7 @@ class ModelRequest(_Frozen):
     # Messages are usually frozen, already-validated models: re-validating the whole transcript on
     # every step is O(transcript) per model call on the runtime's hottest path, so instances pass
     # through and only dicts (e.g. from JSON) are validated.
-    messages: Annotated[tuple[Message, ...], PlainValidator(_messages)]
+    messages: Annotated[tuple[Message, ...], WrapValidator(_messages)]
     tools: tuple[ToolSpec, ...] = ()
     sampling: SamplingParams = SamplingParams()
     tool_choice: Literal["auto", "none", "required"] = "auto"
@@ -93,11 +93,13 @@ class Usage(_Frozen):
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        return _usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
+
+_usage = maker(Usage)  # sums of validated non-negative ints need no re-validation
 
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
 

@@ -25,6 +25,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from swarm._fast import maker
 from swarm.backend import ToolSpec
 from swarm.errors import ConfigError, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
@@ -48,6 +49,7 @@ class _Unset:
 
 
 _UNSET = _Unset()
+_tool_result = maker(ToolResult)  # trusted: built from a validated call, a string and clock readings
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 16_000
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -372,7 +374,7 @@ async def execute_tool(
     t = tools.get(call.name)
     if t is None:
         available = ", ".join(sorted(tools)) or "(none)"
-        return ToolResult(
+        return _tool_result(
             call=call,
             content=f"error: unknown tool {call.name!r}; available tools: {available}",
             is_error=True,
@@ -383,7 +385,7 @@ async def execute_tool(
     try:
         content = await t.invoke(call.arguments, ctx)
     except ToolError as exc:
-        return ToolResult(
+        return _tool_result(
             call=call,
             content=f"error: {exc}",
             is_error=True,
@@ -392,7 +394,7 @@ async def execute_tool(
             ended=clock(),
         )
     except Exception as exc:  # a tool that raises is the model's problem to route around, not ours
-        return ToolResult(
+        return _tool_result(
             call=call,
             content=f"error: tool {call.name!r} raised {type(exc).__name__}: {exc}",
             is_error=True,
@@ -400,7 +402,7 @@ async def execute_tool(
             started=started,
             ended=clock(),
         )
-    return ToolResult(call=call, content=content, started=started, ended=clock())
+    return _tool_result(call=call, content=content, started=started, ended=clock())
 
 
 ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -108,3 +109,67 @@ async def test_random_episodes_match_the_formula(seed: int) -> None:
     assert record.dag.critical_steps == critical_steps_formula(structure) == expected
     assert record.dag.total_steps == len(plan) + 1 + sum(sum(p) for p in plan)
     assert all(r.status is AgentStatus.COMPLETED for r in record.subagent_results)
+
+
+def _is_path(g: object, path: tuple[str, ...]) -> bool:
+    return all(g.has_edge(a, b) for a, b in itertools.pairwise(path))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
+    """The episode record's statistics come from one pass over the stages; they must equal the longest
+    paths of the networkx DAG on arbitrary structures: random widths, step counts and durations, ties,
+    stages with no orchestrator step and sub-agents with no steps."""
+    rng = random.Random(seed)
+    stages, t = [], 0.0
+    for index in range(rng.randint(1, 6)):
+        orch = tuple(
+            StepRecord(
+                agent_id="orchestrator",
+                index=index * 10 + j,
+                kind="orchestrator",
+                stage=index,
+                started=t,
+                ended=t + rng.random(),
+            )
+            for j in range(rng.choice([0, 1, 1, 1, 2]))
+        )
+        subs = []
+        for k in range(rng.randint(0, 5)):
+            n = rng.randint(0, 4)
+            steps = tuple(
+                StepRecord(
+                    agent_id=f"a{index}-{k}",
+                    index=i,
+                    kind="subagent",
+                    stage=index,
+                    started=t + i,
+                    ended=t + i + rng.choice([0.0, 0.5, 1.0, rng.random() * 3]),
+                )
+                for i in range(n)
+            )
+            subs.append(
+                SubagentResult(
+                    agent_id=f"a{index}-{k}",
+                    name="a",
+                    task="t",
+                    status=AgentStatus.COMPLETED,
+                    steps=n,
+                    step_records=steps,
+                )
+            )
+        stages.append(
+            StageRecord(
+                index=index, kind="subagents", started=t, ended=t + 1, orchestrator_steps=orch, subagents=tuple(subs)
+            )
+        )
+        t += 5
+    g = build_dag(stages)
+    direct, graph = dag_stats(stages), dag_stats(stages, graph=g)
+    assert direct.critical_steps == graph.critical_steps
+    assert direct.wall_critical_path_s == pytest.approx(graph.wall_critical_path_s)
+    skip = {"critical_path"}
+    assert direct.model_dump(exclude=skip) == graph.model_dump(exclude=skip)
+    # Both paths are longest paths of the graph (ties may pick different but equally long ones).
+    for path in (direct.critical_path, graph.critical_path):
+        assert len(path) == direct.critical_steps and _is_path(g, path)

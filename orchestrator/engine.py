@@ -21,7 +21,7 @@ from opentelemetry.trace import TracerProvider
 
 from orchestrator.config import SwarmConfig
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
-from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from subagents.loop import DeadlineWatch, SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
 from swarm.errors import ConfigError, ModelOutputError, UnknownNameError
@@ -544,12 +544,18 @@ class Orchestrator:
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
-                async with anyio.create_task_group() as tg:
-                    if direct:
-                        tg.start_soon(self._direct_calls, st, direct, results)
-                    limiter = self._limiter_now()
-                    for c, run in runs:
-                        tg.start_soon(self._subagent, run, c.id, done, limiter)
+                async with anyio.create_task_group() as watching:
+                    watch = DeadlineWatch()
+                    if runs and cfg.subagent_timeout_s is not None:
+                        watching.start_soon(watch.run)
+                    async with anyio.create_task_group() as tg:
+                        if direct:
+                            tg.start_soon(self._direct_calls, st, direct, results)
+                        limiter = self._limiter_now()
+                        for c, run in runs:
+                            run.watch = watch
+                            run.handle = tg.start_soon(self._subagent, run, c.id, done, limiter)
+                    watching.cancel_scope.cancel()
             except anyio.get_cancelled_exc_class():
                 for c, run in runs:
                     if c.id not in done:
@@ -627,6 +633,13 @@ class Orchestrator:
                 )
             )
             result = await run.run()
+        except anyio.get_cancelled_exc_class():
+            if run.timed_out is not None:  # its deadline, on this task's scope, ended it: a result
+                timed_out = done[call_id] = run.timed_out
+                self._emit_lazy(
+                    lambda: SubagentFinished(agent_id=run.agent_id, status=timed_out.status, result=timed_out)
+                )
+            raise
         finally:
             limiter.release()
         done[call_id] = result

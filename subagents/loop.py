@@ -9,12 +9,16 @@ so a failing sub-agent never cancels its siblings.
 from __future__ import annotations
 
 import functools
+import heapq
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
+from anyio import TaskHandle
 
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
@@ -22,10 +26,10 @@ from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResult, ToolResult
-from swarm.tracing import Telemetry, attr
+from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
-__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+__all__ = ["DeadlineWatch", "SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
@@ -126,6 +130,41 @@ async def run_tool_calls(
     return [r for r in results if r is not None]
 
 
+class DeadlineWatch:
+    """Enforces the deadlines of many sub-agents with one task instead of a timer scope each.
+
+    A cancel scope with a deadline costs more than the rest of a cheap sub-agent step; a 1,000-way
+    stage would arm 1,000 of them. Here each agent registers its deadline (a heap push) and this one
+    task sleeps until the earliest, then cancels the expired agents' tasks through their handles.
+    Run :meth:`run` in a task group and cancel it when the agents are done.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, SubagentRun]] = []
+        self._seq = 0
+        self._sleep: anyio.CancelScope | None = None
+        self._target = math.inf
+
+    def add(self, deadline: float, run: SubagentRun) -> None:
+        heapq.heappush(self._heap, (deadline, self._seq, run))
+        self._seq += 1
+        if deadline < self._target and self._sleep is not None:
+            self._sleep.cancel()  # sleeping past this deadline: wake up and re-plan
+
+    async def run(self) -> None:
+        while True:
+            now = anyio.current_time()
+            while self._heap and self._heap[0][0] <= now:
+                heapq.heappop(self._heap)[2].expire()
+            self._target = self._heap[0][0] if self._heap else math.inf
+            with anyio.CancelScope() as self._sleep:
+                if self._heap:
+                    await anyio.sleep(self._target - now)
+                else:
+                    await anyio.sleep_forever()
+            self._sleep = None
+
+
 @dataclass(slots=True)
 class SubagentRun:
     """One sub-agent instance: its state, and the loop that advances it.
@@ -149,6 +188,13 @@ class SubagentRun:
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default_factory=dict)
     _ctx: ToolContext = field(default_factory=ToolContext)
+    # Set by a caller that runs this agent in a task of its own (``handle``) and enforces deadlines
+    # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
+    # cancels the task; its result is left in ``timed_out`` (the task handle absorbs the cancellation).
+    watch: DeadlineWatch | None = None
+    handle: TaskHandle[Any] | None = None
+    timed_out: SubagentResult | None = None
+    _expired: bool = False
 
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
@@ -159,36 +205,55 @@ class SubagentRun:
         """Run to an ending. Cancellation propagates; every other ending is a result."""
         rt = self.rt
         self.started = rt.clock()
+        deadline = None if self.timeout_s is None else anyio.current_time() + self.timeout_s
         with rt.telemetry.agent(
             name=self.definition.name, agent_id=self.agent_id, model=rt.backend.model, episode_id=rt.episode_id
         ) as span:
             outcome: _Finish | _Fail
             try:
-                if self.timeout_s is None:
+                if deadline is None:
+                    outcome = await self._loop()
+                elif self.watch is not None and self.handle is not None:
+                    self.watch.add(deadline, self)
                     outcome = await self._loop()
                 else:
                     # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.
-                    with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
+                    with anyio.CancelScope(deadline=deadline) as scope:
                         outcome = await self._loop()
                     if scope.cancelled_caught:
-                        outcome = _Fail(
-                            AgentStatus.TIMEOUT,
-                            f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
-                            "TimeoutError",
-                        )
+                        outcome = self._timeout()
             except anyio.get_cancelled_exc_class():
-                span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
+                if self._expired:
+                    self.timed_out = self._end(span, self._timeout())
+                else:
+                    span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise
-            if isinstance(outcome, _Finish):
-                result = self.result(AgentStatus.COMPLETED, report=outcome.report)
-            else:
-                result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
-                span.fail(outcome.error_type, outcome.error)
-            span.set(attr.AGENT_STATUS, result.status.value)
-            span.set(attr.AGENT_STEPS, result.steps)
-            span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
-            span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
-            return result
+            return self._end(span, outcome)
+
+    def expire(self) -> None:
+        """Called by the :class:`DeadlineWatch` when this agent's deadline passes."""
+        if self.handle is not None:
+            self._expired = True
+            self.handle.cancel()  # no effect once the task has finished
+
+    def _timeout(self) -> _Fail:
+        return _Fail(
+            AgentStatus.TIMEOUT,
+            f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
+            "TimeoutError",
+        )
+
+    def _end(self, span: SpanHandle, outcome: _Finish | _Fail) -> SubagentResult:
+        if isinstance(outcome, _Finish):
+            result = self.result(AgentStatus.COMPLETED, report=outcome.report)
+        else:
+            result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
+            span.fail(outcome.error_type, outcome.error)
+        span.set(attr.AGENT_STATUS, result.status.value)
+        span.set(attr.AGENT_STEPS, result.steps)
+        span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
+        span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
+        return result
 
     def result(
         self,

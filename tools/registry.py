@@ -235,26 +235,27 @@ class Tool:
         kwargs = self.validate(arguments)
         if self._ctx_param is not None:
             kwargs[self._ctx_param] = ctx
-        if self.timeout_s is None:
-            out = await self._call(kwargs)
+        if self.is_async:
+            out = await self._bounded(self.fn(**kwargs))
+        elif self.blocking:
+            out = await self._bounded(anyio.to_thread.run_sync(lambda: self.fn(**kwargs), abandon_on_cancel=True))
         else:
-            # A bare cancel scope costs a third of fail_after on this hot path, and only our own
-            # deadline counts as a timeout (not a TimeoutError raised inside the tool).
-            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
-                out = await self._call(kwargs)
-            if scope.cancelled_caught:
-                raise ToolTimeoutError(f"tool {self.name!r} timed out after {self.timeout_s:g}s; try a smaller input")
+            # A non-blocking sync tool runs inline and never yields, so no deadline could interrupt
+            # it: none is armed (a cancel scope with a deadline is the costliest part of a cheap call).
+            out = self.fn(**kwargs)
+            if inspect.isawaitable(out):
+                out = await self._bounded(out)
         return truncate(_stringify(out), self.max_output_chars)
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
-        if self.is_async:
-            return await self.fn(**kwargs)
-        if self.blocking:
-            return await anyio.to_thread.run_sync(lambda: self.fn(**kwargs), abandon_on_cancel=True)
-        out = self.fn(**kwargs)
-        if inspect.isawaitable(out):
-            out = await out
-        return out
+    async def _bounded(self, awaitable: Awaitable[Any]) -> Any:
+        if self.timeout_s is None:
+            return await awaitable
+        # A bare cancel scope costs a third of fail_after on this hot path, and only our own
+        # deadline counts as a timeout (not a TimeoutError raised inside the tool).
+        with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
+            return await awaitable
+        # Reached only when the scope swallowed its own cancellation: the deadline passed.
+        raise ToolTimeoutError(f"tool {self.name!r} timed out after {self.timeout_s:g}s; try a smaller input")
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"

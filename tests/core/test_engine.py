@@ -96,6 +96,54 @@ async def test_subagent_timeout_is_a_status() -> None:
         record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
     statuses = [r.status for r in record.subagent_results]
     assert statuses == [AgentStatus.TIMEOUT, AgentStatus.COMPLETED]
+    late = record.subagent_results[0]
+    assert late.error_type == "TimeoutError" and "0.2s" in (late.error or "")
+    assert 0.15 < late.ended - late.started < 1.0  # cut at its deadline, not at the 5 s model call
+
+
+async def test_subagent_deadline_starts_when_it_runs_not_while_it_queues() -> None:
+    """With one concurrency slot, the second sub-agent waits for the first; waiting does not count
+    against its timeout, so both 0.15 s agents finish under a 0.25 s timeout."""
+
+    async def work(_: ModelRequest) -> Completion:
+        await anyio.sleep(0.15)
+        return Completion(text="ok")
+
+    workers = ScriptedBackend({"w-0-0": [work], "w-0-1": [work], "w-0-2": [work]})
+    policy = ScriptedBackend([[create(), assign("a"), assign("b"), assign("c")], "done"])
+    cfg = SwarmConfig(subagent_timeout_s=0.25, max_concurrency=1)
+    record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
+    assert [r.status for r in record.subagent_results] == [AgentStatus.COMPLETED] * 3
+    starts = sorted(r.started for r in record.subagent_results)
+    assert starts[2] - starts[0] > 0.25  # they really queued
+
+
+async def test_deadline_watch_wakes_for_an_earlier_deadline_added_later() -> None:
+    from subagents.loop import DeadlineWatch
+
+    expired: list[str] = []
+
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def expire(self) -> None:
+            expired.append(self.name)
+
+    watch = DeadlineWatch()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch.run)
+        now = anyio.current_time()
+        watch.add(now + 30, Fake("far"))  # type: ignore[arg-type]
+        await anyio.sleep(0.01)
+        watch.add(now + 0.1, Fake("near"))  # type: ignore[arg-type]
+        watch.add(now + 0.05, Fake("nearer"))  # type: ignore[arg-type]
+        with anyio.fail_after(2):
+            while len(expired) < 2:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert expired == ["nearer", "near"]
+    assert anyio.current_time() - now < 1.0
 
 
 async def test_budget_admission_caps_substeps_and_forces_a_last_turn_without_tools() -> None:

@@ -128,3 +128,26 @@ def test_registry_resolves_tools_and_toolsets_and_rejects_clashes() -> None:
         Toolset("dup", (move, move))
     with pytest.raises(ConfigError, match="invalid"):
         Tool(lambda: 1, name="has space")
+
+
+@pytest.mark.parametrize("kind", ["thread", "returns-awaitable"])
+async def test_every_kind_of_slow_tool_times_out(kind: str) -> None:
+    """Blocking sync tools (run in a thread) and sync tools that return an awaitable are bounded by
+    their timeout too; only inline non-blocking sync calls, which cannot be interrupted, run unbounded."""
+    if kind == "thread":
+
+        def blocked() -> str:
+            time.sleep(1.5)
+            return "late"
+
+        t = Tool(blocked, timeout_s=0.2, blocking=True)
+    else:
+
+        def lazy() -> object:
+            return anyio.sleep(5)
+
+        t = Tool(lazy, timeout_s=0.2, blocking=False)
+    started = time.monotonic()
+    r = await run(t, {})
+    assert r.is_error and r.error_type == "ToolTimeoutError" and "0.2s" in r.content
+    assert time.monotonic() - started < 1.2

@@ -14,16 +14,12 @@ parallel sub-agents never interleave inside one write.
 
 from __future__ import annotations
 
-import gzip
-import json
-import pickle
-import re
-from functools import cache
-from importlib import resources
+from collections.abc import Mapping
 from typing import Any
 
 from swarm.errors import ToolError
 from tools.registry import Tool
+from workloads.tau2_common import Record, Tau2DB, domain_tools, load_db
 
 __all__ = [
     "CANCEL_REASONS",
@@ -47,54 +43,31 @@ WRITE_TOOLS = frozenset(
 )
 
 
-@cache
-def _db_pickle() -> bytes:
-    ref = resources.files("workloads") / "data" / "tau2_retail" / "db.json.gz"
-    # Parsed once; fresh copies come from a pickle round trip (several times faster than json or deepcopy).
-    return pickle.dumps(json.loads(gzip.decompress(ref.read_bytes())), protocol=pickle.HIGHEST_PROTOCOL)
-
-
 def load_initial_db() -> dict[str, Any]:
     """A fresh copy of the initial retail database (``products``, ``users``, ``orders``)."""
-    data: dict[str, Any] = pickle.loads(_db_pickle())
-    return data
+    return load_db("retail")
 
 
 def _r2(x: float) -> float:
     return round(x + 0.0, 2)
 
 
-class RetailDB:
+class RetailDB(Tau2DB):
     """The mutable retail database of one episode."""
 
-    def __init__(self, data: dict[str, Any] | None = None) -> None:
-        self.data = data if data is not None else load_initial_db()
-
-    def copy(self) -> RetailDB:
-        return RetailDB(pickle.loads(pickle.dumps(self.data, protocol=pickle.HIGHEST_PROTOCOL)))
+    domain = "retail"
+    owned = ("order_id", "orders")
 
     # -- look-ups that raise ToolError ---------------------------------------------------------------
 
     def user(self, user_id: str) -> dict[str, Any]:
-        try:
-            u: dict[str, Any] = self.data["users"][user_id]
-        except KeyError:
-            raise ToolError(f"user not found: {user_id!r}") from None
-        return u
+        return self.get("users", user_id, "user")
 
     def order(self, order_id: str) -> dict[str, Any]:
-        try:
-            o: dict[str, Any] = self.data["orders"][order_id]
-        except KeyError:
-            raise ToolError(f"order not found: {order_id!r} (order ids look like '#W1234567')") from None
-        return o
+        return self.get("orders", order_id, "order", " (order ids look like '#W1234567')")
 
     def product(self, product_id: str) -> dict[str, Any]:
-        try:
-            p: dict[str, Any] = self.data["products"][product_id]
-        except KeyError:
-            raise ToolError(f"product not found: {product_id!r}") from None
-        return p
+        return self.get("products", product_id, "product")
 
     def payment_method(self, order: dict[str, Any], payment_method_id: str) -> dict[str, Any]:
         methods = self.user(order["user_id"])["payment_methods"]
@@ -105,6 +78,13 @@ class RetailDB:
             )
         pm: dict[str, Any] = methods[payment_method_id]
         return pm
+
+    def touched(self, name: str, args: Mapping[str, Any], result: str | None) -> set[Record]:
+        """Users and orders named, the orders' owners, and the users a look-up finds."""
+        recs = super().touched(name, args, result)
+        if result is not None and name.startswith("find_user_id"):
+            recs.add(("users", result))
+        return recs
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -209,29 +189,6 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
     def list_all_product_types() -> dict[str, str]:
         """List the name and product id of every product type in the store."""
         return dict(sorted((p["name"], pid) for pid, p in db.data["products"].items()))
-
-    def calculate(expression: str) -> str:
-        """Calculate an arithmetic expression (numbers, + - * / and parentheses).
-
-        Args:
-            expression: e.g. "2 * (3.5 + 4)".
-        """
-        if not re.fullmatch(r"[0-9+\-*/(). ]+", expression):
-            raise ToolError("invalid characters in expression; only numbers, + - * / ( ) are allowed")
-        try:
-            value = eval(expression, {"__builtins__": {}}, {})
-        except (SyntaxError, ZeroDivisionError, TypeError) as exc:
-            raise ToolError(f"cannot evaluate {expression!r}: {exc}") from None
-        return str(round(float(value), 2))
-
-    def transfer_to_human_agents(summary: str) -> str:
-        """Transfer the user to a human agent, with a summary of the issue (only when the request
-        cannot be handled with the other tools).
-
-        Args:
-            summary: a summary of the user's issue.
-        """
-        return "Transfer successful"
 
     def cancel_pending_order(order_id: str, reason: str) -> dict[str, Any]:
         """Cancel a pending order; the payment is refunded (gift cards immediately).
@@ -424,23 +381,21 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         }
         return user
 
-    fns = (
-        calculate,
-        cancel_pending_order,
-        exchange_delivered_order_items,
-        find_user_id_by_email,
-        find_user_id_by_name_zip,
-        get_item_details,
-        get_order_details,
-        get_product_details,
-        get_user_details,
-        list_all_product_types,
-        modify_pending_order_address,
-        modify_pending_order_items,
-        modify_pending_order_payment,
-        modify_user_address,
-        return_delivered_order_items,
-        transfer_to_human_agents,
+    return domain_tools(
+        (
+            cancel_pending_order,
+            exchange_delivered_order_items,
+            find_user_id_by_email,
+            find_user_id_by_name_zip,
+            get_item_details,
+            get_order_details,
+            get_product_details,
+            get_user_details,
+            list_all_product_types,
+            modify_pending_order_address,
+            modify_pending_order_items,
+            modify_pending_order_payment,
+            modify_user_address,
+            return_delivered_order_items,
+        )
     )
-    # Non-blocking: each call runs to completion on the event loop, so a write is atomic.
-    return tuple(Tool(f, blocking=False, timeout_s=10.0) for f in fns)

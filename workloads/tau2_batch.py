@@ -1,10 +1,16 @@
-"""τ²-batch: K real τ²-bench retail tickets that touch disjoint records, on one shared database.
+"""τ²-batch: K real τ²-bench retail or airline tickets that touch disjoint records, on one shared database.
 
-* **Tickets** are τ²-bench retail tasks that work one-shot (no "if the agent asks…" dialogue, at least
-  one database write in the gold actions). The text is ``reason_for_call`` + ``known_info`` +
-  ``task_instructions`` plus one fixed rule: nobody answers questions, act on the stated preferences.
-* **A job** holds K tickets whose touched records (users and orders, taken from the gold actions and
-  their results, never from the ticket text) are pairwise disjoint, and whose gold replay commutes:
+* **Domains** (knob ``domain``): ``retail`` (default; ``workloads/tau2_retail.py``) and ``airline``
+  (``workloads/tau2_airline.py``), each with its own reimplemented tools, database and policy.
+* **Tickets** are τ²-bench tasks that work one-shot, with at least one database write in the gold
+  actions. Retail also leaves out tasks whose text matches "if (the) agent" or "confirm" (they depend on
+  the dialogue). Airline keeps them: its "if the agent says …" clauses are the customer's decision
+  rules, which the database and policy settle (checked by hand on all 13 train tickets; the test split
+  was not read). The text is ``reason_for_call`` + ``known_info`` + ``task_instructions`` plus one fixed
+  rule: nobody answers questions, act on the stated preferences.
+* **A job** holds K tickets of one domain whose touched records (users and orders or reservations,
+  new reservations and the flights a booking takes seats on, taken from the gold actions and their
+  results, never from the ticket text) are pairwise disjoint, and whose gold replay commutes:
   replaying the batch forward and backward gives the same database (checked at generation time).
 * **Gold** = each ticket's gold actions replayed on a fresh database (tool errors tolerated, as in
   τ²-bench). **Reward**: item-level precision/recall/F1 of the episode's database changes against the
@@ -13,8 +19,9 @@
 * **Splits**: τ²'s official train split for development, the test split held out.
 
 Difficulty knobs: ``k`` tickets per job, and the band ``[min_actions, max_actions]`` of gold-action
-counts a ticket may have. With one tool call per step, the gold critical steps are ``Σ n_i + 1``
-(single agent) against ``max n_i + 3`` (swarm), so a narrow band keeps the batch balanced.
+counts a ticket may have (default 5–6 for retail; 1–20, every ticket, for airline, whose train split has
+only 13 tickets). With one tool call per step, the gold critical steps are ``Σ n_i + 1`` (single agent)
+against ``max n_i + 3`` (swarm), so a narrow band keeps the batch balanced.
 """
 
 from __future__ import annotations
@@ -23,11 +30,10 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -38,46 +44,116 @@ from swarm.records import AgentDefinition, Task
 from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
-from workloads.tau2_retail import WRITE_TOOLS, RetailDB, load_initial_db, retail_tools
+from workloads.tau2_airline import WRITE_TOOLS as AIRLINE_WRITES
+from workloads.tau2_airline import AirlineDB, airline_tools
+from workloads.tau2_common import Record, Tau2DB, data_file
+from workloads.tau2_retail import WRITE_TOOLS as RETAIL_WRITES
+from workloads.tau2_retail import RetailDB, retail_tools
 
-__all__ = ["Tau2BatchKnobs", "Tau2BatchWorkload", "Ticket", "db_diff", "diff_f1", "replay"]
+__all__ = ["DOMAINS", "Domain", "Tau2BatchKnobs", "Tau2BatchWorkload", "Ticket", "db_diff", "diff_f1", "replay"]
 
 NAME = "tau2-batch"
-AGENT = "retail_agent"
 RULE = (
     "No one will answer questions: the customer has already confirmed everything stated here, so act "
     "directly on the stated preferences (the policy's confirmation step is done)."
 )
-_DIALOGUE = re.compile(r"if (the )?agent|confirm", re.IGNORECASE)
-_TICKET_RE = re.compile(r"Ticket (retail-\d+)")
+_TICKET_RE = re.compile(r"Ticket ((?:retail|airline)-\d+)")
 _ABSENT = "<absent>"
 
 
 @dataclass(frozen=True)
-class Ticket:
-    """One τ² retail task usable as a one-shot ticket."""
+class Domain:
+    """What τ²-batch needs to know of one τ² domain."""
 
-    id: str  # "retail-<τ² task id>"
+    name: str
+    db_class: type[Tau2DB]
+    tools: Callable[[Any], tuple[Tool, ...]]  # binds the domain's tools to a database of db_class
+    write_tools: frozenset[str]
+    business: tuple[str, str]  # ("a retail store", "the retail store")
+    how: str  # the agent's procedure for one ticket
+    changes: str  # what the agent's report names
+    band: tuple[int, int]  # default [min_actions, max_actions]
+    dialogue: re.Pattern[str] | None  # tickets whose text matches depend on the dialogue: left out
+
+    @property
+    def agent(self) -> str:
+        return f"{self.name}_agent"
+
+    def new_db(self) -> Tau2DB:
+        return self.db_class()
+
+    def policy(self) -> str:
+        return _policy(self.name)
+
+
+DOMAINS: dict[str, Domain] = {
+    "retail": Domain(
+        name="retail",
+        db_class=RetailDB,
+        tools=retail_tools,
+        write_tools=RETAIL_WRITES,
+        business=("a retail store", "the retail store"),
+        how=(
+            "authenticate the customer (find their user id by email or name + zip), look up the orders and "
+            "products you need, then make the changes the ticket asks for."
+        ),
+        changes="order ids, new statuses",
+        band=(5, 6),
+        dialogue=re.compile(r"if (the )?agent|confirm", re.IGNORECASE),
+    ),
+    "airline": Domain(
+        name="airline",
+        db_class=AirlineDB,
+        tools=airline_tools,
+        write_tools=AIRLINE_WRITES,
+        business=("an airline", "the airline"),
+        how=(
+            "look up the customer's profile (the ticket gives their user id) and the reservations and flights "
+            "you need, check what the policy allows, then make the changes the ticket asks for."
+        ),
+        changes="reservation ids, what changed",
+        band=(1, 20),
+        dialogue=None,
+    ),
+}
+
+
+def _domain(name: str) -> Domain:
+    try:
+        return DOMAINS[name]
+    except KeyError:
+        raise ConfigError(f"unknown τ² domain {name!r} for {NAME}; use one of {sorted(DOMAINS)}") from None
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One τ² task usable as a one-shot ticket."""
+
+    id: str  # "<domain>-<τ² task id>", e.g. "retail-12"
     text: str
     actions: tuple[tuple[str, dict[str, Any]], ...]
-    records: frozenset[tuple[str, str]]  # (table, id) the gold run reads or writes
+    records: frozenset[Record]  # (table, id) the gold run reads or writes
 
     @property
     def n_actions(self) -> int:
         return len(self.actions)
 
+    @property
+    def domain(self) -> Domain:
+        return _domain(self.id.split("-", 1)[0])
 
-def _data(name: str) -> Any:
-    return json.loads((resources.files("workloads") / "data" / "tau2_retail" / name).read_text("utf-8"))
+
+def _data(domain: str, name: str) -> Any:
+    return json.loads(data_file(domain, name))
 
 
 @cache
-def policy_text() -> str:
-    return (resources.files("workloads") / "data" / "tau2_retail" / "policy.md").read_text("utf-8")
+def _policy(domain: str) -> str:
+    return data_file(domain, "policy.md")
 
 
-def _tools_by_name(db: RetailDB) -> dict[str, Tool]:
-    return {t.name: t for t in retail_tools(db)}
+def _tools_by_name(db: Tau2DB) -> dict[str, Tool]:
+    return {t.name: t for t in _domain(db.domain).tools(db)}
 
 
 def _apply(tools: dict[str, Tool], name: str, args: dict[str, Any]) -> tuple[bool, str]:
@@ -90,9 +166,17 @@ def _apply(tools: dict[str, Tool], name: str, args: dict[str, Any]) -> tuple[boo
     return True, out if isinstance(out, str) else json.dumps(out)
 
 
-def replay(tickets: Iterable[Ticket], db: RetailDB | None = None) -> RetailDB:
-    """Replay the tickets' gold actions in order on ``db`` (default: a fresh database)."""
-    db = db or RetailDB()
+def _batch_domain(tickets: Sequence[Ticket]) -> Domain:
+    domains = {t.domain.name for t in tickets}
+    if len(domains) > 1:
+        raise ConfigError(f"a batch holds tickets of one τ² domain, got {sorted(domains)}")
+    return _domain(domains.pop() if domains else "retail")
+
+
+def replay(tickets: Iterable[Ticket], db: Tau2DB | None = None) -> Tau2DB:
+    """Replay the tickets' gold actions in order on ``db`` (default: a fresh database of their domain)."""
+    tickets = list(tickets)
+    db = db or _batch_domain(tickets).new_db()
     tools = _tools_by_name(db)
     for t in tickets:
         for name, args in t.actions:
@@ -100,50 +184,45 @@ def replay(tickets: Iterable[Ticket], db: RetailDB | None = None) -> RetailDB:
     return db
 
 
-def _records_of(actions: Sequence[tuple[str, dict[str, Any]]]) -> frozenset[tuple[str, str]]:
-    """Records one ticket's gold run touches: argument ids, looked-up users, and the orders' owners."""
-    db = RetailDB()
+def _records_of(domain: Domain, actions: Sequence[tuple[str, dict[str, Any]]]) -> frozenset[Record]:
+    """Records one ticket's gold run touches (see :meth:`~workloads.tau2_common.Tau2DB.touched`)."""
+    db = domain.new_db()
     tools = _tools_by_name(db)
-    recs: set[tuple[str, str]] = set()
+    recs: set[Record] = set()
     for name, args in actions:
         ok, out = _apply(tools, name, args)
-        if "user_id" in args:
-            recs.add(("users", args["user_id"]))
-        if "order_id" in args:
-            recs.add(("orders", args["order_id"]))
-            order = db.data["orders"].get(args["order_id"])
-            if order is not None:
-                recs.add(("users", order["user_id"]))
-        if ok and name.startswith("find_user_id"):
-            recs.add(("users", out))
+        recs |= db.touched(name, args, out if ok else None)
     return frozenset(recs)
 
 
 @cache
-def _tickets(split: str) -> tuple[Ticket, ...]:
-    splits = _data("split_tasks.json")
+def _tickets(split: str, domain: str = "retail") -> tuple[Ticket, ...]:
+    dom = _domain(domain)
+    splits = _data(domain, "split_tasks.json")
     if split not in ("train", "test"):
         raise ConfigError(f"unknown split {split!r} for {NAME}; use 'train' (development) or 'test' (held out)")
-    by_id = {t["id"]: t for t in _data("tasks.json")}
+    by_id = {t["id"]: t for t in _data(domain, "tasks.json")}
     out = []
     for tid in splits[split]:
         raw = by_id[tid]
         ins = raw["user_scenario"]["instructions"]
         said = " ".join(str(ins.get(k) or "") for k in ("reason_for_call", "task_instructions"))
         actions = tuple((a["name"], dict(a["arguments"])) for a in raw["evaluation_criteria"]["actions"] or ())
-        if _DIALOGUE.search(said) or not any(n in WRITE_TOOLS for n, _ in actions):
+        if (dom.dialogue and dom.dialogue.search(said)) or not any(n in dom.write_tools for n, _ in actions):
             continue
         parts = [ins.get("reason_for_call"), ins.get("known_info"), ins.get("task_instructions")]
         text = " ".join(str(p).strip() for p in parts if p and str(p).strip() not in ("", "."))
-        out.append(Ticket(id=f"retail-{tid}", text=f"{text} {RULE}", actions=actions, records=_records_of(actions)))
+        out.append(
+            Ticket(id=f"{domain}-{tid}", text=f"{text} {RULE}", actions=actions, records=_records_of(dom, actions))
+        )
     return tuple(out)
 
 
-def _ticket_map(split: str) -> dict[str, Ticket]:
-    return {t.id: t for t in _tickets(split)}
+def _ticket_map(split: str, domain: str) -> dict[str, Ticket]:
+    return {t.id: t for t in _tickets(split, domain)}
 
 
-def _db_hash(db: RetailDB) -> str:
+def _db_hash(db: Tau2DB) -> str:
     return hashlib.sha256(json.dumps(db.data, sort_keys=True).encode()).hexdigest()
 
 
@@ -199,12 +278,12 @@ def diff_f1(pred: set[Any], gold: set[Any]) -> tuple[float, float, float]:
 
 
 @cache
-def _initial() -> dict[str, Any]:
-    return load_initial_db()
+def _initial(domain: str) -> dict[str, Any]:
+    return _domain(domain).new_db().data
 
 
-def _score(db: RetailDB, tickets: Sequence[Ticket]) -> Score:
-    initial = _initial()
+def _score(db: Tau2DB, tickets: Sequence[Ticket]) -> Score:
+    initial = _initial(db.domain)
     gold = replay(tickets).data
     pred_items = db_diff(initial, db.data)
     gold_items = db_diff(initial, gold)
@@ -234,8 +313,18 @@ def _score(db: RetailDB, tickets: Sequence[Ticket]) -> Score:
 
 class Tau2BatchKnobs(Knobs):
     k: int = Field(8, ge=1, le=16, description="tickets per job")
-    min_actions: int = Field(5, ge=1, description="fewest gold actions a ticket may have")
-    max_actions: int = Field(6, ge=1, description="most gold actions a ticket may have")
+    min_actions: int = Field(5, ge=1, description="fewest gold actions a ticket may have (airline default: 1)")
+    max_actions: int = Field(6, ge=1, description="most gold actions a ticket may have (airline default: 20)")
+    domain: Literal["retail", "airline"] = Field("retail", description="the τ² domain of the tickets")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _domain_band(cls, data: Any) -> Any:
+        """An unset band defaults to the domain's."""
+        if isinstance(data, dict) and data.get("domain") in DOMAINS:
+            lo, hi = DOMAINS[data["domain"]].band
+            return {"min_actions": lo, "max_actions": hi, **data}
+        return data
 
     @model_validator(mode="after")
     def _band(self) -> Tau2BatchKnobs:
@@ -244,11 +333,11 @@ class Tau2BatchKnobs(Knobs):
         return self
 
 
-def _job_prompt(tickets: Sequence[Ticket]) -> str:
+def _job_prompt(dom: Domain, tickets: Sequence[Ticket]) -> str:
     head = (
-        f"Handle this batch of {len(tickets)} customer-service tickets for the retail store. Each ticket "
+        f"Handle this batch of {len(tickets)} customer-service tickets for {dom.business[1]}. Each ticket "
         "comes from a different customer and touches different records. Handle every ticket completely "
-        "with the retail tools, following the retail policy. " + RULE + "\n"
+        f"with the {dom.name} tools, following the {dom.name} policy. " + RULE + "\n"
         "When all tickets are handled, answer with a markdown table with one row per ticket: "
         "| ticket | outcome |."
     )
@@ -256,43 +345,48 @@ def _job_prompt(tickets: Sequence[Ticket]) -> str:
     return f"{head}\n\n{body}"
 
 
-def _agent_prompt() -> str:
+def _agent_prompt(dom: Domain) -> str:
     return (
-        "You are a customer-service agent of a retail store. You handle ONE ticket with the retail tools, "
-        "one tool call at a time: authenticate the customer (find their user id by email or name + zip), "
-        "look up the orders and products you need, then make the changes the ticket asks for. "
-        f"{RULE} When done, report what you changed (order ids, new statuses) in one short paragraph.\n\n"
-        f"# Policy\n{policy_text()}"
+        f"You are a customer-service agent of {dom.business[0]}. You handle ONE ticket with the {dom.name} "
+        f"tools, one tool call at a time: {dom.how} "
+        f"{RULE} When done, report what you changed ({dom.changes}) in one short paragraph.\n\n"
+        f"# Policy\n{dom.policy()}"
     )
 
 
 class Tau2BatchWorkload(Workload):
     name = NAME
     metric = "item_f1"
-    description = "K real τ²-bench retail tickets on disjoint records, one shared DB; item-F1 of DB changes"
+    description = (
+        "K real τ²-bench retail or airline tickets (knob domain) on disjoint records, one shared DB; "
+        "item-F1 of DB changes"
+    )
     knobs_model = Tau2BatchKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         kn = self.knobs(knobs)
         assert isinstance(kn, Tau2BatchKnobs)
         self.check_request(n, split)
-        pool = [t for t in _tickets(split) if kn.min_actions <= t.n_actions <= kn.max_actions]
+        dom = _domain(kn.domain)
+        pool = [t for t in _tickets(split, dom.name) if kn.min_actions <= t.n_actions <= kn.max_actions]
         if len(pool) < kn.k:
             raise ConfigError(
-                f"only {len(pool)} {split} tickets have {kn.min_actions}–{kn.max_actions} gold actions; "
+                f"only {len(pool)} {dom.name} {split} tickets have {kn.min_actions}–{kn.max_actions} gold actions; "
                 f"k={kn.k} needs at least that many. Widen the band or lower k"
             )
-        rng = random.Random(f"{NAME}:{split}:{seed}")
+        # Retail task ids (and seeds) predate the domain knob and stay as they were.
+        stem = NAME if dom.name == "retail" else f"{NAME}-{dom.name}"
+        rng = random.Random(f"{stem}:{split}:{seed}")
         out: list[Task] = []
         for i in range(n):
             batch = self._draw(rng, pool, kn.k)
             out.append(
                 Task(
-                    id=f"{NAME}-{split}-s{seed}-{i}",
-                    prompt=_job_prompt(batch),
+                    id=f"{stem}-{split}-s{seed}-{i}",
+                    prompt=_job_prompt(dom, batch),
                     metadata={
                         "workload": NAME,
-                        "domain": "retail",
+                        "domain": dom.name,
                         "split": split,
                         "seed": seed,
                         "knobs": kn.model_dump(),
@@ -321,7 +415,7 @@ class Tau2BatchWorkload(Workload):
 
     def _tickets_of(self, task: Task) -> list[Ticket]:
         self.check_task(task)
-        tmap = _ticket_map(str(task.metadata.get("split", "train")))
+        tmap = _ticket_map(str(task.metadata.get("split", "train")), str(task.metadata.get("domain", "retail")))
         try:
             return [tmap[t] for t in task.metadata["tickets"]]
         except KeyError as exc:
@@ -329,22 +423,23 @@ class Tau2BatchWorkload(Workload):
 
     def episode(self, task: Task, mode: Mode) -> Episode:
         tickets = self._tickets_of(task)
-        kn = Tau2BatchKnobs.model_validate(task.metadata.get("knobs", {}))
-        db = RetailDB()
-        tools = retail_tools(db)
-        agent = AgentDefinition(name=AGENT, system_prompt=_agent_prompt(), tools=tuple(t.name for t in tools))
+        dom = _batch_domain(tickets)
+        kn = Tau2BatchKnobs.model_validate(task.metadata.get("knobs", {"domain": dom.name}))
+        db = dom.new_db()
+        tools = dom.tools(db)
+        agent = AgentDefinition(name=dom.agent, system_prompt=_agent_prompt(dom), tools=tuple(t.name for t in tools))
         if mode == "swarm":
             instructions = (
-                f"A sub-agent type '{AGENT}' is predefined: a retail customer-service agent with all retail "
-                "tools and the store policy. The tickets are independent: assign each ticket to its own "
-                f"instance with assign_task(agent='{AGENT}', task=<the ticket id and full ticket text>), all in "
-                "one message, then answer with the table from their reports."
+                f"A sub-agent type '{dom.agent}' is predefined: a {dom.name} customer-service agent with all "
+                f"{dom.name} tools and the {dom.name} policy. The tickets are independent: assign each ticket to "
+                f"its own instance with assign_task(agent='{dom.agent}', task=<the ticket id and full ticket "
+                "text>), all in one message, then answer with the table from their reports."
             )
         else:
             instructions = (
-                "You are a customer-service agent of a retail store. Work alone: handle every ticket yourself "
-                "with the retail tools, one tool call at a time, then answer with the table.\n\n"
-                f"# Policy\n{policy_text()}"
+                f"You are a customer-service agent of {dom.business[0]}. Work alone: handle every ticket "
+                f"yourself with the {dom.name} tools, one tool call at a time, then answer with the table.\n\n"
+                f"# Policy\n{dom.policy()}"
             )
         budget = kn.k * (kn.max_actions + 2) + 4
         return Episode(
@@ -386,13 +481,16 @@ def _outcome(name: str, msg: ToolMessage) -> str:
         return f"{name}: {msg.content}"
     if isinstance(obj, dict) and "order_id" in obj:
         return f"{name} {obj['order_id']} -> {obj.get('status')}"
+    if isinstance(obj, dict) and "reservation_id" in obj:
+        state = obj.get("status") or f"{obj.get('cabin')}, {len(obj.get('flights', []))} flights"
+        return f"{name} {obj['reservation_id']} -> {state}"
     if isinstance(obj, dict) and "user_id" in obj:
         return f"{name} {obj['user_id']} -> address {obj.get('address', {}).get('address1')}"
     return f"{name}: ok"
 
 
-def _report(results: Sequence[ToolMessage]) -> str:
-    writes = [_outcome(m.name, m) for m in results if m.name in WRITE_TOOLS]
+def _report(dom: Domain, results: Sequence[ToolMessage]) -> str:
+    writes = [_outcome(m.name, m) for m in results if m.name in dom.write_tools]
     return "; ".join(writes) or "no changes made"
 
 
@@ -405,7 +503,7 @@ def _ticket_agent(request: ModelRequest, tickets: dict[str, Ticket]) -> Completi
     if len(results) < ticket.n_actions:
         name, args = ticket.actions[len(results)]
         return Completion(tool_calls=(call(name, **args),))
-    return Completion(text=f"Ticket {ticket.id}: {_report(results)}")
+    return Completion(text=f"Ticket {ticket.id}: {_report(ticket.domain, results)}")
 
 
 def _table(rows: Iterable[tuple[str, str]]) -> str:
@@ -423,7 +521,7 @@ def _swarm_orchestrator(request: ModelRequest, tickets: Sequence[Ticket]) -> Com
             tid = _TICKET_RE.search(body)
             rows.append((tid.group(1) if tid else "?", body.split(": ", 1)[-1]))
         return Completion(text=_table(rows))
-    calls = [call("assign_task", agent=AGENT, task=f"Ticket {t.id}\n{t.text}") for t in tickets]
+    calls = [call("assign_task", agent=t.domain.agent, task=f"Ticket {t.id}\n{t.text}") for t in tickets]
     return Completion(text=f"Assigning {len(calls)} tickets in parallel.", tool_calls=tuple(calls))
 
 
@@ -435,6 +533,6 @@ def _single_agent(request: ModelRequest, tickets: Sequence[Ticket]) -> Completio
         return Completion(tool_calls=(call(name, **args),))
     rows, pos = [], 0
     for t in tickets:
-        rows.append((t.id, _report(results[pos : pos + t.n_actions])))
+        rows.append((t.id, _report(t.domain, results[pos : pos + t.n_actions])))
         pos += t.n_actions
     return Completion(text=_table(rows))

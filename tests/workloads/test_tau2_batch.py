@@ -1,4 +1,6 @@
-"""τ²-batch: real retail tickets on one shared DB, scored by the DB diff against the gold replay."""
+"""τ²-batch: real retail tickets on one shared DB, scored by the DB diff against the gold replay.
+
+The reward tests run on both domains; the airline tools and batches have their own file."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
+from swarm.messages import ToolCall
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend
+from swarm.testing import FunctionBackend, call
 from workloads import get_workload
-from workloads.base import Episode, Mode
+from workloads.base import Episode, Mode, user_text
+from workloads.tau2_airline import AirlineDB
 from workloads.tau2_batch import _tickets, commutes, db_diff, diff_f1, replay
 from workloads.tau2_retail import RetailDB, retail_tools
 
@@ -23,6 +27,25 @@ WL = get_workload("tau2-batch")
 @pytest.fixture(scope="module")
 def k8_task() -> Task:
     return WL.tasks(1, seed=0, k=8)[0]
+
+
+@pytest.fixture(scope="module", params=["retail", "airline"])
+def k8_any(request: pytest.FixtureRequest) -> Task:
+    """A K=8 job of each domain."""
+    return WL.tasks(1, seed=0, k=8, domain=request.param)[0]
+
+
+def _unrelated_write(task: Task) -> ToolCall:
+    """A write on a record no ticket of ``task`` touches."""
+    domain = task.metadata["domain"]
+    tmap = {t.id: t for t in _tickets("train", domain)}
+    touched = {rid for tid in task.metadata["tickets"] for _, rid in tmap[tid].records}
+    if domain == "airline":
+        victim = next(r for r in AirlineDB().data["reservations"] if r not in touched)
+        return call("cancel_reservation", reservation_id=victim)
+    orders = RetailDB().data["orders"]
+    victim = next(o for o, v in orders.items() if v["status"] == "pending" and o not in touched)
+    return call("cancel_pending_order", order_id=victim, reason="ordered by mistake")
 
 
 async def _run(
@@ -41,15 +64,22 @@ async def _run(
     return await orch.run(task), ep
 
 
-async def test_gold_k8_reaches_reward_one_in_both_modes_with_a_4_5x_critical_step_ratio(k8_task: Task) -> None:
-    swarm, _ = await _run(k8_task, "swarm")
-    single, _ = await _run(k8_task, "single")
+async def test_gold_k8_reaches_reward_one_in_both_modes(k8_any: Task) -> None:
+    swarm, _ = await _run(k8_any, "swarm")
+    single, _ = await _run(k8_any, "single")
     for rec in (swarm, single):
         assert rec.reward is not None and rec.reward.r_perf == 1.0
         assert rec.reward.details["exact_db"] is True
         assert rec.reward.details["ticket_success_rate"] == 1.0
-    assert swarm.dag.stage_widths[0] == 8
-    assert single.dag.critical_steps / swarm.dag.critical_steps >= 4.5
+    domain = k8_any.metadata["domain"]
+    assert swarm.dag.stage_widths[0] == 8 and {s.name for s in swarm.subagent_results} == {f"{domain}_agent"}
+    assert swarm.answer is not None and swarm.answer.count(f"| {domain}-") == 8
+    # One tool call per step: the gold critical paths are Σ n_i + 1 (single) against max n_i + 3 (swarm).
+    tmap = {t.id: t for t in _tickets("train", domain)}
+    n = [tmap[i].n_actions for i in k8_any.metadata["tickets"]]
+    assert (single.dag.critical_steps, swarm.dag.critical_steps) == (sum(n) + 1, max(n) + 3)
+    if domain == "retail":  # the issue-7 target (balanced 5–6 action tickets)
+        assert single.dag.critical_steps / swarm.dag.critical_steps >= 4.5
 
 
 def test_batches_are_disjoint_commuting_and_reproducible() -> None:
@@ -88,18 +118,16 @@ def test_bad_knobs_fail_loudly_naming_the_knobs() -> None:
         WL.tasks(1, k=16, min_actions=5, max_actions=5)
 
 
-async def test_an_agent_that_skips_one_ticket_loses_recall_not_precision(k8_task: Task) -> None:
-    skipped = k8_task.metadata["tickets"][0]
-    gold = WL.gold_policy(k8_task, "swarm")
+async def test_an_agent_that_skips_one_ticket_loses_recall_not_precision(k8_any: Task) -> None:
+    skipped = k8_any.metadata["tickets"][0]
+    gold = WL.gold_policy(k8_any, "swarm")
 
     async def lazy(request: ModelRequest) -> Completion:
-        from workloads.base import user_text
-
         if f"Ticket {skipped}\n" in user_text(request):
             return Completion(text="I will not do this one.")
         return await gold.subagent.complete(request)
 
-    rec, _ = await _run(k8_task, "swarm", sub_backend=FunctionBackend(lazy))
+    rec, _ = await _run(k8_any, "swarm", sub_backend=FunctionBackend(lazy))
     d = rec.reward.details if rec.reward else {}
     assert d["item_precision"] == 1.0
     assert 0.0 < d["item_recall"] < 1.0
@@ -108,30 +136,26 @@ async def test_an_agent_that_skips_one_ticket_loses_recall_not_precision(k8_task
     assert d["ticket_success_rate"] == 7 / 8
 
 
-async def test_collateral_writes_lower_precision(k8_task: Task) -> None:
-    single = WL.gold_policy(k8_task, "single")
-    tmap = {t.id: t for t in _tickets("train")}
-    touched = {rid for tid in k8_task.metadata["tickets"] for _, rid in tmap[tid].records}
-    victim = next(o for o, v in RetailDB().data["orders"].items() if v["status"] == "pending" and o not in touched)
+async def test_collateral_writes_lower_precision(k8_any: Task) -> None:
+    single = WL.gold_policy(k8_any, "single")
+    collateral = _unrelated_write(k8_any)
     state = {"done": False}
 
     async def clumsy(request: ModelRequest) -> Completion:
         out = await single.orchestrator.complete(request)
-        if not out.tool_calls and not state["done"]:  # before answering, cancel an unrelated order
+        if not out.tool_calls and not state["done"]:  # before answering, cancel an unrelated order/reservation
             state["done"] = True
-            from swarm.testing import call
-
-            return Completion(tool_calls=(call("cancel_pending_order", order_id=victim, reason="ordered by mistake"),))
+            return Completion(tool_calls=(collateral,))
         return out
 
-    rec, _ = await _run(k8_task, "single", orch_backend=FunctionBackend(clumsy))
+    rec, _ = await _run(k8_any, "single", orch_backend=FunctionBackend(clumsy))
     d = rec.reward.details if rec.reward else {}
     assert d["item_recall"] == 1.0 and d["item_precision"] < 1.0
     assert d["ticket_success_rate"] == 1.0 and d["exact_db"] is False
 
 
-async def test_doing_nothing_scores_zero(k8_task: Task) -> None:
-    rec, _ = await _run(k8_task, "single", orch_backend=FunctionBackend(lambda r: Completion(text="done")))
+async def test_doing_nothing_scores_zero(k8_any: Task) -> None:
+    rec, _ = await _run(k8_any, "single", orch_backend=FunctionBackend(lambda r: Completion(text="done")))
     assert rec.reward is not None and rec.reward.r_perf == 0.0
     assert rec.reward.details["ticket_success_rate"] == 0.0
 

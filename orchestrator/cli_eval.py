@@ -19,14 +19,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.config import SwarmConfig
-from orchestrator.eval import BackendPair, EpisodeRow, EvalReport, run_eval, write_tasks
+from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
 from swarm.errors import UserError
 from swarm.records import Task
 from workloads import MODES, Mode, get_workload, workload_names
 
-__all__ = ["eval_command", "parse_knobs", "report_table"]
+__all__ = ["backend_resolver", "eval_command", "parse_knobs", "report_table"]
 
 err = Console(stderr=True)
 DEFAULT_EVAL_ROOT = Path("traces") / "eval"
@@ -141,7 +141,7 @@ def eval_command(
             err.print(f"wrote {len(tasks)} {workload} task(s) to {export_tasks}")
             raise typer.Exit(0)
         base, extras = load_config(config_file) if config_file else (SwarmConfig(), {})
-        backends = _backend_resolver(
+        backends = backend_resolver(
             wl_name=workload,
             backend=backend,
             latency=latency,
@@ -206,7 +206,7 @@ def eval_command(
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
 
 
-def _backend_resolver(
+def backend_resolver(
     *,
     wl_name: str,
     backend: str,
@@ -216,7 +216,9 @@ def _backend_resolver(
     subagent_backend: str | None,
     subagent_model: str | None,
     extras: dict[str, Any],
-) -> Any:
+) -> BackendResolver:
+    """The backends of each episode: ``gold``/``scripted`` build the workload's gold policy per task;
+    any other name builds one backend pair (like ``swarm run``) that every episode shares."""
     wl = get_workload(wl_name)
     if backend in ("gold", "scripted"):
 
@@ -293,7 +295,7 @@ def run_workload(
             owner = get_workload(str(t.metadata["workload"]))
             episodes.append((t, owner, owner.episode(t, run_mode)))
         resolvers = {
-            wl_name: _backend_resolver(
+            wl_name: backend_resolver(
                 wl_name=wl_name,
                 backend=backend,
                 latency=0.0,

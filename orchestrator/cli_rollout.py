@@ -1,8 +1,11 @@
 """``swarm rollout``: K episodes per task with PARL rewards, group advantages and trajectories.
 
-Registered on the main app in :mod:`orchestrator.cli`. Exit codes: 0 every group complete, 1 some
-episodes crashed (re-run the same command to resume them), 2 bad input, 130 interrupted (re-run to
-resume).
+Registered on the main app in :mod:`orchestrator.cli`. Tasks come from a task file (``--tasks``) or
+from a workload (``--workload NAME``, with ``-n``/``--seed``/``--split``/``--knob`` as in ``swarm
+eval``): then every episode gets its task's fresh environment, tools, agents and budgets, and its
+``r_perf`` is the workload's score (``--backend gold`` plays the workload's gold policy). Exit codes:
+0 every group complete, 1 some episodes crashed (re-run the same command to resume them), 2 bad
+input, 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orchestrator.cli_eval import backend_resolver, parse_knobs
 from orchestrator.config import SwarmConfig
+from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
     RolloutConfig,
@@ -35,7 +40,9 @@ from orchestrator.rollout import (
 from orchestrator.tasks import load_config
 from swarm.backend import ModelBackend
 from swarm.errors import UserError
+from swarm.records import Task
 from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
+from workloads import MODES, Mode, get_workload
 
 __all__ = ["rollout"]
 
@@ -101,16 +108,90 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
     return t
 
 
+def _with_overrides(cfg: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
+    data = cfg.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SwarmConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"invalid option value: {exc.errors()[0]['msg']}") from None
+
+
+def _with_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
+    change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
+    if not change:
+        return cfg
+    return cfg.model_copy(
+        update={
+            "orchestrator_sampling": cfg.orchestrator_sampling.model_copy(update=change),
+            "subagent_sampling": cfg.subagent_sampling.model_copy(update=change),
+        }
+    )
+
+
+def _workload_tasks(
+    name: str,
+    *,
+    task_file: Path | None,
+    n: int | None,
+    seed: int,
+    split: str | None,
+    knobs: dict[str, Any],
+    mode: Mode,
+    on_malformed: Literal["skip", "fail"],
+) -> tuple[list[Task], list[Any]]:
+    """The workload's tasks: generated (``-n``, ``--seed``, ``--split``, knobs) or read from a task file
+    written by ``swarm eval`` (each line must be one of this workload's tasks)."""
+    wl = get_workload(name)
+    if task_file is None:
+        return wl.tasks(10 if n is None else n, seed=seed, split=split or "train", **knobs), []
+    if n is not None or split is not None or knobs:
+        raise UserError("-n, --split and --knob generate workload tasks; leave them out with --tasks FILE")
+    task_list, problems = load_task_file(task_file, on_malformed=on_malformed)
+    for t in task_list:
+        owner = t.metadata.get("workload")
+        if owner != name:
+            raise UserError(
+                f"task {t.id!r} in {task_file} is not a {name} task (metadata.workload={owner!r}); "
+                "write workload task files with swarm eval --export-tasks"
+            )
+        wl.episode(t, mode)  # a malformed workload task is bad input, before anything runs
+    return task_list, problems
+
+
 def rollout(
-    tasks: Annotated[
-        Path, typer.Option("--tasks", "-t", help="JSONL task file: {id, prompt, verifier, verifier_args}")
-    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            "-t",
+            help="JSONL task file: {id, prompt, verifier, verifier_args} (with --workload: swarm eval's tasks.jsonl)",
+        ),
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
+    ] = None,
+    n: Annotated[
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
+    ] = None,
+    split: Annotated[
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
+    ] = None,
+    knob: Annotated[
+        list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
+    ] = None,
+    mode: Annotated[str, typer.Option("--mode", help="workload: swarm, or single (no sub-agent actions)")] = "swarm",
     group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
     max_concurrent: Annotated[
         int, typer.Option("--max-concurrent", min=1, help="episodes running at once over all tasks")
     ] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="run seed (per-sample sampling seeds derive from it)")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed", help="run seed (per-sample sampling seeds derive from it); workload task-generation seed"
+        ),
+    ] = 0,
     normalize: Annotated[
         bool, typer.Option("--normalize/--no-normalize", help="divide advantages by group std")
     ] = False,
@@ -130,7 +211,12 @@ def rollout(
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
     backend: Annotated[
         str,
-        typer.Option("--backend", "-b", envvar="SWARM_BACKEND", help="local, openai, vllm, transformers or scripted"),
+        typer.Option(
+            "--backend",
+            "-b",
+            envvar="SWARM_BACKEND",
+            help="local, openai, vllm, transformers, scripted (demo policy) or gold (a workload's gold policy)",
+        ),
     ] = "local",
     model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
@@ -142,6 +228,16 @@ def rollout(
     config_file: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
     ] = None,
+    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
+    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
+    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", min=0.0, help="model backends: sampling temperature")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")
+    ] = None,
+    latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -150,8 +246,35 @@ def rollout(
     try:
         if on_malformed not in ("skip", "fail"):
             raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
-        mode: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
-        task_list, problems = load_task_file(tasks, on_malformed=mode)
+        malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
+        overrides: dict[str, Any] = {
+            "max_critical_steps": max_critical_steps,
+            "max_subagent_steps": max_subagent_steps,
+            "episode_timeout_s": episode_timeout,
+        }
+        if workload is None:
+            if n is not None or split is not None or knob or mode != "swarm":
+                raise UserError("-n, --split, --knob and --mode choose workload tasks; give --workload NAME")
+            if tasks is None:
+                raise UserError("give --tasks FILE or --workload NAME")
+            if backend == "gold":
+                raise UserError("--backend gold plays a workload's gold policy; give --workload NAME")
+            task_list, problems = load_task_file(tasks, on_malformed=malformed)
+        else:
+            if mode not in MODES:
+                raise UserError(f"--mode must be swarm or single for a workload rollout; got {mode!r}")
+            wl_mode: Mode = "single" if mode == "single" else "swarm"
+            knobs = parse_knobs(knob or [])
+            task_list, problems = _workload_tasks(
+                workload,
+                task_file=tasks,
+                n=n,
+                seed=seed,
+                split=split,
+                knobs=knobs,
+                mode=wl_mode,
+                on_malformed=malformed,
+            )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
         base, extras = load_config(config_file) if config_file else (None, {})
@@ -166,12 +289,35 @@ def rollout(
                 "parallel_target": parallel_target,
             },
         )
-        if backend == "scripted":
+        settings: dict[str, Any] = {}
+        if workload is not None:
+            resolve = backend_resolver(
+                wl_name=workload,
+                backend=backend,
+                latency=latency,
+                model=model,
+                base_url=base_url,
+                subagent_backend=subagent_backend,
+                subagent_model=subagent_model,
+                extras=extras,
+            )
+            # The workload's budgets win over the config file's; the flags win over both.
+            factory = workload_orchestrator_factory(resolve, mode=wl_mode, overrides=overrides)
+            swarm_cfg = _with_sampling(base or SwarmConfig(), temperature, max_tokens)
+            judge = None
+            settings = {
+                "workload": workload,
+                "mode": wl_mode,
+                "backend": backend,
+                "tasks": [t.id for t in task_list],
+                "overrides": {k: v for k, v in overrides.items() if v is not None},
+            }
+        elif backend == "scripted":
             from orchestrator.demo import demo
 
             d = demo("capitals", latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.0")))
             factory = orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
-            swarm_cfg = base or d.config
+            swarm_cfg = _with_overrides(base or d.config, overrides)
             judge = None
         else:
             opts = dict(extras.get("backend", {}))
@@ -185,11 +331,15 @@ def rollout(
                 **opts,
             )
             factory = orchestrator_factory(orch, subagent_backend=sub)
-            swarm_cfg = base or SwarmConfig()
+            swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
         reward = PARLReward(reward_cfg, step=step, judge=judge)
         cfg = RolloutConfig(
-            group_size=group_size, max_concurrent_episodes=max_concurrent, seed=seed, normalize_advantages=normalize
+            group_size=group_size,
+            max_concurrent_episodes=max_concurrent,
+            seed=seed,
+            normalize_advantages=normalize,
+            settings=settings,
         )
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)

@@ -28,7 +28,7 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT
 from orchestrator.store import write_episode
-from swarm.backend import ModelBackend
+from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.events import Observer
 from swarm.records import EpisodeRecord, RewardRecord, Task
@@ -37,6 +37,7 @@ from workloads import MODES, Episode, Mode, Workload, episode_for, finish_rate
 
 __all__ = [
     "BackendPair",
+    "BackendResolver",
     "EpisodeRow",
     "EvalReport",
     "ModeSummary",
@@ -48,6 +49,9 @@ __all__ = [
 
 BackendPair = tuple[ModelBackend, ModelBackend | None]
 """(orchestrator backend, sub-agent backend or None for the same)."""
+
+BackendResolver = Callable[[Task, Mode], BackendPair]
+"""The backends of one episode, from its task and mode."""
 
 RATIO_FIELDS = ("metric", "success_rate", "critical_steps", "total_steps", "wall_time_s", "tokens")
 
@@ -192,7 +196,7 @@ def _row(task: Task, mode: Mode, record: EpisodeRecord) -> EpisodeRow:
 async def run_eval(
     workload: Workload,
     tasks: Sequence[Task],
-    backends: Callable[[Task, Mode], BackendPair],
+    backends: BackendResolver,
     *,
     modes: Sequence[Mode] = MODES,
     base_config: SwarmConfig | None = None,
@@ -316,6 +320,15 @@ class _WorkloadReward:
         )
 
 
+class _PerTaskBackend:
+    """The outer orchestrator's backend when backends are resolved per task: never asked to complete."""
+
+    model = "per-task"
+
+    async def complete(self, request: ModelRequest) -> Completion:
+        raise ConfigError("backends resolved per workload task serve workload tasks only")
+
+
 class _WorkloadOrchestrator(Orchestrator):
     """An orchestrator that builds each task's workload environment when it runs the task."""
 
@@ -328,23 +341,35 @@ class _WorkloadOrchestrator(Orchestrator):
         mode: Mode,
         subagent_backend: ModelBackend | None,
         overrides: Mapping[str, Any] | None,
+        resolve: BackendResolver | None = None,
     ) -> None:
         super().__init__(backend, config, subagent_backend=subagent_backend, reward_fn=reward_fn)
         self._mode: Mode = mode
         self._overrides = dict(overrides or {})
+        self._resolve = resolve
 
     async def run(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
         if isinstance(task, str) or "workload" not in task.metadata:
+            if self._resolve is not None:
+                tid = task if isinstance(task, str) else task.id
+                raise ConfigError(
+                    f"task {tid!r} is not a workload task (no metadata.workload); backends resolved per "
+                    "workload task cannot run it"
+                )
             return await super().run(task, episode_id=episode_id)
         ep = episode_for(task, self._mode)
         cfg = episode_config(ep, self.config, self._overrides)
         parl = self.reward_fn or PARLReward()
+        if self._resolve is not None:
+            orch_backend, sub_backend = self._resolve(task, self._mode)
+        else:
+            orch_backend, sub_backend = self.backend, self.subagent_backend
         inner = Orchestrator(
-            self.backend,
+            orch_backend,
             cfg,
             tools=ep.tools,
             agents=ep.agents if self._mode == "swarm" else (),
-            subagent_backend=self.subagent_backend,
+            subagent_backend=sub_backend,
             reward_fn=_WorkloadReward(ep, parl),
             telemetry=self.telemetry,
             observers=self.observers,
@@ -356,7 +381,7 @@ class _WorkloadOrchestrator(Orchestrator):
 
 
 def workload_orchestrator_factory(
-    backend: ModelBackend,
+    backend: ModelBackend | BackendResolver,
     subagent_backend: ModelBackend | None = None,
     *,
     mode: Mode = "swarm",
@@ -364,11 +389,28 @@ def workload_orchestrator_factory(
 ) -> Callable[[SwarmConfig, RewardFn], Orchestrator]:
     """An ``OrchestratorFactory`` for :func:`orchestrator.rollout.collect_rollouts` over workload tasks:
     each episode gets the task's fresh environment, tools and agents, and its reward's ``r_perf`` is
-    the workload's score (the PARL terms and λs from the given reward)."""
+    the workload's score (the PARL terms and λs from the given reward).
+
+    ``backend`` is one model backend for every episode, or a resolver ``(task, mode) -> (orchestrator
+    backend, sub-agent backend or None)`` called once per episode, as :func:`run_eval` takes (the
+    workload's gold policy is built per task). ``overrides`` win over the workload's budgets, as in
+    :func:`episode_config`; the sampling settings come from the collector's config (per-sample seeds).
+    """
+    if isinstance(backend, ModelBackend):
+        fixed: ModelBackend = backend
+        resolve: BackendResolver | None = None
+    else:
+        fixed, resolve = _PerTaskBackend(), backend
 
     def make(config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
         return _WorkloadOrchestrator(
-            backend, config, reward_fn, mode=mode, subagent_backend=subagent_backend, overrides=overrides
+            fixed,
+            config,
+            reward_fn,
+            mode=mode,
+            subagent_backend=subagent_backend,
+            overrides=overrides,
+            resolve=resolve,
         )
 
     return make

@@ -83,6 +83,10 @@ class RolloutConfig(BaseModel):
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
     normalize_advantages: bool = Field(False, description="divide r − mean by the group's std")
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what else a resume must match, e.g. the workload, mode, knobs and budgets (JSON values)",
+    )
 
 
 class TaskProblem(BaseModel):
@@ -259,16 +263,19 @@ def _atomic_json(path: Path, data: Any) -> None:
 def _check_manifest(out: Path, config: RolloutConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / MANIFEST
-    mine = {"group_size": config.group_size, "seed": config.seed}
+    mine: dict[str, Any] = {"group_size": config.group_size, "seed": config.seed}
+    if config.settings:
+        mine["settings"] = config.settings
     if path.exists():
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             old = None
         if isinstance(old, dict) and {k: old.get(k) for k in mine} != mine:
+            theirs = ", ".join(f"{k}={json.dumps(old.get(k))}" for k in mine)
+            ours = ", ".join(f"{k}={json.dumps(v)}" for k, v in mine.items())
             raise ConfigError(
-                f"{out} holds a rollout with group_size={old.get('group_size')} seed={old.get('seed')}; "
-                f"this run asks for group_size={config.group_size} seed={config.seed}. "
+                f"{out} holds a rollout with {theirs}; this run asks for {ours}. "
                 "Resume with the same settings or write to a new --out directory"
             )
     _atomic_json(path, mine)

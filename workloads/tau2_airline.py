@@ -152,20 +152,10 @@ class AirlineDB(Tau2DB):
             )
         return d
 
-    def payment_method(self, user: dict[str, Any], payment_id: str) -> dict[str, Any]:
-        methods = user["payment_methods"]
-        if payment_id not in methods:
-            raise ToolError(
-                f"payment method {payment_id!r} not found for user {user['user_id']!r}; "
-                f"their methods: {', '.join(sorted(methods))}"
-            )
-        pm: dict[str, Any] = methods[payment_id]
-        return pm
-
     def charge_for_update(self, reservation: dict[str, Any], payment_id: str, amount: int) -> None:
         """Charge (``amount`` > 0) or refund (< 0) a change of ``reservation`` to a credit card or gift
         card of its owner; records the payment unless the amount is zero. Raises before any write."""
-        pm = self.payment_method(self.user(reservation["user_id"]), payment_id)
+        pm = self.payment_method(reservation["user_id"], payment_id)
         if pm["source"] == "certificate":
             raise ToolError("a travel certificate cannot pay for a change; use a credit card or gift card")
         if pm["source"] == "gift_card" and pm["amount"] < amount:
@@ -359,7 +349,7 @@ def airline_tools(db: AirlineDB) -> tuple[Tool, ...]:
         for part in payment_methods:
             per_method[part.payment_id] += part.amount
         for pid, amount in per_method.items():
-            pm = db.payment_method(user, pid)
+            pm = db.payment_method(user_id, pid)
             if pm["source"] in ("gift_card", "certificate") and pm["amount"] < amount:
                 raise ToolError(f"not enough balance on {pid}: {pm['amount']} available, {amount} asked")
         paid = sum(per_method.values())

@@ -72,6 +72,17 @@ class Tau2DB:
             raise ToolError(f"{what} not found: {key!r}{hint}") from None
         return rec
 
+    def payment_method(self, user_id: str, payment_id: str) -> dict[str, Any]:
+        """One of the saved payment methods of user ``user_id``; a missing one raises ToolError listing them."""
+        methods = self.get("users", user_id, "user")["payment_methods"]
+        if payment_id not in methods:
+            raise ToolError(
+                f"payment method {payment_id!r} not found for user {user_id!r}; "
+                f"their methods: {', '.join(sorted(methods))}"
+            )
+        pm: dict[str, Any] = methods[payment_id]
+        return pm
+
     def touched(self, name: str, args: Mapping[str, Any], result: str | None) -> set[Record]:
         """The records a call of tool ``name`` with ``args`` reads or writes, judged right after the
         call ran on this database (``result``: its output, or None when it failed).

@@ -69,15 +69,8 @@ class RetailDB(Tau2DB):
     def product(self, product_id: str) -> dict[str, Any]:
         return self.get("products", product_id, "product")
 
-    def payment_method(self, order: dict[str, Any], payment_method_id: str) -> dict[str, Any]:
-        methods = self.user(order["user_id"])["payment_methods"]
-        if payment_method_id not in methods:
-            raise ToolError(
-                f"payment method {payment_method_id!r} not found for user {order['user_id']!r}; "
-                f"their methods: {', '.join(sorted(methods))}"
-            )
-        pm: dict[str, Any] = methods[payment_method_id]
-        return pm
+    def order_payment_method(self, order: dict[str, Any], payment_method_id: str) -> dict[str, Any]:
+        return self.payment_method(order["user_id"], payment_method_id)
 
     def touched(self, name: str, args: Mapping[str, Any], result: str | None) -> set[Record]:
         """Users and orders named, the orders' owners, and the users a look-up finds."""
@@ -203,7 +196,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         if reason not in CANCEL_REASONS:
             raise ToolError(f"invalid reason {reason!r}; use one of {list(CANCEL_REASONS)}")
         # Resolve every payment method before writing anything: a failed call leaves the DB as it was.
-        payments = [(p, db.payment_method(order, p["payment_method_id"])) for p in order["payment_history"]]
+        payments = [(p, db.order_payment_method(order, p["payment_method_id"])) for p in order["payment_history"]]
         refunds = []
         for payment, pm in payments:
             refunds.append(
@@ -257,7 +250,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order = db.order(order_id)
         if order["status"] != "pending":
             raise ToolError(f"order {order_id} is {order['status']!r}; only pending orders can be modified")
-        pm = db.payment_method(order, payment_method_id)
+        pm = db.order_payment_method(order, payment_method_id)
         payments = order["payment_history"]
         if len(payments) != 1 or payments[0]["transaction_type"] != "payment":
             raise ToolError("the order must have exactly one payment to change its payment method")
@@ -266,7 +259,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
             raise ToolError("the new payment method must differ from the current one")
         amount = old["amount"]
         db._gift_card_check(pm, amount)
-        old_pm = db.payment_method(order, old["payment_method_id"])
+        old_pm = db.order_payment_method(order, old["payment_method_id"])
         payments.append({"transaction_type": "payment", "amount": amount, "payment_method_id": payment_method_id})
         payments.append({"transaction_type": "refund", "amount": amount, "payment_method_id": old["payment_method_id"]})
         if pm["source"] == "gift_card":
@@ -292,7 +285,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         if order["status"] != "pending":
             raise ToolError(f"order {order_id} is {order['status']!r}; only pending orders can be modified")
         diff = db._check_items(order, item_ids, new_item_ids, rounded=False)
-        pm = db.payment_method(order, payment_method_id)
+        pm = db.order_payment_method(order, payment_method_id)
         db._gift_card_check(pm, diff)
         order["payment_history"].append(
             {
@@ -321,7 +314,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order = db.order(order_id)
         if order["status"] != "delivered":
             raise ToolError(f"order {order_id} is {order['status']!r}; only delivered orders can be returned")
-        pm = db.payment_method(order, payment_method_id)
+        pm = db.order_payment_method(order, payment_method_id)
         original = order["payment_history"][0]["payment_method_id"]
         if payment_method_id != original and pm["source"] != "gift_card":
             raise ToolError("the refund must go to the original payment method or a gift card")
@@ -347,7 +340,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         if order["status"] != "delivered":
             raise ToolError(f"order {order_id} is {order['status']!r}; only delivered orders can be exchanged")
         diff = db._check_items(order, item_ids, new_item_ids)
-        pm = db.payment_method(order, payment_method_id)
+        pm = db.order_payment_method(order, payment_method_id)
         db._gift_card_check(pm, diff)
         order["status"] = "exchange requested"
         order["exchange_items"] = sorted(item_ids)

@@ -62,24 +62,16 @@ def snapshot(db: AirlineDB) -> str:
 # -- the workload ---------------------------------------------------------------------------------------
 
 
-def test_airline_batches_are_disjoint_commuting_reproducible_and_train_only() -> None:
-    a = WL.tasks(3, seed=3, k=8, domain="airline")
-    assert [t.metadata["tickets"] for t in a] == [
-        t.metadata["tickets"] for t in WL.tasks(3, seed=3, k=8, domain="airline")
-    ]
+def test_airline_k8_batches_come_from_the_13_train_tickets_with_at_most_one_booking() -> None:
     tmap = {t.id: t for t in _tickets("train", "airline")}
     test_ids = {t.id for t in _tickets("test", "airline")}
     assert len(tmap) == 13 and len(test_ids) >= 8 and not (set(tmap) & test_ids)
-    for task in a:
-        assert task.id.startswith("tau2-batch-airline-train-s3-") and task.metadata["domain"] == "airline"
-        tickets = [tmap[i] for i in task.metadata["tickets"]]
-        assert len(tickets) == 8
-        for i, x in enumerate(tickets):
-            for y in tickets[i + 1 :]:
-                assert not (x.records & y.records), (x.id, y.id)
-        assert commutes(tickets)
+    for task in WL.tasks(5, seed=3, k=8, domain="airline"):
+        assert task.id.startswith("tau2-batch-airline-train-s3-") and "the airline" in task.prompt
+        tickets = [tmap[i] for i in task.metadata["tickets"]]  # KeyError if a test ticket slipped in
+        assert len(set(task.metadata["tickets"])) == 8 and commutes(tickets)
         assert sum(any(n == "book_reservation" for n, _ in t.actions) for t in tickets) <= 1
-        assert f"Ticket {tickets[0].id}" in task.prompt and "the airline" in task.prompt
+    assert WL.tasks(1, k=8, domain="airline", split="test")[0].metadata["tickets"][0] in test_ids
 
 
 def test_two_bookings_share_the_new_reservation_id_so_they_never_meet_in_a_batch() -> None:

@@ -82,23 +82,24 @@ async def test_gold_k8_reaches_reward_one_in_both_modes(k8_any: Task) -> None:
         assert single.dag.critical_steps / swarm.dag.critical_steps >= 4.5
 
 
-def test_batches_are_disjoint_commuting_and_reproducible() -> None:
-    a = WL.tasks(3, seed=7, k=6)
-    b = WL.tasks(3, seed=7, k=6)
-    c = WL.tasks(3, seed=8, k=6)
+@pytest.mark.parametrize(("domain", "band"), [("retail", (5, 6)), ("airline", (1, 20))])
+def test_batches_are_disjoint_commuting_and_reproducible(domain: str, band: tuple[int, int]) -> None:
+    a = WL.tasks(3, seed=7, k=6, domain=domain)
+    b = WL.tasks(3, seed=7, k=6, domain=domain)
+    c = WL.tasks(3, seed=8, k=6, domain=domain)
     assert [t.metadata["tickets"] for t in a] == [t.metadata["tickets"] for t in b]
     assert [t.metadata["tickets"] for t in a] != [t.metadata["tickets"] for t in c]
-    tmap = {t.id: t for t in _tickets("train")}
+    tmap = {t.id: t for t in _tickets("train", domain)}
     for task in a:
         tickets = [tmap[i] for i in task.metadata["tickets"]]
-        assert len(tickets) == 6
+        assert len(tickets) == 6 and task.metadata["domain"] == domain
         for i, x in enumerate(tickets):
             for y in tickets[i + 1 :]:
                 assert not (x.records & y.records), (x.id, y.id)
         assert commutes(tickets)
-        assert all(5 <= t.n_actions <= 6 for t in tickets)
+        assert all(band[0] <= t.n_actions <= band[1] for t in tickets)
         for t in tickets:
-            assert t.id.removeprefix("retail-") in json.dumps(task.metadata) and f"Ticket {t.id}" in task.prompt
+            assert t.id.removeprefix(f"{domain}-") in json.dumps(task.metadata) and f"Ticket {t.id}" in task.prompt
 
 
 def test_train_and_test_splits_do_not_share_tickets() -> None:

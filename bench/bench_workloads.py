@@ -8,6 +8,7 @@ and total steps, wall time, and the single/swarm ratios.
 
     python bench/bench_workloads.py               # default settings, 10 tasks per workload
     python bench/bench_workloads.py --tasks 3 --json
+    python bench/bench_workloads.py --only airline   # the rows whose label contains "airline"
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SETTINGS: list[tuple[str, str, dict[str, Any]]] = [
     ("wide-lookup N=16, M=3", "wide-lookup", {"entities": 16, "attributes": 3}),
     ("tau2-batch K=8 (1–13 actions/ticket)", "tau2-batch", {"k": 8, "min_actions": 1, "max_actions": 13}),
     ("tau2-batch K=4", "tau2-batch", {"k": 4}),
+    ("tau2-batch airline K=8 (1–11 actions/ticket: every train ticket)", "tau2-batch", {"domain": "airline"}),
+    ("tau2-batch airline K=8 (1–5 actions/ticket)", "tau2-batch", {"domain": "airline", "max_actions": 5}),
     (
         "wide-lookup N=16, M=6 retail, 4 distractors",
         "wide-lookup",
@@ -56,9 +59,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=10)
     ap.add_argument("--latency", type=float, default=0.02, help="seconds per simulated model call")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", default="", help="run only the settings whose label contains this text")
     args = ap.parse_args()
     out = []
     for label, name, knobs in SETTINGS:
+        if args.only not in label:
+            continue
         r = anyio.run(one, name, knobs, args.tasks, args.latency)
         sw, si = r.summaries["swarm"], r.summaries["single"]
         out.append(

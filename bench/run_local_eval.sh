@@ -12,6 +12,9 @@
 # seed 0. Smaller knobs than the gold table for the two widest workloads (tau2-batch k=4,
 # wide-lookup entities=8) keep the run near 100 minutes on 2 shared cores. SWARM_LOCAL_CTX=8192
 # tokens per llama.cpp slot: tau2's retail policy and 16 tool schemas do not fit in the default 4096.
+# SWARM_LOCAL_THREADS=1: on 2 cores that other jobs keep busy, a niced 2-thread llama.cpp decode
+# stalls on its thread barrier (measured 0.2 tok/s against 2.2 tok/s with 1 thread at load ~7);
+# set it to 2 on an idle machine.
 # WORKLOADS picks a subset, e.g. WORKLOADS="bfcl-parallel deep-lookup".
 set -u
 cd "$(dirname "$0")/.."
@@ -25,6 +28,7 @@ RUN_PREFIX=${RUN_PREFIX:-local-$(date -u +%Y%m%d-%H%M)}
 OUT=${OUT:-traces/eval}
 WORKLOADS=${WORKLOADS:-bfcl-parallel deep-lookup wide-lookup tau2-batch}
 export SWARM_LOCAL_CTX=${SWARM_LOCAL_CTX:-8192}
+export SWARM_LOCAL_THREADS=${SWARM_LOCAL_THREADS:-1}
 # Run this checkout's code even when the venv's editable install points at another one.
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -37,6 +41,7 @@ knobs_for() {
 }
 
 "$PY" -c 'import xllamacpp, swarm.backends.local as m; print("model", m.QWEN_FILE, "sha256", m.QWEN_SHA256, "xllamacpp", getattr(xllamacpp, "__version__", "?"))'
+echo "SWARM_LOCAL_CTX=$SWARM_LOCAL_CTX SWARM_LOCAL_THREADS=$SWARM_LOCAL_THREADS"
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (dirty tree)')"
 for wl in $WORKLOADS; do
   echo "== $wl  start $(date -u +%FT%TZ)  $(uptime)"

@@ -15,7 +15,7 @@ Every option can come from the ``[backend]`` table of the config file (same name
 ``subagent_backend`` / ``subagent_model`` / ``subagent_base_url``) or from the environment:
 ``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``, ``SWARM_SUBAGENT_BACKEND``,
 ``SWARM_SUBAGENT_MODEL`` (read by the CLI), and here ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY``
-(else ``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``.
+(else ``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``, ``SWARM_LOCAL_THREADS``.
 Explicit arguments win over the environment.
 
 When the sub-agents ask for the same kind, model and URL as the orchestrator, one backend (one
@@ -93,7 +93,7 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
                 options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or min(int(options.get("fanout") or 8), 16)
             ),
             ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
-            threads=options.get("threads"),
+            threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
             # Small local models write far fewer broken calls with grammar-constrained actions.
             constrain_actions=bool(options.get("constrain_actions", True)),
             timeout=timeout or 600.0,

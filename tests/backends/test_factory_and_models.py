@@ -29,6 +29,17 @@ def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> No
     assert orch.engine.slots == 6 and orch.engine.ctx_per_slot == 1024 and orch.model == "smollm2-135m"
 
 
+def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One llama.cpp thread decodes far faster than two on cores other jobs keep busy.
+    monkeypatch.setenv("SWARM_LOCAL_THREADS", "1")
+    monkeypatch.setenv("SWARM_LOCAL_CTX", "8192")
+    orch, _ = build_backends("local", "smollm2-135m")
+    assert isinstance(orch, LocalBackend)
+    assert (orch.engine.threads, orch.engine.ctx_per_slot) == (1, 8192)
+    explicit, _ = build_backends("local", "smollm2-135m", threads=2)
+    assert isinstance(explicit, LocalBackend) and explicit.engine.threads == 2
+
+
 def test_different_subagent_backend_and_model() -> None:
     orch, sub = build_backends(
         "openai",

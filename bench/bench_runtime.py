@@ -144,18 +144,22 @@ def make_runtime(stages: int, n: int, latency: bool) -> Callable[[], Awaitable[E
         ToolCall(id=f"c{i}", name="assign_task", arguments={"agent": "w", "task": t}) for i, t in enumerate(tasks)
     )
     work_call = (ToolCall(id="w", name="work", arguments={}),)
+    # The simulated model answers with canned (frozen, shareable) completions: building a completion
+    # is the model's cost, not the runtime's, and the bare reference builds none either.
+    stage_turn, final_turn = Completion(tool_calls=assign), Completion(text="done")
+    tool_turn, report_turn = Completion(tool_calls=work_call), Completion(text="report")
 
     def orch(request: ModelRequest) -> Completion:
         done = sum(1 for m in request.messages if m.role == "assistant")
         if done >= stages:
-            return Completion(text="done")
-        return Completion(tool_calls=assign)
+            return final_turn
+        return stage_turn
 
     def worker(request: ModelRequest) -> Completion:
         msgs = request.messages  # [system, user(task = number of steps), (assistant, tool)*]
         need = int(msgs[1].content) if isinstance(msgs[1], UserMessage) else 1
         done = (len(msgs) - 2) // 2
-        return Completion(text="report") if done + 1 >= need else Completion(tool_calls=work_call)
+        return report_turn if done + 1 >= need else tool_turn
 
     async def work() -> str:
         if latency:

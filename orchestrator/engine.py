@@ -21,9 +21,10 @@ from opentelemetry.trace import TracerProvider
 
 from orchestrator.config import SwarmConfig
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
-from subagents.loop import DeadlineWatch, SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
+from swarm.deadlines import DeadlineWatch
 from swarm.errors import ConfigError, ModelOutputError, UnknownNameError
 from swarm.events import (
     EpisodeFinished,
@@ -546,7 +547,7 @@ class Orchestrator:
             try:
                 async with anyio.create_task_group() as watching:
                     watch = DeadlineWatch()
-                    if runs and cfg.subagent_timeout_s is not None:
+                    if runs:  # sub-agent and tool-call deadlines of this stage
                         watching.start_soon(watch.run)
                     async with anyio.create_task_group() as tg:
                         if direct:

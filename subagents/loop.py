@@ -9,8 +9,6 @@ so a failing sub-agent never cancels its siblings.
 from __future__ import annotations
 
 import functools
-import heapq
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from anyio import TaskHandle
 
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.deadlines import DeadlineWatch
 from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -29,7 +28,7 @@ from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResu
 from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
-__all__ = ["DeadlineWatch", "SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
@@ -103,66 +102,45 @@ _Next = _Continue | _Finish | _Fail
 _CONTINUE = _Continue()
 
 
+async def _tool_call(
+    c: ToolCall,
+    tools: Mapping[str, Tool],
+    ctx: ToolContext,
+    telemetry: Telemetry,
+    clock: Callable[[], float],
+    deadlines: DeadlineWatch | None,
+) -> ToolResult:
+    with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
+        r = await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
+        if r.is_error:
+            span.fail(r.error_type or "ToolError", r.content)
+        telemetry.content(span, attr.TOOL_RESULT, r.content)
+    return r
+
+
 async def run_tool_calls(
     calls: Sequence[ToolCall],
     tools: Mapping[str, Tool],
     ctx: ToolContext,
     telemetry: Telemetry,
     clock: Callable[[], float],
+    *,
+    deadlines: DeadlineWatch | None = None,
 ) -> list[ToolResult]:
-    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order."""
+    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order.
+
+    ``deadlines``: a running watch that enforces tool timeouts (see :meth:`tools.Tool.invoke`)."""
+    if len(calls) == 1:
+        return [await _tool_call(calls[0], tools, ctx, telemetry, clock, deadlines)]
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def one(i: int, c: ToolCall) -> None:
-        with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
-            r = await execute_tool(c, tools, ctx, clock)
-            if r.is_error:
-                span.fail(r.error_type or "ToolError", r.content)
-            telemetry.content(span, attr.TOOL_RESULT, r.content)
-            results[i] = r
+        results[i] = await _tool_call(c, tools, ctx, telemetry, clock, deadlines)
 
-    if len(calls) == 1:
-        await one(0, calls[0])
-    else:
-        async with anyio.create_task_group() as tg:
-            for i, c in enumerate(calls):
-                tg.start_soon(one, i, c)
+    async with anyio.create_task_group() as tg:
+        for i, c in enumerate(calls):
+            tg.start_soon(one, i, c)
     return [r for r in results if r is not None]
-
-
-class DeadlineWatch:
-    """Enforces the deadlines of many sub-agents with one task instead of a timer scope each.
-
-    A cancel scope with a deadline costs more than the rest of a cheap sub-agent step; a 1,000-way
-    stage would arm 1,000 of them. Here each agent registers its deadline (a heap push) and this one
-    task sleeps until the earliest, then cancels the expired agents' tasks through their handles.
-    Run :meth:`run` in a task group and cancel it when the agents are done.
-    """
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, SubagentRun]] = []
-        self._seq = 0
-        self._sleep: anyio.CancelScope | None = None
-        self._target = math.inf
-
-    def add(self, deadline: float, run: SubagentRun) -> None:
-        heapq.heappush(self._heap, (deadline, self._seq, run))
-        self._seq += 1
-        if deadline < self._target and self._sleep is not None:
-            self._sleep.cancel()  # sleeping past this deadline: wake up and re-plan
-
-    async def run(self) -> None:
-        while True:
-            now = anyio.current_time()
-            while self._heap and self._heap[0][0] <= now:
-                heapq.heappop(self._heap)[2].expire()
-            self._target = self._heap[0][0] if self._heap else math.inf
-            with anyio.CancelScope() as self._sleep:
-                if self._heap:
-                    await anyio.sleep(self._target - now)
-                else:
-                    await anyio.sleep_forever()
-            self._sleep = None
 
 
 @dataclass(slots=True)
@@ -195,6 +173,7 @@ class SubagentRun:
     handle: TaskHandle[Any] | None = None
     timed_out: SubagentResult | None = None
     _expired: bool = False
+    _ended: bool = False
 
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
@@ -205,20 +184,19 @@ class SubagentRun:
         """Run to an ending. Cancellation propagates; every other ending is a result."""
         rt = self.rt
         self.started = rt.clock()
-        deadline = None if self.timeout_s is None else anyio.current_time() + self.timeout_s
         with rt.telemetry.agent(
             name=self.definition.name, agent_id=self.agent_id, model=rt.backend.model, episode_id=rt.episode_id
         ) as span:
             outcome: _Finish | _Fail
             try:
-                if deadline is None:
+                if self.timeout_s is None:
                     outcome = await self._loop()
-                elif self.watch is not None and self.handle is not None:
-                    self.watch.add(deadline, self)
+                elif self.watch is not None and self.watch.running and self.handle is not None:
+                    self.watch.add(self.watch.now() + self.timeout_s, self)
                     outcome = await self._loop()
                 else:
                     # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.
-                    with anyio.CancelScope(deadline=deadline) as scope:
+                    with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                         outcome = await self._loop()
                     if scope.cancelled_caught:
                         outcome = self._timeout()
@@ -228,13 +206,20 @@ class SubagentRun:
                 else:
                     span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise
+            finally:
+                self._ended = True
             return self._end(span, outcome)
+
+    @property
+    def done(self) -> bool:
+        """The run has ended (its task may still be unwinding)."""
+        return self._ended
 
     def expire(self) -> None:
         """Called by the :class:`DeadlineWatch` when this agent's deadline passes."""
-        if self.handle is not None:
+        if self.handle is not None and not self._ended:
             self._expired = True
-            self.handle.cancel()  # no effect once the task has finished
+            self.handle.cancel()
 
     def _timeout(self) -> _Fail:
         return _Fail(
@@ -375,7 +360,11 @@ class SubagentRun:
             return _Finish(completion.text)
 
         self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
-        results = await run_tool_calls(completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock)
+        calls = completion.tool_calls
+        if len(calls) == 1:
+            results = [await _tool_call(calls[0], self._tools, self._ctx, rt.telemetry, rt.clock, self.watch)]
+        else:
+            results = await run_tool_calls(calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch)
         for r in results:
             self.messages.append(
                 _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)

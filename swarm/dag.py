@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import networkx as nx
 
-from swarm.records import DagStats, StageRecord, StepRecord
+from swarm.records import DagStats, StageRecord, StepRecord, SubagentResult
 
 __all__ = ["build_dag", "critical_steps_formula", "dag_stats"]
 
@@ -105,13 +105,18 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
     fixed order (sequence edge first, then joins), so one pass in that order with the same strict
     comparisons yields the same lengths and the same path as the networkx pass, in O(steps) with no
     graph objects: the episode record's statistics cost little even at a 1,000-way fan-out.
+
+    A sub-agent's steps form a chain with one entry (the fork) and one exit (the join), so a chain is
+    handled whole: its exit's length is the entry's plus the chain's, and only exits are remembered.
     """
+    Node = tuple[str, int]
     best_n = 0  # the longest path so far, in steps
-    end: tuple[str, int] | None = None
-    back: dict[tuple[str, int], tuple[str, int] | None] = {}
-    main: tuple[tuple[str, int], int, float] | None = None  # last orchestrator node, its steps, secs
-    joins: list[tuple[tuple[str, int], int, float]] = []
     best_secs = 0.0
+    end: Node | None = None
+    back: dict[Node, Node | None] = {}  # orchestrator nodes and chain exits -> predecessor on the path
+    chains: dict[Node, SubagentResult] = {}  # chain exit -> its sub-agent (to list the chain's nodes)
+    main: tuple[Node, int, float] | None = None  # last orchestrator node, its steps, its seconds
+    joins: list[tuple[Node, int, float]] = []
     for stage in stages:
         for step in stage.orchestrator_steps:
             node = (step.agent_id, step.index)
@@ -131,31 +136,32 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
             if secs > best_secs:
                 best_secs = secs
         for result in stage.subagents:
-            prev = main
-            for step in result.step_records:
-                node = (step.agent_id, step.index)
-                if prev is None:
-                    n, secs, parent = 1, step.ended - step.started, None
-                else:
-                    n, secs, parent = (
-                        prev[1] + 1,
-                        (prev[2] if prev[2] > 0.0 else 0.0) + (step.ended - step.started),
-                        prev[0],
-                    )
-                back[node] = parent
-                prev = (node, n, secs)
-                if n > best_n:
-                    best_n, end = n, node
+            records = result.step_records
+            if not records:
+                continue
+            n, secs, parent = (main[1], main[2], main[0]) if main is not None else (0, 0.0, None)
+            for step in records:
+                secs = (secs if secs > 0.0 else 0.0) + (step.ended - step.started)
                 if secs > best_secs:
                     best_secs = secs
-            if result.step_records and prev is not None:
-                joins.append(prev)
+            n += len(records)
+            last = records[-1]
+            node = (last.agent_id, last.index)
+            back[node] = parent
+            chains[node] = result
+            joins.append((node, n, secs))
+            if n > best_n:
+                best_n, end = n, node
     if end is None:
         return 0, [], 0.0
     path: list[str] = []
-    cur: tuple[str, int] | None = end
+    cur: Node | None = end
     while cur is not None:
-        path.append(f"{cur[0]}#{cur[1]}")
+        chain = chains.get(cur)
+        if chain is None:
+            path.append(f"{cur[0]}#{cur[1]}")
+        else:
+            path.extend(f"{r.agent_id}#{r.index}" for r in reversed(chain.step_records))
         cur = back[cur]
     path.reverse()
     return best_n, path, best_secs

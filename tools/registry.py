@@ -15,7 +15,7 @@ import json
 import re
 import time
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from swarm._fast import maker
 from swarm.backend import ToolSpec
+from swarm.deadlines import DeadlineWatch
 from swarm.errors import ConfigError, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
@@ -124,6 +125,45 @@ def _stringify(value: Any) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], first: Any) -> Generator[Any, Any, Any]:
+    """Await the rest of a coroutine that was already stepped once (``first`` is what it yielded):
+    ``yield from`` for a started coroutine, so the awaiting task drives it as if it never stopped."""
+    value = first
+    try:
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # thrown in by the task (cancellation): pass it down
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+    finally:
+        coro.close()  # no-op once finished; closes it if we are closed early
+
+
+class _ScopeGuard:
+    """A tool call's cancel scope as a :class:`~swarm.deadlines.DeadlineWatch` item."""
+
+    __slots__ = ("done", "scope")
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+        self.done = False
+
+    def expire(self) -> None:
+        if not self.done:
+            self.scope.cancel()
+
+
 class Tool:
     """A callable tool. Build with :meth:`from_function` or the :func:`tool` decorator."""
 
@@ -160,6 +200,7 @@ class Tool:
             schema = self._model.model_json_schema()
             schema.pop("title", None)
             self.parameters = schema
+        self._no_params = self._model is not None and not self._model.model_fields
 
     def _build_model(self, fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[BaseModel]:
         from pydantic import Field
@@ -219,7 +260,7 @@ class Tool:
         """Validate and coerce arguments; raises ToolError with a model-readable message."""
         if self._model is None:
             return dict(arguments)
-        if not arguments and not self._model.model_fields:
+        if not arguments and self._no_params:
             return {}  # the common no-argument call skips pydantic entirely
         try:
             parsed = self._model.model_validate(dict(arguments))
@@ -230,32 +271,62 @@ class Tool:
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
         return {k: getattr(parsed, k) for k in type(parsed).model_fields}
 
-    async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
-        """Validate, call (with timeout) and stringify. Raises ToolError/ToolTimeoutError."""
+    async def invoke(
+        self, arguments: Mapping[str, Any], ctx: ToolContext, *, deadlines: DeadlineWatch | None = None
+    ) -> str:
+        """Validate, call (with timeout) and stringify. Raises ToolError/ToolTimeoutError.
+
+        ``deadlines``: a running :class:`~swarm.deadlines.DeadlineWatch` that enforces the timeout
+        instead of an event-loop timer of this call's own (the runtime passes one per stage).
+        """
         kwargs = self.validate(arguments)
         if self._ctx_param is not None:
             kwargs[self._ctx_param] = ctx
+        work: Awaitable[Any]
         if self.is_async:
-            out = await self._bounded(self.fn(**kwargs))
+            work = self.fn(**kwargs)
         elif self.blocking:
-            out = await self._bounded(anyio.to_thread.run_sync(lambda: self.fn(**kwargs), abandon_on_cancel=True))
+            work = anyio.to_thread.run_sync(lambda: self.fn(**kwargs), abandon_on_cancel=True)
         else:
             # A non-blocking sync tool runs inline and never yields, so no deadline could interrupt
             # it: none is armed (a cancel scope with a deadline is the costliest part of a cheap call).
             out = self.fn(**kwargs)
-            if inspect.isawaitable(out):
-                out = await self._bounded(out)
+            if not inspect.isawaitable(out):
+                return truncate(_stringify(out), self.max_output_chars)
+            work = out
+        if self.timeout_s is None:
+            return truncate(_stringify(await work), self.max_output_chars)
+        watched = deadlines is not None and deadlines.running
+        due = (deadlines.now() if deadlines is not None and watched else anyio.current_time()) + self.timeout_s
+        if inspect.iscoroutine(work):
+            # Run the call eagerly up to its first suspension: a call that finishes without ever
+            # waiting (a cache hit, an in-memory lookup) cannot time out and needs no deadline
+            # armed; one that suspends continues under the deadline counted from its start.
+            try:
+                first = work.send(None)
+            except StopIteration as finished:
+                return truncate(_stringify(finished.value), self.max_output_chars)
+            work = _resume(work, first)
+        if deadlines is not None and watched:
+            guard = _ScopeGuard(anyio.CancelScope())
+            deadlines.add(due, guard)
+            try:
+                with guard.scope:
+                    out = await work
+            finally:
+                guard.done = True
+            if guard.scope.cancelled_caught:
+                raise self._timed_out()
+        else:
+            with anyio.CancelScope(deadline=due) as scope:
+                out = await work
+            if scope.cancelled_caught:
+                raise self._timed_out()
         return truncate(_stringify(out), self.max_output_chars)
 
-    async def _bounded(self, awaitable: Awaitable[Any]) -> Any:
-        if self.timeout_s is None:
-            return await awaitable
-        # A bare cancel scope costs a third of fail_after on this hot path, and only our own
-        # deadline counts as a timeout (not a TimeoutError raised inside the tool).
-        with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
-            return await awaitable
-        # Reached only when the scope swallowed its own cancellation: the deadline passed.
-        raise ToolTimeoutError(f"tool {self.name!r} timed out after {self.timeout_s:g}s; try a smaller input")
+    def _timed_out(self) -> ToolTimeoutError:
+        # Only our own deadline counts as a timeout (not a TimeoutError raised inside the tool).
+        return ToolTimeoutError(f"tool {self.name!r} timed out after {self.timeout_s:g}s; try a smaller input")
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -369,8 +440,12 @@ async def execute_tool(
     tools: Mapping[str, Tool],
     ctx: ToolContext,
     clock: Callable[[], float] = time.perf_counter,
+    *,
+    deadlines: DeadlineWatch | None = None,
 ) -> ToolResult:
-    """Run one tool call; every failure becomes an error result the model can read."""
+    """Run one tool call; every failure becomes an error result the model can read.
+
+    ``deadlines``: a running watch that enforces the tool's timeout (see :meth:`Tool.invoke`)."""
     started = clock()
     t = tools.get(call.name)
     if t is None:
@@ -384,7 +459,7 @@ async def execute_tool(
             ended=clock(),
         )
     try:
-        content = await t.invoke(call.arguments, ctx)
+        content = await t.invoke(call.arguments, ctx, deadlines=deadlines)
     except ToolError as exc:
         return _tool_result(
             call=call,

@@ -119,7 +119,7 @@ async def test_subagent_deadline_starts_when_it_runs_not_while_it_queues() -> No
 
 
 async def test_deadline_watch_wakes_for_an_earlier_deadline_added_later() -> None:
-    from subagents.loop import DeadlineWatch
+    from swarm.deadlines import DeadlineWatch
 
     expired: list[str] = []
 
@@ -460,3 +460,47 @@ async def test_single_agent_mode_offers_no_subagent_actions() -> None:
     assert [r.is_error for r in stage.tool_results] == [False, True, True]
     assert "unknown tool 'create_subagent'" in stage.tool_results[1].content
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "3"
+
+
+async def test_a_slow_tool_times_out_and_its_subagent_carries_on() -> None:
+    """Tool timeouts inside sub-agents are enforced by the stage's deadline watch: the call becomes
+    a ToolTimeoutError the agent sees, the agent answers, its sibling is untouched."""
+
+    @tool(timeout_s=0.2)
+    async def stall() -> str:
+        """Never returns in time."""
+        await anyio.sleep(10)
+        return "late"
+
+    @tool(timeout_s=5)
+    async def quick() -> str:
+        """Returns at once."""
+        return "fine"
+
+    workers = ScriptedBackend(
+        {"w-0-0": [[call("stall")], "gave up on stall"], "w-0-1": [[call("quick")], [call("quick")], "ok"]}
+    )
+    policy = ScriptedBackend([[create(tools=["stall", "quick"]), assign("a"), assign("b")], "done"])
+    with anyio.fail_after(3):
+        record = await Orchestrator(policy, tools=[stall, quick], subagent_backend=workers).run("go")
+    a, b = record.subagent_results
+    assert a.status is AgentStatus.COMPLETED and a.report == "gave up on stall"
+    r = a.step_records[0].tool_results[0]
+    assert r.is_error and r.error_type == "ToolTimeoutError" and 0.15 < r.ended - r.started < 1.0
+    assert b.status is AgentStatus.COMPLETED and [s.tool_results[0].content for s in b.step_records[:2]] == ["fine"] * 2
+
+
+async def test_deadline_watch_forgets_finished_work() -> None:
+    from swarm.deadlines import DeadlineWatch
+
+    class Item:
+        def __init__(self, done: bool) -> None:
+            self.done = done
+
+        def expire(self) -> None:
+            raise AssertionError("a finished item must not expire")
+
+    watch = DeadlineWatch()
+    for i in range(5000):
+        watch.add(1e9 + i, Item(done=i % 10 != 0))
+    assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after

@@ -6,11 +6,13 @@ import time
 from typing import Literal
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
 from swarm.errors import ConfigError, ToolError, UnknownNameError
 from swarm.messages import ToolCall
+from swarm.records import ToolResult
 from tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool
 
 
@@ -151,3 +153,72 @@ async def test_every_kind_of_slow_tool_times_out(kind: str) -> None:
     r = await run(t, {})
     assert r.is_error and r.error_type == "ToolTimeoutError" and "0.2s" in r.content
     assert time.monotonic() - started < 1.2
+
+
+@pytest.mark.parametrize("watched", [False, True])
+async def test_async_tools_behave_the_same_whether_or_not_they_suspend(watched: bool) -> None:
+    """Async calls run eagerly up to their first suspension (no deadline is armed for calls that
+    never wait); results, errors, timeouts and cancellation must be what a plain await gives."""
+    from swarm.deadlines import DeadlineWatch
+
+    @tool(timeout_s=0.3)
+    async def instant(x: int) -> int:
+        """No await at all."""
+        return x * 2
+
+    @tool(timeout_s=0.3)
+    async def yields(x: int) -> int:
+        """Suspends a few times (checkpoints yield to the loop, sleep(0.01) waits on a timer future)."""
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        await anyio.sleep(0.01)
+        return x * 3
+
+    @tool(timeout_s=0.3)
+    async def fails_early() -> str:
+        """Raises before suspending."""
+        raise ValueError("early")
+
+    @tool(timeout_s=0.3)
+    async def fails_late() -> str:
+        """Raises after suspending."""
+        await anyio.sleep(0.01)
+        raise ValueError("late")
+
+    @tool(timeout_s=0.2)
+    async def hangs() -> str:
+        """Never finishes in time, and cleans up when cancelled."""
+        try:
+            await anyio.sleep(10)
+        finally:
+            cleaned.append(True)
+        return "never"
+
+    cleaned: list[bool] = []
+    watch = DeadlineWatch()
+    async with anyio.create_task_group() as tg:
+        if watched:
+            tg.start_soon(watch.run)
+            await anyio.sleep(0.01)
+            assert watch.running
+
+        async def call(t: Tool, **args: object) -> ToolResult:
+            return await execute_tool(
+                ToolCall(id="1", name=t.name, arguments=args), {t.name: t}, ToolContext(), deadlines=watch
+            )
+
+        assert (await call(instant, x=2)).content == "4"
+        assert (await call(yields, x=2)).content == "6"
+        early, late = await call(fails_early), await call(fails_late)
+        assert early.is_error and "ValueError: early" in early.content
+        assert late.is_error and "ValueError: late" in late.content
+        started = time.monotonic()
+        r = await call(hangs)
+        assert r.is_error and r.error_type == "ToolTimeoutError" and cleaned == [True]
+        assert 0.15 < time.monotonic() - started < 1.5
+        # Cancelling the caller mid-call cancels the tool (and runs its cleanup), not a timeout.
+        cleaned.clear()
+        with anyio.move_on_after(0.05) as outer:
+            await call(hangs)
+        assert outer.cancelled_caught and cleaned == [True]
+        tg.cancel_scope.cancel()

@@ -19,6 +19,7 @@ import argparse
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -184,6 +185,7 @@ def make_runtime(stages: int, n: int, latency: bool) -> Callable[[], Awaitable[E
 
 
 def measure(impl: str, stages: int, n: int, latency: bool) -> tuple[Measure, object]:
+    run = make_runtime(stages, n, latency)  # building the orchestrator (tool schemas) is not per-step work
     gc.collect()
     rss0 = rss_bytes()
     c0, w0 = time.process_time(), time.perf_counter()
@@ -191,7 +193,6 @@ def measure(impl: str, stages: int, n: int, latency: bool) -> tuple[Measure, obj
         result: object = anyio.run(bare, stages, n, latency)
         steps = stages * sum(steps_of(i) for i in range(n))
     else:
-        run = make_runtime(stages, n, latency)
         box: list[EpisodeRecord] = []
 
         async def go() -> None:  # not returned through anyio.run (see Orchestrator.run_sync)
@@ -209,11 +210,35 @@ def measure(impl: str, stages: int, n: int, latency: bool) -> tuple[Measure, obj
     return Measure(impl, n, stages, latency, wall, cpu, rss, steps, ideal_critical_s(stages, n, latency)), result
 
 
+def _isolated(impl: str, stages: int, n: int, latency: bool, gc_args: list[str], repeat: int) -> Measure:
+    """Best of ``repeat`` runs, each in a fresh process (no memory, GC or allocator state carried over
+    from earlier measurements); best = least CPU, least wall, least RSS (a shared machine only adds)."""
+    runs = []
+    for _ in range(repeat):
+        cmd = [sys.executable, __file__, "--one", impl, str(n), str(stages), "1" if latency else "0", *gc_args]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        runs.append(Measure(**json.loads(out)))
+    best = min(runs, key=lambda m: m.cpu_s)
+    best.wall_s = min(m.wall_s for m in runs)
+    best.rss_delta_b = min(m.rss_delta_b for m in runs)
+    return best
+
+
+def _apply_gc(args: argparse.Namespace) -> None:
+    if args.gc_threshold:
+        gc.set_threshold(*args.gc_threshold)
+    if args.cli_gc:
+        from orchestrator.cli import tune_gc
+
+        tune_gc()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, nargs="*", default=[1, 8, 64, 256, 1024])
     p.add_argument("--stages", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--repeat", type=int, default=3, help="fresh-process runs per cell; the best is reported")
     p.add_argument(
         "--gc-threshold",
         type=int,
@@ -221,16 +246,26 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("G0", "G1", "G2"),
         help="set gc thresholds first (the swarm CLI uses 50000 20 20); default: CPython's",
     )
+    p.add_argument(
+        "--cli-gc", action="store_true", help="the swarm CLI's GC settings: threshold 50000 20 20, then gc.freeze()"
+    )
+    p.add_argument("--one", nargs=4, metavar=("IMPL", "N", "STAGES", "LATENCY"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.gc_threshold:
-        gc.set_threshold(*args.gc_threshold)
+    if args.one:  # child process: one measurement, as JSON
+        _apply_gc(args)
+        impl, n, stages, lat = args.one
+        m, _result = measure(impl, int(stages), int(n), lat == "1")
+        print(json.dumps(asdict(m)))
+        return 0
+    gc_args = [
+        *(["--gc-threshold", *map(str, args.gc_threshold)] if args.gc_threshold else []),
+        *(["--cli-gc"] if args.cli_gc else []),
+    ]
     rows = []
-    keep: list[object] = []
     for latency in (True, False):
         for n in args.n:
-            ref, r1 = measure("bare", args.stages, n, latency)
-            run, r2 = measure("runtime", args.stages, n, latency)
-            keep += [r1, r2]  # keep results alive so later RSS deltas are not reusing freed pages
+            ref = _isolated("bare", args.stages, n, latency, gc_args, args.repeat)
+            run = _isolated("runtime", args.stages, n, latency, gc_args, args.repeat)
             rows.append(
                 {
                     "n": n,
@@ -247,15 +282,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     print(
-        f"{'N':>5} {'lat':>4} | {'wall/ideal':>10} {'ref':>6} | {'CPU µs/step':>11} {'ref':>6} {'×':>5} | "
+        f"{'N':>5} {'lat':>4} | {'wall/ideal':>10} {'ref':>6} {'÷ref':>5} | {'CPU µs/step':>11} {'ref':>6} {'×':>5} | "
         f"{'RSS KiB/agent':>13} {'ref':>6}"
     )
     for r in rows:
         a, b = r["runtime"], r["reference"]
         wi = f"{a['wall_over_ideal']:.3f}" if r["latency"] else "-"
         wr = f"{b['wall_over_ideal']:.3f}" if r["latency"] else "-"
+        wq = f"{r['ratio_wall']:.2f}" if r["latency"] else "-"
         print(
-            f"{r['n']:>5} {'20ms' if r['latency'] else '0':>4} | {wi:>10} {wr:>6} | "
+            f"{r['n']:>5} {'20ms' if r['latency'] else '0':>4} | {wi:>10} {wr:>6} {wq:>5} | "
             f"{a['cpu_us_per_step']:>11.1f} {b['cpu_us_per_step']:>6.1f} {r['ratio_cpu']:>5.1f} | "
             f"{a['rss_kib_per_subagent']:>13.2f} {b['rss_kib_per_subagent']:>6.2f}"
         )

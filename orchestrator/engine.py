@@ -22,6 +22,7 @@ from opentelemetry.trace import TracerProvider
 from orchestrator.config import SwarmConfig
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
 from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
 from swarm.deadlines import DeadlineWatch
@@ -60,6 +61,7 @@ __all__ = ["Orchestrator", "RewardFn"]
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 """Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
+_tool_message = maker(ToolMessage)  # trusted: ids and names from validated calls, content a string
 CREATE = "create_subagent"
 ASSIGN = "assign_task"
 ORCHESTRATOR_ID = "orchestrator"
@@ -572,21 +574,22 @@ class Orchestrator:
             )
         # Observations for the next turn, in call order.
         st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
+        completed, max_chars = AgentStatus.COMPLETED, cfg.max_report_chars
         for c in calls:
-            if c.id in done:
-                r = done[c.id]
+            r = done.get(c.id)
+            if r is not None:
                 st.messages.append(
-                    ToolMessage(
+                    _tool_message(
                         tool_call_id=c.id,
                         name=c.name,
-                        content=format_subagent_result(r, cfg.max_report_chars),
-                        is_error=r.status is not AgentStatus.COMPLETED,
+                        content=format_subagent_result(r, max_chars),
+                        is_error=r.status is not completed,
                     )
                 )
             else:
                 tr = results[c.id]
                 st.messages.append(
-                    ToolMessage(tool_call_id=c.id, name=c.name, content=tr.content, is_error=tr.is_error)
+                    _tool_message(tool_call_id=c.id, name=c.name, content=tr.content, is_error=tr.is_error)
                 )
         self._emit_lazy(
             lambda: StageFinished(index=index, critical_steps=stage.critical_steps, critical_so_far=st.critical_used)

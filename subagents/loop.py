@@ -32,6 +32,8 @@ __all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_cal
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
+_NO_USAGE = Usage()
+_COMPLETED = AgentStatus.COMPLETED
 _request = maker(ModelRequest)
 _assistant = maker(AssistantMessage)
 _tool_message = maker(ToolMessage)
@@ -158,14 +160,15 @@ class SubagentRun:
     step_cap: int
     timeout_s: float | None
     rt: SubagentRuntime
-    messages: list[Message] = field(default_factory=list)
-    steps: list[StepRecord] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
+    # Defaults are shared constants, not factories: __post_init__ sets the real values once.
+    messages: list[Message] = field(default=None)  # type: ignore[arg-type]
+    steps: list[StepRecord] = field(default=None)  # type: ignore[arg-type]
+    usage: Usage = _NO_USAGE
     malformed: int = 0
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
-    _tools: Mapping[str, Tool] = field(default_factory=dict)
-    _ctx: ToolContext = field(default_factory=ToolContext)
+    _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
+    _ctx: ToolContext = field(default=None)  # type: ignore[assignment]
     # Set by a caller that runs this agent in a task of its own (``handle``) and enforces deadlines
     # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
     # cancels the task; its result is left in ``timed_out`` (the task handle absorbs the cancellation).
@@ -176,7 +179,8 @@ class SubagentRun:
     _ended: bool = False
 
     def __post_init__(self) -> None:
-        self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
+        self.messages = [_system_message(self.definition.system_prompt), _user(content=self.task)]
+        self.steps = []
         self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
@@ -230,14 +234,15 @@ class SubagentRun:
 
     def _end(self, span: SpanHandle, outcome: _Finish | _Fail) -> SubagentResult:
         if isinstance(outcome, _Finish):
-            result = self.result(AgentStatus.COMPLETED, report=outcome.report)
+            result = self.result(_COMPLETED, report=outcome.report)
         else:
             result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
             span.fail(outcome.error_type, outcome.error)
-        span.set(attr.AGENT_STATUS, result.status.value)
-        span.set(attr.AGENT_STEPS, result.steps)
-        span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
-        span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
+        if span.recording:
+            span.set(attr.AGENT_STATUS, result.status.value)
+            span.set(attr.AGENT_STEPS, result.steps)
+            span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
+            span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
         return result
 
     def result(

@@ -122,25 +122,29 @@ async def test_deadline_watch_wakes_for_an_earlier_deadline_added_later() -> Non
     from swarm.deadlines import DeadlineWatch
 
     expired: list[str] = []
+    both = anyio.Event()
 
     class Fake:
+        done = False
+
         def __init__(self, name: str) -> None:
             self.name = name
 
         def expire(self) -> None:
             expired.append(self.name)
+            if len(expired) == 2:
+                both.set()
 
     watch = DeadlineWatch()
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch.run)
         now = anyio.current_time()
-        watch.add(now + 30, Fake("far"))  # type: ignore[arg-type]
+        watch.add(now + 30, Fake("far"))
         await anyio.sleep(0.01)
-        watch.add(now + 0.1, Fake("near"))  # type: ignore[arg-type]
-        watch.add(now + 0.05, Fake("nearer"))  # type: ignore[arg-type]
+        watch.add(now + 0.1, Fake("near"))
+        watch.add(now + 0.05, Fake("nearer"))
         with anyio.fail_after(2):
-            while len(expired) < 2:
-                await anyio.sleep(0.01)
+            await both.wait()
         tg.cancel_scope.cancel()
     assert expired == ["nearer", "near"]
     assert anyio.current_time() - now < 1.0

@@ -111,8 +111,14 @@ def eval_command(
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
     episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="model backends (0: greedy)")] = 0.0,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")] = 512,
+    temperature: Annotated[
+        float | None,
+        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) [default: 0, or --config's]"),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn [default: 512, or --config's]"),
+    ] = None,
     latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
@@ -156,11 +162,17 @@ def eval_command(
             "max_subagent_steps": max_subagent_steps,
             "episode_timeout_s": episode_timeout,
         }
-        if backend not in ("gold", "scripted") and config_file is None:
-            # Reproducible model runs: greedy by default, the eval seed as the sampling seed.
-            sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
-            overrides["orchestrator_sampling"] = sampling
-            overrides["subagent_sampling"] = sampling
+        if backend not in ("gold", "scripted"):
+            if config_file is None:
+                # Reproducible model runs: greedy by default, the eval seed as the sampling seed.
+                sampling = SamplingParams(
+                    temperature=0.0 if temperature is None else temperature, max_tokens=max_tokens or 512, seed=seed
+                )
+                overrides["orchestrator_sampling"] = overrides["subagent_sampling"] = sampling
+            else:  # the config file's sampling, with the flags given on top
+                change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
+                overrides["orchestrator_sampling"] = base.orchestrator_sampling.model_copy(update=change)
+                overrides["subagent_sampling"] = base.subagent_sampling.model_copy(update=change)
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None

@@ -62,7 +62,7 @@ async def test_run_eval_gold_writes_report_rows_tasks_and_episodes(tmp_path: Pat
         policies[mode].append(p.orchestrator)  # type: ignore[arg-type]
         return p.orchestrator, p.subagent  # type: ignore[return-value]
 
-    report = await run_eval(wl, tasks, gold, out_dir=tmp_path, run_id="r1", backend_name="gold")  # type: ignore[arg-type]
+    report = await run_eval(wl, tasks, gold, out_dir=tmp_path, run_id="r1", backend_name="gold")
     offered = {m: {t.name for b in bs for r in b.calls for t in r.tools} for m, bs in policies.items()}
     # Only the swarm mode is offered the sub-agent actions; the single agent has the workload's tools alone.
     assert {"create_subagent", "assign_task"} <= offered["swarm"]
@@ -193,3 +193,23 @@ def test_a_malformed_workload_task_file_is_exit_code_2(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2 and "retail-99999" in result.output
     assert not list(tmp_path.glob("*/episode.json"))
+
+
+def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = FunctionBackend(lambda request: Completion(text="done"))
+    monkeypatch.setattr("orchestrator.cli._build_backends", lambda kind, **options: (model, None))
+    cfg = tmp_path / "swarm.toml"
+    cfg.write_text("[swarm]\norchestrator_sampling = { temperature = 0.3, max_tokens = 99, seed = 5 }\n")
+    base = ["eval", "-w", "bfcl-parallel", "-b", "openai", "-n", "1", "--mode", "single", "--out", str(tmp_path)]
+
+    def sampling(*extra: str) -> tuple[float, int, int | None]:
+        model.calls.clear()
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 0, result.output
+        s = model.calls[0].sampling
+        return s.temperature, s.max_tokens, s.seed
+
+    assert sampling("-c", str(cfg)) == (0.3, 99, 5)
+    assert sampling("-c", str(cfg), "--max-tokens", "7") == (0.3, 7, 5)
+    assert sampling("-c", str(cfg), "--temperature", "0") == (0.0, 99, 5)
+    assert sampling("--seed", "2") == (0.0, 512, 2)  # no config: greedy, 512 tokens, the eval seed

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.util.types import AttributeValue
 
 from swarm.backend import Completion, SamplingParams
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
@@ -125,10 +126,15 @@ class SpanHandle:
             self._span.set_attribute(key, value)
 
     def set_many(self, values: Mapping[str, Any]) -> None:
+        """Set several attributes at once (``None`` values are skipped): one SDK call, so one lock and
+        one validation pass instead of one per attribute."""
         if self._span is not None:
-            for k, v in values.items():
-                if v is not None:
-                    self._span.set_attribute(k, v)
+            self._span.set_attributes({k: v for k, v in values.items() if v is not None})
+
+    def _set_all(self, values: Mapping[str, AttributeValue]) -> None:
+        """:meth:`set_many` for values known to hold no ``None``."""
+        if self._span is not None:
+            self._span.set_attributes(values)
 
     def fail(self, error_type: str, description: str = "") -> None:
         """Mark the span as failed without an exception object (e.g. a recorded agent failure)."""
@@ -181,25 +187,32 @@ class _NullScope:
 _NULL_SCOPE = _NullScope()
 
 
-class _Scope:
-    """Starts a span as current on enter; on exit records an escaping exception and ends it."""
+class _Scope(SpanHandle):
+    """Starts a span as current on enter; on exit records an escaping exception and ends it.
 
-    __slots__ = ("_attributes", "_kind", "_name", "_span", "_token", "_tracer")
+    The scope is its own :class:`SpanHandle` (one object per span, not two). ``attributes`` must hold
+    no ``None`` values, and may be a dict shared between spans: the SDK copies it at span start.
+    """
 
-    def __init__(self, tracer: Tracer, name: str, kind: SpanKind, attributes: dict[str, Any]) -> None:
-        self._tracer, self._name, self._kind = tracer, name, kind
-        self._attributes = {k: v for k, v in attributes.items() if v is not None}
+    __slots__ = ("_attributes", "_kind", "_name", "_token", "_tracer")
+
+    def __init__(self, tracer: Tracer, name: str, kind: SpanKind, attributes: Mapping[str, Any]) -> None:
+        self._span = None
+        self._tracer, self._name, self._kind, self._attributes = tracer, name, kind, attributes
 
     def __enter__(self) -> SpanHandle:
         span = self._tracer.start_span(self._name, kind=self._kind, attributes=self._attributes)
         self._span = span
+        # Current for the body: tool implementations (MCP clients) and backends (HTTP clients, an
+        # OpenAI instrumentation, traceparent injection) open their spans under it. Costs ~1 µs.
         self._token = otel_context.attach(trace.set_span_in_context(span))
-        return SpanHandle(span)
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         span = self._span
+        assert span is not None
         try:
             if exc is not None and span.is_recording():
                 span.set_attribute(attr.ERROR_TYPE, type(exc).__qualname__)
@@ -211,6 +224,11 @@ class _Scope:
         finally:
             otel_context.detach(self._token)
             span.end()
+
+
+def _present(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes without ``None`` values (the SDK rejects them with a warning)."""
+    return {k: v for k, v in attributes.items() if v is not None}
 
 
 # -- content ----------------------------------------------------------------------------------------
@@ -317,12 +335,19 @@ def cap_content(value: Any, limit: int = CONTENT_LIMIT) -> str:
     return _dumps([{"role": "system", "parts": [_text(f"[{len(messages)} message(s) omitted: size cap]")]}])
 
 
+def _optional_attr(obj: object, name: str) -> object:
+    try:
+        return getattr(obj, name, None)
+    except Exception:  # a property that cannot answer yet (e.g. a server not started) is no value
+        return None
+
+
 def server_of(backend: object) -> tuple[str | None, int | None]:
     """``(server.address, server.port)`` from a backend's optional ``base_url`` attribute."""
-    try:
-        url = getattr(backend, "base_url", None)
-    except Exception:  # a property that cannot answer yet (e.g. a server not started) is no address
-        return None, None
+    return _server_of_url(_optional_attr(backend, "base_url"))
+
+
+def _server_of_url(url: object) -> tuple[str | None, int | None]:
     if not isinstance(url, str) or not url:
         return None, None
     parts = urlsplit(url if "//" in url else f"//{url}")
@@ -335,8 +360,20 @@ def server_of(backend: object) -> tuple[str | None, int | None]:
     return parts.hostname or None, port
 
 
+_CACHE_LIMIT = 1024
+"""Entries per attribute cache of a Telemetry (distinct models x backends x sampling, or tool names);
+a cache that outgrows it is cleared, never grown without bound."""
+
+
 class Telemetry:
-    """Opens the runtime's spans. ``provider=None`` uses the globally installed provider, if any."""
+    """Opens the runtime's spans. ``provider=None`` uses the globally installed provider, if any.
+
+    Cost (see ``bench/README.md``, "Tracing overhead"): every attribute known at span start is passed to
+    ``start_span`` (one SDK validation pass instead of one locked ``set_attribute`` per key), the
+    constant attributes of ``chat`` spans (per model, backend and sampling object) and of
+    ``execute_tool`` spans (per tool name) are built once and reused, and content is only serialised
+    when capture is on.
+    """
 
     def __init__(
         self,
@@ -352,6 +389,9 @@ class Telemetry:
         self._tracer: Tracer | None = (
             trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider) if enabled else None
         )
+        # (model, base_url, provider_name, explicit args, id(sampling)) -> (sampling, chat attributes)
+        self._chat_attrs: dict[tuple[Any, ...], tuple[SamplingParams | None, dict[str, Any]]] = {}
+        self._tool_attrs: dict[str, dict[str, Any]] = {}  # tool name -> constant execute_tool attributes
 
     # -- spans --------------------------------------------------------------------------------------
 
@@ -363,16 +403,18 @@ class Telemetry:
             self._tracer,
             "invoke_agent orchestrator",
             SpanKind.INTERNAL,
-            {
-                attr.OPERATION: "invoke_agent",
-                attr.PROVIDER: DEFAULT_PROVIDER,
-                attr.AGENT_NAME: "orchestrator",
-                attr.AGENT_ID: f"{episode_id}/orchestrator",
-                attr.CONVERSATION_ID: episode_id,
-                attr.EPISODE_ID: episode_id,
-                attr.REQUEST_MODEL: model,
-                attr.TASK_ID: task_id or None,
-            },
+            _present(
+                {
+                    attr.OPERATION: "invoke_agent",
+                    attr.PROVIDER: DEFAULT_PROVIDER,
+                    attr.AGENT_NAME: "orchestrator",
+                    attr.AGENT_ID: f"{episode_id}/orchestrator",
+                    attr.CONVERSATION_ID: episode_id,
+                    attr.EPISODE_ID: episode_id,
+                    attr.REQUEST_MODEL: model,
+                    attr.TASK_ID: task_id or None,
+                }
+            ),
         )
 
     def stage(self, *, index: int, kind: str, width: int, critical_so_far: int) -> SpanScope:
@@ -383,31 +425,30 @@ class Telemetry:
             self._tracer,
             f"stage {index}",
             SpanKind.INTERNAL,
-            {
-                attr.STAGE_INDEX: index,
-                attr.STAGE_KIND: kind,
-                attr.STAGE_WIDTH: width,
-                attr.CRITICAL_SO_FAR: critical_so_far,
-            },
+            _present(
+                {
+                    attr.STAGE_INDEX: index,
+                    attr.STAGE_KIND: kind,
+                    attr.STAGE_WIDTH: width,
+                    attr.CRITICAL_SO_FAR: critical_so_far,
+                }
+            ),
         )
 
     def agent(self, *, name: str, agent_id: str, model: str, episode_id: str) -> SpanScope:
         """``invoke_agent <name>``: one sub-agent instance."""
         if self._tracer is None:
             return _NULL_SCOPE
-        return _Scope(
-            self._tracer,
-            f"invoke_agent {name}",
-            SpanKind.INTERNAL,
-            {
-                attr.OPERATION: "invoke_agent",
-                attr.PROVIDER: DEFAULT_PROVIDER,
-                attr.AGENT_NAME: name,
-                attr.AGENT_ID: agent_id,
-                attr.CONVERSATION_ID: episode_id or None,
-                attr.REQUEST_MODEL: model,
-            },
-        )
+        attributes = {
+            attr.OPERATION: "invoke_agent",
+            attr.PROVIDER: DEFAULT_PROVIDER,
+            attr.AGENT_NAME: name,
+            attr.AGENT_ID: agent_id,
+            attr.REQUEST_MODEL: model,
+        }
+        if episode_id:
+            attributes[attr.CONVERSATION_ID] = episode_id
+        return _Scope(self._tracer, f"invoke_agent {name}", SpanKind.INTERNAL, _present(attributes))
 
     def chat(
         self,
@@ -425,16 +466,47 @@ class Telemetry:
         """``chat <model>``: one LLM call. ``messages`` are recorded only when content capture is on."""
         if self._tracer is None:
             return _NULL_SCOPE
-        if backend is not None:
-            if server_address is None:
-                server_address, port = server_of(backend)
-                server_port = server_port if server_port is not None else port
-            if provider is None:
-                try:
-                    name = getattr(backend, "provider_name", None)
-                except Exception:
-                    name = None
-                provider = name if isinstance(name, str) and name else None
+        url = name = None
+        if backend is not None:  # read every call: a local server's address may appear only once started
+            if server_address is None and isinstance(found := _optional_attr(backend, "base_url"), str):
+                url = found
+            if provider is None and isinstance(found := _optional_attr(backend, "provider_name"), str):
+                name = found
+        key = (model, url, name, provider, server_address, server_port, temperature, max_tokens, id(sampling))
+        hit = self._chat_attrs.get(key)
+        if hit is not None and hit[0] is sampling:
+            attributes = hit[1]
+        else:
+            attributes = self._chat_attributes(
+                model, url, name, sampling, provider, server_address, server_port, temperature, max_tokens
+            )
+            if len(self._chat_attrs) >= _CACHE_LIMIT:
+                self._chat_attrs.clear()
+            self._chat_attrs[key] = (sampling, attributes)
+        if self.capture_content and messages is not None:
+            system, inputs = genai_input_messages(messages)
+            attributes = {**attributes, attr.INPUT_MESSAGES: cap_content(inputs)}
+            if system:
+                attributes[attr.SYSTEM_INSTRUCTIONS] = cap_content(system)
+        return _Scope(self._tracer, f"chat {model}", SpanKind.CLIENT, attributes)
+
+    @staticmethod
+    def _chat_attributes(
+        model: str,
+        url: str | None,
+        name: str | None,
+        sampling: SamplingParams | None,
+        provider: str | None,
+        server_address: str | None,
+        server_port: int | None,
+        temperature: float | None,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        if server_address is None and url is not None:
+            server_address, port = _server_of_url(url)
+            server_port = server_port if server_port is not None else port
+        if provider is None:
+            provider = name or None
         attributes: dict[str, Any] = {
             attr.OPERATION: "chat",
             attr.PROVIDER: provider or DEFAULT_PROVIDER,
@@ -451,29 +523,25 @@ class Telemetry:
             attributes[attr.REQUEST_SEED] = sampling.seed
             if sampling.stop:
                 attributes[attr.REQUEST_STOP] = sampling.stop
-        if self.capture_content and messages is not None:
-            system, inputs = genai_input_messages(messages)
-            if system:
-                attributes[attr.SYSTEM_INSTRUCTIONS] = cap_content(system)
-            attributes[attr.INPUT_MESSAGES] = cap_content(inputs)
-        return _Scope(self._tracer, f"chat {model}", SpanKind.CLIENT, attributes)
+        return _present(attributes)
 
     def tool(self, *, name: str, call_id: str, arguments: Mapping[str, Any] | None = None) -> SpanScope:
         """``execute_tool <name>``: one tool call (arguments recorded only with content capture)."""
         if self._tracer is None:
             return _NULL_SCOPE
-        return _Scope(
-            self._tracer,
-            f"execute_tool {name}",
-            SpanKind.INTERNAL,
-            {
+        base = self._tool_attrs.get(name)
+        if base is None:
+            if len(self._tool_attrs) >= _CACHE_LIMIT:
+                self._tool_attrs.clear()
+            base = self._tool_attrs[name] = {
                 attr.OPERATION: "execute_tool",
                 attr.TOOL_NAME: name,
                 attr.TOOL_TYPE: "function",
-                attr.TOOL_CALL_ID: call_id,
-                attr.TOOL_ARGUMENTS: cap_content(dict(arguments)) if self.capture_content and arguments else None,
-            },
-        )
+            }
+        attributes = {**base, attr.TOOL_CALL_ID: call_id} if call_id is not None else base
+        if self.capture_content and arguments:
+            attributes = {**attributes, attr.TOOL_ARGUMENTS: cap_content(dict(arguments))}
+        return _Scope(self._tracer, f"execute_tool {name}", SpanKind.INTERNAL, attributes)
 
     # -- results ------------------------------------------------------------------------------------
 
@@ -481,14 +549,31 @@ class Telemetry:
         """Record a finished LLM call on its ``chat`` span: usage, response model, finish reason."""
         if not span.recording:
             return
-        span.set(attr.INPUT_TOKENS, completion.usage.prompt_tokens)
-        span.set(attr.OUTPUT_TOKENS, completion.usage.completion_tokens)
-        span.set(attr.RESPONSE_MODEL, completion.model or None)
-        span.set(attr.FINISH_REASONS, (completion.finish_reason,))
+        usage = completion.usage
+        values: dict[str, Any] = {
+            attr.INPUT_TOKENS: usage.prompt_tokens,
+            attr.OUTPUT_TOKENS: usage.completion_tokens,
+            attr.FINISH_REASONS: (completion.finish_reason,),
+        }
+        if completion.model:
+            values[attr.RESPONSE_MODEL] = completion.model
         if completion.parse_error is not None:
-            span.set("swarm.response.parse_error", completion.parse_error[:512])
+            values["swarm.response.parse_error"] = completion.parse_error[:512]
         if self.capture_content:
-            span.set(attr.OUTPUT_MESSAGES, cap_content(genai_output_messages(completion)))
+            values[attr.OUTPUT_MESSAGES] = cap_content(genai_output_messages(completion))
+        span._set_all(values)
+
+    def agent_result(self, span: SpanHandle, *, status: str, steps: int, input_tokens: int, output_tokens: int) -> None:
+        """Record how a sub-agent ended on its ``invoke_agent`` span (one SDK call for all four)."""
+        if span.recording:
+            span._set_all(
+                {
+                    attr.AGENT_STATUS: status,
+                    attr.AGENT_STEPS: steps,
+                    attr.INPUT_TOKENS: input_tokens,
+                    attr.OUTPUT_TOKENS: output_tokens,
+                }
+            )
 
     def content(self, handle: SpanHandle, key: str, value: Any | Callable[[], Any]) -> None:
         """Attach content only when capture is on; ``value`` may be a zero-argument callable so

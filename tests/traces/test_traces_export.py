@@ -335,3 +335,35 @@ def test_a_second_ctrl_c_during_the_flush_abandons_it_with_a_warning(
     warnings = tracing.shutdown()
     assert len(warnings) == 1 and "interrupted" in warnings[0]
     assert tracing.shutdown() == []  # once only
+
+
+def test_trace_file_lines_are_chunks_of_valid_otlp_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The router encodes an export batch in chunks (one JSON line each); nothing is lost or repeated."""
+    from orchestrator import telemetry_setup
+
+    monkeypatch.setattr(telemetry_setup, "ENCODE_CHUNK", 3)
+    tracing = start_tracing(TracingOptions(), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
+    record = run_demo(tracing)
+    tracing.shutdown()
+    lines = (tmp_path / record.episode_id / TRACE_FILE).read_text(encoding="utf-8").splitlines()
+    per_line = [
+        [s for rs in TracesData.from_json(line).resource_spans for ss in rs.scope_spans for s in ss.spans]
+        for line in lines
+    ]
+    assert len(lines) > 1 and all(1 <= len(spans) <= 3 for spans in per_line)
+    ids = [s.span_id for spans in per_line for s in spans]
+    assert len(ids) == len(set(ids)) and {s.trace_id.hex() for spans in per_line for s in spans} == {record.trace_id}
+    assert sum(1 for spans in per_line for s in spans if not s.parent_span_id) == 1
+
+
+def test_the_cli_resource_hashes_like_the_sdk_resource() -> None:
+    """Encoders group spans by resource in a dict; the CLI's resource caches its hash, which must stay
+    the SDK's (equal resources, equal hashes) so grouping is unchanged."""
+    from opentelemetry.sdk.resources import Resource
+
+    from orchestrator.telemetry_setup import _resource
+
+    ours = _resource({})
+    plain = Resource.create(dict(ours.attributes))
+    assert ours == plain and hash(ours) == hash(plain) and {ours: 1}[plain] == 1
+    assert ours.attributes["service.name"] == "agent-swarm"

@@ -462,3 +462,39 @@ def test_cap_content_keeps_the_latest_messages_as_valid_json() -> None:
     assert omitted + len(kept) - 1 == 400
     small = [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
     assert json.loads(cap_content(small)) == small
+
+
+def test_cached_chat_attributes_follow_the_backend_and_the_sampling(memory: Any) -> None:
+    """Chat attributes are built once per (model, backend address, sampling object), but a backend whose
+    address appears later (a local server starting) and a new sampling object still show up."""
+
+    class Late:
+        base_url: str | None = None
+
+    backend, t = Late(), Telemetry(memory.provider)
+    cold, warm = SamplingParams(temperature=0.0), SamplingParams(temperature=0.9, stop=("END",))
+    for sampling in (cold, cold, warm):
+        with t.chat(model="m", backend=backend, sampling=sampling) as span:
+            t.completion(span, Completion(text="ok"))
+        backend.base_url = "https://gpu-box/v1"
+    a, b, c = sorted(memory.exporter.get_finished_spans(), key=lambda s: s.start_time)
+    assert "server.address" not in a.attributes and a.attributes["gen_ai.request.temperature"] == 0.0
+    assert (b.attributes["server.address"], b.attributes["server.port"]) == ("gpu-box", 443)
+    assert c.attributes["gen_ai.request.temperature"] == 0.9
+    assert tuple(c.attributes["gen_ai.request.stop_sequences"]) == ("END",)
+    assert tuple(c.attributes["gen_ai.response.finish_reasons"]) == ("stop",)
+
+
+def test_tool_spans_keep_their_own_call_ids_and_agent_results_land_at_once(memory: Any) -> None:
+    t = Telemetry(memory.provider)
+    with t.agent(name="w", agent_id="w-0", model="m", episode_id="") as agent:
+        for call_id in ("c1", "c2"):
+            with t.tool(name="work", call_id=call_id):
+                pass
+        t.agent_result(agent, status="completed", steps=2, input_tokens=7, output_tokens=3)
+        agent.set_many({"swarm.agent.note": None, "swarm.agent.extra": 1})
+    spans = {s.name + str(s.attributes.get("gen_ai.tool.call.id", "")): s for s in memory.exporter.get_finished_spans()}
+    assert set(spans) == {"execute_tool workc1", "execute_tool workc2", "invoke_agent w"}
+    a = spans["invoke_agent w"].attributes
+    assert (a["swarm.agent.status"], a["swarm.agent.steps"], a["gen_ai.usage.input_tokens"]) == ("completed", 2, 7)
+    assert a["swarm.agent.extra"] == 1 and "swarm.agent.note" not in a and "gen_ai.conversation.id" not in a

@@ -238,11 +238,13 @@ class SubagentRun:
         else:
             result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
             span.fail(outcome.error_type, outcome.error)
-        if span.recording:
-            span.set(attr.AGENT_STATUS, result.status.value)
-            span.set(attr.AGENT_STEPS, result.steps)
-            span.set(attr.INPUT_TOKENS, result.usage.prompt_tokens)
-            span.set(attr.OUTPUT_TOKENS, result.usage.completion_tokens)
+        self.rt.telemetry.agent_result(
+            span,
+            status=result.status.value,
+            steps=result.steps,
+            input_tokens=result.usage.prompt_tokens,
+            output_tokens=result.usage.completion_tokens,
+        )
         return result
 
     def result(

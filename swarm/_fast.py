@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import MISSING, fields, is_dataclass
+from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -28,6 +29,7 @@ T = TypeVar("T")
 
 _new = object.__new__
 _set = object.__setattr__
+_MODEL_SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
 _NOARG = object()  # "not passed" marker for fields with a default_factory
 
 
@@ -87,24 +89,29 @@ def maker(cls: type[T]) -> Callable[..., T]:
         specs: list[tuple[str, Any, Any]] = [(n, f.default, f.default_factory) for n, f in cls.model_fields.items()]
         params, defaults = _signature(cls.__name__, specs, PydanticUndefined)
         names = [n for n, _, _ in specs]
+        # BaseModel's own slots, set through their descriptors (no attribute lookup by name).
+        env.update({f"_s{i}": BaseModel.__dict__[slot].__set__ for i, slot in enumerate(_MODEL_SLOTS)})
         body = [
             *_factory_lines(specs),
             "    m = _new(_cls)",
-            "    _set(m, '__dict__', {" + ", ".join(f"{n!r}: {n}" for n in names) + "})",
-            f"    _set(m, '__pydantic_fields_set__', {set(names)!r})",
-            "    _set(m, '__pydantic_extra__', None)",
-            "    _set(m, '__pydantic_private__', None)",
+            "    _s0(m, {" + ", ".join(f"{n!r}: {n}" for n in names) + "})",
+            f"    _s1(m, {set(names)!r})",
+            "    _s2(m, None)",
+            "    _s3(m, None)",
             "    return m",
         ]
     elif is_dataclass(cls):
         specs = [(f.name, f.default, f.default_factory) for f in fields(cls)]
         params, defaults = _signature(cls.__name__, specs, MISSING)
-        body = [
-            *_factory_lines(specs),
-            "    o = _new(_cls)",
-            *(f"    _set(o, {n!r}, {n})" for n, _, _ in specs),
-            "    return o",
-        ]
+        setters = []
+        for n, _, _ in specs:
+            slot = getattr(cls, "__dict__", {}).get(n)
+            if isinstance(slot, MemberDescriptorType):  # a slot: set it through its descriptor
+                env[f"_s_{n}"] = slot.__set__
+                setters.append(f"    _s_{n}(o, {n})")
+            else:
+                setters.append(f"    _set(o, {n!r}, {n})")
+        body = [*_factory_lines(specs), "    o = _new(_cls)", *setters, "    return o"]
     else:
         raise TypeError(f"maker() needs a pydantic model or a dataclass, got {cls!r}")
     env.update(defaults)

@@ -43,6 +43,15 @@ def test_trusted_construction_equals_validated_construction(cls: Any, values: di
         assert hash(fast) == hash(checked)  # frozen dataclasses stay hashable
 
 
+def test_copies_with_updates_do_not_leak_into_other_instances() -> None:
+    make = maker(SubagentResult)
+    a = make(agent_id="a", name="w", task="t", status=AgentStatus.COMPLETED)
+    b = make(agent_id="b", name="w", task="t", status=AgentStatus.COMPLETED)
+    c = a.model_copy(update={"report": "changed"})
+    assert c.report == "changed" and a.report == "" and b.report == ""
+    assert a.model_fields_set == b.model_fields_set == set(SubagentResult.model_fields)
+
+
 def test_trusted_construction_still_refuses_missing_and_unknown_fields() -> None:
     with pytest.raises(TypeError, match="agent_id"):
         maker(StepRecord)(index=0, kind="subagent", stage=0, started=0.0, ended=0.0)

@@ -15,7 +15,8 @@
 # SWARM_LOCAL_THREADS=1: on 2 cores that other jobs keep busy, a niced 2-thread llama.cpp decode
 # stalls on its thread barrier (measured 0.2 tok/s against 2.2 tok/s with 1 thread at load ~7);
 # set it to 2 on an idle machine.
-# WORKLOADS picks a subset, e.g. WORKLOADS="bfcl-parallel deep-lookup".
+# WORKLOADS picks a subset, e.g. WORKLOADS="bfcl-parallel deep-lookup". CONFIG=FILE adds --config FILE,
+# e.g. CONFIG=bench/local_free_decoding.toml turns off the grammar-constrained actions.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -48,7 +49,7 @@ for wl in $WORKLOADS; do
   # shellcheck disable=SC2046
   "$PY" -m orchestrator eval -w "$wl" -b local -n "$TASKS" --seed 0 --mode both --temperature 0 \
     --max-tokens "$MAX_TOKENS" --max-critical-steps "$MAX_CRITICAL" --max-subagent-steps "$MAX_SUB_STEPS" \
-    --episode-timeout "$EPISODE_TIMEOUT" $(knobs_for "$wl") --out "$OUT" --run-id "$RUN_PREFIX-$wl"
+    --episode-timeout "$EPISODE_TIMEOUT" $(knobs_for "$wl") ${CONFIG:+-c "$CONFIG"} --out "$OUT" --run-id "$RUN_PREFIX-$wl"
   rc=$?
   echo "== $wl  end $(date -u +%FT%TZ)  exit $rc  $(uptime)"
 done

@@ -110,6 +110,41 @@ def _doc_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return "\n".join(desc).strip(), args
 
 
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` substituted for its ``#/$defs/…`` references.
+
+    A tool's parameters get embedded in larger schemas (the constrained-decoding grammar of an
+    action, a provider's function list), where a reference to the tool schema's own top level no
+    longer resolves. Recursive definitions cannot be inlined: those references stay, and so does
+    ``$defs``.
+    """
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not defs:
+        return schema
+    recursive = False
+
+    def walk(node: Any, expanding: frozenset[str]) -> Any:
+        nonlocal recursive
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.removeprefix("#/$defs/")
+                if name in defs and name not in expanding:
+                    merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+                    return walk(merged, expanding | {name})
+                recursive = True
+                return node
+            return {k: walk(v, expanding) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v, expanding) for v in node]
+        return node
+
+    out: dict[str, Any] = walk(schema, frozenset())
+    if recursive:
+        out["$defs"] = defs
+    return out
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut ``text`` to ``limit`` characters with a marker saying how much was dropped."""
     if len(text) <= limit:
@@ -199,7 +234,7 @@ class Tool:
             self._model = self._build_model(fn, arg_docs)
             schema = self._model.model_json_schema()
             schema.pop("title", None)
-            self.parameters = schema
+            self.parameters = inline_refs(schema)
         self._no_params = self._model is not None and not self._model.model_fields
 
     def _build_model(self, fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[BaseModel]:

@@ -126,32 +126,10 @@ def transfer_to_human_agents(summary: str) -> str:
     return "Transfer successful"
 
 
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with its ``$defs`` substituted for the ``$ref`` s: a tool's parameters are embedded
-    in larger schemas (constrained decoding), where a ``#/$defs/…`` reference would no longer resolve."""
-    defs = schema.get("$defs", {})
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                target = defs[node["$ref"].rsplit("/", 1)[-1]]
-                return walk({**target, **{k: v for k, v in node.items() if k != "$ref"}})
-            return {k: walk(v) for k, v in node.items() if k != "$defs"}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-
-    out: dict[str, Any] = walk(schema)
-    return out
-
-
 def domain_tools(fns: Iterable[Callable[..., Any]]) -> tuple[Tool, ...]:
-    """The domain tools ``fns`` plus the generic ones, sorted by name, with self-contained schemas.
+    """The domain tools ``fns`` plus the generic ones, sorted by name (schemas are self-contained).
 
     Non-blocking: each call runs to completion on the event loop, so a write is atomic and parallel
     sub-agents never interleave inside one."""
     every = sorted((*fns, calculate, transfer_to_human_agents), key=lambda f: f.__name__)
-    tools = tuple(Tool(f, blocking=False, timeout_s=10.0) for f in every)
-    for t in tools:
-        t.parameters = _inline_refs(t.parameters)
-    return tools
+    return tuple(Tool(f, blocking=False, timeout_s=10.0) for f in every)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Literal
 
@@ -222,3 +223,36 @@ async def test_async_tools_behave_the_same_whether_or_not_they_suspend(watched: 
             await call(hangs)
         assert outer.cancelled_caught and cleaned == [True]
         tg.cancel_scope.cancel()
+
+
+class _Point(BaseModel):
+    x: int
+    y: int
+
+
+class _Tree(BaseModel):
+    label: str
+    children: list[_Tree] = []
+
+
+def test_nested_argument_schemas_are_self_contained() -> None:
+    """Tool schemas get embedded in larger ones (constrained decoding, provider tool lists), where a
+    reference to the tool schema's own $defs would dangle: nested models are inlined."""
+
+    @tool
+    def segment(a: _Point, b: _Point) -> str:
+        """Join two points."""
+        return "ok"
+
+    params = segment.spec.parameters
+    assert "$defs" not in params and "$ref" not in json.dumps(params)
+    assert params["properties"]["a"]["properties"]["x"]["type"] == "integer"
+
+    @tool
+    def walk(tree: _Tree) -> str:
+        """A recursive argument: the reference must stay resolvable."""
+        return tree.label
+
+    params = walk.spec.parameters
+    assert params["$defs"]["_Tree"]["properties"]["children"]["items"] == {"$ref": "#/$defs/_Tree"}
+    assert params["properties"]["tree"]["properties"]["label"]["type"] == "string"

@@ -404,7 +404,8 @@ class LocalBackend:
             if room < 1:
                 raise BackendError(
                     f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
-                    f"{self.engine.ctx_per_slot}; raise ctx_per_slot (--ctx) or shorten the conversation"
+                    f"{self.engine.ctx_per_slot}; raise ctx_per_slot ([backend] ctx in the config file, or "
+                    "SWARM_LOCAL_CTX) or shorten the conversation"
                 )
             s = request.sampling
             body: dict[str, Any] = {

@@ -6,7 +6,8 @@ Small models rarely use the server's tool-call channel. They write one of:
   accepted, as vLLM's hermes parser does);
 * fenced JSON: ````` ```json {"name": "f", "arguments": {...}} ``` ````` (an object or a list of them);
 * a bare JSON object (or list) somewhere in the text;
-* the schema-constrained action format: ``{"tool_calls": [{"name": ..., "arguments": ...}]}`` or
+* the schema-constrained action format: ``{"name": ..., "arguments": ...}``,
+  ``{"tool_calls": [{"name": ..., "arguments": ...}]}`` or
   ``{"answer": "..."}`` (see :func:`action_schema`).
 
 :func:`parse_tool_calls` returns the text left once the calls are cut out, the calls, and a
@@ -261,11 +262,13 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
-    """A JSON schema for one action: one or more tool calls, or a final answer.
+    """A JSON schema for one action: one tool call, several tool calls, or a final answer.
 
     Engines with grammar-constrained decoding (llama.cpp ``response_format``, vLLM structured
-    outputs) use it so a small model always writes a parseable action. With no tools it allows only
-    the answer (the final turn, when tools are disabled).
+    outputs) use it so a small model always writes a parseable action. A single call may be the bare
+    ``{"name": ..., "arguments": ...}`` object that chat templates (Qwen's, Hermes') teach; without
+    it a model trained on that format is forced off its own call syntax and mostly answers instead.
+    With no tools it allows only the answer (the final turn, when tools are disabled).
     """
     call_variants = [
         {
@@ -288,5 +291,6 @@ def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> 
         "required": ["answer"],
         "additionalProperties": False,
     }
-    variants = ([calls] if call_variants else []) + ([answer] if allow_answer or not call_variants else [])
+    variants = [*call_variants, calls] if call_variants else []
+    variants += [answer] if allow_answer or not call_variants else []
     return variants[0] if len(variants) == 1 else {"anyOf": variants}

@@ -80,17 +80,27 @@ def test_constrained_action_objects() -> None:
 def test_action_schema_lists_each_tool_with_its_parameters() -> None:
     spec = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
     schema = action_schema([spec])
-    calls, answer = schema["anyOf"]
+    single, calls, answer = schema["anyOf"]
     item = calls["properties"]["tool_calls"]["items"]["anyOf"][0]
+    assert item == single  # one bare call, as chat templates teach, or a list of them
     assert item["properties"]["name"] == {"const": "get_weather"}
     assert item["properties"]["arguments"] == {**spec.parameters, "additionalProperties": False}
     assert answer["required"] == ["answer"]
-    assert "anyOf" not in action_schema([spec], allow_answer=False)
+    assert all("answer" not in v["properties"] for v in action_schema([spec], allow_answer=False)["anyOf"])
+    # Every shape the schema admits parses back to the same call.
+    for text in (
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+        '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]}',
+    ):
+        parsed = parse_tool_calls(text, {"get_weather"})
+        assert parsed.parse_error is None and [(c.name, c.arguments) for c in parsed.tool_calls] == [
+            ("get_weather", {"city": "Oslo"})
+        ]
 
 
 def test_constrained_schema_forbids_invented_argument_keys_and_allows_answer_only_without_tools() -> None:
     spec = ToolSpec(name="assign_task", parameters={"type": "object", "properties": {"agent": {"type": "string"}}})
-    item = action_schema([spec])["anyOf"][0]["properties"]["tool_calls"]["items"]["anyOf"][0]
+    item = action_schema([spec])["anyOf"][1]["properties"]["tool_calls"]["items"]["anyOf"][0]
     assert item["properties"]["arguments"]["additionalProperties"] is False
     assert action_schema([]) == {
         "type": "object",

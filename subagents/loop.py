@@ -306,7 +306,7 @@ class SubagentRun:
         results: tuple[ToolResult, ...] = (),
         error: str | None = None,
     ) -> None:
-        usage = completion.usage if completion is not None else Usage()
+        usage = completion.usage if completion is not None else _NO_USAGE
         self.steps.append(
             _step_record(
                 agent_id=self.agent_id,
@@ -367,11 +367,9 @@ class SubagentRun:
             return _Finish(completion.text)
 
         self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
-        calls = completion.tool_calls
-        if len(calls) == 1:
-            results = [await _tool_call(calls[0], self._tools, self._ctx, rt.telemetry, rt.clock, self.watch)]
-        else:
-            results = await run_tool_calls(calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch)
+        results = await run_tool_calls(
+            completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
+        )
         for r in results:
             self.messages.append(
                 _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)

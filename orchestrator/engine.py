@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 from opentelemetry.trace import TracerProvider
 
 from orchestrator.config import SwarmConfig
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
 from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from swarm import limits
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
@@ -38,6 +38,7 @@ from swarm.events import (
     SubagentStarted,
     TurnFinished,
 )
+from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import (
     AgentDefinition,
@@ -206,7 +207,6 @@ class Orchestrator:
             else ()
         )
         self._specs: tuple[ToolSpec, ...] = (*actions, *(t.spec for t in self._direct.values()))
-        self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -403,11 +403,10 @@ class Orchestrator:
 
     # -- stages -------------------------------------------------------------------------------------
 
-    def _limiter_now(self) -> anyio.CapacityLimiter:
-        token = anyio.lowlevel.current_token()
-        if self._limiter is None or self._limiter[0] != token:
-            self._limiter = (token, anyio.CapacityLimiter(self.config.max_concurrency))
-        return self._limiter[1]
+    def _limiter_now(self) -> Limiter:
+        """The sub-agent cap, shared by every episode with this ``max_concurrency`` (:mod:`swarm.limits`)."""
+        cap = self.config.max_concurrency
+        return limits.limiter(limits.subagent_key(cap), cap)
 
     def _expand_grant(self, names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
         """Expand toolset names into tools; returns (granted tool names, names that may not be granted)."""
@@ -622,7 +621,7 @@ class Orchestrator:
             out[r.call.id] = r
 
     async def _subagent(
-        self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult], limiter: anyio.CapacityLimiter
+        self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult], limiter: Limiter
     ) -> None:
         # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
         # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.

@@ -19,6 +19,7 @@ constructors never log. Messages name what failed, the value and what to do.
     │   ├── TaskFileError
     │   ├── UnknownNameError
     │   └── ScriptError
+    ├── ClusterError
     └── AgentError
         ├── BackendError
         │   ├── BackendTimeoutError
@@ -39,6 +40,7 @@ __all__ = [
     "BackendTimeoutError",
     "BackendUnavailableError",
     "BudgetExhaustedError",
+    "ClusterError",
     "ConfigError",
     "ModelOutputError",
     "ScriptError",
@@ -111,6 +113,12 @@ class UnknownNameError(UserError, KeyError):
 
 class ScriptError(UserError):
     """A scripted test backend was used wrongly (ran out of turns, or turns were left unconsumed)."""
+
+
+class ClusterError(SwarmError):
+    """The cluster running episodes or sub-agents failed (every actor died, the limit service is gone).
+
+    Work that finished before it is kept; re-running resumes the rest."""
 
 
 class AgentError(SwarmError):

@@ -86,6 +86,11 @@ class EpisodeWorker:
         return self.holder
 
 
+def _fitting(ray: Any, num_cpus: float) -> int:
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    return max(1, int(cpus // num_cpus) if num_cpus > 0 else int(cpus))
+
+
 def _named(name: str | None) -> Any:
     from orchestrator.cluster._ray import require_ray
 
@@ -239,7 +244,8 @@ class RayExecutor:
     ``address``: see :class:`~orchestrator.cluster.RayCluster` (``None`` starts a local Ray for the
     run and stops it after; a Ray already initialised in this process is used as it is).
     ``actors``: episode actors, each with ``num_cpus`` CPUs reserved (one event loop each; on one
-    machine, one per core). ``cluster_limits``: make the sub-agent and endpoint caps cluster-wide.
+    machine, one per core; ``None``: as many as the cluster's CPUs hold). ``cluster_limits``: make the
+    sub-agent and endpoint caps cluster-wide.
     ``max_attempts``: runs of one episode whose actor died before it is recorded as crashed.
     ``max_restarts``: Ray restarts of one actor. ``gc_freeze``: the CLI's GC settings in the actors.
     """
@@ -248,7 +254,7 @@ class RayExecutor:
         self,
         address: str | None = None,
         *,
-        actors: int = 2,
+        actors: int | None = 2,
         num_cpus: float = 1.0,
         cluster_limits: bool = True,
         max_attempts: int = 3,
@@ -258,7 +264,7 @@ class RayExecutor:
         runtime_env: dict[str, Any] | None = None,
         on_started: Callable[[list[Any]], None] | None = None,
     ) -> None:
-        if actors < 1:
+        if actors is not None and actors < 1:
             raise ConfigError(f"RayExecutor needs at least one actor, got actors={actors}")
         if max_attempts < 1:
             raise ConfigError(f"max_attempts must be >= 1, got {max_attempts}")
@@ -300,7 +306,8 @@ class RayExecutor:
         started = self.cluster.connect()
         handles: list[Any] = []
         try:
-            check_fits(ray, "episode", self.actors, self.num_cpus)
+            n_actors = self.actors or _fitting(ray, self.num_cpus)
+            check_fits(ray, "episode", n_actors, self.num_cpus)
             pool = pool_name = None
             if self.cluster_limits:
                 pool_name = f"swarm-slots-{uuid.uuid4().hex[:12]}"
@@ -309,10 +316,10 @@ class RayExecutor:
             shipped = EpisodeRunner(
                 runner.factory, runner.swarm_config, runner.reward_fn, runner.config, keep_records=False
             )
-            per_actor = math.ceil(max_concurrent / self.actors)
+            per_actor = math.ceil(max_concurrent / n_actors)
             worker = remote_class(EpisodeWorker)
             actors = []
-            for i in range(self.actors):
+            for i in range(n_actors):
                 key = f"episodes-{i}"
                 h = worker.options(
                     num_cpus=self.num_cpus,

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
+from swarm.backend import Completion
 from swarm.messages import ToolCall
 from swarm.records import EpisodeStatus
-from swarm.backend import Completion
 from swarm.testing import FunctionBackend, ScriptedBackend, call
 from tools.registry import Tool, ToolContext, execute_tool, tool
 

@@ -215,6 +215,70 @@ async def test_garbage_answers_are_backend_errors(body: bytes) -> None:
         await b.complete(REQ)
 
 
+@pytest.mark.parametrize("body", [b"<html>502 bad gateway</html>", b'{"choices": [{"message"', b"[1, 2]"])
+async def test_a_200_whose_body_is_not_a_json_object_is_retried_like_a_5xx(body: bytes) -> None:
+    answers = iter([httpx.Response(200, content=body), httpx.Response(200, json=vllm_body())])
+    b, seen = backend(lambda r: next(answers))
+    c = await b.complete(REQ)
+    assert len(seen) == 2 and c.token_ids == (57, 5248, 2)
+
+
+async def test_a_body_that_stays_broken_names_the_body_and_what_to_check() -> None:
+    b, seen = backend(lambda r: httpx.Response(200, content=b"<html>login</html>"))
+    with pytest.raises(BackendError, match=r"after 4 attempt.*not JSON: '<html>login</html>'.*OpenAI-compatible"):
+        await b.complete(REQ)
+    assert len(seen) == 4
+
+
+async def test_a_backoff_sleep_holds_no_limiter_slot() -> None:
+    """With one slot, a request waiting out a Retry-After must not block another request."""
+    order: list[str] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        who = json.loads(r.content)["messages"][0]["content"]
+        order.append(who)
+        if who == "first" and order.count("first") == 1:
+            return httpx.Response(503, text="busy", headers={"retry-after": "1"})
+        return httpx.Response(200, json=vllm_body())
+
+    b, _ = backend(handler, max_concurrency=1, retry=RetryPolicy(max_retries=2, base_delay=0.01, max_delay=5))
+    done: dict[str, float] = {}
+
+    async def ask(who: str) -> None:
+        await b.complete(ModelRequest(messages=(UserMessage(content=who),)))
+        done[who] = anyio.current_time() - t0
+
+    t0 = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask, "first")
+        await anyio.sleep(0.05)
+        tg.start_soon(ask, "second")
+    assert order == ["first", "second", "first"]
+    assert done["second"] < 0.5 <= 1.0 <= done["first"]
+
+
+async def test_a_hung_request_is_cut_at_the_timeout_and_frees_its_slot() -> None:
+    """A transport that never answers (or trickles forever) is bounded by ``timeout`` per attempt."""
+    calls = 0
+
+    async def handler(r: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if json.loads(r.content)["messages"][0]["content"] == "hang":
+            await anyio.sleep(30)
+        return httpx.Response(200, json=vllm_body())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    b = OpenAIBackend(
+        "http://vllm.test", "smol", client=client, timeout=0.3, max_concurrency=1, retry=RetryPolicy(1, 0.01, 0.01)
+    )
+    t0 = anyio.current_time()
+    with pytest.raises(BackendTimeoutError, match=r"after 2 attempt.*within 0\.3 s"):
+        await b.complete(ModelRequest(messages=(UserMessage(content="hang"),)))
+    assert anyio.current_time() - t0 < 1.5
+    assert (await b.complete(REQ)).token_ids == (57, 5248, 2) and calls == 3
+
+
 async def test_connection_errors_are_retried_then_reported() -> None:
     def handler(r: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=r)

@@ -28,7 +28,7 @@ from pydantic_core import to_jsonable_python
 from swarm._fast import maker
 from swarm.backend import ToolSpec
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import ConfigError, ToolError, ToolTimeoutError, UnknownNameError
+from swarm.errors import ConfigError, ModelOutputError, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
 
@@ -448,6 +448,16 @@ async def execute_tool(
 
     ``deadlines``: a running watch that enforces the tool's timeout (see :meth:`Tool.invoke`)."""
     started = clock()
+    if call.error is not None:  # the backend could not parse this call: tell the model, run nothing
+        return _tool_result(
+            call=call,
+            content=f"error: this tool call could not be parsed and was not run ({call.error}). "
+            "Call the tool again with its arguments as one JSON object.",
+            is_error=True,
+            error_type=ModelOutputError.__name__,
+            started=started,
+            ended=clock(),
+        )
     t = tools.get(call.name)
     if t is None:
         available = ", ".join(sorted(tools)) or "(none)"

@@ -368,20 +368,7 @@ class OpenAIBackend:
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise BackendError(f"choices[0].message.content is not a string: {message.get('content')!r}")
-        calls: list[ToolCall] = []
-        parse_error: str | None = None
-        for raw in message.get("tool_calls") or []:
-            fn = (raw or {}).get("function") or {}
-            name = fn.get("name")
-            if not isinstance(name, str) or not name:
-                parse_error = f"a tool call has no function name: {json.dumps(raw)[:200]}"
-                continue
-            try:
-                args = parse_arguments(fn.get("arguments"), name)
-            except ValueError as exc:
-                parse_error = str(exc)
-                continue
-            calls.append(ToolCall(id=str(raw.get("id") or new_call_id()), name=name, arguments=args))
+        calls, parse_error = _server_calls(message.get("tool_calls"))
         known = [t.name for t in request.tools]
         if not calls and parse_error is None and request.tools and request.tool_choice != "none" and text:
             parsed = parse_tool_calls(text, known)
@@ -411,9 +398,33 @@ class OpenAIBackend:
             prompt_token_ids=tuple(int(i) for i in prompt_ids) if isinstance(prompt_ids, list) else None,
             token_ids=token_ids,
             logprobs=logprobs,
-            parse_error=parse_error if not calls or parse_error is None else None,
+            parse_error=parse_error,
             weight_version=_weight_version(choice),
         )
+
+
+def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
+    """The server's parsed tool calls. A call that does not parse stays in its place with ``error``
+    set (the runtime answers it with that error); only when none parses is the turn malformed."""
+    calls: list[ToolCall] = []
+    errors = 0
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
+        raw = raw if isinstance(raw, dict) else {"function": raw}
+        fn = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+        name, cid = fn.get("name"), str(raw.get("id") or new_call_id())
+        try:
+            if not isinstance(name, str) or not name:
+                raise ValueError("a tool call has no function name")
+            calls.append(ToolCall(id=cid, name=name, arguments=parse_arguments(fn.get("arguments"), name)))
+        except ValueError as exc:
+            errors += 1
+            wrote = json.dumps(raw, ensure_ascii=False)
+            wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
+            bad = name if isinstance(name, str) else ""
+            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}"))
+    if calls and errors == len(calls):
+        return [], calls[0].error
+    return calls, None
 
 
 @dataclass(frozen=True, slots=True)

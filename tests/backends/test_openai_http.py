@@ -116,6 +116,60 @@ async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
     assert c.tool_calls == () and c.parse_error is not None and "not valid JSON" in c.parse_error
 
 
+def _calls_body(*arguments: str) -> dict[str, Any]:
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": a}}
+        for i, a in enumerate(arguments)
+    ]
+    return vllm_body(message={"role": "assistant", "content": None, "tool_calls": calls})
+
+
+async def test_one_broken_call_among_valid_ones_stays_in_place_with_its_error() -> None:
+    body = _calls_body('{"city": "Paris"}', '{"city": ', '{"city": "Oslo"}')
+    b, _ = backend(lambda r: httpx.Response(200, json=body), flavour="vllm")
+    c = await b.complete(REQ)
+    assert c.parse_error is None
+    assert [(t.id, t.arguments, t.error is None) for t in c.tool_calls] == [
+        ("c0", {"city": "Paris"}, True),
+        ("c1", {}, False),
+        ("c2", {"city": "Oslo"}, True),
+    ]
+    bad = c.tool_calls[1].error or ""
+    assert "not valid JSON" in bad and '{\\"city\\": ' in bad  # what the model wrote is kept
+
+
+async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_episode() -> None:
+    """Regression (issue 12, defect 3): the bad call used to vanish; the stage ran 2 of 3 calls."""
+    from orchestrator import Orchestrator, SwarmConfig
+    from swarm.records import EpisodeStatus
+    from tools.registry import tool
+
+    turns = iter(
+        [
+            _calls_body('{"city": "Paris"}', '{"city": "Oslo"', '{"city": "Rome"}'),
+            vllm_body(message={"role": "assistant", "content": "done"}, finish_reason="stop"),
+        ]
+    )
+    b, seen = backend(lambda r: httpx.Response(200, json=next(turns)), flavour="vllm")
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    record = await Orchestrator(b, SwarmConfig(subagents=False), tools=[get_weather]).run("weather?")
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
+    (turn, _) = record.turns
+    assert [t.id for t in turn.tool_calls] == ["c0", "c1", "c2"] and turn.tool_calls[1].error
+    results = record.stages[0].tool_results
+    assert [(r.call.id, r.is_error) for r in results] == [("c0", False), ("c1", True), ("c2", False)]
+    assert results[1].error_type == "ModelOutputError" and "not run" in results[1].content
+    # The model saw all three calls and an answer to each, the broken one as an error.
+    sent = json.loads(seen[1].content)["messages"]
+    assert [c["id"] for c in sent[2]["tool_calls"]] == ["c0", "c1", "c2"]
+    assert [m["content"][:12] for m in sent[3:]] == ["sunny in Par", "error: this ", "sunny in Rom"]
+
+
 async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_nothing() -> None:
     text = 'Calling it.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
     body = vllm_body(message={"role": "assistant", "content": text, "tool_calls": []}, finish_reason="stop")

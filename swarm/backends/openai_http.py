@@ -312,14 +312,35 @@ class OpenAIBackend:
         """The served model's name: the one given, else the first of the server's ``/v1/models``."""
         if self._model:
             return self._model
+        url = f"{self.root}/v1/models"
         try:
-            resp = await self._http().get(f"{self.root}/v1/models", headers=self._headers, timeout=self.timeout)
-            models = resp.json().get("data") if resp.status_code == 200 else None
+            with anyio.fail_after(self.timeout):
+                resp = await self._http().get(url, headers=self._headers, timeout=self.timeout)
+        except (httpx.TimeoutException, TimeoutError):
+            raise BackendTimeoutError(
+                f"no model name was given and {url} did not answer within {self.timeout:g} s; "
+                "check that the server is up, or pass --model NAME"
+            ) from None
+        except httpx.TransportError as exc:
+            raise BackendUnavailableError(
+                f"no model name was given and {url} could not be reached: {type(exc).__name__}: {exc}; "
+                "check --base-url and that the server is up"
+            ) from None
+        if resp.status_code != 200:
+            raise BackendError(
+                f"no model name was given and {url} answered HTTP {resp.status_code}: {resp.text[:200]!r}; "
+                "pass --model NAME"
+            )
+        try:
+            models = resp.json().get("data")
             first = models[0].get("id") if isinstance(models, list) and models else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            first = None
+        except (ValueError, AttributeError):
+            raise BackendError(
+                f"no model name was given and {url} did not answer with a model list: {resp.text[:200]!r}; "
+                "check that base_url points at an OpenAI-compatible server, or pass --model NAME"
+            ) from None
         if not isinstance(first, str) or not first:
-            raise BackendError(f"no model name was given and {self.root}/v1/models did not list one; pass --model NAME")
+            raise BackendError(f"no model name was given and {url} did not list one; pass --model NAME")
         self._model = first
         return first
 

@@ -166,9 +166,9 @@ def build_backends(
 
     Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
     in flight per endpoint), ``max_retries`` and ``retry_base_delay`` (s, doubled per retry) for
-    429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto), ``constrain_actions`` (JSON
-    schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local engine; ``fanout``, the widest
-    stage, sizes ``slots`` when it is not given), ``device``/``dtype``
+    429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto),
+    ``constrain_actions`` (JSON schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local
+    engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
     (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal).
     """
     unknown = set(options) - _OPTIONS

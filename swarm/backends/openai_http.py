@@ -431,7 +431,7 @@ def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
     errors = 0
     for raw in raw_calls if isinstance(raw_calls, list) else []:
         raw = raw if isinstance(raw, dict) else {"function": raw}
-        fn = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+        fn: dict[str, Any] = raw["function"] if isinstance(raw.get("function"), dict) else {}
         name, cid = fn.get("name"), str(raw.get("id") or new_call_id())
         try:
             if not isinstance(name, str) or not name:

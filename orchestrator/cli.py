@@ -369,6 +369,10 @@ def _execute(
         err.print(f"[yellow]interrupted[/yellow]{where}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too
+        if r.status in bad:
+            why = r.error or "no error message was recorded"
+            err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)
     return 1 if any(r.status in bad for r in records) else 0
 
 

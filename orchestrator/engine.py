@@ -461,7 +461,7 @@ class Orchestrator:
             )
 
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
                     now = st.clock()
                     results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
@@ -476,9 +476,10 @@ class Orchestrator:
         direct: list[ToolCall] = []
         rt_cache: dict[str | None, SubagentRuntime] = {}
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 continue
-            if c.name != ASSIGN or not cfg.subagents:  # single-agent mode: the actions are unknown tools
+            # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
+            if c.name != ASSIGN or not cfg.subagents or c.error is not None:
                 direct.append(c)
                 continue
             agent, task = c.arguments.get("agent"), c.arguments.get("task")

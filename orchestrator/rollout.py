@@ -16,8 +16,10 @@ run uses the same seeds). The output directory holds:
   ending included); a re-run into the same directory skips these (*resume*);
 * ``trajectories.jsonl`` — one :class:`~swarm.trajectory.Trajectory` per episode, written when its
   whole group is in, with ``advantage = r − group mean`` (optionally divided by the group std);
-* ``failures.jsonl`` — episodes the runtime crashed on (retried on resume) and episodes that could
-  not become trajectories (no token ids, drift: kept as episodes, not retried);
+* ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
+  (their model server was unreachable, kept answering errors or timing out — see
+  :func:`infrastructure_failure`; the full record is kept), both retried on resume; and episodes
+  that could not become trajectories (no token ids, drift: kept as episodes, not retried);
 * ``manifest.json`` — group size and seed (a resume with different ones is refused);
 * ``summary.json`` — :class:`RolloutSummary` over everything in the directory.
 
@@ -27,6 +29,7 @@ were still running.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -46,7 +49,7 @@ from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, read_jsonl, to_trl_rollout
-from swarm.records import EpisodeRecord, Task
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import PARLReward, group_advantages
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
@@ -70,6 +73,7 @@ __all__ = [
     "collect_rollouts",
     "episode_crash",
     "episode_seed",
+    "infrastructure_failure",
     "load_task_file",
     "orchestrator_factory",
     "prepare_episode",
@@ -94,6 +98,11 @@ class RolloutConfig(BaseModel):
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
     normalize_advantages: bool = Field(False, description="divide r − mean by the group's std")
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
+    retry_infrastructure_failures: bool = Field(
+        True,
+        description="episodes that failed from infrastructure (see infrastructure_failure) go to failures.jsonl "
+        "and run again on resume; False records them as finished episodes",
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="what else a resume must match, e.g. the workload, mode, knobs and budgets (JSON values)",
@@ -122,18 +131,20 @@ class EpisodeEntry(BaseModel):
 
 
 class RolloutFailure(BaseModel):
-    """One line of ``failures.jsonl``: ``kind`` ``episode`` (runtime crash, retried on resume) or
-    ``trajectory`` (the finished episode could not be turned into a trainable trajectory)."""
+    """One line of ``failures.jsonl``: ``kind`` ``episode`` (runtime crash, retried on resume),
+    ``infrastructure`` (the episode failed because its model server did, retried on resume; its
+    ``record`` is kept) or ``trajectory`` (the finished episode could not become a trajectory)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["episode", "trajectory"]
+    kind: Literal["episode", "infrastructure", "trajectory"]
     group_id: str
     sample_index: int
     seed: int
     episode_id: str
     error: str
     error_type: str
+    record: EpisodeRecord | None = None
 
 
 class RolloutSummary(BaseModel):
@@ -159,6 +170,10 @@ class RolloutSummary(BaseModel):
     finish_rate: float = 0.0
     statuses: dict[str, int] = Field(default_factory=dict)
     crashed_episodes: int = 0
+    infrastructure_failures: int = 0
+    failure_reasons: dict[str, int] = Field(
+        default_factory=dict, description="this run's crash and infrastructure errors, by message"
+    )
     trajectory_failures: int = 0
     reward_errors: int = 0
     skipped_lines: tuple[TaskProblem, ...] = ()
@@ -252,6 +267,25 @@ def episode_seed(run_seed: int, task_id: str, sample_index: int) -> int:
     """The sampling seed of one sample: stable across runs and resumes, distinct within a group."""
     digest = hashlib.sha256(f"{run_seed}\x00{task_id}\x00{sample_index}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+_BACKEND_ERRORS = frozenset({"BackendError", "BackendTimeoutError", "BackendUnavailableError"})
+
+
+def infrastructure_failure(record: EpisodeRecord) -> str | None:
+    """Why a finished episode says nothing about the policy, or ``None`` when it does.
+
+    An episode failed from infrastructure when its orchestrator's model call failed after the
+    backend's retries (server down, answering errors or garbage, timing out), or when it started
+    sub-agents and every one of them failed that way. Such an episode is retried on resume instead
+    of entering training data as a zero-reward sample.
+    """
+    if record.status is EpisodeStatus.FAILED and record.error_type in _BACKEND_ERRORS:
+        return record.error or "the orchestrator's model call failed"
+    subs = [s for stage in record.stages for s in stage.subagents]
+    if subs and all(s.status is AgentStatus.FAILED and s.error_type in _BACKEND_ERRORS for s in subs):
+        return f"every sub-agent's model call failed ({len(subs)}); the first: {subs[0].error}"
+    return None
 
 
 def orchestrator_factory(
@@ -350,6 +384,8 @@ class PreparedEpisode:
     trajectory: PreparedTrajectory | None
     trajectory_error: tuple[str, str] | None = None
     record: EpisodeRecord | None = None
+    infrastructure: RolloutFailure | None = None
+    """Set when the episode failed from infrastructure and the run keeps such episodes."""
 
 
 def prepare_episode(
@@ -425,9 +461,26 @@ class EpisodeRunner:
         except Exception as exc:  # a runtime bug in one episode must not end the others
             return episode_crash(job, f"{type(exc).__name__}: {exc}", type(exc).__name__)
         entry = EpisodeEntry(group_id=job.task.id, sample_index=job.sample_index, seed=job.seed, record=record)
-        return prepare_episode(
+        reason = infrastructure_failure(record)
+        failure = None
+        if reason is not None:
+            retry = self.config.retry_infrastructure_failures
+            failure = RolloutFailure(
+                kind="infrastructure",
+                group_id=job.task.id,
+                sample_index=job.sample_index,
+                seed=job.seed,
+                episode_id=job.episode_id,
+                error=reason,
+                error_type=record.error_type or "BackendError",
+                record=record if retry else None,
+            )
+            if retry:
+                return failure  # to failures.jsonl with its record; runs again on resume
+        prepared = prepare_episode(
             entry, include_transcripts=self.config.include_transcripts, keep_record=self.keep_records
         )
+        return prepared if failure is None else dataclasses.replace(prepared, infrastructure=failure)
 
 
 def episode_crash(job: EpisodeJob, error: str, error_type: str) -> RolloutFailure:
@@ -544,6 +597,9 @@ class _Run:
         self.unexported: dict[tuple[str, int], PreparedEpisode] = {}
         for e in prior:
             if e.group_id in self.tasks and e.sample_index < config.group_size:
+                # Runs before infrastructure failures were told apart recorded them as episodes.
+                if config.retry_infrastructure_failures and infrastructure_failure(e.record) is not None:
+                    continue
                 key = (e.group_id, e.sample_index)
                 self.entries[key] = EpisodeDigest.of(e.record)
                 if key not in self.exported:
@@ -552,6 +608,7 @@ class _Run:
                     )
         self.resumed = len(self.entries)
         self.crashed: list[RolloutFailure] = []
+        self.infra_failed: list[RolloutFailure] = []
         self.ran = 0
 
     def pending(self) -> list[tuple[Task, int]]:
@@ -574,6 +631,13 @@ class _Run:
     def crash(self, failure: RolloutFailure) -> None:
         self.crashed.append(failure)
         self.fail_w.write(failure)
+
+    def infra(self, failure: RolloutFailure, *, keep: bool) -> None:
+        """An episode that failed from infrastructure: to failures.jsonl (retried on resume), or, to
+        ``keep`` it, only counted (the caller records it as a finished episode)."""
+        self.infra_failed.append(failure)
+        if not keep:
+            self.fail_w.write(failure)
 
     def maybe_export(self, group_id: str) -> None:
         """Write the group's trajectories once all K episodes are in (not before: advantages need K)."""
@@ -652,9 +716,15 @@ async def collect_rollouts(
             nonlocal done, failed
             last = None
             if isinstance(outcome, RolloutFailure):
-                run.crash(outcome)
+                if outcome.kind == "infrastructure":
+                    run.infra(outcome, keep=False)
+                else:
+                    run.crash(outcome)
                 failed += 1
             else:
+                if outcome.infrastructure is not None:  # failed from infrastructure, kept as an episode
+                    run.infra(outcome.infrastructure, keep=True)
+                    failed += 1
                 run.record(outcome)
                 last = outcome.record
             done += 1
@@ -684,6 +754,11 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
     assigned = sum(d.subagents_assigned for d in scored)
     widths = [d.mean_width for d in digests if d.mean_width]
     complete = sum(1 for g in run.tasks if all((g, j) in run.entries for j in range(cfg.group_size)))
+    reasons: dict[str, int] = {}
+    for f in [*run.crashed, *run.infra_failed]:
+        text = " ".join(f.error.split())  # one line per reason, even for an HTML error page
+        key = text if len(text) <= 300 else text[:300] + "…"
+        reasons[key] = reasons.get(key, 0) + 1
     return RolloutSummary(
         tasks=len(run.tasks),
         group_size=cfg.group_size,
@@ -703,6 +778,8 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         finish_rate=completed / assigned if assigned else 0.0,
         statuses=statuses,
         crashed_episodes=len(run.crashed),
+        infrastructure_failures=len(run.infra_failed),
+        failure_reasons=reasons,
         trajectory_failures=len(run.traj_failures),
         reward_errors=sum(1 for d in scored if d.reward_error),
         skipped_lines=tuple(skipped),

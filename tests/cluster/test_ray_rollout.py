@@ -101,7 +101,7 @@ async def test_an_actor_dying_mid_episode_loses_only_that_episode_which_is_rerun
     factory = remote_factory(crashing_factory, marker, seed_of(tasks[2].id, 1), False)
     ex = RayExecutor(actors=2)
     s = await collect_rollouts(tasks, factory, out_dir=tmp_path / "o", config=CFG, swarm_config=SWARM, executor=ex)
-    assert os.path.exists(marker)  # the process really died
+    assert await anyio.Path(marker).exists()  # the process really died
     assert ex.stats["actor_errors"] >= 1 and ex.stats["reruns"] >= 1 and ex.stats["actors_lost"] == 0
     episodes = lines(tmp_path / "o" / "episodes.jsonl")
     assert keys(episodes) == Counter({(t.id, j): 1 for t in tasks for j in range(3)})  # all, each once
@@ -238,7 +238,9 @@ class _Counting(BaseHTTPRequestHandler):
             cls.now -= 1
         body = {
             "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Answer: 1"}}],
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Answer: 1"}}
+            ],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2},
         }
         data = json.dumps(body).encode()

@@ -508,3 +508,22 @@ async def test_deadline_watch_forgets_finished_work() -> None:
     for i in range(5000):
         watch.add(1e9 + i, Item(done=i % 10 != 0))
     assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after
+
+
+async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_still_run() -> None:
+    """A create/assign call the backend could not parse is not run, and the model is told why."""
+    from swarm.messages import ToolCall
+
+    bad_create = ToolCall(id="bad-c", name="create_subagent", error="arguments are not valid JSON")
+    bad_assign = ToolCall(id="bad-a", name="assign_task", error="arguments are not valid JSON")
+    policy = ScriptedBackend([[create(), bad_create, assign("t0"), bad_assign], "done"])
+    workers = ScriptedBackend({"w-0-0": ["r0"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    assert record.status is EpisodeStatus.COMPLETED
+    stage = record.stages[0]
+    assert [r.status for r in stage.subagents] == [AgentStatus.COMPLETED] and stage.width == 1
+    errors = {r.call.id: r for r in stage.tool_results if r.is_error}
+    assert set(errors) == {"bad-c", "bad-a"}
+    assert all(r.error_type == "ModelOutputError" and "not run" in r.content for r in errors.values())
+    seen = {m.tool_call_id: m for m in tool_messages(policy.calls[1])}
+    assert len(seen) == 4 and seen["bad-a"].is_error and "not valid JSON" in seen["bad-a"].content

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -73,7 +75,15 @@ class RayCluster:
         if address == "local":
             opts["num_cpus"] = self.num_cpus
         opts.update(self.init_options)
-        ray.init(address=address, **opts)
+        # ray.init replaces the SIGTERM handler with sys.exit(); the caller's (the CLI stops like Ctrl-C,
+        # keeping finished episodes) stays.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM) if main else None
+        try:
+            ray.init(address=address, **opts)
+        finally:
+            if main and previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     def connect(self) -> bool:
         """Initialise Ray unless it already is; returns whether this call did (then :meth:`shutdown`)."""

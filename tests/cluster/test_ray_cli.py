@@ -61,13 +61,24 @@ def test_rollout_on_ray_writes_what_a_rollout_without_it_writes(tmp_path: Path, 
     assert b["episodes"] == 6
 
 
-def test_interrupting_the_driver_stops_the_actors_and_keeps_finished_episodes(tmp_path: Path) -> None:
+def _sigint_default() -> None:
+    # A background job of a non-interactive shell inherits SIGINT ignored (then Python installs no
+    # KeyboardInterrupt handler); this test is about the driver's reaction, so it gets a normal one.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_the_driver_stops_the_actors_and_keeps_finished_episodes(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     out = tmp_path / "out"
     args = [sys.executable, "-m", "orchestrator", "rollout", "--backend", "scripted", "-q"]
     args += ["--tasks", str(task_file(tmp_path)), "--out", str(out), "-k", "8", "--max-concurrent", "2"]
     args += ["--ray", "--ray-actors", "2"]  # a bare --ray: a local Ray of this run's own
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.3", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default
+    )
     episodes = out / "episodes.jsonl"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # wait until some, not all, episodes are on disk
@@ -77,7 +88,7 @@ def test_interrupting_the_driver_stops_the_actors_and_keeps_finished_episodes(tm
     else:
         proc.kill()
         pytest.fail(f"no episode finished: {proc.communicate()[1][-2000:]}")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr[-3000:]
     assert "re-run the same command to resume" in stderr

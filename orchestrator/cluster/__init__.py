@@ -4,6 +4,8 @@ Nothing here imports Ray until a cluster is used; without the ``ray`` extra the 
 :class:`~swarm.errors.ConfigError` that says how to install it.
 
 * :class:`RayExecutor` — ``collect_rollouts(..., executor=RayExecutor(...))`` (``swarm rollout --ray``);
+* :class:`RayPlacement` — ``Orchestrator(..., placement=RayPlacement(kit))``: stages too wide for one
+  event loop run their sub-agents on several actors;
 * :class:`ClusterLimits` / :class:`SlotPool` — the sub-agent cap and each endpoint's request cap held
   across every process of the cluster;
 * :func:`remote_factory` / :class:`Recipe` — objects (backends, tools) built where they are used.
@@ -11,6 +13,7 @@ Nothing here imports Ray until a cluster is used; without the ``ray`` extra the 
 
 from orchestrator.cluster._ray import RayCluster
 from orchestrator.cluster.executor import RayExecutor
+from orchestrator.cluster.placement import RayPlacement
 from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
 from orchestrator.cluster.slots import ClusterLimits, SlotPool
 
@@ -19,6 +22,7 @@ __all__ = [
     "FactoryRecipe",
     "RayCluster",
     "RayExecutor",
+    "RayPlacement",
     "Recipe",
     "SlotPool",
     "remote_factory",

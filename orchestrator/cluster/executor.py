@@ -63,7 +63,9 @@ class EpisodeWorker:
         self.holder = f"{actor_key}/{uuid.uuid4().hex[:12]}"
         # The pool goes by name, not handle: a handle among the constructor arguments would live in the
         # object store, which Ray warns may be lost before a restart.
-        self.limits = ClusterLimits(_named(pool_name), self.holder) if pool_name is not None else None
+        self.limits = (
+            ClusterLimits(_named(pool_name), self.holder, pool_name=pool_name) if pool_name is not None else None
+        )
         self.runner = runner
         self.registered = pool_name is None
         runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause

@@ -345,8 +345,12 @@ class ClusterLimits:
     ``swarm.limits.use_limits`` around the work; it must be used from one asyncio event loop.
     """
 
-    def __init__(self, pool: Any, holder: str, *, linger_s: float = 0.005, refresh_s: float = 0.05) -> None:
+    def __init__(
+        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.005, refresh_s: float = 0.05
+    ) -> None:
         self.pool = pool
+        self.pool_name = pool_name
+        """The pool actor's name, so that actors this process starts can lease from the same pool."""
         self.holder = holder
         self.linger_s = linger_s
         self.refresh_s = refresh_s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,16 @@ from typing import Any
 
 from swarm.errors import ConfigError
 
-__all__ = ["RayCluster", "check_fits", "kill_all", "pickled_size", "remote_class", "require_asyncio", "require_ray"]
+__all__ = [
+    "RayCluster",
+    "check_fits",
+    "kill_all",
+    "pickled_size",
+    "process_usage",
+    "remote_class",
+    "require_asyncio",
+    "require_ray",
+]
 
 INSTALL_HINT = "pip install 'agent-swarm[ray]' (ray==2.60.0)"
 
@@ -147,3 +157,13 @@ def pickled_size(ray: ModuleType, obj: object, what: str, hint: str) -> int:
         return len(ray.cloudpickle.dumps(obj))
     except Exception as exc:
         raise ConfigError(f"{what} cannot be sent to Ray actors ({type(exc).__name__}: {exc}); {hint}") from None
+
+
+def process_usage() -> dict[str, float]:
+    """CPU seconds (user + system) and resident set size in bytes of this process."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return {"cpu_s": ru.ru_utime + ru.ru_stime, "rss_b": float(rss)}

@@ -37,7 +37,15 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cluster._ray import RayCluster, check_fits, kill_all, pickled_size, remote_class, require_asyncio
+from orchestrator.cluster._ray import (
+    RayCluster,
+    check_fits,
+    kill_all,
+    pickled_size,
+    process_usage,
+    remote_class,
+    require_asyncio,
+)
 from orchestrator.cluster.slots import ClusterLimits, SlotPool
 from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
 from swarm.errors import ClusterError, ConfigError
@@ -82,6 +90,10 @@ class EpisodeWorker:
             return await self.runner.run(job)
         with use_limits(limits):
             return await self.runner.run(job)
+
+    async def usage(self) -> dict[str, float]:
+        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
+        return process_usage()
 
     async def ping(self) -> str:
         await self._limits()

@@ -29,7 +29,15 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cluster._ray import RayCluster, check_fits, kill_all, pickled_size, remote_class, require_asyncio
+from orchestrator.cluster._ray import (
+    RayCluster,
+    check_fits,
+    kill_all,
+    pickled_size,
+    process_usage,
+    remote_class,
+    require_asyncio,
+)
 from orchestrator.cluster.recipe import Recipe
 from orchestrator.cluster.slots import ClusterLimits, SlotPool
 from orchestrator.placement import (
@@ -125,6 +133,10 @@ class SubagentWorker:
         if closed:
             self.boxes.pop(batch_id, None)
         return items, closed
+
+    async def usage(self) -> dict[str, float]:
+        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
+        return process_usage()
 
     async def ping(self) -> str:
         await self._register()

@@ -42,14 +42,12 @@ from orchestrator.cluster._ray import (
     check_fits,
     kill_all,
     pickled_size,
-    process_usage,
     remote_class,
     require_asyncio,
 )
-from orchestrator.cluster.slots import ClusterLimits, SlotPool
+from orchestrator.cluster.slots import LeasingActor, SlotPool
 from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
 from swarm.errors import ClusterError, ConfigError
-from swarm.limits import use_limits
 
 __all__ = ["RayExecutor"]
 
@@ -59,56 +57,22 @@ _SHIP_HINT = (
 )
 
 
-class EpisodeWorker:
+class EpisodeWorker(LeasingActor):
     """The Ray actor that runs episodes (``ray.remote`` is applied when a run starts)."""
 
     def __init__(self, runner: EpisodeRunner, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
-        if gc_freeze:
-            from orchestrator.cli import tune_gc
-
-            tune_gc()  # the CLI's GC settings: the per-step cost measured in bench/ assumes them
-        self.actor_key = actor_key
-        self.holder = f"{actor_key}/{uuid.uuid4().hex[:12]}"
-        # The pool goes by name, not handle: a handle among the constructor arguments would live in the
-        # object store, which Ray warns may be lost before a restart.
-        self.limits = (
-            ClusterLimits(_named(pool_name), self.holder, pool_name=pool_name) if pool_name is not None else None
-        )
+        super().__init__(pool_name, actor_key, gc_freeze)
         self.runner = runner
-        self.registered = pool_name is None
         runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause
 
-    async def _limits(self) -> ClusterLimits | None:
-        if not self.registered and self.limits is not None:  # frees what an earlier (dead) incarnation held
-            await self.limits.pool.register.remote(self.actor_key, self.holder)
-            self.registered = True
-        return self.limits
-
     async def run(self, job: EpisodeJob) -> EpisodeOutcome:
-        limits = await self._limits()
-        if limits is None:
+        with await self.limited():
             return await self.runner.run(job)
-        with use_limits(limits):
-            return await self.runner.run(job)
-
-    async def usage(self) -> dict[str, float]:
-        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
-        return process_usage()
-
-    async def ping(self) -> str:
-        await self._limits()
-        return self.holder
 
 
 def _fitting(ray: Any, num_cpus: float) -> int:
     cpus = float(ray.cluster_resources().get("CPU", 1.0))
     return max(1, int(cpus // num_cpus) if num_cpus > 0 else int(cpus))
-
-
-def _named(name: str | None) -> Any:
-    from orchestrator.cluster._ray import require_ray
-
-    return require_ray().get_actor(name)
 
 
 @dataclass(slots=True)

@@ -34,12 +34,11 @@ from orchestrator.cluster._ray import (
     check_fits,
     kill_all,
     pickled_size,
-    process_usage,
     remote_class,
     require_asyncio,
 )
 from orchestrator.cluster.recipe import Recipe
-from orchestrator.cluster.slots import ClusterLimits, SlotPool
+from orchestrator.cluster.slots import ClusterLimits, LeasingActor, SlotPool
 from orchestrator.placement import (
     Finished,
     PlacedRun,
@@ -50,7 +49,7 @@ from orchestrator.placement import (
     run_batch,
 )
 from swarm.errors import ConfigError
-from swarm.limits import current_limits, use_limits
+from swarm.limits import current_limits
 from swarm.records import SubagentResult
 
 __all__ = ["RayPlacement", "SubagentWorker"]
@@ -84,30 +83,13 @@ class _Outbox:
         return out, self.closed
 
 
-class SubagentWorker:
+class SubagentWorker(LeasingActor):
     """The Ray actor that runs placed batches (``ray.remote`` is applied when a placement starts)."""
 
     def __init__(self, kit: Recipe[SubagentKit], pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
-        if gc_freeze:
-            from orchestrator.cli import tune_gc
-
-            tune_gc()
+        super().__init__(pool_name, actor_key, gc_freeze)
         self.backends, self.tools = kit_registry(kit.get())
-        self.actor_key = actor_key
-        self.holder = f"{actor_key}/{uuid.uuid4().hex[:12]}"
-        if pool_name is not None:
-            from orchestrator.cluster.executor import _named
-
-            self.limits: ClusterLimits | None = ClusterLimits(_named(pool_name), self.holder, pool_name=pool_name)
-        else:
-            self.limits = None
-        self.registered = pool_name is None
         self.boxes: dict[str, _Outbox] = {}
-
-    async def _register(self) -> None:
-        if not self.registered and self.limits is not None:
-            await self.limits.pool.register.remote(self.actor_key, self.holder)
-            self.registered = True
 
     def _box(self, batch_id: str) -> _Outbox:
         box = self.boxes.get(batch_id)
@@ -119,8 +101,7 @@ class SubagentWorker:
         """Run the batch; results go to its outbox (see :meth:`drain`). Returns how many results."""
         box = self._box(batch_id)
         try:
-            await self._register()
-            with use_limits(self.limits) if self.limits is not None else contextlib.nullcontext():
+            with await self.limited():
                 await run_batch(batch, self.backends, self.tools, box.put)
         finally:
             box.close()
@@ -133,14 +114,6 @@ class SubagentWorker:
         if closed:
             self.boxes.pop(batch_id, None)
         return items, closed
-
-    async def usage(self) -> dict[str, float]:
-        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
-        return process_usage()
-
-    async def ping(self) -> str:
-        await self._register()
-        return self.holder
 
 
 class RayPlacement:

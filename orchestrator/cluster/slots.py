@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -32,9 +33,9 @@ from typing import Any
 import anyio
 
 from swarm.errors import ClusterError
-from swarm.limits import Limiter
+from swarm.limits import Limiter, use_limits
 
-__all__ = ["ClusterLimits", "SlotPool"]
+__all__ = ["ClusterLimits", "LeasingActor", "SlotPool"]
 
 
 # -- the pool (a Ray actor) ---------------------------------------------------------------------------
@@ -365,3 +366,45 @@ class ClusterLimits:
     def leased(self) -> dict[str, int]:
         """Slots this process holds now, per key (for tests and diagnostics)."""
         return {k: lim.leased for (k, _), lim in self._limiters.items()}
+
+
+class LeasingActor:
+    """What every actor of ours shares: the CLI's GC settings, a name for this process incarnation, and
+    (with a pool) cluster-wide limits that are installed around its work with :meth:`limited`."""
+
+    def __init__(self, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
+        if gc_freeze:
+            from orchestrator.cli import tune_gc
+
+            tune_gc()  # the per-step costs measured in bench/ assume the CLI's GC settings
+        self.actor_key = actor_key
+        self.holder = f"{actor_key}/{uuid.uuid4().hex[:12]}"
+        # The pool goes by name, not handle: a handle among the constructor arguments would live in the
+        # object store, which Ray warns may be lost before a restart.
+        self.limits: ClusterLimits | None = None
+        if pool_name is not None:
+            from orchestrator.cluster._ray import require_ray
+
+            pool = require_ray().get_actor(pool_name)
+            self.limits = ClusterLimits(pool, self.holder, pool_name=pool_name)
+        self._registered = pool_name is None
+
+    async def _register(self) -> None:
+        if not self._registered and self.limits is not None:  # frees what an earlier (dead) incarnation held
+            await self.limits.pool.register.remote(self.actor_key, self.holder)
+            self._registered = True
+
+    async def limited(self) -> contextlib.AbstractContextManager[object]:
+        """Use as ``with await self.limited():`` around work that must keep the cluster-wide caps."""
+        await self._register()
+        return use_limits(self.limits) if self.limits is not None else contextlib.nullcontext()
+
+    async def ping(self) -> str:
+        await self._register()
+        return self.holder
+
+    async def usage(self) -> dict[str, float]:
+        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
+        from orchestrator.cluster._ray import process_usage
+
+        return process_usage()

@@ -101,6 +101,8 @@ def test_interrupting_the_driver_stops_the_actors_and_keeps_finished_episodes(
     ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     assert f" {proc.pid} " not in ps
     assert "ray::EpisodeWorker" not in ps
+    if sig is signal.SIGTERM:
+        return  # resuming on Ray is the same for both signals: checked once
     resumed = subprocess.run(
         [*args, "--json"], env={**env, "SWARM_DEMO_LATENCY": "0"}, capture_output=True, text=True, timeout=180
     )

@@ -32,7 +32,7 @@ from swarm.backend import ModelBackend
 from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
 
-__all__ = ["BACKEND_KINDS", "build_backend", "build_backends"]
+__all__ = ["BACKEND_KINDS", "BACKEND_TABLE_KEYS", "build_backend", "build_backends"]
 
 BACKEND_KINDS = ("local", "openai", "vllm", "transformers", "scripted")
 _FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
@@ -55,6 +55,9 @@ _OPTIONS = frozenset(
         "timeout",
     }
 )
+
+BACKEND_TABLE_KEYS = _OPTIONS | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
+"""The keys a config file's ``[backend]`` table may hold."""
 
 
 def _env_float(name: str) -> float | None:

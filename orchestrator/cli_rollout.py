@@ -318,7 +318,7 @@ def rollout(
             )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        base, extras = load_config(config_file) if config_file else (None, {})
+        base, extras = load_config(config_file, command="swarm rollout") if config_file else (None, {})
         reward_cfg = _reward_config(
             extras,
             {

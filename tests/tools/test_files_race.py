@@ -66,7 +66,7 @@ async def test_symlink_swap_race_never_reaches_outside(tmp_path: Path) -> None:
             i += 1
             for name, call in (
                 ("read", lambda: read_file(ctx, "race/f")),
-                ("write", lambda: write_file(ctx, f"race/d/new{i}.txt", "planted")),
+                ("write", lambda i=i: write_file(ctx, f"race/d/new{i}.txt", "planted")),
                 ("search", lambda: search_files(ctx, "SECRETHASH", "race")),
                 ("list", lambda: list_files(ctx, "race/d")),
             ):

@@ -27,8 +27,11 @@ while frame is not None:  # the attack of the issue: find the harness's reporter
     for name in ('_emit', 'emit', '_report', '_chan'):
         obj = frame.f_locals.get(name) or frame.f_globals.get(name)
         if callable(obj):
+            obj({'event': 'plan', 'tests': ['case_0', 'case_1', 'case_2']})
             for i in range(3):
                 obj({'event': 'result', 'name': 'case_%d' % i, 'ok': True})
+            import os
+            os._exit(0)  # before the real tests could report
     frame = frame.f_back
 """
 )

@@ -347,7 +347,7 @@ async def test_workspace_quota_stops_many_files(workspace: Path) -> None:
     res = await run_python(code, workspace=workspace, limits=limits)
     assert res.status == "killed" and any("quota" in n for n in res.notes), res
     assert "wrote 800 MiB" not in res.stdout
-    assert _usage(workspace) < 32 * 2**20 + 256 * 2**20  # the quota, plus at most one watchdog interval
+    assert _usage(workspace) < (32 + 64) * 2**20  # the quota, plus what one watchdog interval lets through
     again = await run_python("print('hi')", workspace=workspace, limits=limits)
     assert again.status == "killed" and "over its quota" in again.stderr  # refused until files go
 

@@ -462,7 +462,7 @@ class Orchestrator:
             )
 
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
                     now = st.clock()
                     results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
@@ -477,9 +477,10 @@ class Orchestrator:
         direct: list[ToolCall] = []
         rt_cache: dict[str | None, SubagentRuntime] = {}
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 continue
-            if c.name != ASSIGN or not cfg.subagents:  # single-agent mode: the actions are unknown tools
+            # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
+            if c.name != ASSIGN or not cfg.subagents or c.error is not None:
                 direct.append(c)
                 continue
             agent, task = c.arguments.get("agent"), c.arguments.get("task")
@@ -660,14 +661,15 @@ class Orchestrator:
     ) -> StageRecord:
         c = outcome.completion
         index = len(st.stages)
-        ended = max([outcome.step_ended, *(r.ended for r in tool_results)])
+        # The step ends with its generation: its direct tool calls ran beside the stage's sub-agents
+        # and carry their own times (the DAG counts them as a parallel branch, see swarm.dag).
         step = StepRecord(
             agent_id=ORCHESTRATOR_ID,
             index=index,
             kind="orchestrator",
             stage=index,
             started=outcome.step_started,
-            ended=ended,
+            ended=outcome.step_ended,
             prompt_tokens=c.usage.prompt_tokens if c else 0,
             completion_tokens=c.usage.completion_tokens if c else 0,
             tool_results=tool_results,

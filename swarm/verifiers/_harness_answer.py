@@ -1,4 +1,5 @@
 # mypy: ignore-errors
+# ruff: noqa: F821 - `enc` is defined by _harness_wire.py, which code.py prepends to this program
 # (a program run inside the sandbox with the standard library only; checked by its tests, not typed)
 """The answer's process for the code verifier (stdlib only; runs in the sandbox, untrusted).
 
@@ -45,29 +46,14 @@ def _handle(obj):
     }
 
 
-def enc(v, depth=0):
-    t = type(v)
-    if depth > 50:
-        raise ValueError("value nested too deeply to send")
-    if v is None or t in (bool, int, str):
-        return v
-    if t is float:
-        return v if v == v and v not in (float("inf"), float("-inf")) else {"f": repr(v)}
-    if t is list:
-        return [enc(x, depth + 1) for x in v]
-    if t is tuple:
-        return {"t": [enc(x, depth + 1) for x in v]}
-    if t is dict:
-        return {"d": [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]}
-    if t in (set, frozenset):
-        return {"s" if t is set else "fs": [enc(x, depth + 1) for x in v]}
-    if t is bytes:
-        return {"b": v.hex()}
-    if t is complex:
-        return {"c": [v.real, v.imag]}
-    if t.__module__ == "numpy" and hasattr(v, "tolist"):
-        return enc(v.tolist(), depth + 1)
+def _not_plain(v, depth):
+    if type(v).__module__ == "numpy" and hasattr(v, "tolist"):
+        return enc(v.tolist(), _not_plain, depth + 1)
     return _handle(v)
+
+
+def send(v):
+    return enc(v, _not_plain)
 
 
 def dec(v):
@@ -109,15 +95,15 @@ def serve(sock, ns):
         op = req["op"]
         try:
             if op == "names":
-                out = enc({k: v for k, v in ns.items() if not k.startswith("__")})
+                out = send({k: v for k, v in ns.items() if not k.startswith("__")})
             else:
                 target = _objects[req["h"]] if "h" in req else None
                 args = [dec(a) for a in req.get("args", [])]
                 kwargs = {k: dec(x) for k, x in req.get("kw", [])}
                 if op == "call":
-                    out = enc(target(*args, **kwargs))
+                    out = send(target(*args, **kwargs))
                 elif op == "getattr":
-                    out = enc(getattr(target, req["name"]))
+                    out = send(getattr(target, req["name"]))
                 elif op == "setattr":
                     setattr(target, req["name"], args[0])
                     out = None
@@ -125,11 +111,11 @@ def serve(sock, ns):
                     method = getattr(type(target), req["name"], None)
                     if method is None:  # as Python itself reports an unsupported operation
                         raise TypeError(f"{type(target).__name__!r} object does not support {req['name']}")
-                    out = enc(method(target, *args))
+                    out = send(method(target, *args))
                 elif op == "isinstance":
                     out = isinstance(args[0], target)
                 elif op == "next":
-                    out = enc(next(target))
+                    out = send(next(target))
                 else:
                     raise ValueError(f"unknown request {op!r}")
             reply = {"ok": out}
@@ -157,4 +143,5 @@ def main():
         serve(sock, ns)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -34,8 +34,9 @@ from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, reg
 __all__ = ["CodeArgs", "extract_code"]
 
 _HERE = Path(__file__).parent
-_HARNESS = (_HERE / "_harness_tests.py").read_text(encoding="utf-8")
-_RUNNER = (_HERE / "_harness_answer.py").read_text(encoding="utf-8")
+_WIRE = (_HERE / "_harness_wire.py").read_text(encoding="utf-8")
+_HARNESS = _WIRE + (_HERE / "_harness_tests.py").read_text(encoding="utf-8")
+_RUNNER = _WIRE + (_HERE / "_harness_answer.py").read_text(encoding="utf-8")
 
 
 def extract_code(text: str) -> str:

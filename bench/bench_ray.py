@@ -96,6 +96,10 @@ async def _rollout(mode: str, a: argparse.Namespace, out: Path) -> dict[str, Any
         "steady_eps_per_s": steady,
         "end_to_end_eps_per_s": n / wall,
         "driver_cpu_s": time.process_time() - c0,
+        "driver_cpu_ms_per_episode": 1000 * (time.process_time() - c0) / n,
+        "actor_cpu_ms_per_episode": (
+            1000 * sum(u["cpu_s"] for u in executor.stats["actors"]) / n if executor is not None else None
+        ),
         "subagent_steps_per_episode": summary.mean_total_steps - 2,
     }
 

@@ -260,7 +260,7 @@ class RayExecutor:
         self.on_started = on_started
         """Called with the actor handles once they are up (monitoring; tests kill one)."""
         self.stats: dict[str, Any] = {}
-        """After a run: reruns, actor deaths, and the limit pool's statistics."""
+        """After a run: reruns, actor deaths, the limit pool's statistics, each actor's CPU and RSS."""
 
     def check(self, runner: EpisodeRunner) -> None:
         from orchestrator.cluster._ray import require_ray
@@ -308,12 +308,18 @@ class RayExecutor:
                 handles.append(h)
                 actors.append(_Actor(i, key, h))
             await self._start(ray, actors)
+            started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])
             sched = _Scheduler(ray, actors, pool, deliver, self.max_attempts, self.restart_timeout_s, self.stats)
             await sched.run(jobs, max_concurrent)
             if pool is not None:
                 self.stats["limits"] = await pool.stats.remote()
+            # CPU each actor spent on this run's episodes (start-up excluded), and its memory now.
+            usage = [(a, await a.handle.usage.remote()) for a in actors if a.alive]
+            self.stats["actors"] = [
+                {"cpu_s": u["cpu_s"] - started_cpu.get(a.key, 0.0), "rss_b": u["rss_b"]} for a, u in usage
+            ]
         finally:  # synchronous calls: nothing here can be cancelled half-way
             kill_all(ray, handles)
             if started:

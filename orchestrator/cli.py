@@ -387,7 +387,7 @@ def _execute(
             Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
-        err.print(f"[yellow]interrupted[/yellow]{where}")
+        err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
     for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too

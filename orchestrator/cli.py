@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -434,6 +435,11 @@ def tune_gc() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
+    # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
+    # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel
+    # the main task on Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tune_gc()
     claim_global_provider()
     app()

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -39,9 +40,9 @@ from orchestrator.rollout import (
     load_task_file,
     orchestrator_factory,
 )
-from orchestrator.tasks import load_config
+from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
 from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
 from workloads import MODES, Mode, get_workload
@@ -386,8 +387,11 @@ def rollout(
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
     # are on disk, and a re-run resumes.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    for note in filter(None, map(large_task_warning, task_list)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
             summary = anyio.run(main)
     except KeyboardInterrupt:
         err.print(

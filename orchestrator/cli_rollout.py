@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.cli_eval import backend_resolver, parse_knobs
 from orchestrator.config import SwarmConfig
@@ -39,9 +41,9 @@ from orchestrator.rollout import (
     load_task_file,
     orchestrator_factory,
 )
-from orchestrator.tasks import load_config
+from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
 from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
 from workloads import MODES, Mode, get_workload
@@ -89,7 +91,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
 
 
 def _summary_table(s: RolloutSummary, out: Path) -> Table:
-    t = Table(title=f"rollout → {out}", show_header=False, title_justify="left")
+    t = Table(title=Text(f"rollout → {out}"), show_header=False, title_justify="left")
     t.add_row("tasks × K", f"{s.tasks} × {s.group_size}  ({s.groups_complete} groups complete)")
     t.add_row("episodes", f"{s.episodes} ({s.episodes_run} run now, {s.episodes_resumed} resumed)")
     t.add_row("trajectories", str(s.trajectories))
@@ -192,10 +194,10 @@ def rollout(
         str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks \\[default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) \\[default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
@@ -245,7 +247,7 @@ def rollout(
         str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
     ] = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: \\[swarm], \\[backend] and \\[reward] tables")
     ] = None,
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
@@ -434,8 +436,11 @@ def rollout(
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
     # are on disk, and a re-run resumes.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    for note in filter(None, map(large_task_warning, task_list)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
             summary = anyio.run(main)
     except KeyboardInterrupt:
         err.print(

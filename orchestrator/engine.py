@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +23,13 @@ from opentelemetry.trace import TracerProvider
 from orchestrator.config import SwarmConfig
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
+from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
 from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_subagents, run_tool_calls
 from swarm import limits
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
-from swarm.errors import ConfigError, ModelOutputError, UnknownNameError
+from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
     EpisodeFinished,
     EpisodeStarted,
@@ -228,6 +230,8 @@ class Orchestrator:
         """
         if isinstance(task, str):
             task = Task(prompt=task)
+        if len(task.prompt) > LARGE_TASK_CHARS and (note := large_task_warning(task)):
+            warnings.warn(LargeInputWarning(note), stacklevel=2)
         eid = episode_id or uuid.uuid4().hex[:16]
         system = self.config.system_prompt or DEFAULT_SYSTEM_PROMPT
         st = _EpisodeState(

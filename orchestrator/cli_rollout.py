@@ -274,7 +274,7 @@ def rollout(
     ] = None,
     ray_actors: Annotated[
         int | None,
-        typer.Option("--ray-actors", min=1, help="episode actors (one event loop each) [default: one per cluster CPU]"),
+        typer.Option("--ray-actors", min=1, help="episode actors, one event loop each (default: one per cluster CPU)"),
     ] = None,
     keep_infra_failures: Annotated[
         bool,

@@ -15,7 +15,7 @@ run uses the same seeds). The output directory holds:
 * ``episodes.jsonl`` — one :class:`EpisodeEntry` per finished episode (the full record, every
   ending included); a re-run into the same directory skips these (*resume*);
 * ``trajectories.jsonl`` — one :class:`~swarm.trajectory.Trajectory` per episode, written when its
-  whole group is in, with ``advantage = r − group mean`` (optionally divided by the group std);
+  whole group is in, with the advantage of ``RolloutConfig.advantage`` (default ``r − group mean``);
 * ``failures.jsonl`` — episodes the runtime crashed on (retried on resume) and episodes that could
   not become trajectories (no token ids, drift: kept as episodes, not retried);
 * ``manifest.json`` — group size and seed (a resume with different ones is refused);
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
@@ -46,7 +46,7 @@ from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, read_jsonl, to_trl_rollout
 from swarm.records import EpisodeRecord, Task
-from swarm.rewards import PARLReward, group_advantages
+from swarm.rewards import ADVANTAGES, PARLReward
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
 
@@ -81,12 +81,20 @@ class RolloutConfig(BaseModel):
     group_size: int = Field(4, ge=1, description="K: episodes per task (one GRPO group)")
     max_concurrent_episodes: int = Field(8, ge=1, description="episodes running at once, over all tasks")
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
-    normalize_advantages: bool = Field(False, description="divide r − mean by the group's std")
+    advantage: str = Field(
+        "group_mean", description="advantage estimator, by name from swarm.rewards.ADVANTAGES (e.g. group_normalized)"
+    )
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="what else a resume must match, e.g. the workload, mode, knobs and budgets (JSON values)",
     )
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_advantage(cls, v: str) -> str:
+        ADVANTAGES.get(v)  # an unknown name fails when the config is read, listing the known ones
+        return v
 
 
 class TaskProblem(BaseModel):
@@ -338,7 +346,7 @@ class _Run:
             return
         entries = [e for e in group if e is not None]
         rewards = [e.record.reward.total if e.record.reward else 0.0 for e in entries]
-        advs = group_advantages(rewards, normalize=self.config.normalize_advantages)
+        advs = ADVANTAGES.get(self.config.advantage)(rewards, [group_id] * len(rewards))
         for e, adv in zip(entries, advs, strict=True):
             if (group_id, e.sample_index) in self.exported:
                 continue
@@ -505,7 +513,7 @@ def trl_rollout_func(
     tasks: Sequence[Task] = (),
     swarm_config: SwarmConfig | None = None,
     reward: RewardFn | None = None,
-    normalize_advantages: bool = False,
+    advantage: str = "group_mean",
     seed: int = 0,
     max_concurrent_episodes: int = 8,
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
@@ -519,6 +527,7 @@ def trl_rollout_func(
     ``state.global_step`` so the λ schedules anneal with training. An episode that cannot become a
     trajectory raises :class:`~swarm.trajectory.TrajectoryError` (TRL needs one completion per prompt).
     """
+    advantage_fn = ADVANTAGES.get(advantage)  # an unknown name fails here, before any episode runs
     by_prompt = {t.prompt: t for t in tasks}
     base = swarm_config or SwarmConfig()
     reward_fn: RewardFn = reward or PARLReward()
@@ -556,7 +565,7 @@ def trl_rollout_func(
         trajectories: list[Trajectory] = []
         for g, (task, k) in enumerate(groups):
             recs = [records[(g, j)] for j in range(k)]
-            advs = group_advantages([r.reward.total if r.reward else 0.0 for r in recs], normalize=normalize_advantages)
+            advs = advantage_fn([r.reward.total if r.reward else 0.0 for r in recs], [task.id] * k)
             trajectories += [
                 build_trajectory(r, group_id=task.id, sample_index=j, advantage=a)
                 for j, (r, a) in enumerate(zip(recs, advs, strict=True))

@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.rl.registry import Registry
 from swarm.errors import ConfigError
+from swarm.registry import Registry
 
 __all__ = [
     "LOSSES",

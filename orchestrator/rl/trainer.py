@@ -7,11 +7,13 @@ One iteration (a *step*):
    colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
    their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
 2. **rewards** — optionally Toggle (budget-limited / free phases), then group advantages
-   ``r − r̄`` (:data:`~orchestrator.rl.advantages.ADVANTAGES`);
-3. **update** — with the engine paused, logprobs of the orchestrator's tokens are recomputed (the
-   engine's sampling logprobs are the behaviour policy; their mismatch is logged), the policy loss
-   (:data:`~orchestrator.rl.losses.LOSSES`, K2.5's by default) plus an optional PTX loss is minimised
-   over ``minibatches × epochs`` optimizer steps, gradients clipped;
+   ``r − r̄`` (:data:`~swarm.rewards.ADVANTAGES`, the same registry rollout collection uses);
+3. **update** — with the engine paused, the policy loss (:data:`~orchestrator.rl.losses.LOSSES`,
+   K2.5's by default) plus an optional PTX loss is minimised over ``minibatches × epochs`` optimizer
+   steps, gradients clipped. π_old is the engine's sampling (behaviour) logprobs by default, so the
+   K2.5 log-ratio mask and τ penalty act on the engine/trainer mismatch they exist for
+   (``old_logprobs = "recompute"`` uses the trainer's own pre-update logprobs instead); the
+   mismatch and the fraction of masked tokens are logged;
 4. **push** — the colocated engine already holds the new weights; its ``weight_version`` is bumped
    so every later completion (and trajectory) names the policy that sampled it. A separate serving
    engine gets the weights through :class:`WeightSync`.
@@ -40,7 +42,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -48,11 +50,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
-from orchestrator.rl.advantages import ADVANTAGES
 from orchestrator.rl.losses import LOSSES, LossParams, gather_logprobs, ptx_loss
-from orchestrator.rl.schedules import Schedule
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
-from orchestrator.rl.toggle import estimate_budgets, toggle_phase, toggle_rewards
+from orchestrator.rl.toggle import toggle_phase, toggle_rewards, update_budgets
 from orchestrator.rollout import EpisodeEntry, RolloutConfig, collect_rollouts, orchestrator_factory
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
@@ -60,7 +60,7 @@ from swarm.errors import ConfigError, UserError
 from swarm.export import read_jsonl
 from swarm.messages import Message
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
-from swarm.rewards import PARLReward, RewardConfig
+from swarm.rewards import ADVANTAGES, PARLReward, RewardConfig, Schedule
 from swarm.trajectory import TrajectoryError, build_trajectory
 from tools.registry import Tool, ToolRegistry
 
@@ -112,8 +112,9 @@ class ToggleConfig(_Frozen):
     """Toggle: every ``m`` steps alternate the budget-limited phase and the free phase.
 
     ``length`` is what the budget limits: the orchestrator's sampled tokens, or the episode's
-    critical steps (the swarm's latency). Budgets are the ``p``-th percentile of *correct* responses'
-    lengths (``r_perf ≥ correct_at``), estimated once from the first step's rollout.
+    critical steps (the swarm's latency). A task's budget is the ``p``-th percentile of its *correct*
+    responses' lengths (``r_perf ≥ correct_at``), set the first time the task has a correct response
+    and kept fixed (across resumes too). Group accuracy (against ``lam``) is the mean ``r_perf``.
     """
 
     m: int = Field(4, ge=1)
@@ -163,8 +164,13 @@ class TrainConfig(_Frozen):
     advantage: str = "group_mean"
     loss: str = "k25"
     loss_params: LossParams = LossParams()
+    old_logprobs: Literal["behaviour", "recompute"] = Field(
+        "behaviour",
+        description="π_old of the loss: the engine's sampling logprobs (the off-policy gap K2.5's mask is for), "
+        "or the trainer's recomputation before the update (log-ratio 0 on the first minibatch)",
+    )
     optim: OptimConfig = OptimConfig()
-    temperature: Schedule = Schedule(kind="constant", start=1.0)
+    temperature: Schedule = Schedule(kind="constant", start=1.0, end=1.0)
     toggle: ToggleConfig | None = None
     ptx: PtxConfig | None = None
     checkpoint_every: int = Field(1, ge=1)
@@ -496,22 +502,8 @@ class Trainer:
         records = await self._rollout(step, temperature)
         rollout_s = time.perf_counter() - t0
 
-        # rewards: Toggle, then group advantages
-        rewards = [r.reward.total if r.reward else 0.0 for r in records]
-        groups = [r.task.id for r in records]
-        phase = None
-        zeroed = 0
-        if cfg.toggle is not None:
-            lengths = [_episode_length(r, cfg.toggle.length) for r in records]
-            if self.budgets is None:
-                perf = [r.reward.r_perf if r.reward else 0.0 for r in records]
-                est = estimate_budgets(perf, lengths, groups, cfg.toggle.p, cfg.toggle.correct_at)
-                self.budgets = {str(k): v for k, v in est.items()}
-            phase = toggle_phase(step, cfg.toggle.m)
-            toggled = toggle_rewards(rewards, lengths, groups, self.budgets, step, cfg.toggle.m, cfg.toggle.lam)
-            zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
-            rewards = toggled
-        advantages = ADVANTAGES.get(cfg.advantage)(rewards, groups)
+        rewards, phase, zeroed = self.shape_rewards(step, records)
+        advantages = ADVANTAGES.get(cfg.advantage)(rewards, [r.task.id for r in records])
         seqs, dropped, split = self._sequences(records, advantages, temperature)
 
         t1 = time.perf_counter()
@@ -532,13 +524,31 @@ class Trainer:
             self.on_step(metrics)
         return metrics
 
+    def shape_rewards(self, step: int, records: Sequence[EpisodeRecord]) -> tuple[list[float], int | None, int]:
+        """(rewards the update uses, Toggle phase or None, responses Toggle zeroed) of a step's episodes.
+
+        The reward is the PARL total; Toggle (when configured) judges group accuracy on ``r_perf`` and
+        gives every task a length budget the first time it has a correct response (then keeps it).
+        """
+        cfg = self.config
+        rewards = [r.reward.total if r.reward else 0.0 for r in records]
+        if cfg.toggle is None:
+            return rewards, None, 0
+        groups = [r.task.id for r in records]
+        perf = [r.reward.r_perf if r.reward else 0.0 for r in records]
+        lengths = [_episode_length(r, cfg.toggle.length) for r in records]
+        self.budgets = update_budgets(self.budgets, perf, lengths, groups, cfg.toggle.p, cfg.toggle.correct_at)
+        toggled = toggle_rewards(rewards, perf, lengths, groups, self.budgets, step, cfg.toggle.m, cfg.toggle.lam)
+        zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
+        return toggled, toggle_phase(step, cfg.toggle.m), zeroed
+
     def _rollout_dir(self, step: int) -> Path:
         return self.run_dir / "rollouts" / f"step-{step:06d}"
 
     def _paused_update(self, seqs: list[Sequence_]) -> dict[str, float]:
         """The update with the colocated engine paused, then the new weight version."""
         with self.policy.paused():
-            upd = self._update(seqs)
+            upd = self.update(seqs)
             self.policy.weight_version += 1
         return upd
 
@@ -554,7 +564,8 @@ class Trainer:
         )
         self.reward.step = step
         out = self._rollout_dir(step)
-        rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step})
+        # the trajectories on disk carry the advantages of the estimator the update uses
+        rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step, "advantage": cfg.advantage})
 
         await collect_rollouts(
             picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
@@ -619,7 +630,8 @@ class Trainer:
 
     # -- the update --------------------------------------------------------------------------------
 
-    def _update(self, seqs: list[Sequence_]) -> dict[str, float]:
+    def update(self, seqs: list[Sequence_]) -> dict[str, float]:
+        """One update on a rollout's sequences (call with the engine paused); returns the step's update metrics."""
         cfg = self.config
         model = self.model
         device = next(model.parameters()).device
@@ -641,22 +653,26 @@ class Trainer:
                 "ratio_mismatch": 0.0,
                 "tokens": 0,
             }
-        # π_old: recomputed by the trainer before any change (the engine's logprobs differ slightly)
-        model.eval()
+        # π_old: the behaviour (sampling) logprobs, or the trainer's recomputation before any change
         old: list[torch.Tensor] = []
         mismatch_num = 0.0
         mismatch_den = 0
-        with torch.no_grad():
-            for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
-                batch = [seqs[i] for i in chunk]
-                ids, mask, beh, _, temps = _pad(batch, device)
-                lp = _logprobs(model, ids, temps)
-                for j, s in enumerate(batch):
-                    n = len(s.ids) - 1
-                    old.append(lp[j, :n].detach().clone())
-                    m = mask[j, :n]
-                    mismatch_num += float(((lp[j, :n] - beh[j, :n]).abs() * m).sum())
-                    mismatch_den += int(m.sum())
+        if cfg.old_logprobs == "recompute":
+            model.eval()
+            with torch.no_grad():
+                for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
+                    batch = [seqs[i] for i in chunk]
+                    ids, mask, beh, _, temps = _pad(batch, device)
+                    lp = _logprobs(model, ids, temps)
+                    for j, s in enumerate(batch):
+                        n = len(s.ids) - 1
+                        old.append(lp[j, :n].detach().clone())
+                        m = mask[j, :n]
+                        mismatch_num += float(((lp[j, :n] - beh[j, :n]).abs() * m).sum())
+                        mismatch_den += int(m.sum())
+        else:
+            old = [torch.tensor(s.behaviour_logprobs[1:], dtype=torch.float32, device=device) for s in seqs]
+        measured = cfg.old_logprobs == "behaviour"  # measure the gap on the first minibatch's forward instead
         model.train()
         order = list(range(len(seqs)))
         total_tokens = sum(sum(s.mask[1:]) for s in seqs)
@@ -672,11 +688,14 @@ class Trainer:
                 masked: list[float] = []
                 for chunk in _chunks(mb, cfg.optim.micro_batch):
                     batch = [seqs[i] for i in chunk]
-                    ids, mask, _, adv, temps = _pad(batch, device)
+                    ids, mask, beh, adv, temps = _pad(batch, device)
                     lp = _logprobs(model, ids, temps)
                     old_lp = torch.zeros_like(lp)
                     for j, i in enumerate(chunk):
                         old_lp[j, : old[i].shape[0]] = old[i]
+                    if measured:  # no optimizer step yet: these are the pre-update logprobs
+                        mismatch_num += float(((lp.detach() - beh).abs() * mask).sum())
+                        mismatch_den += int(mask.sum())
                     out = loss_fn(lp, old_lp, adv, mask, cfg.loss_params, float(max(mb_tokens, 1)))
                     out.loss.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(out.loss.item())
@@ -703,6 +722,7 @@ class Trainer:
                 stats["policy_loss"].append(mb_policy)
                 stats["grad_norm"].append(gn)
                 stats["masked_token_frac"].append(sum(masked) / len(masked) if masked else 0.0)
+                measured = False
         model.eval()
         res = {k: (sum(v) / len(v)) for k, v in stats.items() if v}
         res["ratio_mismatch"] = mismatch_num / max(mismatch_den, 1)

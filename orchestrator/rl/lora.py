@@ -29,10 +29,12 @@ from swarm.errors import ConfigError
 
 __all__ = [
     "ADAPTER_GGUF",
+    "LlamaCppConfig",
     "LlamaCppLoraSync",
     "LoraSpec",
     "adapter_tensors",
     "export_adapter",
+    "is_peft_model",
     "load_adapter",
     "load_lora_policy",
     "load_tokenizer",
@@ -51,6 +53,24 @@ class LoraSpec(BaseModel):
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
     seed: int = Field(0, description="initialisation of lora_A (lora_B starts at 0: the adapter starts as a no-op)")
+
+
+class LlamaCppConfig(BaseModel):
+    """The llama.cpp engine that samples rollouts (``engine = "llamacpp"``): one engine, base model for
+    sub-agents on ``slots − adapter_slots`` slots, base + adapter for the orchestrator on ``adapter_slots``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slots: int = Field(8, ge=2)
+    adapter_slots: int = Field(4, ge=1)
+    ctx_per_slot: int = Field(4096, ge=256)
+    threads: int | None = Field(None, ge=1, description="decode threads (default: all cores)")
+    constrain_actions: bool = Field(False, description="grammar-constrained actions for the orchestrator's turns")
+
+
+def is_peft_model(model: Any) -> bool:
+    """Whether ``model`` is a PEFT wrapper (its checkpoints hold the adapter only)."""
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
 
 
 def _require_peft() -> None:

@@ -50,10 +50,27 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
-from orchestrator.rl.losses import LOSSES, LossParams, gather_logprobs, ptx_loss
+from orchestrator.rl.gold import WorkloadTasks
+from orchestrator.rl.lora import (
+    LlamaCppConfig,
+    LlamaCppLoraSync,
+    LoraSpec,
+    export_adapter,
+    is_peft_model,
+    load_adapter,
+    load_lora_policy,
+    load_tokenizer,
+)
+from orchestrator.rl.losses import LOSSES, LossParams, masked_logprobs, ptx_loss
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
 from orchestrator.rl.toggle import toggle_phase, toggle_rewards, update_budgets
-from orchestrator.rollout import EpisodeEntry, RolloutConfig, collect_rollouts, orchestrator_factory
+from orchestrator.rollout import (
+    EpisodeEntry,
+    OrchestratorFactory,
+    RolloutConfig,
+    collect_rollouts,
+    orchestrator_factory,
+)
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError, UserError
@@ -70,17 +87,21 @@ __all__ = [
     "OptimConfig",
     "PtxConfig",
     "Sequence_",
+    "SftConfig",
     "StepMetrics",
     "ToggleConfig",
     "TrainConfig",
     "Trainer",
     "TransformersWeightSync",
     "WeightSync",
+    "build_policy",
     "frozen_copy",
+    "llamacpp_serving",
     "load_environment",
     "load_train_config",
     "sft_example",
     "state_checksum",
+    "workload_environment",
 ]
 
 METRICS = "metrics.jsonl"
@@ -131,19 +152,47 @@ class PtxConfig(_Frozen):
     batch_size: int = Field(4, ge=1)
 
 
+class SftConfig(_Frozen):
+    """The SFT warm start (``swarm train sft``): gold transcripts of ``workloads`` (default: the RL
+    workloads, train split), regenerated through the current engine and protocol at every run, kept
+    when the gold episode scores ``r_perf ≥ min_r_perf``; masked NLL on the orchestrator's tokens."""
+
+    workloads: tuple[WorkloadTasks, ...] = ()
+    min_r_perf: float = Field(1.0, ge=0, le=1)
+    steps: int = Field(100, ge=1)
+    lr: float = Field(2e-4, gt=0)
+    batch_size: int = Field(4, ge=1)
+    micro_batch: int = Field(1, ge=1, description="sequences per forward/backward (memory bound)")
+    seed: int = 0
+    stop_below: float | None = Field(None, gt=0, description="stop once a step's loss falls below this")
+    checkpoint_every: int = Field(25, ge=1)
+
+
 class TrainConfig(_Frozen):
     """Everything ``swarm train --config FILE`` reads (TOML or JSON).
 
-    The policy is a local transformers directory (``policy_model``) or a freshly built tiny Qwen2
-    (``tiny``). Sub-agents run on ``subagent_model`` when given, else on the environment's backend,
-    else on a frozen copy of the initial policy. ``environment`` is ``"module:attr"``, a callable
-    ``(TrainConfig, tokenizer) -> Environment``; without it ``tasks_file`` (JSONL) gives the tasks and
-    sub-agents get no tools.
+    The policy is a local transformers directory (``policy_model``), a freshly built tiny Qwen2
+    (``tiny``), or a packaged GGUF model (``policy_gguf``: ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or a
+    ``.gguf`` path) loaded in transformers with a trainable LoRA adapter (``lora``; only the adapter
+    trains, starting from ``init_adapter`` or the SFT stage's adapter in ``run_dir/sft/policy``).
+    ``engine = "llamacpp"`` samples rollouts from llama.cpp with that adapter (exported after each
+    update); sub-agents then run on the same engine's frozen base model.
+
+    Otherwise sub-agents run on ``subagent_model`` when given, else on the environment's backend,
+    else on a frozen copy of the initial policy. Tasks come from ``workloads`` (workload task sets
+    with their environments, gold policies and scorers), or ``environment`` (``"module:attr"``, a
+    callable ``(TrainConfig, tokenizer) -> Environment``), or ``tasks_file`` (JSONL; sub-agents get
+    no tools).
     """
 
     run_dir: Path
     policy_model: Path | None = None
     tiny: TinyModelSpec | None = None
+    policy_gguf: str | None = None
+    lora: LoraSpec = LoraSpec()
+    init_adapter: Path | None = None
+    workloads: tuple[WorkloadTasks, ...] = ()
+    sft: SftConfig = SftConfig()
     subagent_model: Path | None = None
     environment: str | None = None
     tasks_file: Path | None = None
@@ -151,9 +200,11 @@ class TrainConfig(_Frozen):
     device: str = "cpu"
     engine: str = Field(
         "transformers",
-        pattern="^(transformers|vllm)$",
-        description="who samples rollouts: the colocated transformers engine, or vLLM in-process (weights pushed)",
+        pattern="^(transformers|vllm|llamacpp)$",
+        description="who samples rollouts: the colocated transformers engine, vLLM in-process (weights "
+        "pushed), or llama.cpp with the LoRA adapter (policy_gguf; adapter exported and the engine restarted)",
     )
+    llamacpp: LlamaCppConfig = LlamaCppConfig()
     vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="extra AsyncEngineArgs for vLLM")
     seed: int = 0
     steps: int = Field(10, ge=1)
@@ -196,7 +247,7 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
     raw.update({k: v for k, v in overrides.items() if v is not None})
-    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file"):
+    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file", "init_adapter"):
         if isinstance(raw.get(key), str) and not Path(raw[key]).is_absolute():
             raw[key] = str(path.parent / raw[key])
     try:
@@ -223,6 +274,26 @@ class Environment:
     reward: PARLReward | None = None
     sft: Sequence[Sequence[Message]] = ()
     tool_specs: Sequence[ToolSpec] = field(default_factory=tuple)
+    factory: Callable[[ModelBackend, ModelBackend | None], OrchestratorFactory] | None = None
+    """``(engine, sub-agent backend) -> OrchestratorFactory`` when episodes need more than tools and
+    agents (workload tasks build a fresh environment per episode); default: a plain orchestrator."""
+
+
+def workload_environment(config: TrainConfig) -> Environment:
+    """Tasks of ``config.workloads``; each episode gets its task's fresh workload environment and is
+    scored by the workload (``r_perf``) with the PARL terms of ``config.reward`` on top."""
+    from orchestrator.eval import workload_orchestrator_factory
+
+    modes = {w.mode for w in config.workloads}
+    if len(modes) != 1:
+        raise ConfigError(f"training workloads must share one mode, got {sorted(modes)}")
+    mode = modes.pop()
+    tasks = [t for w in config.workloads for t in w.tasks()]
+
+    def factory(engine: ModelBackend, sub: ModelBackend | None) -> OrchestratorFactory:
+        return workload_orchestrator_factory(engine, sub, mode=mode)
+
+    return Environment(tasks=tasks, reward=PARLReward(config.reward), factory=factory)
 
 
 def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Sequence[Path] = ()) -> Environment:
@@ -406,6 +477,7 @@ class Trainer:
         engine: ModelBackend | None = None,
         sync: WeightSync | None = None,
         on_step: Callable[[StepMetrics], None] | None = None,
+        base_gguf: Path | None = None,
     ) -> None:
         config.check_names()
         if engine is not None and engine is not policy and sync is None:
@@ -418,6 +490,8 @@ class Trainer:
         self.policy = policy
         self.env = env
         self.sync = sync
+        self.base_gguf = base_gguf
+        """The GGUF base of a LoRA policy: checkpoints then also hold the adapter in llama.cpp's format."""
         self.engine: ModelBackend = engine or policy
         self.on_step = on_step
         self.model: Any = policy.hf_model  # a transformers PreTrainedModel
@@ -441,23 +515,14 @@ class Trainer:
 
     @classmethod
     def from_config(cls, config: TrainConfig, *, config_dir: Path | None = None, **kwargs: Any) -> Trainer:
-        run_dir = config.run_dir
-        policy_dir = config.policy_model
-        if policy_dir is None:
-            if config.tiny is None:
-                raise ConfigError("set policy_model (a transformers directory) or tiny (build a tiny Qwen2)")
-            policy_dir = run_dir / "init-policy"
-            if not (policy_dir / "config.json").exists():
-                build_tiny_model(policy_dir, config.tiny)
-        policy = TransformersBackend.from_pretrained(
-            policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
-        )
+        policy, policy_dir, gguf = build_policy(config)
         search = [p for p in (config_dir, Path.cwd()) if p is not None]
-        env = (
-            load_environment(config.environment, config, policy.tokenizer, search)
-            if config.environment
-            else _tasks_environment(config)
-        )
+        if config.environment:
+            env = load_environment(config.environment, config, policy.tokenizer, search)
+        elif config.workloads:
+            env = workload_environment(config)
+        else:
+            env = _tasks_environment(config)
         if config.subagent_model is not None:
             env.subagent_backend = TransformersBackend.from_pretrained(
                 config.subagent_model, name="subagent", device=config.device, dtype=config.dtype
@@ -467,11 +532,21 @@ class Trainer:
             from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
             from swarm.backends.vllm_engine import VLLMEngineBackend
 
+            if policy_dir is None:
+                raise ConfigError("engine = 'vllm' serves a transformers model directory: set policy_model or tiny")
             args = {"dtype": config.dtype, **config.vllm_engine_args, "worker_extension_cls": WORKER_EXTENSION}
             served = VLLMEngineBackend(str(policy_dir), engine_args=args, name="orchestrator", weight_version="0")
             kwargs.setdefault("engine", served)
-            kwargs.setdefault("sync", VLLMWeightSync(served, run_dir / "weight-staging"))
-        return cls(config, policy, env, **kwargs)
+            kwargs.setdefault("sync", VLLMWeightSync(served, config.run_dir / "weight-staging"))
+        elif config.engine == "llamacpp":
+            if gguf is None or config.policy_gguf is None:
+                raise ConfigError("engine = 'llamacpp' serves a GGUF base with the LoRA adapter: set policy_gguf")
+            orch, sub, sync = llamacpp_serving(config, policy, config.policy_gguf, gguf)
+            kwargs.setdefault("engine", orch)
+            kwargs.setdefault("sync", sync)
+            if env.subagent_backend is None:
+                env.subagent_backend = sub
+        return cls(config, policy, env, base_gguf=gguf, **kwargs)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -559,9 +634,12 @@ class Trainer:
         picked = tasks if cfg.tasks_per_step >= len(tasks) else r.sample(tasks, cfg.tasks_per_step)
         sampling = cfg.swarm.orchestrator_sampling.model_copy(update={"temperature": temperature})
         swarm_cfg = cfg.swarm.model_copy(update={"orchestrator_sampling": sampling})
-        factory = orchestrator_factory(
-            self.engine, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
-        )
+        if self.env.factory is not None:
+            factory = self.env.factory(self.engine, self.env.subagent_backend)
+        else:
+            factory = orchestrator_factory(
+                self.engine, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
+            )
         self.reward.step = step
         out = self._rollout_dir(step)
         # the trajectories on disk carry the advantages of the estimator the update uses
@@ -663,7 +741,7 @@ class Trainer:
                 for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
                     batch = [seqs[i] for i in chunk]
                     ids, mask, beh, _, temps = _pad(batch, device)
-                    lp = _logprobs(model, ids, temps)
+                    lp = masked_logprobs(model, ids, mask, temps)
                     for j, s in enumerate(batch):
                         n = len(s.ids) - 1
                         old.append(lp[j, :n].detach().clone())
@@ -689,7 +767,7 @@ class Trainer:
                 for chunk in _chunks(mb, cfg.optim.micro_batch):
                     batch = [seqs[i] for i in chunk]
                     ids, mask, beh, adv, temps = _pad(batch, device)
-                    lp = _logprobs(model, ids, temps)
+                    lp = masked_logprobs(model, ids, mask, temps)
                     old_lp = torch.zeros_like(lp)
                     for j, i in enumerate(chunk):
                         old_lp[j, : old[i].shape[0]] = old[i]
@@ -704,7 +782,7 @@ class Trainer:
                 if cfg.ptx is not None and self._sft:
                     picks = [self._sft[self.rng.randrange(len(self._sft))] for _ in range(cfg.ptx.batch_size)]
                     ids, mask = _pad_plain(picks, device)
-                    lp = _logprobs(model, ids, torch.ones(ids.shape[0], device=device))
+                    lp = masked_logprobs(model, ids, mask[:, 1:], torch.ones(ids.shape[0], device=device))
                     px = ptx_loss(lp, mask[:, 1:]) * cfg.ptx.coef
                     px.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(px.item())
@@ -796,8 +874,13 @@ class Trainer:
         final = root / f"step-{self.step:06d}"
         tmp = root / f".tmp-step-{self.step:06d}"
         shutil.rmtree(tmp, ignore_errors=True)
-        self.model.save_pretrained(tmp / "policy")
-        self.policy.tokenizer.save_pretrained(tmp / "policy")
+        if is_peft_model(self.model):  # the adapter only (the base is the GGUF), plus its llama.cpp form
+            self.model.save_pretrained(tmp / "policy", save_embedding_layers=False)
+            if self.base_gguf is not None:
+                export_adapter(self.model, self.base_gguf, tmp / "adapter.gguf", version=str(self.step))
+        else:
+            self.model.save_pretrained(tmp / "policy")
+            self.policy.tokenizer.save_pretrained(tmp / "policy")
         torch.save([o.state_dict() for o in self.optimizers], tmp / "optimizer.pt")
         state = CheckpointState(
             step=self.step,
@@ -830,16 +913,19 @@ class Trainer:
         from safetensors.torch import load_file
 
         state = CheckpointState.model_validate_json((ckpt / "state.json").read_text(encoding="utf-8"))
-        weights: dict[str, torch.Tensor] = {}
-        for f in sorted((ckpt / "policy").glob("*.safetensors")):
-            weights.update(load_file(f))
         with self.policy.paused():
-            missing, unexpected = self.model.load_state_dict(weights, strict=False)
-            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
-                raise ConfigError(
-                    f"checkpoint {ckpt} does not match the policy model: missing {missing[:5]}, "
-                    f"unexpected {unexpected[:5]}"
-                )
+            if is_peft_model(self.model):
+                load_adapter(self.model, ckpt / "policy")
+            else:
+                weights: dict[str, torch.Tensor] = {}
+                for f in sorted((ckpt / "policy").glob("*.safetensors")):
+                    weights.update(load_file(f))
+                missing, unexpected = self.model.load_state_dict(weights, strict=False)
+                if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
+                    raise ConfigError(
+                        f"checkpoint {ckpt} does not match the policy model: missing {missing[:5]}, "
+                        f"unexpected {unexpected[:5]}"
+                    )
             self.policy.weight_version = state.weight_version
         for opt, sd in zip(self.optimizers, torch.load(ckpt / "optimizer.pt", weights_only=True), strict=True):
             opt.load_state_dict(sd)
@@ -856,9 +942,75 @@ class Trainer:
 # -- helpers ----------------------------------------------------------------------------------------
 
 
+def build_policy(
+    config: TrainConfig, *, warm_start: bool = True
+) -> tuple[TransformersBackend, Path | None, Path | None]:
+    """(policy, its transformers directory or None, its GGUF base or None) from the config.
+
+    With ``warm_start`` the SFT stage's result (``run_dir/sft/policy``) is the starting point when
+    it exists (and ``init_adapter`` / ``policy_model`` do not say otherwise).
+    """
+    run_dir = config.run_dir
+    if config.policy_gguf is not None:
+        from swarm.backends.local import resolve_model
+
+        _, gguf = resolve_model(config.policy_gguf)
+        tok = load_tokenizer(gguf, run_dir / "tokenizer")
+        sft = run_dir / "sft" / "policy"
+        warm = warm_start and (sft / "adapter_model.safetensors").is_file()
+        init = config.init_adapter or (sft if warm else None)
+        policy = load_lora_policy(gguf, config.lora, dtype=config.dtype, tokenizer=tok, adapter=init)
+        return policy, None, gguf
+    policy_dir = config.policy_model
+    if policy_dir is None:
+        if config.tiny is None:
+            raise ConfigError(
+                "set policy_gguf (a packaged model + LoRA), policy_model (a transformers directory) or tiny"
+            )
+        policy_dir = run_dir / "init-policy"
+        if not (policy_dir / "config.json").exists():
+            build_tiny_model(policy_dir, config.tiny)
+    sft_dir = run_dir / "sft" / "policy"
+    if warm_start and config.policy_model is None and (sft_dir / "config.json").is_file():
+        policy_dir = sft_dir  # the SFT stage's warm start
+    policy = TransformersBackend.from_pretrained(
+        policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
+    )
+    return policy, policy_dir, None
+
+
+def llamacpp_serving(
+    config: TrainConfig, policy: TransformersBackend, model: str, gguf: Path
+) -> tuple[ModelBackend, ModelBackend, LlamaCppLoraSync]:
+    """(orchestrator backend with the adapter, frozen base for sub-agents, weight sync) on one llama.cpp engine."""
+    from swarm.backends.local import LocalBackend, LocalEngine
+    from swarm.backends.lora_gguf import file_sha256
+
+    lc = config.llamacpp
+    first = export_adapter(policy.hf_model, gguf, config.run_dir / "adapters" / "adapter-000000.gguf", version="0")
+    engine = LocalEngine(
+        model,
+        slots=lc.slots,
+        ctx_per_slot=lc.ctx_per_slot,
+        threads=lc.threads,
+        lora_adapters=[first],
+        adapter_slots=lc.adapter_slots,
+        adapter_version=f"0:{file_sha256(first)[:12]}",
+    )
+    engine.start()
+    orch = LocalBackend(engine=engine, lora_scale=1.0, constrain_actions=lc.constrain_actions)
+    sub = LocalBackend(engine=engine, constrain_actions=lc.constrain_actions)
+    return orch, sub, LlamaCppLoraSync(engine, gguf, config.run_dir / "adapters")
+
+
 def frozen_copy(backend: TransformersBackend, *, name: str) -> TransformersBackend:
-    """A separate, gradient-free copy of a backend's model (sub-agents run on the initial checkpoint)."""
+    """A separate, gradient-free copy of a backend's model (sub-agents run on the initial checkpoint).
+
+    For a LoRA policy the copy is the base model without the adapter (sub-agents are the frozen base).
+    """
     model = copy.deepcopy(backend.hf_model)
+    if is_peft_model(model):
+        model = model.unload()
     _freeze(model)
     return TransformersBackend(model, backend.tokenizer, name=name)
 
@@ -929,14 +1081,6 @@ def _pad_plain(
         ids[k, : len(i)] = torch.tensor(i)
         mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
     return ids.to(device), mask.to(device)
-
-
-def _logprobs(model: torch.nn.Module, ids: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
-    """Next-token logprobs [B, L−1] at each row's sampling temperature (right padding is causal-safe)."""
-    logits = model(input_ids=ids).logits
-    if bool((temps == temps[0]).all()):
-        return gather_logprobs(logits, ids, float(temps[0]))
-    return torch.cat([gather_logprobs(logits[i : i + 1], ids[i : i + 1], float(t)) for i, t in enumerate(temps)])
 
 
 def _append_jsonl(path: Path, data: dict[str, Any]) -> None:

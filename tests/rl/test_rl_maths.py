@@ -233,6 +233,30 @@ def test_ptx_and_gather_logprobs_match_loops() -> None:
     assert ptx_loss(got, mask).item() == pytest.approx(ref, abs=1e-6)
 
 
+def test_masked_logprobs_equal_the_full_computation_where_the_mask_is_set(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Only trained positions go through the output head; their values are unchanged, per-row temperatures too."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    from orchestrator.rl.losses import masked_logprobs
+    from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "m", TinyModelSpec(seed=3)))
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 250, (3, 17), generator=gen)
+    mask = (torch.rand(3, 16, generator=gen) < 0.4).float()
+    mask[2] = 0.0  # a row with nothing to train on
+    temps = torch.tensor([1.0, 0.7, 1.3])
+    got = masked_logprobs(model, ids, mask, temps)
+    logits = model(input_ids=ids).logits
+    for b in range(3):
+        ref = gather_logprobs(logits[b : b + 1], ids[b : b + 1], float(temps[b]))[0]
+        assert torch.allclose(got[b], ref * mask[b], atol=1e-5)
+    assert got.shape == (3, 16) and bool((got[mask == 0] == 0).all())
+    got.sum().backward()  # differentiable through the kept positions
+    assert any(p.grad is not None for p in model.parameters())
+
+
 # -- Toggle -------------------------------------------------------------------------------------------
 
 

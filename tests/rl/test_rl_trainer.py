@@ -29,7 +29,7 @@ from swarm.backends.transformers_backend import TransformersBackend  # noqa: E40
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
-from swarm.rewards import PARLReward, RewardConfig  # noqa: E402
+from swarm.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
 
 
 class HashReward(PARLReward):
@@ -38,6 +38,13 @@ class HashReward(PARLReward):
     async def r_perf(self, record: EpisodeRecord):  # type: ignore[no-untyped-def]
         answer = record.answer or ""
         return hashlib.sha256(answer.encode()).digest()[0] / 255, "hash", {}, None
+
+
+class EpisodeReward(PARLReward):
+    """r_perf from the episode id: distinct advantages even when every sample is the same text."""
+
+    async def r_perf(self, record: EpisodeRecord):  # type: ignore[no-untyped-def]
+        return hashlib.sha256(record.episode_id.encode()).digest()[0] / 255, "hash", {}, None
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +296,8 @@ def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
 def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
     """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
     other response token, and whose advantages are 0 (only the τ term can move the weights)."""
-    from orchestrator.rl.trainer import Sequence_, _logprobs
+    from orchestrator.rl.losses import masked_logprobs
+    from orchestrator.rl.trainer import Sequence_
 
     tok = trainer.policy.tokenizer
     seqs = []
@@ -300,7 +308,7 @@ def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: igno
         resp = tok(text, add_special_tokens=False)["input_ids"]
         ids = torch.tensor([prompt + resp])
         with torch.no_grad():
-            lp = _logprobs(trainer.model, ids, torch.ones(1))[0].tolist()
+            lp = masked_logprobs(trainer.model, ids, torch.ones(1, ids.shape[1] - 1), torch.ones(1))[0].tolist()
         beh = [0.0] * len(prompt) + [lp[len(prompt) - 1 + i] + (shift if i % 2 else 0.0) for i in range(len(resp))]
         seqs.append(
             Sequence_(
@@ -353,3 +361,74 @@ def test_advantages_and_schedules_have_one_home(tmp_path: Path) -> None:
     assert SCHEDULES.names == ("constant", "cosine", "exponential", "linear")
     for t in range(12):
         assert lam.value(t) / 0.5 == pytest.approx((temp.value(t) - 1.0) / 0.5)
+
+
+def _assigning_policy(model_dir: Path, out: Path, swarm: SwarmConfig) -> Path:
+    """The tiny policy fine-tuned (SFT, exact tokens through the engine) to assign one sub-agent task."""
+    import anyio
+
+    from orchestrator.engine import Orchestrator
+    from orchestrator.rl.gold import ForcedBackend
+    from orchestrator.rl.sft import sft_train
+    from swarm.testing import FunctionBackend, call
+    from swarm.trajectory import build_trajectory
+
+    policy = TransformersBackend.from_pretrained(model_dir, name="orchestrator")
+
+    from swarm.backend import Completion
+    from swarm.messages import ToolMessage
+
+    def gold(req):  # type: ignore[no-untyped-def]
+        if any(isinstance(m, ToolMessage) for m in req.messages):
+            return Completion(text="done")
+        return Completion(tool_calls=(call("assign_task", agent="worker", task="go"),))
+
+    async def transcript() -> tuple[list[int], list[int]]:
+        forced = ForcedBackend(FunctionBackend(gold, model="gold"), policy.tokenizer)
+        sub = FunctionBackend(lambda r: Completion(text="ok"), model="sub")
+        agents = [AgentDefinition(name="worker", system_prompt="do it")]
+        orch = Orchestrator(forced, swarm, agents=agents, subagent_backend=sub, reward_fn=PARLReward())
+        rec = await orch.run(Task(id="t", prompt="count to three"))
+        traj = build_trajectory(rec)
+        return list(traj.prompt_ids + traj.response_ids), [0] * len(traj.prompt_ids) + list(traj.response_mask)
+
+    example = anyio.run(transcript)
+    losses = sft_train(policy.hf_model, [example], steps=600, lr=1e-2, batch_size=1, stop_below=0.002)
+    assert losses[-1] < 0.002
+    policy.hf_model.save_pretrained(out)
+    policy.tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+def test_subagents_run_and_come_from_the_frozen_model_only(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Defect 6: the orchestrator (SFT'd to delegate) assigns tasks every step; each sub-agent's steps come
+    from the frozen initial checkpoint (not the live policy), whose weights never move while the policy's do."""
+    base = _config(tmp_path / "run", steps=2)
+    sampling = base.swarm.orchestrator_sampling.model_copy(update={"max_tokens": 120})
+    swarm = base.swarm.model_copy(update={"system_prompt": "Delegate.", "orchestrator_sampling": sampling})
+    cfg = base.model_copy(
+        update={"temperature": Schedule(kind="constant", start=0.3), "swarm": swarm, "optim": OptimConfig(lr=1e-4)}
+    )
+    policy_dir = _assigning_policy(model_dirs[0], tmp_path / "sft", cfg.swarm)
+    policy = TransformersBackend.from_pretrained(policy_dir, name="orchestrator")
+    env = Environment(
+        tasks=[Task(id="t1", prompt="count to three"), Task(id="t2", prompt="count to three!")],
+        reward=EpisodeReward(cfg.reward),
+        agents=[AgentDefinition(name="worker", system_prompt="do it")],
+    )
+    trainer = Trainer(cfg, policy, env)
+    frozen = trainer.env.subagent_backend
+    assert isinstance(frozen, TransformersBackend) and frozen is not policy
+    start = state_checksum(trainer.model)
+    assert state_checksum(frozen.hf_model) == start  # the frozen copy is the initial policy
+    trainer.run()
+    assert state_checksum(trainer.model) != start
+    assert state_checksum(frozen.hf_model) == start
+    for step in (0, 1):
+        lines = (tmp_path / "run" / "rollouts" / f"step-{step:06d}" / "episodes.jsonl").read_text().splitlines()
+        records = [EpisodeRecord.model_validate(json.loads(x)["record"]) for x in lines]
+        subs = [s for r in records for s in r.subagent_results]
+        assert len(subs) > 0, f"step {step}: the orchestrator never delegated"
+        assert {s.model for s in subs} == {frozen.model} != {policy.model}
+        assert all(s.steps > 0 for s in subs)

@@ -85,9 +85,12 @@ def train(
                 bar.update(task, completed=m.step + 1, info=info)
 
             trainer = Trainer.from_config(cfg, config_dir=config.parent, on_step=on_step)
-            done = trainer.resume()
-            bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
-            trainer.run()
+            try:
+                done = trainer.resume()
+                bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
+                trainer.run()
+            finally:
+                trainer.close()
     except UserError as exc:
         raise _fail(str(exc)) from None
     _err.print(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}")

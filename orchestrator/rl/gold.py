@@ -9,8 +9,9 @@ prompt, action tools, budgets, workload environment and sub-agents as a rollout 
   :class:`~swarm.backends.continuation.TurnMemory`);
 * the **response ids** are the chat template's own rendering of the gold assistant message (for
   Qwen: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` per call, the format the action
-  grammar and the tolerant parser read), up to and including the end-of-turn token. The text must
-  parse back into the gold calls, or the episode fails loudly.
+  grammar and the tolerant parser read), up to and including the end-of-turn token; a template
+  that drops tool calls (SmolLM2's) gets the hermes text its tools-in-prompt instructions ask for.
+  The text must parse back into the gold calls, or the episode fails loudly.
 
 Each gold episode's trajectory (``prompt_ids``, ``response_ids``, ``response_mask``: the
 orchestrator's tokens only) is one SFT example. Since the episodes run through the engine of the
@@ -30,6 +31,7 @@ from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion, ModelBackend, ModelRequest, Usage
+from swarm.backends.openai_http import with_tools_in_prompt
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError
@@ -46,12 +48,18 @@ class ForcedBackend(TransformersBackend):
     """A backend whose "samples" are a gold policy's actions, tokenized as the policy model would emit them.
 
     ``tokenizer`` is the policy model's (with its chat template). No model weights are needed.
-    Logprobs are reported as 0 (the gold policy is deterministic); ``weight_version`` is ``"gold"``.
+    ``renderer`` is the serving backend of the policy (a :class:`~swarm.backends.local.LocalBackend`
+    for the llama.cpp engine): the prompt ids then come from it — its template engine, its
+    tools-in-prompt rule for templates without tools, its continuation — so SFT sees exactly what
+    rollouts will. Without it the tokenizer's template renders the prompts (the transformers engine's
+    own path). Logprobs are reported as 0 (the gold policy is deterministic); ``weight_version`` is
+    ``"gold"``.
     """
 
-    def __init__(self, gold: ModelBackend, tokenizer: Any, *, name: str = "gold") -> None:
+    def __init__(self, gold: ModelBackend, tokenizer: Any, *, name: str = "gold", renderer: Any = None) -> None:
         super().__init__(None, tokenizer, name=name)
         self.gold = gold
+        self.renderer = renderer
         eos = tokenizer.eos_token
         if not isinstance(eos, str) or tokenizer.eos_token_id is None:
             raise ConfigError(f"tokenizer of {name!r} has no end-of-turn token; cannot end a forced turn")
@@ -75,18 +83,24 @@ class ForcedBackend(TransformersBackend):
             )
         return str(body[:end])
 
+    @staticmethod
+    def _parses(text: str, request: ModelRequest, gold: Completion) -> bool:
+        parsed = parse_tool_calls(text, [t.name for t in request.tools])
+        return [(c.name, c.arguments) for c in parsed.tool_calls] == [(c.name, c.arguments) for c in gold.tool_calls]
+
     async def complete(self, request: ModelRequest) -> Completion:
-        prompt = self.render(request)
+        prompt = await self.renderer.prompt_ids(request) if self.renderer is not None else self.render(request)
         gold = await self.gold.complete(request)
         action = AssistantMessage(content=gold.text, tool_calls=gold.tool_calls)
         text = self._target(request, action)
-        if gold.tool_calls:
-            parsed = parse_tool_calls(text, [t.name for t in request.tools])
-            got = [(c.name, c.arguments) for c in parsed.tool_calls]
-            if got != [(c.name, c.arguments) for c in gold.tool_calls]:
+        if gold.tool_calls and not self._parses(text, request, gold):
+            # a template without tool calls (SmolLM2's): the hermes text the tools-in-prompt rule asks for
+            hermes = with_tools_in_prompt((action,), ())[0]["content"]
+            text = self._target(request, AssistantMessage(content=hermes))
+            if not self._parses(text, request, gold):
                 raise ConfigError(
-                    f"the gold action rendered as {text[:200]!r} does not parse back into its calls "
-                    f"(parsed {got[:3]}); the SFT target would teach a format the runtime cannot read"
+                    f"the gold action rendered as {text[:200]!r} does not parse back into its calls; "
+                    "the SFT target would teach a format the runtime cannot read"
                 )
         ids = (*self._encode(text), self._eos_id)
         completion = Completion(
@@ -100,8 +114,26 @@ class ForcedBackend(TransformersBackend):
             logprobs=(0.0,) * len(ids),
             weight_version="gold",
         )
-        self.memory.remember(request.messages, completion, text, self._eos_text)
+        memory = self.renderer.memory if self.renderer is not None else self.memory
+        memory.remember(request.messages, completion, text, self._eos_text)
         return completion
+
+
+class _Renamed:
+    """A backend reporting another model name (the gold sub-agents stand in for the real frozen model,
+    whose name the orchestrator's ``create_subagent`` schema lists: the SFT prompt must match RL's)."""
+
+    def __init__(self, inner: ModelBackend, model: str) -> None:
+        self.inner = inner
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def complete(self, request: ModelRequest) -> Completion:
+        c = await self.inner.complete(request)
+        return c.model_copy(update={"model": self._model})
 
 
 class SftExample(BaseModel):
@@ -143,9 +175,15 @@ async def gold_examples(
     out_dir: Path,
     *,
     min_r_perf: float = 1.0,
+    subagent_model: str | None = None,
+    renderer: Any = None,
 ) -> tuple[list[SftExample], dict[str, Any]]:
     """Run every task's gold policy through the engine (forced into ``tokenizer``'s tokens) and
     return the examples of episodes scoring ``r_perf ≥ min_r_perf``, with a summary.
+
+    ``subagent_model`` is the name of the frozen sub-agent model RL will use: the gold sub-agents
+    report it, so the orchestrator's prompt (its ``create_subagent`` schema lists the models) is the
+    one it will see in RL. ``renderer``: see :class:`ForcedBackend`.
 
     Episodes, trajectories and failures are kept under ``out_dir/<workload>`` (a rollout directory).
     """
@@ -157,7 +195,8 @@ async def gold_examples(
 
         def resolve(task: Task, mode: Mode, wl: Any = wl) -> tuple[ModelBackend, ModelBackend]:
             gold = wl.gold_policy(task, mode)
-            return ForcedBackend(gold.orchestrator, tokenizer), gold.subagent
+            sub = gold.subagent if subagent_model is None else _Renamed(gold.subagent, subagent_model)
+            return ForcedBackend(gold.orchestrator, tokenizer, renderer=renderer), sub
 
         out = out_dir / spec.workload
         factory = workload_orchestrator_factory(resolve, mode=spec.mode)

@@ -114,11 +114,28 @@ def _save(model: Any, tokenizer: Any, out: Path, base_gguf: Path | None, extra: 
     os.replace(tmp, out)
 
 
+def serving_renderer(config: Any) -> Any:
+    """For the llama.cpp engine, a backend on the base model that renders prompts as rollouts will
+    (``None`` for the transformers engine, whose tokenizer template is already the serving path)."""
+    if config.engine != "llamacpp" or config.policy_gguf is None:
+        return None
+    from swarm.backends.local import LocalBackend
+
+    lc = config.llamacpp
+    return LocalBackend(
+        config.policy_gguf,
+        slots=1,
+        ctx_per_slot=lc.ctx_per_slot,
+        threads=lc.threads,
+        constrain_actions=lc.constrain_actions,
+    )
+
+
 def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """The SFT stage of ``config`` (a :class:`~orchestrator.rl.trainer.TrainConfig`); returns its summary."""
     from orchestrator.rl.gold import gold_examples, read_examples, write_examples
     from orchestrator.rl.lora import is_peft_model, load_adapter
-    from orchestrator.rl.trainer import build_policy
+    from orchestrator.rl.trainer import build_policy, subagent_model_name
 
     cfg = config.sft
     root: Path = config.run_dir / "sft"
@@ -137,9 +154,24 @@ def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None)
     else:
         shutil.rmtree(root, ignore_errors=True)
         t0 = time.perf_counter()
-        examples, per_workload = anyio.run(
-            lambda: gold_examples(specs, policy.tokenizer, config.swarm, root / "gold", min_r_perf=cfg.min_r_perf)
-        )
+
+        async def generate() -> tuple[list[Any], dict[str, Any]]:
+            renderer = serving_renderer(config)
+            try:
+                return await gold_examples(
+                    specs,
+                    policy.tokenizer,
+                    config.swarm,
+                    root / "gold",
+                    min_r_perf=cfg.min_r_perf,
+                    subagent_model=subagent_model_name(config, policy),
+                    renderer=renderer,
+                )
+            finally:
+                if renderer is not None:
+                    await renderer.aclose()
+
+        examples, per_workload = anyio.run(generate)
         if not examples:
             raise ConfigError(f"no gold episode reached r_perf >= {cfg.min_r_perf}; see {root / 'gold'}")
         write_examples(examples, data)

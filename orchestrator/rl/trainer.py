@@ -101,6 +101,7 @@ __all__ = [
     "load_train_config",
     "sft_example",
     "state_checksum",
+    "subagent_model_name",
     "workload_environment",
 ]
 
@@ -617,6 +618,22 @@ class Trainer:
         zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
         return toggled, toggle_phase(step, cfg.toggle.m), zeroed
 
+    async def _disconnect(self) -> None:
+        """Close the HTTP connections of the backends on the serving llama.cpp engine (they belong to this
+        event loop; the next rollout, maybe in another loop, reconnects). The engine keeps running."""
+        from swarm.backends.local import LocalBackend
+
+        serving = getattr(self.sync, "engine", None)
+        for b in (self.engine, self.env.subagent_backend):
+            if isinstance(b, LocalBackend) and serving is not None and b.engine is serving:
+                await b.aclose()
+
+    def close(self) -> None:
+        """Stop a llama.cpp serving engine this trainer pushes adapters into (nothing else needs closing)."""
+        engine = getattr(self.sync, "engine", None)
+        if engine is not None and hasattr(engine, "close"):
+            engine.close()
+
     def _rollout_dir(self, step: int) -> Path:
         return self.run_dir / "rollouts" / f"step-{step:06d}"
 
@@ -645,9 +662,12 @@ class Trainer:
         # the trajectories on disk carry the advantages of the estimator the update uses
         rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step, "advantage": cfg.advantage})
 
-        await collect_rollouts(
-            picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
-        )
+        try:
+            await collect_rollouts(
+                picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
+            )
+        finally:
+            await self._disconnect()
         entries = read_jsonl(out / "episodes.jsonl", EpisodeEntry, on_error="skip")
         wanted = {t.id for t in picked}
         records = [
@@ -977,6 +997,19 @@ def build_policy(
         policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
     )
     return policy, policy_dir, None
+
+
+def subagent_model_name(config: TrainConfig, policy: TransformersBackend) -> str | None:
+    """The model name the sub-agents of a run built from ``config`` report (None: set by the environment)."""
+    if config.engine == "llamacpp" and config.policy_gguf is not None:
+        from swarm.backends.local import LOCAL_MODELS
+
+        return config.policy_gguf if config.policy_gguf in LOCAL_MODELS else Path(config.policy_gguf).stem
+    if config.subagent_model is not None:
+        return "subagent"
+    if config.environment:
+        return None
+    return f"{policy.model}-frozen"
 
 
 def llamacpp_serving(

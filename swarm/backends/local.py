@@ -517,6 +517,17 @@ class LocalBackend:
 
     # -- exact tokens -------------------------------------------------------------------------------
 
+    async def prompt_ids(self, request: ModelRequest) -> tuple[int, ...]:
+        """The prompt ids :meth:`complete` would send for ``request`` (template, tokenizer, continuation).
+
+        Used to build training data in exactly the tokens this backend gives the model (SFT warm start).
+        """
+        if self._http is None or self._generation != self.engine.generation:
+            await self.start()
+        assert self._http is not None
+        ids, _ = await self._prompt_ids(self._http, request)
+        return ids
+
     def _wire(self, messages: tuple[Message, ...] | list[Message], request: ModelRequest) -> dict[str, Any]:
         """The /apply-template body: messages (and tools, natively or in the system prompt)."""
         assert self._http is not None

@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Annotated, Any
 
 import anyio
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -32,13 +35,14 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.live import LiveState, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
-from orchestrator.tasks import load_config, load_tasks
+from orchestrator.tasks import large_task_warning, load_config, load_tasks
 from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
 from swarm import __version__
 from swarm.backend import ModelBackend
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from swarm.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
@@ -75,6 +79,8 @@ class RunPlan:
     subagent_backend: ModelBackend | None
     tools: tuple[Tool, ...]
     extras: dict[str, Any]
+    reward: RewardConfig | None = None
+    """Scores each episode when set: the config's ``[reward]`` table, or defaults for tasks with verifiers."""
 
 
 BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
@@ -160,6 +166,7 @@ def run(
             run_workload(
                 workload,
                 task_file=task_file,
+                config_file=config_file,
                 mode=mode,
                 backend=backend,
                 model=model,
@@ -225,7 +232,8 @@ def _plan(
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
         raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
-    base, extras = load_config(config_file) if config_file else (None, {})
+    base, extras = load_config(config_file, command="swarm run") if config_file else (None, {})
+    reward = _reward_config(extras.get("reward"))
     if demo is not None or backend == "scripted":
         from orchestrator.demo import DEMO_TASKS
         from orchestrator.demo import demo as make_demo
@@ -244,8 +252,11 @@ def _plan(
             d.subagent_backend,
             d.tools,
             extras,
+            reward,
         )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
+    if reward is None and any(t.verifier for t in tasks):
+        reward = RewardConfig()  # tasks that name a verifier get scored
     backend_opts = dict(extras.get("backend", {}))
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
@@ -258,7 +269,18 @@ def _plan(
         subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, config, orch, sub, (), extras)
+    return RunPlan(tasks, config, orch, sub, (), extras, reward)
+
+
+def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:
+    if table is None:
+        return None
+    try:
+        cfg = RewardConfig.model_validate(table)
+    except ValidationError as exc:  # load_config checked the keys; this is a bad value
+        raise UserError(f"invalid [reward] table: {exc.errors()[0]['msg']}") from None
+    PARLReward(cfg)  # an unknown default_verifier fails here, before anything runs
+    return cfg
 
 
 class _EventWriter:
@@ -320,6 +342,7 @@ def _execute(
             observers=observers,
             tracer_provider=telemetry.provider,
             capture_content=telemetry.capture_content,
+            reward_fn=PARLReward(plan.reward) if plan.reward is not None else None,
         )
 
     async def main() -> None:
@@ -344,12 +367,16 @@ def _execute(
         out.mkdir(parents=True, exist_ok=True)
         mcp_log = (out / "mcp-servers.log").open("a", encoding="utf-8")
     interrupted = False
+    for note in filter(None, map(large_task_warning, plan.tasks)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        if live_enabled:
-            with Live(state, console=err, refresh_per_second=8, transient=True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
+            if live_enabled:
+                with Live(state, console=err, refresh_per_second=8, transient=True):
+                    anyio.run(main)
+            else:
                 anyio.run(main)
-        else:
-            anyio.run(main)
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
@@ -366,9 +393,13 @@ def _execute(
             Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
-        err.print(f"[yellow]interrupted[/yellow]{where}")
+        err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too
+        if r.status in bad:
+            why = r.error or "no error message was recorded"
+            err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)
     return 1 if any(r.status in bad for r in records) else 0
 
 
@@ -409,6 +440,11 @@ def tune_gc() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
+    # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
+    # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel
+    # the main task on Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tune_gc()
     claim_global_provider()
     app()

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
@@ -29,6 +30,8 @@ from workloads import MODES, Mode, get_workload, workload_names
 __all__ = ["backend_resolver", "eval_command", "parse_knobs", "report_table"]
 
 err = Console(stderr=True)
+EVAL_TABLES = ("swarm", "backend")
+"""Config tables swarm eval (and swarm run --workload) read: a workload's own verifier scores its episodes."""
 DEFAULT_EVAL_ROOT = Path("traces") / "eval"
 
 _FIELDS = (
@@ -62,8 +65,10 @@ def report_table(report: EvalReport) -> Table:
     """The human table: one row per measure, one column per mode, and single/swarm."""
     modes = list(report.summaries)
     t = Table(
-        title=f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
-        f"task(s) · run {report.run_id}"
+        title=Text(
+            f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
+            f"task(s) · run {report.run_id}"
+        )
     )
     t.add_column("measure")
     for m in modes:
@@ -113,11 +118,11 @@ def eval_command(
     episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
     temperature: Annotated[
         float | None,
-        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) [default: 0, or --config's]"),
+        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) \\[default: 0, or --config's]"),
     ] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn [default: 512, or --config's]"),
+        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn \\[default: 512, or --config's]"),
     ] = None,
     latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
@@ -144,9 +149,11 @@ def eval_command(
         tasks = wl.tasks(n, seed=seed, split=split, **knobs)
         if export_tasks is not None:
             write_tasks(tasks, export_tasks)
-            err.print(f"wrote {len(tasks)} {workload} task(s) to {export_tasks}")
+            err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(export_tasks))}")
             raise typer.Exit(0)
-        base, extras = load_config(config_file) if config_file else (SwarmConfig(), {})
+        base, extras = (
+            load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
+        )
         backends = backend_resolver(
             wl_name=workload,
             backend=backend,
@@ -174,7 +181,7 @@ def eval_command(
                 overrides["orchestrator_sampling"] = base.orchestrator_sampling.model_copy(update=change)
                 overrides["subagent_sampling"] = base.subagent_sampling.model_copy(update=change)
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
     def progress(row: EpisodeRow) -> None:
@@ -205,16 +212,16 @@ def eval_command(
     try:
         report = anyio.run(main)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + str(out))
+        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + escape(str(out)))
         raise typer.Exit(130) from None
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if json_out:
         sys.stdout.write(report.model_dump_json() + "\n")
     else:
         Console().print(report_table(report))
-        err.print(f"results: {report.out_dir}")
+        err.print(f"results: {escape(str(report.out_dir))}")
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
 
 
@@ -263,6 +270,7 @@ def run_workload(
     task_file: Path | None,
     mode: str,
     backend: str,
+    config_file: Path | None = None,
     model: str | None = None,
     base_url: str | None = None,
     subagent_backend: str | None = None,
@@ -301,6 +309,9 @@ def run_workload(
         else:
             raise UserError("give --workload NAME (and optionally --task-file with its tasks)")
         run_mode: Mode = mode
+        base, extras = (
+            load_config(config_file, tables=EVAL_TABLES, command="swarm run --workload") if config_file else (None, {})
+        )
         # Build every episode first: a malformed workload task is exit code 2 before anything runs.
         episodes = []
         for t in tasks:
@@ -315,12 +326,12 @@ def run_workload(
                 base_url=base_url,
                 subagent_backend=subagent_backend,
                 subagent_model=subagent_model,
-                extras={},
+                extras=extras,
             )
             for wl_name in {str(t.metadata["workload"]) for t in tasks}
         }
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
     code = 0
@@ -328,7 +339,7 @@ def run_workload(
         orch_backend, sub_backend = resolvers[wl.name](task, run_mode)
         orch = Orchestrator(
             orch_backend,
-            episode_config(ep, None, overrides),
+            episode_config(ep, base, overrides),
             tools=ep.tools,
             agents=ep.agents if run_mode == "swarm" else (),
             subagent_backend=sub_backend,

@@ -4,8 +4,9 @@ Registered on the main app in :mod:`orchestrator.cli`. Tasks come from a task fi
 from a workload (``--workload NAME``, with ``-n``/``--seed``/``--split``/``--knob`` as in ``swarm
 eval``): then every episode gets its task's fresh environment, tools, agents and budgets, and its
 ``r_perf`` is the workload's score (``--backend gold`` plays the workload's gold policy). Exit codes:
-0 every group complete, 1 some episodes crashed (re-run the same command to resume them), 2 bad
-input, 130 interrupted (re-run to resume).
+0 every group complete, 1 some episodes crashed or failed from infrastructure (a model server down,
+erroring or timing out: what failed is printed on stderr; re-run the same command to run them
+again), or no episode succeeded, 2 bad input, 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.cli_eval import backend_resolver, parse_knobs
 from orchestrator.config import SwarmConfig
@@ -37,9 +40,9 @@ from orchestrator.rollout import (
     load_task_file,
     orchestrator_factory,
 )
-from orchestrator.tasks import load_config
+from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
 from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 from workloads import MODES, Mode, get_workload
@@ -87,7 +90,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
 
 
 def _summary_table(s: RolloutSummary, out: Path) -> Table:
-    t = Table(title=f"rollout → {out}", show_header=False, title_justify="left")
+    t = Table(title=Text(f"rollout → {out}"), show_header=False, title_justify="left")
     t.add_row("tasks × K", f"{s.tasks} × {s.group_size}  ({s.groups_complete} groups complete)")
     t.add_row("episodes", f"{s.episodes} ({s.episodes_run} run now, {s.episodes_resumed} resumed)")
     t.add_row("trajectories", str(s.trajectories))
@@ -173,10 +176,10 @@ def rollout(
         str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks \\[default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) \\[default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
@@ -226,7 +229,7 @@ def rollout(
         str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
     ] = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: \\[swarm], \\[backend] and \\[reward] tables")
     ] = None,
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
@@ -241,6 +244,14 @@ def rollout(
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    keep_infra_failures: Annotated[
+        bool,
+        typer.Option(
+            "--keep-infra-failures",
+            help="record episodes that failed because a model server did as finished (default: they go "
+            "to failures.jsonl and run again when the same command is re-run)",
+        ),
+    ] = False,
 ) -> None:
     """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable)."""
     try:
@@ -277,7 +288,7 @@ def rollout(
             )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        base, extras = load_config(config_file) if config_file else (None, {})
+        base, extras = load_config(config_file, command="swarm rollout") if config_file else (None, {})
         reward_cfg = _reward_config(
             extras,
             {
@@ -340,6 +351,7 @@ def rollout(
             seed=seed,
             advantage="group_normalized" if normalize else "group_mean",
             settings=settings,
+            retry_infrastructure_failures=not keep_infra_failures,
         )
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -375,8 +387,11 @@ def rollout(
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
     # are on disk, and a re-run resumes.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    for note in filter(None, map(large_task_warning, task_list)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
             summary = anyio.run(main)
     except KeyboardInterrupt:
         err.print(
@@ -402,5 +417,28 @@ def rollout(
         sys.stdout.write(json.dumps(summary.model_dump(mode="json")) + "\n")
     else:
         Console().print(_summary_table(summary, out))
-    if summary.crashed_episodes or summary.groups_incomplete:
+    _report_failures(summary, out, kept=keep_infra_failures)
+    nothing_succeeded = summary.episodes_run > 0 and summary.infrastructure_failures >= summary.episodes_run
+    if summary.crashed_episodes or summary.groups_incomplete or nothing_succeeded:
         raise typer.Exit(1)
+
+
+def _report_failures(s: RolloutSummary, out: Path, *, kept: bool) -> None:
+    """What failed in this run, on stderr (the summary table or JSON goes to stdout)."""
+    failed = s.crashed_episodes + s.infrastructure_failures
+    if not failed:
+        return
+    attempted = s.episodes_run + (0 if kept else s.infrastructure_failures) + s.crashed_episodes
+    what = []
+    if s.infrastructure_failures:
+        what.append(f"{s.infrastructure_failures} failed because a model server did")
+    if s.crashed_episodes:
+        what.append(f"{s.crashed_episodes} crashed")
+    err.print(f"[red]error:[/red] {failed} of {attempted} episodes: {escape(' and '.join(what))}", soft_wrap=True)
+    for reason, count in sorted(s.failure_reasons.items(), key=lambda kv: -kv[1])[:5]:
+        err.print(f"  {count} × {escape(reason)}", soft_wrap=True, highlight=False)
+    where = escape(str(out / "failures.jsonl"))
+    if kept and not s.crashed_episodes:
+        err.print(f"they are recorded as finished episodes (--keep-infra-failures); details in {where}")
+    else:
+        err.print(f"details in {where}; fix the cause and re-run the same command to run them again", soft_wrap=True)

@@ -93,7 +93,7 @@ def train(
                 trainer.close()
     except UserError as exc:
         raise _fail(str(exc)) from None
-    _err.print(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}")
+    _err.print(escape(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}"))
 
 
 @train_app.command("sft")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +22,13 @@ from opentelemetry.trace import TracerProvider
 
 from orchestrator.config import SwarmConfig
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
+from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
 from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import ConfigError, ModelOutputError, UnknownNameError
+from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
     EpisodeFinished,
     EpisodeStarted,
@@ -223,6 +225,8 @@ class Orchestrator:
         """
         if isinstance(task, str):
             task = Task(prompt=task)
+        if len(task.prompt) > LARGE_TASK_CHARS and (note := large_task_warning(task)):
+            warnings.warn(LargeInputWarning(note), stacklevel=2)
         eid = episode_id or uuid.uuid4().hex[:16]
         system = self.config.system_prompt or DEFAULT_SYSTEM_PROMPT
         st = _EpisodeState(
@@ -462,7 +466,7 @@ class Orchestrator:
             )
 
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
                     now = st.clock()
                     results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
@@ -477,9 +481,10 @@ class Orchestrator:
         direct: list[ToolCall] = []
         rt_cache: dict[str | None, SubagentRuntime] = {}
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 continue
-            if c.name != ASSIGN or not cfg.subagents:  # single-agent mode: the actions are unknown tools
+            # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
+            if c.name != ASSIGN or not cfg.subagents or c.error is not None:
                 direct.append(c)
                 continue
             agent, task = c.arguments.get("agent"), c.arguments.get("task")
@@ -660,14 +665,15 @@ class Orchestrator:
     ) -> StageRecord:
         c = outcome.completion
         index = len(st.stages)
-        ended = max([outcome.step_ended, *(r.ended for r in tool_results)])
+        # The step ends with its generation: its direct tool calls ran beside the stage's sub-agents
+        # and carry their own times (the DAG counts them as a parallel branch, see swarm.dag).
         step = StepRecord(
             agent_id=ORCHESTRATOR_ID,
             index=index,
             kind="orchestrator",
             stage=index,
             started=outcome.step_started,
-            ended=ended,
+            ended=outcome.step_ended,
             prompt_tokens=c.usage.prompt_tokens if c else 0,
             completion_tokens=c.usage.completion_tokens if c else 0,
             tool_results=tool_results,

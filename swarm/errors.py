@@ -27,6 +27,9 @@ constructors never log. Messages name what failed, the value and what to do.
         ├── ToolError
         │   └── ToolTimeoutError
         └── BudgetExhaustedError
+
+    SwarmWarning (UserWarning)
+    └── LargeInputWarning
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ __all__ = [
     "BackendUnavailableError",
     "BudgetExhaustedError",
     "ConfigError",
+    "LargeInputWarning",
     "ModelOutputError",
     "ScriptError",
     "SwarmError",
+    "SwarmWarning",
     "TaskFileError",
     "ToolError",
     "ToolTimeoutError",
@@ -143,3 +148,11 @@ class ToolTimeoutError(ToolError):
 
 class BudgetExhaustedError(AgentError):
     """A step, token or critical-step budget was spent."""
+
+
+class SwarmWarning(UserWarning):
+    """Something works but will surprise the user (size, cost); the CLI prints it as one line."""
+
+
+class LargeInputWarning(SwarmWarning):
+    """An input is so large that records, trajectories or memory grow by a multiple of it."""

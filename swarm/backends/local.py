@@ -469,45 +469,46 @@ class LocalBackend:
         http = self._http
         assert http is not None
         offered = bool(request.tools) and request.tool_choice != "none"
-        async with http.limiter():
-            prompt_ids, continued = await self._prompt_ids(http, request)
-            room = self.engine.ctx_per_slot - len(prompt_ids)
-            if room < 1:
-                raise BackendError(
-                    f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
-                    f"{self.engine.ctx_per_slot}; raise ctx_per_slot ([backend] ctx in the config file, or "
-                    "SWARM_LOCAL_CTX) or shorten the conversation"
-                )
-            s = request.sampling
-            body: dict[str, Any] = {
-                "prompt": list(prompt_ids),
-                "n_predict": min(s.max_tokens, room),
-                "temperature": s.temperature,
-                "top_p": s.top_p,
-                # llama.cpp's default top_k=40 / min_p=0.05 would sample from a truncated
-                # distribution while reporting untruncated logprobs; RL needs them to match.
-                "top_k": 0,
-                "min_p": 0.0,
-                "n_probs": 1,
-                "return_tokens": True,
-                "cache_prompt": True,
-            }
-            if s.seed is not None:
-                body["seed"] = s.seed
-            if self.lora_scale is not None:
-                if not self.engine.lora_adapters:
-                    raise ConfigError("lora_scale is set but the local engine was started without a LoRA adapter")
-                body["lora"] = [{"id": 0, "scale": self.lora_scale}]
-            if s.stop:
-                body["stop"] = list(s.stop)
-            if self.constrain_actions and request.tools:
-                # Tools disabled (the final turn): the schema allows only {"answer": ...}.
-                offered_tools = request.tools if offered else ()
-                body["json_schema"] = action_schema(offered_tools, allow_answer=request.tool_choice != "required")
-            async with self.engine.slot(bool(self.lora_scale)) as slot_id:
-                if slot_id is not None:
-                    body["id_slot"] = slot_id
-                data = await http.post_json("/completion", body)
+        # Each request below takes one of the engine's slots (OpenAIBackend.post_json) only while it
+        # is in flight; a retry's backoff holds none.
+        prompt_ids, continued = await self._prompt_ids(http, request)
+        room = self.engine.ctx_per_slot - len(prompt_ids)
+        if room < 1:
+            raise BackendError(
+                f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
+                f"{self.engine.ctx_per_slot}; raise ctx_per_slot ([backend] ctx in the config file, or "
+                "SWARM_LOCAL_CTX) or shorten the conversation"
+            )
+        s = request.sampling
+        body: dict[str, Any] = {
+            "prompt": list(prompt_ids),
+            "n_predict": min(s.max_tokens, room),
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            # llama.cpp's default top_k=40 / min_p=0.05 would sample from a truncated
+            # distribution while reporting untruncated logprobs; RL needs them to match.
+            "top_k": 0,
+            "min_p": 0.0,
+            "n_probs": 1,
+            "return_tokens": True,
+            "cache_prompt": True,
+        }
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if self.lora_scale is not None:
+            if not self.engine.lora_adapters:
+                raise ConfigError("lora_scale is set but the local engine was started without a LoRA adapter")
+            body["lora"] = [{"id": 0, "scale": self.lora_scale}]
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if self.constrain_actions and request.tools:
+            # Tools disabled (the final turn): the schema allows only {"answer": ...}.
+            offered_tools = request.tools if offered else ()
+            body["json_schema"] = action_schema(offered_tools, allow_answer=request.tool_choice != "required")
+        async with self.engine.slot(bool(self.lora_scale)) as slot_id:
+            if slot_id is not None:
+                body["id_slot"] = slot_id
+            data = await http.post_json("/completion", body)
         completion = self._parse(request, prompt_ids, data, offered)
         if self.lora_scale is not None:
             completion = completion.model_copy(update={"weight_version": self.engine.adapter_version})

@@ -14,13 +14,13 @@ from swarm.rewards import ADVANTAGES, SCHEDULES, ParallelReward, PARLReward, Rew
 
 __all__ = [
     "ADVANTAGES",
-    "SCHEDULES",
     "Orchestrator",
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
     "RolloutConfig",
     "RolloutSummary",
+    "SCHEDULES",
     "Schedule",
     "SwarmConfig",
     "collect_rollouts",

@@ -41,7 +41,7 @@ from swarm.records import Task
 from swarm.trajectory import Trajectory
 from workloads import Mode, get_workload
 
-__all__ = ["ForcedBackend", "SftExample", "gold_examples", "read_examples", "write_examples"]
+__all__ = ["ForcedBackend", "SftExample", "WorkloadTasks", "gold_examples", "read_examples", "write_examples"]
 
 
 class ForcedBackend(TransformersBackend):

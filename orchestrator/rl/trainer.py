@@ -449,6 +449,11 @@ class StepMetrics(BaseModel):
     dropped_episodes: int
     split_episodes: int = 0
     statuses: dict[str, int]
+    reward_details: dict[str, float] = Field(
+        default_factory=dict,
+        description="mean over the step's episodes of each numeric (or boolean) reward detail the verifier "
+        "or workload reports (e.g. exact fan-out, over-assignment, call F1)",
+    )
     weight_version: int
     rollout_s: float
     update_s: float
@@ -882,6 +887,7 @@ class Trainer:
             dropped_episodes=dropped,
             split_episodes=split,
             statuses=statuses,
+            reward_details=_mean_details(rr),
             weight_version=self.policy.weight_version,
             rollout_s=rollout_s,
             update_s=update_s,
@@ -1114,6 +1120,16 @@ def _pad_plain(
         ids[k, : len(i)] = torch.tensor(i)
         mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
     return ids.to(device), mask.to(device)
+
+
+def _mean_details(rewards: Sequence[Any]) -> dict[str, float]:
+    """Mean of every numeric or boolean reward detail, over the episodes that report it."""
+    sums: dict[str, list[float]] = {}
+    for r in rewards:
+        for k, v in r.details.items():
+            if isinstance(v, bool | int | float) and math.isfinite(float(v)):
+                sums.setdefault(k, []).append(float(v))
+    return {k: sum(v) / len(v) for k, v in sorted(sums.items())}
 
 
 def _append_jsonl(path: Path, data: dict[str, Any]) -> None:

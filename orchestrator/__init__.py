@@ -10,17 +10,15 @@ from orchestrator.rollout import (
     orchestrator_factory,
     trl_rollout_func,
 )
-from swarm.rewards import ADVANTAGES, SCHEDULES, ParallelReward, PARLReward, RewardConfig, Schedule
+from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 
 __all__ = [
-    "ADVANTAGES",
     "Orchestrator",
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
     "RolloutConfig",
     "RolloutSummary",
-    "SCHEDULES",
     "Schedule",
     "SwarmConfig",
     "collect_rollouts",

@@ -46,12 +46,12 @@ from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_arg
 
 __all__ = [
     "ADVANTAGES",
+    "SCHEDULES",
     "AdvantageFn",
     "FinishReward",
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
-    "SCHEDULES",
     "Schedule",
     "ScheduleFn",
     "group_mean",

@@ -27,8 +27,6 @@ def test_orchestrator_exposes_rollouts_and_reward_configuration() -> None:
         "RewardConfig",
         "RolloutConfig",
         "collect_rollouts",
-        "ADVANTAGES",
-        "SCHEDULES",
         "Schedule",
         "load_task_file",
         "orchestrator_factory",

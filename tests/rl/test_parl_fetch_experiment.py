@@ -12,14 +12,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.config import SwarmConfig  # noqa: E402
-from orchestrator.engine import Orchestrator  # noqa: E402
-from swarm.backend import Completion, ModelRequest  # noqa: E402
-from swarm.errors import BackendError  # noqa: E402
-from swarm.messages import ToolMessage, UserMessage  # noqa: E402
-from swarm.records import AgentStatus, EpisodeRecord  # noqa: E402
-from swarm.rewards import RewardConfig  # noqa: E402
-from swarm.testing import FunctionBackend, call  # noqa: E402
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import BackendError
+from swarm.messages import ToolMessage, UserMessage
+from swarm.records import AgentStatus, EpisodeRecord
+from swarm.rewards import RewardConfig
+from swarm.testing import FunctionBackend, call
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

@@ -446,6 +446,7 @@ class StepMetrics(BaseModel):
     episodes: int
     trained_sequences: int
     trained_tokens: int
+    sequence_tokens: int = Field(0, description="all tokens the update ran through (prompts and observations too)")
     dropped_episodes: int
     split_episodes: int = 0
     statuses: dict[str, int]
@@ -830,6 +831,7 @@ class Trainer:
         res = {k: (sum(v) / len(v)) for k, v in stats.items() if v}
         res["ratio_mismatch"] = mismatch_num / max(mismatch_den, 1)
         res["tokens"] = float(total_tokens)
+        res["sequence_tokens"] = float(sum(len(s.ids) for s in seqs) * cfg.optim.epochs)
         return res
 
     # -- metrics, checkpoints ----------------------------------------------------------------------
@@ -884,6 +886,7 @@ class Trainer:
             episodes=len(records),
             trained_sequences=len(seqs),
             trained_tokens=int(upd.get("tokens", 0)),
+            sequence_tokens=int(upd.get("sequence_tokens", 0)),
             dropped_episodes=dropped,
             split_episodes=split,
             statuses=statuses,

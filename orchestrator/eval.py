@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
-from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT
 from orchestrator.store import write_episode
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
@@ -152,16 +151,18 @@ def episode_config(
     ep: Episode, base: SwarmConfig | None = None, overrides: Mapping[str, Any] | None = None
 ) -> SwarmConfig:
     """The config of one workload episode: ``base`` < the workload's budgets < explicit ``overrides``;
-    the system prompt is the default orchestrator prompt + the workload's instructions (swarm mode)
-    or the workload's instructions alone (single mode, which is also not offered the sub-agent actions)."""
+    the system prompt is the prompt profile's orchestrator prompt + the workload's instructions
+    (swarm mode) or the workload's instructions alone (single mode, which is also not offered the
+    sub-agent actions)."""
     data = (base or SwarmConfig()).model_dump()
     data.update(ep.config)
     data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if not (overrides or {}).get("system_prompt"):
-        data["system_prompt"] = (
-            f"{DEFAULT_SYSTEM_PROMPT}\n\n{ep.instructions}" if ep.mode == "swarm" else ep.instructions
-        )
+        if ep.mode == "swarm":  # the prompt profile's protocol prompt (chosen from the model), then these
+            data["extra_instructions"] = ep.instructions
+        else:
+            data["system_prompt"] = ep.instructions
     try:
         return SwarmConfig.model_validate(data)
     except Exception as exc:

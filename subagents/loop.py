@@ -20,6 +20,7 @@ from anyio import TaskHandle
 
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.backends.toolparse import clean_answer
 from swarm.deadlines import DeadlineWatch
 from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
@@ -42,8 +43,14 @@ _step_record = maker(StepRecord)
 _subagent_result = maker(SubagentResult)
 
 
-def malformed_feedback(error: str) -> str:
-    """What an agent is told after emitting tool-call output that could not be parsed."""
+def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
+    """What an agent is told after emitting tool-call output that could not be parsed
+    (``cut_at``: the output stopped at this token limit, which is usually why)."""
+    if cut_at is not None:
+        return (
+            f"Your last message was cut off at the limit of {cut_at} tokens before the tool call was complete. "
+            "Write shorter calls (short task texts, fewer calls per message), or answer in plain text."
+        )
     return (
         f"Your last message could not be parsed as a tool call ({error}). "
         'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
@@ -351,7 +358,8 @@ class SubagentRun:
         if completion.parse_error is not None:
             self.malformed += 1
             self.messages.append(_assistant(content=completion.text))
-            self.messages.append(_user(content=malformed_feedback(completion.parse_error)))
+            cut = rt.sampling.max_tokens if completion.finish_reason == "length" else None
+            self.messages.append(_user(content=malformed_feedback(completion.parse_error, cut_at=cut)))
             self._record(started, completion, error=f"malformed output: {completion.parse_error}")
             if self.malformed > rt.max_malformed:
                 return _Fail(
@@ -364,7 +372,10 @@ class SubagentRun:
         if not completion.tool_calls:
             self.messages.append(_assistant(content=completion.text))
             self._record(started, completion)
-            return _Finish(completion.text)
+            report = clean_answer(completion.text)
+            if completion.finish_reason == "length":
+                report += f" [cut off at the {rt.sampling.max_tokens}-token limit]"
+            return _Finish(report)
 
         self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
         results = await run_tool_calls(

@@ -100,7 +100,8 @@ def admit(
     seen: set[tuple[str, str]] = set()
     known = ", ".join(sorted(agents)) or "(none yet: create one with create_subagent)"
     for c in calls:
-        if not subagents:
+        # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
+        if not subagents or c.error is not None:
             out.direct.append(c)
             continue
         if c.name == CREATE:

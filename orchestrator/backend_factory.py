@@ -32,7 +32,7 @@ from swarm.backend import ModelBackend
 from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
 
-__all__ = ["BACKEND_KINDS", "build_backend", "build_backends"]
+__all__ = ["BACKEND_KINDS", "BACKEND_TABLE_KEYS", "build_backend", "build_backends"]
 
 BACKEND_KINDS = ("local", "openai", "vllm", "transformers", "scripted")
 _FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
@@ -46,13 +46,18 @@ _OPTIONS = frozenset(
         "fanout",
         "flavour",
         "max_concurrency",
+        "max_retries",
         "progress",
+        "retry_base_delay",
         "slots",
         "subagent_base_url",
         "threads",
         "timeout",
     }
 )
+
+BACKEND_TABLE_KEYS = _OPTIONS | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
+"""The keys a config file's ``[backend]`` table may hold."""
 
 
 def _env_float(name: str) -> float | None:
@@ -100,7 +105,7 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
             progress=progress or None,
         )
     if kind in ("openai", "vllm") and base_url:
-        from swarm.backends.openai_http import OpenAIBackend
+        from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
 
         flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
         if flavour not in _FLAVOURS:
@@ -113,6 +118,10 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
             timeout=timeout or 120.0,
             max_concurrency=int(options.get("max_concurrency") or 8),
             constrain_actions=bool(options.get("constrain_actions", False)),
+            retry=RetryPolicy(
+                max_retries=int(options.get("max_retries", 4)),
+                base_delay=float(options.get("retry_base_delay", 0.5)),
+            ),
         )
     if kind == "openai":
         raise ConfigError(
@@ -159,9 +168,10 @@ def build_backends(
     """(orchestrator backend, sub-agent backend or ``None`` = the same one).
 
     Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
-    in flight per endpoint), ``flavour`` (openai/vllm/llamacpp/auto), ``constrain_actions`` (JSON
-    schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local engine; ``fanout``, the widest
-    stage, sizes ``slots`` when it is not given), ``device``/``dtype``
+    in flight per endpoint), ``max_retries`` and ``retry_base_delay`` (s, doubled per retry) for
+    429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto),
+    ``constrain_actions`` (JSON schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local
+    engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
     (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal).
     """
     unknown = set(options) - _OPTIONS

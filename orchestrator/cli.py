@@ -40,6 +40,7 @@ from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from swarm.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
@@ -76,6 +77,8 @@ class RunPlan:
     subagent_backend: ModelBackend | None
     tools: tuple[Tool, ...]
     extras: dict[str, Any]
+    reward: RewardConfig | None = None
+    """Scores each episode when set: the config's ``[reward]`` table, or defaults for tasks with verifiers."""
 
 
 BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
@@ -171,6 +174,7 @@ def run(
             run_workload(
                 workload,
                 task_file=task_file,
+                config_file=config_file,
                 mode=mode,
                 backend=backend,
                 model=model,
@@ -238,7 +242,8 @@ def _plan(
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
         raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
-    base, extras = load_config(config_file) if config_file else (None, {})
+    base, extras = load_config(config_file, command="swarm run") if config_file else (None, {})
+    reward = _reward_config(extras.get("reward"))
     if demo is not None or backend == "scripted":
         from orchestrator.demo import DEMO_TASKS
         from orchestrator.demo import demo as make_demo
@@ -257,8 +262,11 @@ def _plan(
             d.subagent_backend,
             d.tools,
             extras,
+            reward,
         )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
+    if reward is None and any(t.verifier for t in tasks):
+        reward = RewardConfig()  # tasks that name a verifier get scored
     backend_opts = dict(extras.get("backend", {}))
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
@@ -271,7 +279,7 @@ def _plan(
         subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, _with_sampling(config, base, orch, sampling or {}), orch, sub, (), extras)
+    return RunPlan(tasks, _with_sampling(config, base, orch, sampling or {}), orch, sub, (), extras, reward)
 
 
 def _with_sampling(
@@ -298,6 +306,17 @@ def _with_sampling(
         return SwarmConfig.model_validate(data)
     except ValidationError as exc:
         raise UserError(f"invalid sampling option: {exc}") from None
+
+
+def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:
+    if table is None:
+        return None
+    try:
+        cfg = RewardConfig.model_validate(table)
+    except ValidationError as exc:  # load_config checked the keys; this is a bad value
+        raise UserError(f"invalid [reward] table: {exc.errors()[0]['msg']}") from None
+    PARLReward(cfg)  # an unknown default_verifier fails here, before anything runs
+    return cfg
 
 
 class _EventWriter:
@@ -359,6 +378,7 @@ def _execute(
             observers=observers,
             tracer_provider=telemetry.provider,
             capture_content=telemetry.capture_content,
+            reward_fn=PARLReward(plan.reward) if plan.reward is not None else None,
         )
 
     async def main() -> None:
@@ -408,6 +428,10 @@ def _execute(
         err.print(f"[yellow]interrupted[/yellow]{where}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too
+        if r.status in bad:
+            why = r.error or "no error message was recorded"
+            err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)
     return 1 if any(r.status in bad for r in records) else 0
 
 

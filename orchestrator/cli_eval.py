@@ -29,6 +29,8 @@ from workloads import MODES, Mode, get_workload, workload_names
 __all__ = ["backend_resolver", "eval_command", "parse_knobs", "report_table"]
 
 err = Console(stderr=True)
+EVAL_TABLES = ("swarm", "backend")
+"""Config tables swarm eval (and swarm run --workload) read: a workload's own verifier scores its episodes."""
 DEFAULT_EVAL_ROOT = Path("traces") / "eval"
 
 _FIELDS = (
@@ -146,7 +148,9 @@ def eval_command(
             write_tasks(tasks, export_tasks)
             err.print(f"wrote {len(tasks)} {workload} task(s) to {export_tasks}")
             raise typer.Exit(0)
-        base, extras = load_config(config_file) if config_file else (SwarmConfig(), {})
+        base, extras = (
+            load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
+        )
         backends = backend_resolver(
             wl_name=workload,
             backend=backend,
@@ -174,7 +178,7 @@ def eval_command(
                 overrides["orchestrator_sampling"] = base.orchestrator_sampling.model_copy(update=change)
                 overrides["subagent_sampling"] = base.subagent_sampling.model_copy(update=change)
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
     def progress(row: EpisodeRow) -> None:
@@ -208,7 +212,7 @@ def eval_command(
         err.print("[yellow]interrupted[/yellow]; finished episodes are under " + str(out))
         raise typer.Exit(130) from None
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if json_out:
         sys.stdout.write(report.model_dump_json() + "\n")
@@ -263,6 +267,7 @@ def run_workload(
     task_file: Path | None,
     mode: str,
     backend: str,
+    config_file: Path | None = None,
     model: str | None = None,
     base_url: str | None = None,
     subagent_backend: str | None = None,
@@ -301,6 +306,9 @@ def run_workload(
         else:
             raise UserError("give --workload NAME (and optionally --task-file with its tasks)")
         run_mode: Mode = mode
+        base, extras = (
+            load_config(config_file, tables=EVAL_TABLES, command="swarm run --workload") if config_file else (None, {})
+        )
         # Build every episode first: a malformed workload task is exit code 2 before anything runs.
         episodes = []
         for t in tasks:
@@ -315,12 +323,12 @@ def run_workload(
                 base_url=base_url,
                 subagent_backend=subagent_backend,
                 subagent_model=subagent_model,
-                extras={},
+                extras=extras,
             )
             for wl_name in {str(t.metadata["workload"]) for t in tasks}
         }
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
     code = 0
@@ -328,7 +336,7 @@ def run_workload(
         orch_backend, sub_backend = resolvers[wl.name](task, run_mode)
         orch = Orchestrator(
             orch_backend,
-            episode_config(ep, None, overrides),
+            episode_config(ep, base, overrides),
             tools=ep.tools,
             agents=ep.agents if run_mode == "swarm" else (),
             subagent_backend=sub_backend,

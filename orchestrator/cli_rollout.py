@@ -4,8 +4,9 @@ Registered on the main app in :mod:`orchestrator.cli`. Tasks come from a task fi
 from a workload (``--workload NAME``, with ``-n``/``--seed``/``--split``/``--knob`` as in ``swarm
 eval``): then every episode gets its task's fresh environment, tools, agents and budgets, and its
 ``r_perf`` is the workload's score (``--backend gold`` plays the workload's gold policy). Exit codes:
-0 every group complete, 1 some episodes crashed (re-run the same command to resume them), 2 bad
-input, 130 interrupted (re-run to resume).
+0 every group complete, 1 some episodes crashed or failed from infrastructure (a model server down,
+erroring or timing out: what failed is printed on stderr; re-run the same command to run them
+again), or no episode succeeded, 2 bad input, 130 interrupted (re-run to resume).
 """
 
 from __future__ import annotations
@@ -241,6 +242,14 @@ def rollout(
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    keep_infra_failures: Annotated[
+        bool,
+        typer.Option(
+            "--keep-infra-failures",
+            help="record episodes that failed because a model server did as finished (default: they go "
+            "to failures.jsonl and run again when the same command is re-run)",
+        ),
+    ] = False,
 ) -> None:
     """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable)."""
     try:
@@ -277,7 +286,7 @@ def rollout(
             )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        base, extras = load_config(config_file) if config_file else (None, {})
+        base, extras = load_config(config_file, command="swarm rollout") if config_file else (None, {})
         reward_cfg = _reward_config(
             extras,
             {
@@ -340,6 +349,7 @@ def rollout(
             seed=seed,
             normalize_advantages=normalize,
             settings=settings,
+            retry_infrastructure_failures=not keep_infra_failures,
         )
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
@@ -402,5 +412,28 @@ def rollout(
         sys.stdout.write(json.dumps(summary.model_dump(mode="json")) + "\n")
     else:
         Console().print(_summary_table(summary, out))
-    if summary.crashed_episodes or summary.groups_incomplete:
+    _report_failures(summary, out, kept=keep_infra_failures)
+    nothing_succeeded = summary.episodes_run > 0 and summary.infrastructure_failures >= summary.episodes_run
+    if summary.crashed_episodes or summary.groups_incomplete or nothing_succeeded:
         raise typer.Exit(1)
+
+
+def _report_failures(s: RolloutSummary, out: Path, *, kept: bool) -> None:
+    """What failed in this run, on stderr (the summary table or JSON goes to stdout)."""
+    failed = s.crashed_episodes + s.infrastructure_failures
+    if not failed:
+        return
+    attempted = s.episodes_run + (0 if kept else s.infrastructure_failures) + s.crashed_episodes
+    what = []
+    if s.infrastructure_failures:
+        what.append(f"{s.infrastructure_failures} failed because a model server did")
+    if s.crashed_episodes:
+        what.append(f"{s.crashed_episodes} crashed")
+    err.print(f"[red]error:[/red] {failed} of {attempted} episodes: {escape(' and '.join(what))}", soft_wrap=True)
+    for reason, count in sorted(s.failure_reasons.items(), key=lambda kv: -kv[1])[:5]:
+        err.print(f"  {count} × {escape(reason)}", soft_wrap=True, highlight=False)
+    where = escape(str(out / "failures.jsonl"))
+    if kept and not s.crashed_episodes:
+        err.print(f"they are recorded as finished episodes (--keep-infra-failures); details in {where}")
+    else:
+        err.print(f"details in {where}; fix the cause and re-run the same command to run them again", soft_wrap=True)

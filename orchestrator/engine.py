@@ -501,7 +501,7 @@ class Orchestrator:
             )
 
         for c in calls:
-            if c.name == CREATE and cfg.subagents:
+            if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
                     now = st.clock()
                     results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
@@ -699,14 +699,15 @@ class Orchestrator:
     ) -> StageRecord:
         c = outcome.completion
         index = len(st.stages)
-        ended = max([outcome.step_ended, *(r.ended for r in tool_results)])
+        # The step ends with its generation: its direct tool calls ran beside the stage's sub-agents
+        # and carry their own times (the DAG counts them as a parallel branch, see swarm.dag).
         step = StepRecord(
             agent_id=ORCHESTRATOR_ID,
             index=index,
             kind="orchestrator",
             stage=index,
             started=outcome.step_started,
-            ended=ended,
+            ended=outcome.step_ended,
             prompt_tokens=c.usage.prompt_tokens if c else 0,
             completion_tokens=c.usage.completion_tokens if c else 0,
             tool_results=tool_results,

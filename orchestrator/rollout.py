@@ -16,8 +16,10 @@ run uses the same seeds). The output directory holds:
   ending included); a re-run into the same directory skips these (*resume*);
 * ``trajectories.jsonl`` — one :class:`~swarm.trajectory.Trajectory` per episode, written when its
   whole group is in, with ``advantage = r − group mean`` (optionally divided by the group std);
-* ``failures.jsonl`` — episodes the runtime crashed on (retried on resume) and episodes that could
-  not become trajectories (no token ids, drift: kept as episodes, not retried);
+* ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
+  (their model server was unreachable, kept answering errors or timing out — see
+  :func:`infrastructure_failure`; the full record is kept), both retried on resume; and episodes
+  that could not become trajectories (no token ids, drift: kept as episodes, not retried);
 * ``manifest.json`` — group size and seed (a resume with different ones is refused);
 * ``summary.json`` — :class:`RolloutSummary` over everything in the directory.
 
@@ -45,7 +47,7 @@ from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, read_jsonl, to_trl_rollout
-from swarm.records import EpisodeRecord, Task
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import PARLReward, group_advantages
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
@@ -60,6 +62,7 @@ __all__ = [
     "TaskProblem",
     "collect_rollouts",
     "episode_seed",
+    "infrastructure_failure",
     "load_task_file",
     "orchestrator_factory",
     "trl_rollout_func",
@@ -83,6 +86,11 @@ class RolloutConfig(BaseModel):
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
     normalize_advantages: bool = Field(False, description="divide r − mean by the group's std")
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
+    retry_infrastructure_failures: bool = Field(
+        True,
+        description="episodes that failed from infrastructure (see infrastructure_failure) go to failures.jsonl "
+        "and run again on resume; False records them as finished episodes",
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="what else a resume must match, e.g. the workload, mode, knobs and budgets (JSON values)",
@@ -111,18 +119,20 @@ class EpisodeEntry(BaseModel):
 
 
 class RolloutFailure(BaseModel):
-    """One line of ``failures.jsonl``: ``kind`` ``episode`` (runtime crash, retried on resume) or
-    ``trajectory`` (the finished episode could not be turned into a trainable trajectory)."""
+    """One line of ``failures.jsonl``: ``kind`` ``episode`` (runtime crash, retried on resume),
+    ``infrastructure`` (the episode failed because its model server did, retried on resume; its
+    ``record`` is kept) or ``trajectory`` (the finished episode could not become a trajectory)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["episode", "trajectory"]
+    kind: Literal["episode", "infrastructure", "trajectory"]
     group_id: str
     sample_index: int
     seed: int
     episode_id: str
     error: str
     error_type: str
+    record: EpisodeRecord | None = None
 
 
 class RolloutSummary(BaseModel):
@@ -148,6 +158,10 @@ class RolloutSummary(BaseModel):
     finish_rate: float = 0.0
     statuses: dict[str, int] = Field(default_factory=dict)
     crashed_episodes: int = 0
+    infrastructure_failures: int = 0
+    failure_reasons: dict[str, int] = Field(
+        default_factory=dict, description="this run's crash and infrastructure errors, by message"
+    )
     trajectory_failures: int = 0
     reward_errors: int = 0
     skipped_lines: tuple[TaskProblem, ...] = ()
@@ -243,6 +257,25 @@ def episode_seed(run_seed: int, task_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+_BACKEND_ERRORS = frozenset({"BackendError", "BackendTimeoutError", "BackendUnavailableError"})
+
+
+def infrastructure_failure(record: EpisodeRecord) -> str | None:
+    """Why a finished episode says nothing about the policy, or ``None`` when it does.
+
+    An episode failed from infrastructure when its orchestrator's model call failed after the
+    backend's retries (server down, answering errors or garbage, timing out), or when it started
+    sub-agents and every one of them failed that way. Such an episode is retried on resume instead
+    of entering training data as a zero-reward sample.
+    """
+    if record.status is EpisodeStatus.FAILED and record.error_type in _BACKEND_ERRORS:
+        return record.error or "the orchestrator's model call failed"
+    subs = [s for stage in record.stages for s in stage.subagents]
+    if subs and all(s.status is AgentStatus.FAILED and s.error_type in _BACKEND_ERRORS for s in subs):
+        return f"every sub-agent's model call failed ({len(subs)}); the first: {subs[0].error}"
+    return None
+
+
 def orchestrator_factory(
     backend: ModelBackend, *, subagent_backend: ModelBackend | None = None, **kwargs: Any
 ) -> OrchestratorFactory:
@@ -297,6 +330,9 @@ class _Run:
         self.entries: dict[tuple[str, int], EpisodeEntry] = {}
         for e in prior:
             if e.group_id in self.tasks and e.sample_index < config.group_size:
+                # Runs before infrastructure failures were told apart recorded them as episodes.
+                if config.retry_infrastructure_failures and infrastructure_failure(e.record) is not None:
+                    continue
                 self.entries[(e.group_id, e.sample_index)] = e
         self.resumed = len(self.entries)
         exported = read_jsonl(tr_path, Trajectory, on_error="skip", problems=self.problems)
@@ -307,6 +343,7 @@ class _Run:
         self.exported: set[tuple[str, int]] = {(t.group_id, t.sample_index) for t in exported}
         self.exported |= {(f.group_id, f.sample_index) for f in self.traj_failures}
         self.crashed: list[RolloutFailure] = []
+        self.infra_failed: list[RolloutFailure] = []
         self.ran = 0
 
     def pending(self) -> list[tuple[Task, int]]:
@@ -327,6 +364,13 @@ class _Run:
     def crash(self, failure: RolloutFailure) -> None:
         self.crashed.append(failure)
         self.fail_w.write(failure)
+
+    def infra(self, failure: RolloutFailure, *, keep: bool) -> None:
+        """An episode that failed from infrastructure: to failures.jsonl (retried on resume), or, to
+        ``keep`` it, only counted (the caller records it as a finished episode)."""
+        self.infra_failed.append(failure)
+        if not keep:
+            self.fail_w.write(failure)
 
     def maybe_export(self, group_id: str) -> None:
         """Write the group's trajectories once all K episodes are in (not before: advantages need K)."""
@@ -427,9 +471,22 @@ async def collect_rollouts(
                             error_type=type(exc).__name__,
                         )
                     )
-            if record is not None:
+            reason = None if record is None else infrastructure_failure(record)
+            if record is not None and reason is not None:
+                failure = RolloutFailure(
+                    kind="infrastructure",
+                    group_id=task.id,
+                    sample_index=j,
+                    seed=seed,
+                    episode_id=eid,
+                    error=reason,
+                    error_type=record.error_type or "BackendError",
+                    record=record,
+                )
+                run.infra(failure, keep=not cfg.retry_infrastructure_failures)
+            if record is not None and (reason is None or not cfg.retry_infrastructure_failures):
                 run.record(EpisodeEntry(group_id=task.id, sample_index=j, seed=seed, record=record))
-            else:
+            if record is None or reason is not None:
                 failed += 1
             done += 1
             if progress is not None:
@@ -461,6 +518,11 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         assigned += int(rw.details.get("subagents_assigned", 0))
     widths = [r.dag.mean_width for r in records if any(r.dag.stage_widths)]
     complete = sum(1 for g in run.tasks if all((g, j) in run.entries for j in range(cfg.group_size)))
+    reasons: dict[str, int] = {}
+    for f in [*run.crashed, *run.infra_failed]:
+        text = " ".join(f.error.split())  # one line per reason, even for an HTML error page
+        key = text if len(text) <= 300 else text[:300] + "…"
+        reasons[key] = reasons.get(key, 0) + 1
     return RolloutSummary(
         tasks=len(run.tasks),
         group_size=cfg.group_size,
@@ -480,6 +542,8 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         finish_rate=completed / assigned if assigned else 0.0,
         statuses=statuses,
         crashed_episodes=len(run.crashed),
+        infrastructure_failures=len(run.infra_failed),
+        failure_reasons=reasons,
         trajectory_failures=len(run.traj_failures),
         reward_errors=sum(1 for r in rewards if r.error),
         skipped_lines=tuple(skipped),

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.config import SwarmConfig
 from swarm.errors import ConfigError, TaskFileError
 from swarm.records import Task
 
-__all__ = ["load_config", "load_tasks", "parse_task_line"]
+__all__ = ["CONFIG_TABLES", "load_config", "load_tasks", "parse_task_line"]
 
 
 def _task_from(obj: Any, path: str, line: int | None) -> Task:
@@ -72,9 +74,58 @@ def load_tasks(path: Path) -> list[Task]:
     return [t if t.id else t.model_copy(update={"id": f"{path.stem}-{i}"}) for i, t in enumerate(tasks)]
 
 
-def load_config(path: Path) -> tuple[SwarmConfig, dict[str, Any]]:
-    """Read a TOML or JSON config: the ``[swarm]`` table is a :class:`SwarmConfig`; everything else
-    (e.g. ``[backend]``) is returned as a dict for the CLI to interpret."""
+CONFIG_TABLES: dict[str, str] = {
+    "swarm": "budgets, widths, timeouts, sampling, tool allow-lists (SwarmConfig)",
+    "backend": "model backend options (kind, model, base_url, timeout, max_concurrency, …)",
+    "reward": "the PARL reward: lambda1/lambda2 schedules, parallel/finish terms, default verifier",
+}
+"""The top-level tables a config file may hold, and what each sets."""
+
+
+def _closest(name: str, options: Collection[str]) -> str | None:
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _unknown_key(where: str, key: str, allowed: Collection[str]) -> str:
+    """``unknown key swarm.x (did you mean 'y'?); allowed: a, b, c``."""
+    guess = _closest(key, allowed)
+    hint = f" (did you mean {guess!r}?)" if guess else ""
+    return f"unknown key {where}{key}{hint}; allowed: {', '.join(sorted(allowed))}"
+
+
+def _model_problems(exc: ValidationError, prefix: str, model: type[BaseModel]) -> str:
+    """Validation errors as ``prefix.loc: message``, unknown keys with the allowed ones named."""
+    out = []
+    for e in exc.errors(include_url=False):
+        loc = [str(x) for x in e["loc"]]
+        if e["type"] == "extra_forbidden":
+            owner: Any = model
+            for part in loc[:-1]:  # walk to the nested model that rejected the key
+                field = getattr(owner, "model_fields", {}).get(part)
+                ann = getattr(field, "annotation", None)
+                owner = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+                if owner is None:
+                    break
+            allowed = list(getattr(owner, "model_fields", {})) if owner is not None else []
+            where = ".".join([prefix, *loc[:-1]]) + "."
+            out.append(_unknown_key(where, loc[-1], allowed) if allowed else f"{where}{loc[-1]}: unknown key")
+        else:
+            out.append(f"{'.'.join([prefix, *loc])}: {e['msg']}")
+    return "; ".join(out)
+
+
+def load_config(
+    path: Path, *, tables: Collection[str] = tuple(CONFIG_TABLES), command: str = "this command"
+) -> tuple[SwarmConfig, dict[str, Any]]:
+    """Read a TOML or JSON config: the ``[swarm]`` table is a :class:`SwarmConfig`; the other tables
+    (``[backend]``, ``[reward]``) are returned as dicts for the CLI to interpret.
+
+    Nothing is silently ignored: a top-level key that is not one of ``tables`` (a misspelt table, a
+    ``[swarm]`` key written at the top level, a table ``command`` does not read) and an unknown key
+    inside ``[swarm]``, ``[backend]`` or ``[reward]`` raise :class:`ConfigError` naming the key and
+    the allowed ones.
+    """
     p = str(path)
     if not path.is_file():
         raise ConfigError(f"config file {p} does not exist")
@@ -84,10 +135,40 @@ def load_config(path: Path) -> tuple[SwarmConfig, dict[str, Any]]:
         raise ConfigError(f"config file {p} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a table/object at the top level")
+    listed = ", ".join(f"[{t}]" for t in sorted(tables))
+    for key, value in data.items():
+        if key in CONFIG_TABLES and key not in tables:
+            raise ConfigError(
+                f"config file {p}: {command} does not read the [{key}] table ({CONFIG_TABLES[key]}); "
+                f"remove it or use a config with only {listed}"
+            )
+        if key not in tables:
+            if key in SwarmConfig.model_fields:
+                hint = f"; {key!r} belongs in the [swarm] table"
+            else:
+                guess = _closest(key, tables)
+                hint = f"; did you mean [{guess}]?" if guess else ""
+            what = "table" if isinstance(value, dict) else "top-level key"
+            shown = f"[{key}]" if isinstance(value, dict) else repr(key)
+            raise ConfigError(f"config file {p}: unknown {what} {shown}{hint}; allowed tables: {listed}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"config file {p}: {key!r} must be a table ([{key}]), got {type(value).__name__}")
+    if "backend" in data:
+        from orchestrator.backend_factory import BACKEND_TABLE_KEYS
+
+        for key in data["backend"]:
+            if key not in BACKEND_TABLE_KEYS:
+                raise ConfigError(f"config file {p}: {_unknown_key('backend.', key, BACKEND_TABLE_KEYS)}")
+    if "reward" in data:
+        from swarm.rewards import RewardConfig
+
+        try:
+            RewardConfig.model_validate(data["reward"])
+        except ValidationError as exc:
+            raise ConfigError(f"invalid config in {p}: {_model_problems(exc, 'reward', RewardConfig)}") from None
     swarm_part = data.pop("swarm", {})
     try:
         cfg = SwarmConfig.model_validate(swarm_part)
     except ValidationError as exc:
-        problems = "; ".join(f"swarm.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid config in {p}: {problems}") from None
+        raise ConfigError(f"invalid config in {p}: {_model_problems(exc, 'swarm', SwarmConfig)}") from None
     return cfg, data

@@ -17,10 +17,20 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 # file with opentelemetry-proto-json (hex ids); both come with the cli extra, pinned here explicitly.
 .venv/bin/pip install -q 'opentelemetry-proto==1.45.1' 'opentelemetry-proto-json==0.66b1'
 
-# tools (issue 4): MCP servers as tools need the mcp SDK 2.x; offline search needs bm25s. The process
-# sandbox uses `unshare` (util-linux) for namespaces: with it missing, sandbox tests that need isolation skip.
+# tools (issue 4): MCP servers as tools need the mcp SDK 2.x; offline search needs bm25s.
 .venv/bin/pip install -q -e '.[mcp,search]'
-command -v unshare >/dev/null || echo "warning: unshare not found; sandbox isolation tests will skip" >&2
+
+# sandbox (issue 18): run_python isolates code with bubblewrap (Debian's `bubblewrap`, 0.8.0 on bookworm)
+# and, as root, drops to an unprivileged uid with `setpriv` (util-linux) first; without bwrap it refuses to
+# run unless plain mode is asked for. Installed here when we are root with apt (CI is); else a warning.
+if ! command -v bwrap >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }
+    else
+        echo "warning: bubblewrap (bwrap) is missing: install it (apt-get install bubblewrap); the code sandbox refuses to run without it" >&2
+    fi
+fi
 
 # rewards/trajectories/rollouts (issue 6): Parquet export needs pyarrow; the GRPOTrainer test needs trl,
 # which pulls torch: install the CPU build torch==2.13.0 first so pip never fetches CUDA wheels.

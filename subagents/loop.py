@@ -41,6 +41,7 @@ _tool_message = maker(ToolMessage)
 _user = maker(UserMessage)
 _step_record = maker(StepRecord)
 _subagent_result = maker(SubagentResult)
+_INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
 
 
 def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
@@ -346,6 +347,9 @@ class SubagentRun:
         ) as span:
             try:
                 completion = await rt.backend.complete(request)
+            except anyio.get_cancelled_exc_class():
+                self._record(started, None, error=_INTERRUPTED.format("during its model call"))
+                raise
             except Exception as exc:  # a failing model is this agent's failure, never its siblings'
                 kind = type(exc).__name__
                 self._record(started, None, error=f"{kind}: {exc}")
@@ -378,9 +382,13 @@ class SubagentRun:
             return _Finish(report)
 
         self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
-        results = await run_tool_calls(
-            completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
-        )
+        try:
+            results = await run_tool_calls(
+                completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
+            )
+        except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
+            self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
+            raise
         for r in results:
             self.messages.append(
                 _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)

@@ -5,6 +5,12 @@ tokens. Edges: sequence within an agent; *fork* from the orchestrator step that 
 first step of each sub-agent of that stage; *join* from each sub-agent's last step to the next
 orchestrator step. Critical steps = the longest path counted in steps; the wall-clock critical path =
 the longest path weighted by step duration.
+
+An orchestrator step's direct tool calls run beside the sub-agents it started: the step's duration is
+its generation, and the time its tool calls took after it (their ``tool_results``) is a parallel
+branch that only the *sequence* edge to the next orchestrator step carries. The sub-agents' branch
+forks at the end of the generation, so the two overlap in time and neither is counted twice: the
+wall-clock critical path never exceeds the episode's wall time.
 """
 
 from __future__ import annotations
@@ -22,6 +28,15 @@ def _node(step: StepRecord) -> str:
     return f"{step.agent_id}#{step.index}"
 
 
+def _tools_tail(step: StepRecord) -> float:
+    """Seconds an orchestrator step's tool calls ran past its generation (0 for sub-agent steps,
+    whose tool calls are inside the step)."""
+    if step.kind != "orchestrator" or not step.tool_results:
+        return 0.0
+    end = max(r.ended for r in step.tool_results)
+    return end - step.ended if end > step.ended else 0.0
+
+
 def _attrs(step: StepRecord) -> dict[str, object]:
     return {
         "agent_id": step.agent_id,
@@ -30,6 +45,7 @@ def _attrs(step: StepRecord) -> dict[str, object]:
         "stage": step.stage,
         "started": step.started,
         "ended": step.ended,
+        "tools_tail": _tools_tail(step),
         "tokens": step.prompt_tokens + step.completion_tokens,
     }
 
@@ -75,17 +91,20 @@ def _longest(g: nx.DiGraph) -> tuple[int, list[str], float]:
     back: dict[str, str | None] = {}
     nodes = g.nodes
     pred = g.pred
+    wall = 0.0
     for node in nx.topological_sort(g):
         data = nodes[node]
         best_n, best_s, parent = 0, 0.0, None
-        for p in pred[node]:
+        for p, edge in pred[node].items():
             if steps[p] > best_n:
                 best_n, parent = steps[p], p
-            if secs[p] > best_s:
-                best_s = secs[p]
+            ps = secs[p] + (nodes[p]["tools_tail"] if edge["kind"] == "sequence" else 0.0)
+            if ps > best_s:
+                best_s = ps
         steps[node] = best_n + 1
         secs[node] = best_s + (data["ended"] - data["started"])
         back[node] = parent
+        wall = max(wall, secs[node] + data["tools_tail"])
     if not steps:
         return 0, [], 0.0
     end = max(steps, key=steps.__getitem__)
@@ -95,7 +114,7 @@ def _longest(g: nx.DiGraph) -> tuple[int, list[str], float]:
         path.append(cur)
         cur = back[cur]
     path.reverse()
-    return steps[end], path, max(secs.values())
+    return steps[end], path, wall
 
 
 def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], float]:
@@ -116,12 +135,14 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
     back: dict[Node, Node | None] = {}  # orchestrator nodes and chain exits -> predecessor on the path
     chains: dict[Node, SubagentResult] = {}  # chain exit -> its sub-agent (to list the chain's nodes)
     main: tuple[Node, int, float] | None = None  # last orchestrator node, its steps, its seconds
+    main_tail = 0.0  # its tool calls' time past its generation (carried by the sequence edge only)
     joins: list[tuple[Node, int, float]] = []
     for stage in stages:
         for step in stage.orchestrator_steps:
             node = (step.agent_id, step.index)
             n, secs, parent = 0, 0.0, None
-            for p, pn, ps in ([main] if main is not None else []) + joins:
+            preds = [(main[0], main[1], main[2] + main_tail)] if main is not None else []
+            for p, pn, ps in preds + joins:
                 if pn > n:
                     n, parent = pn, p
                 if ps > secs:
@@ -130,11 +151,11 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
             secs += step.ended - step.started
             back[node] = parent
             joins = []
-            main = (node, n, secs)
+            main, main_tail = (node, n, secs), _tools_tail(step)
             if n > best_n:
                 best_n, end = n, node
-            if secs > best_secs:
-                best_secs = secs
+            if secs + main_tail > best_secs:
+                best_secs = secs + main_tail
         for result in stage.subagents:
             records = result.step_records
             if not records:

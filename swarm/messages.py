@@ -24,11 +24,18 @@ class _Frozen(BaseModel):
 
 
 class ToolCall(_Frozen):
-    """One tool call emitted by a model: ``arguments`` is the parsed JSON object."""
+    """One tool call emitted by a model: ``arguments`` is the parsed JSON object.
+
+    ``error`` is set on a call the backend could not parse (its arguments are not a JSON object, it
+    has no name) while other calls of the same turn parsed: the call stays in the turn (and in the
+    record, with what the model wrote quoted in ``error``) and the runtime answers it with that
+    error instead of running it, so the model is told and the transcript keeps every call it made.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         return {

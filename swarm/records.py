@@ -98,7 +98,9 @@ StepKind = Literal["orchestrator", "subagent"]
 class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
 
-    Times are seconds on the episode's monotonic clock (0 = episode start).
+    Times are seconds on the episode's monotonic clock (0 = episode start). A sub-agent step ends
+    after its tool calls; an orchestrator step ends with its generation, because its direct tool
+    calls run beside the sub-agents of its stage (each ``tool_results`` entry has its own times).
     ``error`` holds a recoverable problem seen in this step (malformed output, model failure).
     """
 

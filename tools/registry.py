@@ -15,7 +15,7 @@ import json
 import re
 import time
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -28,7 +28,7 @@ from pydantic_core import to_jsonable_python
 from swarm._fast import maker
 from swarm.backend import ToolSpec
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import ConfigError, ToolError, ToolTimeoutError, UnknownNameError
+from swarm.errors import ConfigError, ModelOutputError, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
 
@@ -158,31 +158,6 @@ def _stringify(value: Any) -> str:
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], first: Any) -> Generator[Any, Any, Any]:
-    """Await the rest of a coroutine that was already stepped once (``first`` is what it yielded):
-    ``yield from`` for a started coroutine, so the awaiting task drives it as if it never stopped."""
-    value = first
-    try:
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                raise
-            except BaseException as exc:  # thrown in by the task (cancellation): pass it down
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as done:
-                    return done.value
-    finally:
-        coro.close()  # no-op once finished; closes it if we are closed early
 
 
 class _ScopeGuard:
@@ -333,15 +308,6 @@ class Tool:
             return truncate(_stringify(await work), self.max_output_chars)
         watched = deadlines is not None and deadlines.running
         due = (deadlines.now() if deadlines is not None and watched else anyio.current_time()) + self.timeout_s
-        if inspect.iscoroutine(work):
-            # Run the call eagerly up to its first suspension: a call that finishes without ever
-            # waiting (a cache hit, an in-memory lookup) cannot time out and needs no deadline
-            # armed; one that suspends continues under the deadline counted from its start.
-            try:
-                first = work.send(None)
-            except StopIteration as finished:
-                return truncate(_stringify(finished.value), self.max_output_chars)
-            work = _resume(work, first)
         if deadlines is not None and watched:
             guard = _ScopeGuard(anyio.CancelScope())
             deadlines.add(due, guard)
@@ -482,6 +448,16 @@ async def execute_tool(
 
     ``deadlines``: a running watch that enforces the tool's timeout (see :meth:`Tool.invoke`)."""
     started = clock()
+    if call.error is not None:  # the backend could not parse this call: tell the model, run nothing
+        return _tool_result(
+            call=call,
+            content=f"error: this tool call could not be parsed and was not run ({call.error}). "
+            "Call the tool again with its arguments as one JSON object.",
+            is_error=True,
+            error_type=ModelOutputError.__name__,
+            started=started,
+            ended=clock(),
+        )
     t = tools.get(call.name)
     if t is None:
         available = ", ".join(sorted(tools)) or "(none)"

@@ -479,44 +479,45 @@ class LocalBackend:
         http = self._http
         assert http is not None
         offered = bool(request.tools) and request.tool_choice != "none"
-        async with http.limiter():
-            prompt_ids, continued = await self._prompt_ids(http, request)
-            room = self.engine.ctx_per_slot - len(prompt_ids)
-            if room < 1:
-                raise BackendError(
-                    f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
-                    f"{self.engine.ctx_per_slot}; raise ctx_per_slot ([backend] ctx in the config file, or "
-                    "SWARM_LOCAL_CTX) or shorten the conversation"
-                )
-            s = request.sampling
-            body: dict[str, Any] = {
-                "prompt": list(prompt_ids),
-                "n_predict": min(s.max_tokens, room),
-                "temperature": s.temperature,
-                "top_p": s.top_p,
-                # No hidden truncation: llama.cpp's default top_k=40 / min_p=0.05 would cut the
-                # distribution behind the caller's back.
-                "top_k": 0,
-                "min_p": 0.0,
-                "n_probs": 1,
-                # The sampled token's probability under the distribution it was actually drawn
-                # from (after temperature, top-p and the grammar), not the raw softmax: at T != 1 the
-                # raw one is not the behaviour policy, and RL importance ratios need the real one.
-                # Greedy decoding (T = 0) reports probability 1 (logprob 0) for every token.
-                "post_sampling_probs": True,
-                "return_tokens": True,
-                "cache_prompt": True,
-            }
-            if s.seed is not None:
-                body["seed"] = s.seed
-            if s.stop:
-                body["stop"] = list(s.stop)
-            if self.constrain_actions and request.tools:
-                grammar = await self._grammar(http, request.tools if offered else (), request.tool_choice)
-                if grammar is not None:
-                    body["grammar"] = grammar
-            data = await http.post_json("/completion", body)
-            eog = await self._eog_text(http, data)
+        # Each request below takes one of the engine's slots (OpenAIBackend.post_json) only while it
+        # is in flight; a retry's backoff holds none.
+        prompt_ids, continued = await self._prompt_ids(http, request)
+        room = self.engine.ctx_per_slot - len(prompt_ids)
+        if room < 1:
+            raise BackendError(
+                f"the prompt has {len(prompt_ids)} tokens, which fills the slot's context of "
+                f"{self.engine.ctx_per_slot}; raise ctx_per_slot ([backend] ctx in the config file, or "
+                "SWARM_LOCAL_CTX) or shorten the conversation"
+            )
+        s = request.sampling
+        body: dict[str, Any] = {
+            "prompt": list(prompt_ids),
+            "n_predict": min(s.max_tokens, room),
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            # No hidden truncation: llama.cpp's default top_k=40 / min_p=0.05 would cut the
+            # distribution behind the caller's back.
+            "top_k": 0,
+            "min_p": 0.0,
+            "n_probs": 1,
+            # The sampled token's probability under the distribution it was actually drawn
+            # from (after temperature, top-p and the grammar), not the raw softmax: at T != 1 the
+            # raw one is not the behaviour policy, and RL importance ratios need the real one.
+            # Greedy decoding (T = 0) reports probability 1 (logprob 0) for every token.
+            "post_sampling_probs": True,
+            "return_tokens": True,
+            "cache_prompt": True,
+        }
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if self.constrain_actions and request.tools:
+            grammar = await self._grammar(http, request.tools if offered else (), request.tool_choice)
+            if grammar is not None:
+                body["grammar"] = grammar
+        data = await http.post_json("/completion", body)
+        eog = await self._eog_text(http, data)
         completion = self._parse(request, prompt_ids, data, offered)
         self.memory.remember(request.messages, completion, str(data.get("content")), eog)
         self.memory.continued += continued
@@ -606,8 +607,10 @@ class LocalBackend:
         if not isinstance(text, str) or not isinstance(tokens, list):
             raise BackendError(f"llama.cpp /completion answered without content/tokens: {json.dumps(data)[:200]}")
         ids = tuple(int(t) for t in tokens)
+        # llama.cpp leaves out the entry of a token that ends mid-character (one byte of a multi-byte
+        # UTF-8 character); such a turn carries no logprobs rather than misaligned ones.
         lps: tuple[float, ...] | None = tuple(_logprob(p) for p in probs)
-        if lps is not None and len(lps) != len(ids):
+        if len(probs) != len(ids) or any(isinstance(p, dict) and p.get("id", t) != t for p, t in zip(probs, ids)):
             lps = None
         calls: tuple[Any, ...] = ()
         parse_error = None

@@ -10,8 +10,9 @@ What it adds over a plain client, all outside the agent loop (STYLE §2):
 * **tools**: tools, ``tool_choice`` and parallel tool calls go over the wire; when the server's
   parser found nothing (small models write fenced or bare JSON), the text is parsed tolerantly
   (:mod:`swarm.backends.toolparse`); broken calls set ``Completion.parse_error``;
-* **faults**: retries with exponential backoff (and ``Retry-After``) on 429, 5xx and connection
-  errors, a per-request timeout, and a concurrency cap per endpoint. What survives the retries is
+* **faults**: retries with exponential backoff (and ``Retry-After``) on 429, 5xx, connection
+  errors, timeouts and 200s whose body is not a JSON object; a total per-attempt timeout; a
+  concurrency cap per endpoint that only requests in flight hold (never a backoff sleep). What survives the retries is
   raised as :class:`~swarm.errors.BackendError`, which the runtime records as the calling agent's
   failure.
 
@@ -25,6 +26,7 @@ import json
 import math
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -199,7 +201,10 @@ class OpenAIBackend:
             # A client's connection pool belongs to one event loop; make one per loop (run_sync, tests).
             token = anyio.lowlevel.current_token()
             if self._client is None or self._client_token != token:
-                self._client = httpx.AsyncClient(timeout=self.timeout)
+                # As many pooled connections as the limiter lets requests run: a request holding a
+                # slot never waits for a connection (httpx's default pool is 100).
+                limits = httpx.Limits(max_connections=max(100, self.max_concurrency))
+                self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
                 self._client_token = token
         assert self._client is not None
         return self._client
@@ -212,45 +217,45 @@ class OpenAIBackend:
         return self._limiter[1]
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with retries; returns the decoded JSON object or raises a BackendError."""
+        """POST with retries; returns the decoded JSON object or raises a BackendError.
+
+        Each attempt holds one of the endpoint's :meth:`limiter` slots only while its request is in
+        flight, and is cut off after ``timeout`` seconds in total (httpx's own timeout bounds each
+        read, so a server that trickles bytes could hold a slot forever). Backoff sleeps between
+        attempts hold no slot. Retried: 429/5xx, connection errors, timeouts, and a 200 whose body
+        is not a JSON object (a proxy's error page, a truncated body).
+        """
         url = f"{self.root}{path}"
-        last = ""
         attempts = self.retry.max_retries + 1
-        timed_out = False
+        failure = _Failure("unavailable", "")
         for attempt in range(attempts):
-            retry_after: float | None = None
-            try:
-                resp = await self._http().post(url, json=body, headers=self._headers, timeout=self.timeout)
-            except httpx.TimeoutException as exc:
-                timed_out = True
-                last = f"no answer within {self.timeout:g} s ({type(exc).__name__})"
-            except httpx.TransportError as exc:
-                timed_out = False
-                last = f"connection failed: {type(exc).__name__}: {exc}"
-            else:
-                timed_out = False
-                if resp.status_code == 200:
-                    try:
-                        data = resp.json()
-                    except ValueError:
-                        raise BackendError(
-                            f"{url} answered 200 with a body that is not JSON: {resp.text[:200]!r}; "
-                            "check that base_url points at an OpenAI-compatible server"
-                        ) from None
-                    if not isinstance(data, dict):
-                        raise BackendError(f"{url} answered 200 with JSON that is not an object: {resp.text[:200]!r}")
-                    return data
-                detail = resp.text[:300]
-                if resp.status_code not in _RETRY_STATUS:
-                    raise BackendError(f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
-                last = f"HTTP {resp.status_code}: {detail}"
-                retry_after = _retry_after(resp.headers.get("retry-after"))
+            out = await self._attempt(url, body)
+            if not isinstance(out, _Failure):
+                return out
+            failure = out
+            if failure.kind == "fatal":
+                raise BackendError(failure.message)
             if attempt + 1 < attempts:
-                await anyio.sleep(self.retry.delay(attempt, retry_after))
-        msg = f"{url} failed after {attempts} attempt(s); last error: {last}"
-        if timed_out:
+                await anyio.sleep(self.retry.delay(attempt, failure.retry_after))
+        msg = f"{url} failed after {attempts} attempt(s); last error: {failure.message}"
+        if failure.kind == "timeout":
             raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
+        if failure.kind == "body":
+            raise BackendError(msg + "; check that base_url points at an OpenAI-compatible server")
         raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
+
+    async def _attempt(self, url: str, body: dict[str, Any]) -> dict[str, Any] | _Failure:
+        """One request: a limiter slot and a total deadline for exactly as long as it is in flight."""
+        async with self.limiter():
+            with anyio.move_on_after(self.timeout):
+                try:
+                    resp = await self._http().post(url, json=body, headers=self._headers, timeout=self.timeout)
+                except httpx.TimeoutException as exc:
+                    return _Failure("timeout", f"no answer within {self.timeout:g} s ({type(exc).__name__})")
+                except httpx.TransportError as exc:
+                    return _Failure("unavailable", f"connection failed: {type(exc).__name__}: {exc}")
+                return _decode(url, resp)
+        return _Failure("timeout", f"no complete answer within {self.timeout:g} s")
 
     # -- the request --------------------------------------------------------------------------------
 
@@ -307,14 +312,35 @@ class OpenAIBackend:
         """The served model's name: the one given, else the first of the server's ``/v1/models``."""
         if self._model:
             return self._model
+        url = f"{self.root}/v1/models"
         try:
-            resp = await self._http().get(f"{self.root}/v1/models", headers=self._headers, timeout=self.timeout)
-            models = resp.json().get("data") if resp.status_code == 200 else None
+            with anyio.fail_after(self.timeout):
+                resp = await self._http().get(url, headers=self._headers, timeout=self.timeout)
+        except (httpx.TimeoutException, TimeoutError):
+            raise BackendTimeoutError(
+                f"no model name was given and {url} did not answer within {self.timeout:g} s; "
+                "check that the server is up, or pass --model NAME"
+            ) from None
+        except httpx.TransportError as exc:
+            raise BackendUnavailableError(
+                f"no model name was given and {url} could not be reached: {type(exc).__name__}: {exc}; "
+                "check --base-url and that the server is up"
+            ) from None
+        if resp.status_code != 200:
+            raise BackendError(
+                f"no model name was given and {url} answered HTTP {resp.status_code}: {resp.text[:200]!r}; "
+                "pass --model NAME"
+            )
+        try:
+            models = resp.json().get("data")
             first = models[0].get("id") if isinstance(models, list) and models else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            first = None
+        except (ValueError, AttributeError):
+            raise BackendError(
+                f"no model name was given and {url} did not answer with a model list: {resp.text[:200]!r}; "
+                "check that base_url points at an OpenAI-compatible server, or pass --model NAME"
+            ) from None
         if not isinstance(first, str) or not first:
-            raise BackendError(f"no model name was given and {self.root}/v1/models did not list one; pass --model NAME")
+            raise BackendError(f"no model name was given and {url} did not list one; pass --model NAME")
         self._model = first
         return first
 
@@ -322,13 +348,12 @@ class OpenAIBackend:
         if not self._model:
             await self.resolve_model()
         body = self.build_body(request)
-        async with self.limiter():
-            data = await self.post_json("/v1/chat/completions", body)
-            completion = self._parse(request, data)
-            if completion.prompt_token_ids is None and self.flavour in ("llamacpp", "auto") and completion.token_ids:
-                ids = await self._prompt_ids_from_server(body, completion.usage.prompt_tokens)
-                if ids is not None:
-                    completion = completion.model_copy(update={"prompt_token_ids": ids})
+        data = await self.post_json("/v1/chat/completions", body)
+        completion = self._parse(request, data)
+        if completion.prompt_token_ids is None and self.flavour in ("llamacpp", "auto") and completion.token_ids:
+            ids = await self._prompt_ids_from_server(body, completion.usage.prompt_tokens)
+            if ids is not None:
+                completion = completion.model_copy(update={"prompt_token_ids": ids})
         return completion
 
     async def _prompt_ids_from_server(self, body: dict[str, Any], expected: int) -> tuple[int, ...] | None:
@@ -364,20 +389,7 @@ class OpenAIBackend:
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise BackendError(f"choices[0].message.content is not a string: {message.get('content')!r}")
-        calls: list[ToolCall] = []
-        parse_error: str | None = None
-        for raw in message.get("tool_calls") or []:
-            fn = (raw or {}).get("function") or {}
-            name = fn.get("name")
-            if not isinstance(name, str) or not name:
-                parse_error = f"a tool call has no function name: {json.dumps(raw)[:200]}"
-                continue
-            try:
-                args = parse_arguments(fn.get("arguments"), name)
-            except ValueError as exc:
-                parse_error = str(exc)
-                continue
-            calls.append(ToolCall(id=str(raw.get("id") or new_call_id()), name=name, arguments=args))
+        calls, parse_error = _server_calls(message.get("tool_calls"))
         known = [t.name for t in request.tools]
         if not calls and parse_error is None and request.tools and request.tool_choice != "none" and text:
             parsed = parse_tool_calls(text, known)
@@ -407,9 +419,58 @@ class OpenAIBackend:
             prompt_token_ids=tuple(int(i) for i in prompt_ids) if isinstance(prompt_ids, list) else None,
             token_ids=token_ids,
             logprobs=logprobs,
-            parse_error=parse_error if not calls or parse_error is None else None,
+            parse_error=parse_error,
             weight_version=_weight_version(choice),
         )
+
+
+def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
+    """The server's parsed tool calls. A call that does not parse stays in its place with ``error``
+    set (the runtime answers it with that error); only when none parses is the turn malformed."""
+    calls: list[ToolCall] = []
+    errors = 0
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
+        raw = raw if isinstance(raw, dict) else {"function": raw}
+        fn: dict[str, Any] = raw["function"] if isinstance(raw.get("function"), dict) else {}
+        name, cid = fn.get("name"), str(raw.get("id") or new_call_id())
+        try:
+            if not isinstance(name, str) or not name:
+                raise ValueError("a tool call has no function name")
+            calls.append(ToolCall(id=cid, name=name, arguments=parse_arguments(fn.get("arguments"), name)))
+        except ValueError as exc:
+            errors += 1
+            wrote = json.dumps(raw, ensure_ascii=False)
+            wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
+            bad = name if isinstance(name, str) else ""
+            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}"))
+    if calls and errors == len(calls):
+        return [], calls[0].error
+    return calls, None
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """Why one attempt failed: ``kind`` decides retry (all but ``fatal``) and the final error class."""
+
+    kind: Literal["timeout", "unavailable", "body", "fatal"]
+    message: str
+    retry_after: float | None = None
+
+
+def _decode(url: str, resp: httpx.Response) -> dict[str, Any] | _Failure:
+    """The JSON object of a 200, or why there is none (a non-retryable status is ``fatal``)."""
+    if resp.status_code == 200:
+        try:
+            data = resp.json()
+        except ValueError:
+            return _Failure("body", f"HTTP 200 with a body that is not JSON: {resp.text[:200]!r}")
+        if not isinstance(data, dict):
+            return _Failure("body", f"HTTP 200 with JSON that is not an object: {resp.text[:200]!r}")
+        return data
+    detail = resp.text[:300]
+    if resp.status_code not in _RETRY_STATUS:
+        return _Failure("fatal", f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
+    return _Failure("unavailable", f"HTTP {resp.status_code}: {detail}", _retry_after(resp.headers.get("retry-after")))
 
 
 def _retry_after(value: str | None) -> float | None:

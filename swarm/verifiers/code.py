@@ -1,21 +1,28 @@
 """Code verifier: run the answer's code against unit tests in the kernel sandbox.
 
 The answer's code (the last fenced ``python`` block, else the last fenced block, else the whole
-answer) is executed in a fresh namespace inside :func:`swarm.sandbox.run_python`, then each test runs
-in that namespace and reports one result line. Tests are either a list of snippets (each one case,
-e.g. ``"assert add(2, 2) == 4"``) or Python source defining ``test_*`` functions (run in definition
-order). ``r_perf`` is the pass fraction (or 0/1 with ``all_or_nothing``); ``passed`` is all-pass.
+answer) and the tests run in one sandbox but in two processes. The tests run in the harness
+(``_harness_tests.py``), which reads them from its standard input and reports each result on a
+channel (file descriptor 3) that the answer's process never gets; the answer is loaded in a process of
+its own (``_harness_answer.py``) that the harness talks to over a socket. The answer's functions and
+classes reach the tests as proxies; what they return comes back as plain data, so the tests' own
+comparisons decide — an answer cannot read or write the harness, report passes, or hand back an object
+that claims to equal anything. Tests are either a list of snippets (each one case, e.g.
+``"assert add(2, 2) == 4"``) or Python source defining ``test_*`` functions (run in definition order).
+``r_perf`` is the pass fraction (or 0/1 with ``all_or_nothing``); ``passed`` is all-pass.
 
-Result lines carry a random nonce handed to the harness on stdin, so text the answer prints cannot
-pose as a result. Results stream as each test ends: a run killed by a limit keeps the tests that had
-finished and counts the rest as failed with the sandbox status as the reason.
+What crosses to the answer: plain data (numbers, strings, bytes, lists, tuples, dicts, sets), builtins
+(``len``, ``str.lower`` is not one: pass ``str``) and the answer's own objects; a test that passes a
+lambda or its own object to the answer fails with a clear message. Output the answer prints goes to
+the sandbox's stderr (kept in the verdict for debugging). Results stream as each test ends: a run killed
+by a limit keeps the tests that had finished and counts the rest as failed, with the sandbox status as
+the reason.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import secrets
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -26,48 +33,10 @@ from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, reg
 
 __all__ = ["CodeArgs", "extract_code"]
 
-_HARNESS = r"""
-import ast, sys, json, traceback
-def _main(_answer, _setup, _tests, _mode):
-    _nonce = sys.stdin.readline().strip()
-    _out = sys.__stdout__
-    def _emit(obj):
-        _out.write(_nonce + " " + json.dumps(obj) + "\n")
-        _out.flush()
-    ns = {"__name__": "__answer__"}
-    try:
-        exec(compile(_answer, "<answer>", "exec"), ns)
-        if _setup:
-            exec(compile(_setup, "<setup>", "exec"), ns)
-    except BaseException as e:
-        _emit({"event": "load_error", "error": type(e).__name__ + ": " + str(e)[:500]})
-        return
-    if _mode == "snippets":
-        cases = [("case_%d" % i, src) for i, src in enumerate(_tests)]
-    else:
-        try:
-            # Only test functions the *tests* define count (an answer defining test_x cannot add cases).
-            names = [n.name for n in ast.parse(_tests).body
-                     if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
-            exec(compile(_tests, "<tests>", "exec"), ns)
-        except BaseException as e:
-            _emit({"event": "load_error", "error": "tests: " + type(e).__name__ + ": " + str(e)[:500]})
-            return
-        cases = [(k, ns[k]) for k in dict.fromkeys(names)]
-    _emit({"event": "plan", "tests": [name for name, _ in cases]})
-    for name, case in cases:
-        try:
-            if isinstance(case, str):
-                exec(compile(case, "<" + name + ">", "exec"), dict(ns))
-            else:
-                case()
-        except BaseException as e:
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            _emit({"event": "result", "name": name, "ok": False, "error": tb[:500]})
-        else:
-            _emit({"event": "result", "name": name, "ok": True})
-_main(@ARGS@)
-"""
+_HERE = Path(__file__).parent
+_WIRE = (_HERE / "_harness_wire.py").read_text(encoding="utf-8")
+_HARNESS = _WIRE + (_HERE / "_harness_tests.py").read_text(encoding="utf-8")
+_RUNNER = _WIRE + (_HERE / "_harness_answer.py").read_text(encoding="utf-8")
 
 
 def extract_code(text: str) -> str:
@@ -91,20 +60,20 @@ class CodeArgs(VerifierArgs):
     memory_mb: int = Field(512, ge=64)
 
 
-def _program(answer: str, args: CodeArgs) -> str:
+def _inputs(answer: str, args: CodeArgs) -> str:
     mode = "snippets" if isinstance(args.tests, list) else "functions"
-    call_args = ", ".join(repr(a) for a in (answer, args.setup, args.tests, mode))
-    return _HARNESS.replace("@ARGS@", call_args)
+    return json.dumps({"answer": answer, "setup": args.setup, "tests": args.tests, "mode": mode, "runner": _RUNNER})
 
 
-def _parse(stdout: str, nonce: str) -> list[dict[str, Any]]:
+def _parse(channel: str) -> list[dict[str, Any]]:
     events = []
-    for line in stdout.splitlines():
-        if line.startswith(nonce + " "):
-            try:
-                events.append(json.loads(line[len(nonce) + 1 :]))
-            except ValueError:
-                continue
+    for line in channel.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
     return events
 
 
@@ -118,16 +87,16 @@ async def code_verifier(answer: str, args: CodeArgs, ctx: VerifierContext) -> Ve
     if isinstance(args.tests, list) and not args.tests:
         return Verdict(score=0.0, error="code verifier got an empty list of tests")
     code = extract_code(answer) if args.extract == "auto" else answer
-    nonce = secrets.token_hex(16)
     limits = SandboxLimits(cpu_s=args.cpu_s, wall_s=args.wall_s, memory_mb=args.memory_mb)
+    stdin = _inputs(code, args)
     if ctx.workspace is not None:
         ctx.workspace.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=ctx.workspace, prefix="verify-") as tmp:
-            result = await run_python(_program(code, args), workspace=Path(tmp), limits=limits, stdin=nonce + "\n")
+            result = await run_python(_HARNESS, workspace=Path(tmp), limits=limits, stdin=stdin, channel=True)
     else:
         with tempfile.TemporaryDirectory(prefix="swarm-verify-") as tmp:
-            result = await run_python(_program(code, args), workspace=Path(tmp), limits=limits, stdin=nonce + "\n")
-    events = _parse(result.stdout, nonce)
+            result = await run_python(_HARNESS, workspace=Path(tmp), limits=limits, stdin=stdin, channel=True)
+    events = _parse(result.channel or "")
     sandbox = {
         "status": result.status,
         "exit_code": result.exit_code,
@@ -144,17 +113,19 @@ async def code_verifier(answer: str, args: CodeArgs, ctx: VerifierContext) -> Ve
         return Verdict(
             score=0.0, details={"load_error": f"sandbox {result.status} before tests ran", "sandbox": sandbox}
         )
-    names: list[str] = plan["tests"]
+    names = [str(n) for n in plan.get("tests") or []]
     if not names:
         return Verdict(score=0.0, error="the tests define no test_* functions", details={"sandbox": sandbox})
-    results = {e["name"]: e for e in events if e.get("event") == "result"}
+    results = {str(e.get("name")): e for e in events if e.get("event") == "result"}
     cases: list[dict[str, Any]] = []
     for name in names:
         r = results.get(name)
         if r is None:
             cases.append({"name": name, "ok": False, "error": f"not finished (sandbox {result.status})"})
         else:
-            cases.append({"name": name, "ok": bool(r["ok"]), **({"error": r["error"]} if "error" in r else {})})
+            cases.append(
+                {"name": name, "ok": r.get("ok") is True, **({"error": str(r["error"])} if "error" in r else {})}
+            )
     n_ok = sum(bool(c["ok"]) for c in cases)
     passed = n_ok == len(cases)
     score = float(passed) if args.all_or_nothing else n_ok / len(cases)

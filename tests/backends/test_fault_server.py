@@ -44,9 +44,23 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"\x00\x01 not json at all")
         if mode == "slow":
             time.sleep(1.0)
+        if mode == "trickle":  # headers at once, then a byte every 0.1 s: no single read times out
+            return self._trickle()
         if mode == "flaky" and n <= 2:
             return self._send(503, b"warming up")
         return self._send(200, json.dumps(OK).encode())
+
+    def _trickle(self) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("content-length", "40")
+            self.end_headers()
+            for _ in range(40):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         try:
@@ -101,6 +115,16 @@ async def test_errors_that_survive_retries_are_raised_as_backend_errors(
         with pytest.raises(error):
             await b.complete(REQ)
     assert hits[mode] == 3  # one try + two retries
+
+
+async def test_a_trickling_answer_is_cut_at_the_timeout(fault_server: tuple[str, dict[str, int]]) -> None:
+    """httpx's timeout bounds each read; the backend's bounds the whole attempt (hangs are bounded)."""
+    url, hits = fault_server
+    started = time.monotonic()
+    async with _backend(url, "trickle", timeout=0.4) as b:
+        with pytest.raises(BackendTimeoutError, match=r"after 3 attempt"):
+            await b.complete(REQ)
+    assert hits["trickle"] == 3 and time.monotonic() - started < 2.5
 
 
 async def test_failing_endpoints_are_subagent_failures_not_crashes(

@@ -161,7 +161,12 @@ async def test_real_multiturn_orchestrator_run_has_no_retokenization_drift(smol_
         )
         assert len(record.turns) >= 2, record.error
         assert local.continued_turns >= len(record.turns) - 1
-    assert all(t.prompt_token_ids and t.response_token_ids and t.response_logprobs for t in record.turns)
+    assert all(t.prompt_token_ids and t.response_token_ids for t in record.turns)
+    # llama.cpp drops the probability of a sampled token that ends mid-character (a byte of a
+    # multi-byte UTF-8 character, common in a 135M model's T=1 output); such a turn says it has no
+    # logprobs rather than carrying misaligned ones.
+    with_lps = [t for t in record.turns if t.response_logprobs is not None]
+    assert with_lps and all(len(t.response_logprobs or ()) == len(t.response_token_ids or ()) for t in with_lps)
     assert record.drift_count == 0 and not any(t.drift for t in record.turns)
     for prev, nxt in zip(record.turns, record.turns[1:], strict=False):
         assert prev.prompt_token_ids is not None and prev.response_token_ids is not None

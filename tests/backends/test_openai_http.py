@@ -116,6 +116,60 @@ async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
     assert c.tool_calls == () and c.parse_error is not None and "not valid JSON" in c.parse_error
 
 
+def _calls_body(*arguments: str) -> dict[str, Any]:
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": a}}
+        for i, a in enumerate(arguments)
+    ]
+    return vllm_body(message={"role": "assistant", "content": None, "tool_calls": calls})
+
+
+async def test_one_broken_call_among_valid_ones_stays_in_place_with_its_error() -> None:
+    body = _calls_body('{"city": "Paris"}', '{"city": ', '{"city": "Oslo"}')
+    b, _ = backend(lambda r: httpx.Response(200, json=body), flavour="vllm")
+    c = await b.complete(REQ)
+    assert c.parse_error is None
+    assert [(t.id, t.arguments, t.error is None) for t in c.tool_calls] == [
+        ("c0", {"city": "Paris"}, True),
+        ("c1", {}, False),
+        ("c2", {"city": "Oslo"}, True),
+    ]
+    bad = c.tool_calls[1].error or ""
+    assert "not valid JSON" in bad and '{\\"city\\": ' in bad  # what the model wrote is kept
+
+
+async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_episode() -> None:
+    """Regression (issue 12, defect 3): the bad call used to vanish; the stage ran 2 of 3 calls."""
+    from orchestrator import Orchestrator, SwarmConfig
+    from swarm.records import EpisodeStatus
+    from tools.registry import tool
+
+    turns = iter(
+        [
+            _calls_body('{"city": "Paris"}', '{"city": "Oslo"', '{"city": "Rome"}'),
+            vllm_body(message={"role": "assistant", "content": "done"}, finish_reason="stop"),
+        ]
+    )
+    b, seen = backend(lambda r: httpx.Response(200, json=next(turns)), flavour="vllm")
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    record = await Orchestrator(b, SwarmConfig(subagents=False), tools=[get_weather]).run("weather?")
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
+    (turn, _) = record.turns
+    assert [t.id for t in turn.tool_calls] == ["c0", "c1", "c2"] and turn.tool_calls[1].error
+    results = record.stages[0].tool_results
+    assert [(r.call.id, r.is_error) for r in results] == [("c0", False), ("c1", True), ("c2", False)]
+    assert results[1].error_type == "ModelOutputError" and "not run" in results[1].content
+    # The model saw all three calls and an answer to each, the broken one as an error.
+    sent = json.loads(seen[1].content)["messages"]
+    assert [c["id"] for c in sent[2]["tool_calls"]] == ["c0", "c1", "c2"]
+    assert [m["content"][:12] for m in sent[3:]] == ["sunny in Par", "error: this ", "sunny in Rom"]
+
+
 async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_nothing() -> None:
     text = 'Calling it.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
     body = vllm_body(message={"role": "assistant", "content": text, "tool_calls": []}, finish_reason="stop")
@@ -213,6 +267,70 @@ async def test_garbage_answers_are_backend_errors(body: bytes) -> None:
     b, _ = backend(lambda r: httpx.Response(200, content=body))
     with pytest.raises(BackendError):
         await b.complete(REQ)
+
+
+@pytest.mark.parametrize("body", [b"<html>502 bad gateway</html>", b'{"choices": [{"message"', b"[1, 2]"])
+async def test_a_200_whose_body_is_not_a_json_object_is_retried_like_a_5xx(body: bytes) -> None:
+    answers = iter([httpx.Response(200, content=body), httpx.Response(200, json=vllm_body())])
+    b, seen = backend(lambda r: next(answers))
+    c = await b.complete(REQ)
+    assert len(seen) == 2 and c.token_ids == (57, 5248, 2)
+
+
+async def test_a_body_that_stays_broken_names_the_body_and_what_to_check() -> None:
+    b, seen = backend(lambda r: httpx.Response(200, content=b"<html>login</html>"))
+    with pytest.raises(BackendError, match=r"after 4 attempt.*not JSON: '<html>login</html>'.*OpenAI-compatible"):
+        await b.complete(REQ)
+    assert len(seen) == 4
+
+
+async def test_a_backoff_sleep_holds_no_limiter_slot() -> None:
+    """With one slot, a request waiting out a Retry-After must not block another request."""
+    order: list[str] = []
+
+    def handler(r: httpx.Request) -> httpx.Response:
+        who = json.loads(r.content)["messages"][0]["content"]
+        order.append(who)
+        if who == "first" and order.count("first") == 1:
+            return httpx.Response(503, text="busy", headers={"retry-after": "1"})
+        return httpx.Response(200, json=vllm_body())
+
+    b, _ = backend(handler, max_concurrency=1, retry=RetryPolicy(max_retries=2, base_delay=0.01, max_delay=5))
+    done: dict[str, float] = {}
+
+    async def ask(who: str) -> None:
+        await b.complete(ModelRequest(messages=(UserMessage(content=who),)))
+        done[who] = anyio.current_time() - t0
+
+    t0 = anyio.current_time()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask, "first")
+        await anyio.sleep(0.05)
+        tg.start_soon(ask, "second")
+    assert order == ["first", "second", "first"]
+    assert done["second"] < 0.5 <= 1.0 <= done["first"]
+
+
+async def test_a_hung_request_is_cut_at_the_timeout_and_frees_its_slot() -> None:
+    """A transport that never answers (or trickles forever) is bounded by ``timeout`` per attempt."""
+    calls = 0
+
+    async def handler(r: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if json.loads(r.content)["messages"][0]["content"] == "hang":
+            await anyio.sleep(30)
+        return httpx.Response(200, json=vllm_body())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    b = OpenAIBackend(
+        "http://vllm.test", "smol", client=client, timeout=0.3, max_concurrency=1, retry=RetryPolicy(1, 0.01, 0.01)
+    )
+    t0 = anyio.current_time()
+    with pytest.raises(BackendTimeoutError, match=r"after 2 attempt.*within 0\.3 s"):
+        await b.complete(ModelRequest(messages=(UserMessage(content="hang"),)))
+    assert anyio.current_time() - t0 < 1.5
+    assert (await b.complete(REQ)).token_ids == (57, 5248, 2) and calls == 3
 
 
 async def test_connection_errors_are_retried_then_reported() -> None:

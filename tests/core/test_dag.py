@@ -120,7 +120,17 @@ def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
     """The episode record's statistics come from one pass over the stages; they must equal the longest
     paths of the networkx DAG on arbitrary structures: random widths, step counts and durations, ties,
     stages with no orchestrator step and sub-agents with no steps."""
+    from swarm.messages import ToolCall
+    from swarm.records import ToolResult
+
     rng = random.Random(seed)
+
+    def tools(at: float) -> tuple[ToolResult, ...]:  # direct tool calls, some outlasting the sub-agents
+        return tuple(
+            ToolResult(call=ToolCall(id=f"t{i}", name="x"), content="", started=at, ended=at + rng.random() * 4)
+            for i in range(rng.choice([0, 0, 1, 2]))
+        )
+
     stages, t = [], 0.0
     for index in range(rng.randint(1, 6)):
         orch = tuple(
@@ -130,7 +140,8 @@ def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
                 kind="orchestrator",
                 stage=index,
                 started=t,
-                ended=t + rng.random(),
+                ended=t + (gen := rng.random()),
+                tool_results=tools(t + gen),
             )
             for j in range(rng.choice([0, 1, 1, 1, 2]))
         )
@@ -173,3 +184,70 @@ def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
     # Both paths are longest paths of the graph (ties may pick different but equally long ones).
     for path in (direct.critical_path, graph.critical_path):
         assert len(path) == direct.critical_steps and _is_path(g, path)
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_wall_critical_path_never_exceeds_the_episode_wall_time(seed: int) -> None:
+    """Regression (issue 12, defect 7): a stage with direct tool calls beside sub-agents stretched the
+    orchestrator step to the tools' end and then started the sub-agents' branch after it, counting
+    the overlap twice (up to 1.9× the episode's wall time)."""
+    import anyio
+
+    from tools import tool
+
+    rng = random.Random(seed)
+    plan = [(rng.uniform(0.0, 0.06), [rng.uniform(0.0, 0.06) for _ in range(rng.randint(0, 3))]) for _ in range(3)]
+
+    @tool
+    async def wait(seconds: float) -> str:
+        """Sleeps."""
+        await anyio.sleep(seconds)
+        return "waited"
+
+    def orch(request: ModelRequest) -> Completion:
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        if turn >= len(plan):
+            return Completion(text="done")
+        tool_s, subs = plan[turn]
+        calls = [call("create_subagent", name=f"w{turn}", system_prompt="p")] if subs else []
+        calls += [call("assign_task", agent=f"w{turn}", task=f"{s}") for s in subs]
+        return Completion(tool_calls=(*calls, call("wait", seconds=tool_s)))
+
+    async def worker(request: ModelRequest) -> Completion:
+        await anyio.sleep(float(next(m.content for m in request.messages if m.role == "user")))
+        return Completion(text="ok")
+
+    cfg = SwarmConfig(max_critical_steps=100)
+    o = Orchestrator(FunctionBackend(orch), cfg, tools=[wait], subagent_backend=FunctionBackend(worker))
+    record = await o.run("x")
+    assert record.status.value == "completed"
+    assert record.dag.wall_critical_path_s <= record.wall_time_s + 1e-6
+    # Still the longest branch of each stage: at least the slower of tools and sub-agents, per stage.
+    assert record.dag.wall_critical_path_s >= sum(max([t, *subs]) for t, subs in plan) * 0.99
+
+
+def test_a_mixed_stage_counts_the_tools_and_the_subagents_as_parallel_branches() -> None:
+    from swarm.messages import ToolCall
+    from swarm.records import ToolResult
+
+    tool = ToolResult(call=ToolCall(id="t", name="wait"), content="", started=1.0, ended=4.0)
+    orch0 = StepRecord(
+        agent_id="orchestrator", index=0, kind="orchestrator", stage=0, started=0, ended=1, tool_results=(tool,)
+    )
+    sub = (StepRecord(agent_id="s", index=0, kind="subagent", stage=0, started=1, ended=3),)
+    stage0 = StageRecord(
+        index=0,
+        kind="mixed",
+        started=0,
+        ended=4,
+        orchestrator_steps=(orch0,),
+        tool_results=(tool,),
+        subagents=(
+            SubagentResult(agent_id="s", name="s", task="", status=AgentStatus.COMPLETED, steps=1, step_records=sub),
+        ),
+    )
+    orch1 = StepRecord(agent_id="orchestrator", index=1, kind="orchestrator", stage=1, started=4, ended=5)
+    stages = [stage0, StageRecord(index=1, kind="answer", started=4, ended=5, orchestrator_steps=(orch1,))]
+    for stats in (dag_stats(stages), dag_stats(stages, graph=build_dag(stages))):
+        assert stats.wall_critical_path_s == pytest.approx(5.0)  # 1 generation + 3 of tools + 1; not 1+3+2+1
+        assert stats.critical_steps == 3

@@ -512,3 +512,58 @@ async def test_deadline_watch_forgets_finished_work() -> None:
     for i in range(5000):
         watch.add(1e9 + i, Item(done=i % 10 != 0))
     assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after
+
+
+async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_still_run() -> None:
+    """A create/assign call the backend could not parse is not run, and the model is told why."""
+    from swarm.messages import ToolCall
+
+    bad_create = ToolCall(id="bad-c", name="create_subagent", error="arguments are not valid JSON")
+    bad_assign = ToolCall(id="bad-a", name="assign_task", error="arguments are not valid JSON")
+    policy = ScriptedBackend([[create(), bad_create, assign("t0"), bad_assign], "done"])
+    workers = ScriptedBackend({"w-0-0": ["r0"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    assert record.status is EpisodeStatus.COMPLETED
+    stage = record.stages[0]
+    assert [r.status for r in stage.subagents] == [AgentStatus.COMPLETED] and stage.width == 1
+    errors = {r.call.id: r for r in stage.tool_results if r.is_error}
+    assert set(errors) == {"bad-c", "bad-a"}
+    assert all(r.error_type == "ModelOutputError" and "not run" in r.content for r in errors.values())
+    seen = {m.tool_call_id: m for m in tool_messages(policy.calls[1])}
+    assert len(seen) == 4 and seen["bad-a"].is_error and "not valid JSON" in seen["bad-a"].content
+
+
+@pytest.mark.parametrize("where", ["tools", "model"])
+async def test_a_step_cut_by_a_timeout_or_cancel_is_recorded(where: str) -> None:
+    """Regression (issue 12, defect 8): the step a timeout interrupts used to vanish from the step
+    records and the DAG while its model call's tokens stayed in usage and the transcript."""
+
+    @tool(timeout_s=30)
+    async def slow() -> str:
+        """Takes long."""
+        await anyio.sleep(10)
+        return "late"
+
+    async def work(request: ModelRequest) -> Completion:
+        if where == "model":
+            await anyio.sleep(10)
+        return Completion(tool_calls=(call("slow"),))
+
+    # One sub-agent times out; in the second stage the episode itself is cut (a cancel, not a timeout).
+    policy = ScriptedBackend([[create(tools=["slow"]), assign("a")], [assign("b")], "never"])
+    workers = ScriptedBackend({"w-0-0": [work], "w-1-0": [work]})
+    cfg = SwarmConfig(subagent_timeout_s=0.2, episode_timeout_s=2.0)
+    o = Orchestrator(policy, cfg, tools=[slow], subagent_backend=workers)
+    with anyio.move_on_after(0.32):  # the first sub-agent times out at 0.2 s; the second is cancelled
+        await o.run("go")
+    record = o.last_record
+    assert record is not None and record.status is EpisodeStatus.CANCELLED
+    timed_out, cancelled = record.subagent_results
+    assert (timed_out.status, cancelled.status) == (AgentStatus.TIMEOUT, AgentStatus.CANCELLED)
+    for r in (timed_out, cancelled):
+        (step,) = r.step_records
+        assert r.steps == 1 and step.error is not None and "interrupted" in step.error
+        assert step.prompt_tokens + step.completion_tokens == r.usage.total_tokens
+        if where == "tools":
+            assert r.usage.total_tokens > 0  # the model call finished: its tokens are on the step
+    assert record.dag.total_steps == len(record.stages) + 2  # both interrupted steps are in the DAG

@@ -34,8 +34,9 @@ async def test_standalone_run_times_out_with_its_own_deadline() -> None:
     backend = ScriptedBackend([[call("add", a=1, b=2)], slow])
     with anyio.fail_after(2):
         result = await _run(backend, timeout_s=0.2).run()
-    assert result.status is AgentStatus.TIMEOUT and result.steps == 1
+    assert result.status is AgentStatus.TIMEOUT and result.steps == 2  # the second, cut short, is kept
     assert result.step_records[0].tool_results[0].content == "3"
+    assert "interrupted during its model call" in (result.step_records[1].error or "")
 
 
 async def test_standalone_run_completes_and_reports() -> None:

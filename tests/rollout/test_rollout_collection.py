@@ -256,3 +256,26 @@ async def test_a_broken_factory_fails_once_before_anything_runs(tmp_path: Path) 
     with pytest.raises(ConfigError, match="unregistered tool"):
         await collect_rollouts(TASKS[:1], broken, out_dir=tmp_path / "o", config=RolloutConfig(group_size=2))
     assert not (tmp_path / "o").exists() and policy.seeds == []
+
+
+async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_path: Path) -> None:
+    """Every sub-agent's server failing (or the orchestrator's) says nothing about the policy: such
+    episodes go to failures.jsonl with their record and run again on resume (issue 12, defect 4)."""
+    from swarm.errors import BackendUnavailableError
+
+    def down(r: ModelRequest) -> Completion:
+        raise BackendUnavailableError("http://w/v1/chat/completions failed after 5 attempt(s)")
+
+    dead = orchestrator_factory(Policy().backend, subagent_backend=FunctionBackend(down, model="worker"))
+    cfg = RolloutConfig(group_size=2)
+    s = await collect_rollouts(TASKS[:1], dead, out_dir=tmp_path, config=cfg)
+    assert (s.episodes, s.infrastructure_failures, s.groups_incomplete) == (0, 2, 1)
+    assert any("every sub-agent's model call failed" in k for k in s.failure_reasons)
+    failures = read_jsonl(tmp_path / "failures.jsonl", RolloutFailure)
+    assert [f.kind for f in failures] == ["infrastructure"] * 2 and all(f.record for f in failures)
+    s2 = await collect_rollouts(TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=cfg)
+    assert (s2.episodes_run, s2.groups_complete, s2.trajectories, s2.infrastructure_failures) == (2, 1, 2, 0)
+    # Kept on request: recorded as finished, so the group completes without them running again.
+    kept = RolloutConfig(group_size=2, retry_infrastructure_failures=False)
+    s3 = await collect_rollouts(TASKS[1:], dead, out_dir=tmp_path / "kept", config=kept)
+    assert (s3.episodes, s3.infrastructure_failures, s3.groups_complete) == (2, 2, 1)

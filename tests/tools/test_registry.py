@@ -158,8 +158,8 @@ async def test_every_kind_of_slow_tool_times_out(kind: str) -> None:
 
 @pytest.mark.parametrize("watched", [False, True])
 async def test_async_tools_behave_the_same_whether_or_not_they_suspend(watched: bool) -> None:
-    """Async calls run eagerly up to their first suspension (no deadline is armed for calls that
-    never wait); results, errors, timeouts and cancellation must be what a plain await gives."""
+    """Results, errors, timeouts and cancellation of async calls are what a plain await gives,
+    whether the call suspends or not and whether a DeadlineWatch or the call's own scope times it."""
     from swarm.deadlines import DeadlineWatch
 
     @tool(timeout_s=0.3)

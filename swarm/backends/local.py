@@ -610,7 +610,10 @@ class LocalBackend:
         # llama.cpp leaves out the entry of a token that ends mid-character (one byte of a multi-byte
         # UTF-8 character); such a turn carries no logprobs rather than misaligned ones.
         lps: tuple[float, ...] | None = tuple(_logprob(p) for p in probs)
-        if len(probs) != len(ids) or any(isinstance(p, dict) and p.get("id", t) != t for p, t in zip(probs, ids, strict=False)):
+        aligned = len(probs) == len(ids) and all(
+            not isinstance(p, dict) or p.get("id", t) == t for p, t in zip(probs, ids, strict=True)
+        )
+        if not aligned:
             lps = None
         calls: tuple[Any, ...] = ()
         parse_error = None

@@ -90,14 +90,14 @@ def admit(
     rather than run as a 0-step sub-agent. In single-agent mode (``subagents=False``) every call is
     a direct tool call (the actions are then unknown tools to the tool layer).
 
-    An assignment is not run twice: one that repeats another of the same turn (same type, same
-    task), or one that ``completed`` already holds (``(type, task) -> what the model was told``: a
-    finished sub-agent's report), is refused with that report, so a small model that re-issues its
-    last stage is told to answer instead of paying for the same work again.
+    A completed assignment is not run again: one that ``completed`` holds (``(type, task) -> what
+    the model was told``: a finished sub-agent's report) is refused with that report, so a small
+    model that re-issues its last stage is told to answer instead of paying for the same work again.
+    Identical assignments within one turn all run (several samples of one task are a legitimate
+    use of parallelism).
     """
     out = Admission()
     completed = completed or {}
-    seen: set[tuple[str, str]] = set()
     known = ", ".join(sorted(agents)) or "(none yet: create one with create_subagent)"
     for c in calls:
         # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
@@ -139,13 +139,6 @@ def admit(
                 "AlreadyDone",
             )
             continue
-        if key in seen:
-            out.refused[c.id] = (
-                "the same task is already assigned in this message; it runs once.",
-                "DuplicateTask",
-            )
-            continue
-        seen.add(key)
         if step_cap < 1:
             out.refused[c.id] = (
                 f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "

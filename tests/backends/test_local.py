@@ -260,10 +260,11 @@ async def test_action_grammar_is_enforced_and_an_uncompilable_one_is_reported(sm
         tool_choice="required",
         sampling=GREEDY.model_copy(update={"max_tokens": 40}),
     )
+    checked = dict(smol_engine.grammars)  # the engine is shared by the session's tests
     async with LocalBackend(engine=smol_engine, constrain_actions=True) as b:
         c = await b.complete(req)
         assert [t.name for t in c.tool_calls] == ["get_weather"], c.text  # forced into a valid call
-        assert list(smol_engine.grammars.values()) == [True]
+        assert all(smol_engine.grammars.values())
         with pytest.warns(RuntimeWarning, match=r"could not compile the action grammar for tools \['odd'\]"):
             await b.complete(req.model_copy(update={"tools": (odd,)}))
-        assert sorted(smol_engine.grammars.values()) == [False, True]
+        assert [ok for k, ok in smol_engine.grammars.items() if k not in checked].count(False) == 1

@@ -178,7 +178,8 @@ async def test_episode_never_exceeds_its_critical_budget(budget: int) -> None:
             return Completion(text="final")
         first = not tool_messages(request)
         calls = [create()] if first else []
-        return Completion(tool_calls=(*calls, assign("x"), assign("y")))  # type: ignore[arg-type]
+        n = len(tool_messages(request))  # new tasks each turn (a completed task is not run again)
+        return Completion(tool_calls=(*calls, assign(f"x{n}"), assign(f"y{n}")))  # type: ignore[arg-type]
 
     def worker(request: ModelRequest) -> Completion:
         done = len(tool_messages(request))

@@ -182,16 +182,14 @@ async def test_no_subagent_is_started_without_critical_budget_for_one_step() -> 
     assert record.dag.critical_steps <= 4
 
 
-async def test_an_assignment_runs_once_per_turn_and_a_completed_one_is_not_rerun() -> None:
+async def test_a_completed_assignment_is_not_rerun_but_samples_in_one_turn_all_run() -> None:
     policy = ScriptedBackend([[assign("a"), assign("a"), assign("b")], [assign("a")], "done"])
-    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-0-1": ["rb"]})
+    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-0-1": ["ra2"], "worker-0-2": ["rb"]})
     record = await Orchestrator(policy, subagent_backend=workers).run("go")
     workers.assert_consumed()
-    assert [s.width for s in record.stages] == [2, 0, 0]
-    dup = last_tool_text(policy.calls[1])[1]
-    assert "the same task is already assigned in this message" in dup
+    assert [s.width for s in record.stages] == [3, 0, 0]
     (again,) = last_tool_text(policy.calls[2])
-    assert "this exact task already completed; its result: [worker-0-0]" in again and "ra" in again
+    assert "this exact task already completed; its result: [worker-0-1]" in again and "ra2" in again  # the latest
 
 
 def test_admission_is_a_pure_function_of_calls_and_state() -> None:

@@ -162,6 +162,8 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
             if fenced:
                 body = fenced.group(1).strip()
             cut_off = truncated and i == len(matches) - 1 and not m.group(0).rstrip().endswith("</tool_call>")
+            if cut_off and not calls:
+                return ParsedOutput(text, (), f"the tool call was cut off before it was complete: {_clip(body)}")
             try:
                 calls.extend(_calls_from_value(json.loads(body)))
             except json.JSONDecodeError as exc:

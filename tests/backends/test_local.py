@@ -151,7 +151,7 @@ async def test_real_multiturn_orchestrator_run_has_no_retokenization_drift(smol_
     cfg = SwarmConfig(
         max_critical_steps=3,
         max_malformed_retries=3,
-        orchestrator_sampling=SamplingParams(temperature=1.0, max_tokens=96, seed=5),
+        orchestrator_sampling=SamplingParams(temperature=1.0, max_tokens=64, seed=5),
         subagent_sampling=SamplingParams(temperature=0.0, max_tokens=12, seed=1),
         max_subagent_steps=1,
     )

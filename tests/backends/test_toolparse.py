@@ -119,6 +119,8 @@ def test_an_unfinished_last_call_is_dropped_only_when_the_output_was_cut() -> No
     )
     cut = parse_tool_calls(text, KNOWN, truncated=True)
     assert cut.parse_error is None and [c.arguments for c in cut.tool_calls] == [{"city": "Paris"}]
+    only = parse_tool_calls('<tool_call>\n{"name": "get_weather", "argu', KNOWN, truncated=True)
+    assert only.tool_calls == () and only.parse_error is not None and "cut off" in only.parse_error
     whole = parse_tool_calls(text, KNOWN)  # not cut: the model wrote broken JSON, it must hear so
     assert whole.tool_calls == () and whole.parse_error is not None and "invalid" in whole.parse_error
 

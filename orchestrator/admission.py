@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from subagents.loop import call_signature, repeat_notice
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition
 
@@ -157,16 +158,3 @@ def admit(
         agent_id = f"{definition.name}-{stage}-{len(out.assignments)}"
         out.assignments.append(Assignment(c, definition, task, agent_id, step_cap, note))
     return out
-
-
-def call_signature(call: ToolCall) -> str:
-    """A call's identity for repeat detection: its name and arguments, not its id."""
-    return json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, ensure_ascii=False)
-
-
-def repeat_notice(error: str) -> str:
-    """The error a model gets for a call it already made, verbatim, with the same failure."""
-    return (
-        "You already made exactly this call and it failed. Do not repeat it: fix what the error says, "
-        f"or answer the user in plain text now. The error was: {error}"
-    )

@@ -9,6 +9,7 @@ so a failing sub-agent never cancels its siblings.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResu
 from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
-__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+__all__ = ["SubagentRun", "SubagentRuntime", "call_signature", "malformed_feedback", "repeat_notice", "run_tool_calls"]
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
@@ -56,6 +57,19 @@ def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
         f"Your last message could not be parsed as a tool call ({error}). "
         'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
         "tags, or answer in plain text without tool calls."
+    )
+
+
+def call_signature(call: ToolCall) -> str:
+    """A call's identity for repeat detection: its name and arguments, not its id."""
+    return json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, ensure_ascii=False)
+
+
+def repeat_notice(error: str) -> str:
+    """The error a model gets for a call it already made, verbatim, with the same failure."""
+    return (
+        "You already made exactly this call and it failed. Do not repeat it: fix what the error says, "
+        f"or answer in plain text now. The error was: {error}"
     )
 
 
@@ -173,6 +187,7 @@ class SubagentRun:
     steps: list[StepRecord] = field(default=None)  # type: ignore[arg-type]
     usage: Usage = _NO_USAGE
     malformed: int = 0
+    _failed: set[str] = field(default=None)  # type: ignore[arg-type]  # signatures of failed calls
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
@@ -189,6 +204,7 @@ class SubagentRun:
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), _user(content=self.task)]
         self.steps = []
+        self._failed = set()
         self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
@@ -390,8 +406,13 @@ class SubagentRun:
             self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
             raise
         for r in results:
+            content = r.content
+            if r.is_error:  # a call that failed before, verbatim, is named as a repeat
+                sig = call_signature(r.call)
+                content = repeat_notice(content) if sig in self._failed else content
+                self._failed.add(sig)
             self.messages.append(
-                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)
+                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=content, is_error=r.is_error)
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE

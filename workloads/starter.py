@@ -14,10 +14,11 @@ Kenya?"). The answer is free text; each item is checked on its own:
 * the metric is the fraction of items right; success is every item right.
 
 Splits: every third item of each kind is held out for ``test``; tasks are drawn from the split's
-items, one kind after another, so ``-n 24`` covers each kind three times. Both modes get the
-``calculator``; in swarm mode the built-in ``worker`` type (every tool) is the sub-agent, and the
-workload adds no instructions — what a newcomer gets from ``swarm run``. The gold policies ask one
-sub-agent per item (swarm) or answer alone (single), calling the calculator for arithmetic.
+items, one kind after another, so ``-n 27`` covers each kind three times. Arithmetic tasks come with
+the ``calculator`` in both modes (the other tasks with no tools, as in a plain ``swarm run``); in
+swarm mode the built-in ``worker`` type is the sub-agent, and the workload adds no instructions —
+what a newcomer gets from ``swarm run``. The gold policies ask one sub-agent per item (swarm) or
+answer alone (single), calling the calculator for arithmetic.
 """
 
 from __future__ import annotations
@@ -569,12 +570,15 @@ class StarterWorkload(Workload):
         instructions = (
             ""
             if mode == "swarm"
-            else "You are a helpful assistant. Answer every part of the question. Use the calculator for arithmetic."
+            else "You are a helpful assistant. Answer every part of the question."
+            + (" Use the calculator for arithmetic." if kind == "arithmetic" else "")
         )
         return Episode(
             task=task,
             mode=mode,
-            tools=(_calculator_tool(),),
+            # The tools a task needs, as a user would give them: a calculator for arithmetic only
+            # (offered everywhere, a small model calls it for translations too).
+            tools=(_calculator_tool(),) if kind == "arithmetic" else (),
             agents=(),
             instructions=instructions,
             scorer=scorer,

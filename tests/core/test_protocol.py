@@ -316,3 +316,21 @@ async def test_single_agent_mode_gets_neither_the_protocol_prompt_nor_the_worker
     msgs = policy.calls[0].messages
     assert len(msgs) == 2 and "sub-agent" not in str(msgs[0].content)
     assert policy.calls[0].tool_choice == "auto" and record.agents == ()
+
+
+async def test_a_subagent_repeating_a_failed_call_is_told_so() -> None:
+    @tool
+    def calc(expression: str) -> str:
+        """Evaluate arithmetic."""
+        raise ValueError(f"not arithmetic: {expression}")
+
+    bad = call("calc", expression="house * 23")
+    policy = ScriptedBackend([[assign("Translate 'house' into French.")], "done"])
+    workers = ScriptedBackend([[bad], [bad], "maison"])
+    record = await Orchestrator(policy, SwarmConfig(max_subagent_steps=4), tools=[calc], subagent_backend=workers).run(
+        "go"
+    )
+    first, second = (m.content for m in tool_messages(workers.calls[2]))
+    assert "already made" not in first
+    assert second.startswith("You already made exactly this call and it failed. Do not repeat it")
+    assert record.subagent_results[0].report == "maison"

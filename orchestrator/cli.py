@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +35,11 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.live import LiveState, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
-from orchestrator.tasks import load_config, load_tasks
+from orchestrator.tasks import large_task_warning, load_config, load_tasks
 from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
 from swarm import __version__
 from swarm.backend import ModelBackend, SamplingParams
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import PARLReward, RewardConfig
@@ -403,12 +405,16 @@ def _execute(
         out.mkdir(parents=True, exist_ok=True)
         mcp_log = (out / "mcp-servers.log").open("a", encoding="utf-8")
     interrupted = False
+    for note in filter(None, map(large_task_warning, plan.tasks)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        if live_enabled:
-            with Live(state, console=err, refresh_per_second=8, transient=True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
+            if live_enabled:
+                with Live(state, console=err, refresh_per_second=8, transient=True):
+                    anyio.run(main)
+            else:
                 anyio.run(main)
-        else:
-            anyio.run(main)
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
@@ -425,7 +431,7 @@ def _execute(
             Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
-        err.print(f"[yellow]interrupted[/yellow]{where}")
+        err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
     for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too
@@ -470,8 +476,26 @@ def tune_gc() -> None:
     gc.freeze()
 
 
+def optional_value(argv: list[str], command: str, option: str, value: str) -> list[str]:
+    """``swarm COMMAND ... OPTION`` with no value after it means ``OPTION value`` (click cannot say
+    "this option's value is optional"): ``swarm rollout --ray`` is ``--ray local``."""
+    if len(argv) < 2 or argv[1] != command:
+        return argv
+    out = list(argv)
+    for i, arg in enumerate(argv):
+        if arg == option and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.insert(i + 1 + (len(out) - len(argv)), value)
+    return out
+
+
 def main() -> None:
     """Console-script entry point."""
+    sys.argv = optional_value(sys.argv, "rollout", "--ray", "local")
+    # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
+    # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
+    # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel
+    # the main task on Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tune_gc()
     claim_global_provider()
     app()

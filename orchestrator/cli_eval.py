@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
@@ -66,8 +67,10 @@ def report_table(report: EvalReport) -> Table:
     """The human table: one row per measure, one column per mode, and single/swarm."""
     modes = list(report.summaries)
     t = Table(
-        title=f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
-        f"task(s) · run {report.run_id}"
+        title=Text(
+            f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
+            f"task(s) · run {report.run_id}"
+        )
     )
     t.add_column("measure")
     for m in modes:
@@ -117,11 +120,11 @@ def eval_command(
     episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
     temperature: Annotated[
         float | None,
-        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) [default: 0, or --config's]"),
+        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) \\[default: 0, or --config's]"),
     ] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn [default: 512, or --config's]"),
+        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn \\[default: 512, or --config's]"),
     ] = None,
     latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
@@ -148,7 +151,7 @@ def eval_command(
         tasks = wl.tasks(n, seed=seed, split=split, **knobs)
         if export_tasks is not None:
             write_tasks(tasks, export_tasks)
-            err.print(f"wrote {len(tasks)} {workload} task(s) to {export_tasks}")
+            err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(export_tasks))}")
             raise typer.Exit(0)
         base, extras = (
             load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
@@ -211,7 +214,7 @@ def eval_command(
     try:
         report = anyio.run(main)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + str(out))
+        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + escape(str(out)))
         raise typer.Exit(130) from None
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -220,7 +223,7 @@ def eval_command(
         sys.stdout.write(report.model_dump_json() + "\n")
     else:
         Console().print(report_table(report))
-        err.print(f"results: {report.out_dir}")
+        err.print(f"results: {escape(str(report.out_dir))}")
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
 
 

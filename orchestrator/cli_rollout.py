@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,12 +26,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.cli_eval import backend_resolver, parse_knobs
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
+    OrchestratorFactory,
     RolloutConfig,
     RolloutProgress,
     RolloutSummary,
@@ -38,11 +41,11 @@ from orchestrator.rollout import (
     load_task_file,
     orchestrator_factory,
 )
-from orchestrator.tasks import load_config
+from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
-from swarm.errors import UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
-from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
+from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 from workloads import MODES, Mode, get_workload
 
 __all__ = ["rollout"]
@@ -68,7 +71,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
         spec = {k: v for k, v in old.items() if k in ("start", "steps")}
         spec.update({k: v for k, v in (("start", start), ("steps", steps)) if v is not None})
         try:
-            data[name] = make_schedule(kind or old.get("kind", "linear"), **spec).model_dump()
+            data[name] = Schedule(kind=kind or old.get("kind", "linear"), **spec).model_dump()
         except ValidationError as exc:
             raise UserError(f"invalid {name} schedule: {exc.errors()[0]['msg']}") from None
     if overrides.get("parallel_form") or overrides.get("parallel_target"):
@@ -88,7 +91,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
 
 
 def _summary_table(s: RolloutSummary, out: Path) -> Table:
-    t = Table(title=f"rollout → {out}", show_header=False, title_justify="left")
+    t = Table(title=Text(f"rollout → {out}"), show_header=False, title_justify="left")
     t.add_row("tasks × K", f"{s.tasks} × {s.group_size}  ({s.groups_complete} groups complete)")
     t.add_row("episodes", f"{s.episodes} ({s.episodes_run} run now, {s.episodes_resumed} resumed)")
     t.add_row("trajectories", str(s.trajectories))
@@ -160,6 +163,23 @@ def _workload_tasks(
     return task_list, problems
 
 
+def _demo_factory(latency: float) -> OrchestratorFactory:
+    from orchestrator.demo import demo
+
+    d = demo("capitals", latency_s=latency)
+    return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
+
+
+def _backend_factory(kind: str, **options: Any) -> OrchestratorFactory:
+    orch, sub = _backends(kind=kind, **options)
+    return orchestrator_factory(orch, subagent_backend=sub)
+
+
+def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) -> OrchestratorFactory:
+    # The workload's budgets win over the config file's; the flags win over both.
+    return workload_orchestrator_factory(backend_resolver(**resolver), mode=mode, overrides=overrides)
+
+
 def rollout(
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
     tasks: Annotated[
@@ -174,10 +194,10 @@ def rollout(
         str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks \\[default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) \\[default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
@@ -227,7 +247,7 @@ def rollout(
         str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
     ] = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: \\[swarm], \\[backend] and \\[reward] tables")
     ] = None,
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
@@ -242,6 +262,20 @@ def rollout(
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="run the episodes on Ray actors: alone or 'local' starts a local Ray for the run; 'auto' joins "
+            "the running cluster (or starts one); else a cluster address (host:port, ray://host:10001). "
+            "Needs the ray extra",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int | None,
+        typer.Option("--ray-actors", min=1, help="episode actors, one event loop each (default: one per cluster CPU)"),
+    ] = None,
     keep_infra_failures: Annotated[
         bool,
         typer.Option(
@@ -299,19 +333,24 @@ def rollout(
             },
         )
         settings: dict[str, Any] = {}
+        build: Any
+        build_args: dict[str, Any]
         if workload is not None:
-            resolve = backend_resolver(
-                wl_name=workload,
-                backend=backend,
-                latency=latency,
-                model=model,
-                base_url=base_url,
-                subagent_backend=subagent_backend,
-                subagent_model=subagent_model,
-                extras=extras,
+            build, build_args = (
+                _workload_factory,
+                {
+                    "wl_name": workload,
+                    "backend": backend,
+                    "latency": latency,
+                    "model": model,
+                    "base_url": base_url,
+                    "subagent_backend": subagent_backend,
+                    "subagent_model": subagent_model,
+                    "extras": extras,
+                    "mode": wl_mode,
+                    "overrides": overrides,
+                },
             )
-            # The workload's budgets win over the config file's; the flags win over both.
-            factory = workload_orchestrator_factory(resolve, mode=wl_mode, overrides=overrides)
             swarm_cfg = _with_sampling(base or SwarmConfig(), temperature, max_tokens)
             judge = None
             settings = {
@@ -324,30 +363,41 @@ def rollout(
         elif backend == "scripted":
             from orchestrator.demo import demo
 
-            d = demo("capitals", latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.0")))
-            factory = orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
-            swarm_cfg = _with_overrides(base or d.config, overrides)
+            demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
+            build, build_args = _demo_factory, {"latency": demo_latency}
+            swarm_cfg = _with_overrides(base or demo("capitals", latency_s=demo_latency).config, overrides)
             judge = None
         else:
             opts = dict(extras.get("backend", {}))
             kind = opts.pop("kind", None) or backend
-            orch, sub = _backends(
-                kind=kind,
-                model=model or opts.pop("model", None),
-                base_url=base_url or opts.pop("base_url", None),
-                subagent_kind=subagent_backend or opts.pop("subagent_backend", None),
-                subagent_model=subagent_model or opts.pop("subagent_model", None),
-                **opts,
+            build, build_args = (
+                _backend_factory,
+                {
+                    "kind": kind,
+                    "model": model or opts.pop("model", None),
+                    "base_url": base_url or opts.pop("base_url", None),
+                    "subagent_kind": subagent_backend or opts.pop("subagent_backend", None),
+                    "subagent_model": subagent_model or opts.pop("subagent_model", None),
+                    **opts,
+                },
             )
-            factory = orchestrator_factory(orch, subagent_backend=sub)
             swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
+        executor: Any = None
+        if ray is None:
+            factory = build(**build_args)
+        else:
+            # Each Ray actor builds its own backends (clients, engines) from the same options.
+            from orchestrator.cluster import RayExecutor, remote_factory
+
+            factory = remote_factory(build, **build_args)
+            executor = RayExecutor(None if ray == "local" else ray, actors=ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
         cfg = RolloutConfig(
             group_size=group_size,
             max_concurrent_episodes=max_concurrent,
             seed=seed,
-            normalize_advantages=normalize,
+            advantage="group_normalized" if normalize else "group_mean",
             settings=settings,
             retry_infrastructure_failures=not keep_infra_failures,
         )
@@ -380,13 +430,17 @@ def rollout(
             reward=reward,
             progress=on_progress,
             skipped_lines=problems,
+            executor=executor,
         )
 
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
     # are on disk, and a re-run resumes.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    for note in filter(None, map(large_task_warning, task_list)):
+        err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
             summary = anyio.run(main)
     except KeyboardInterrupt:
         err.print(

@@ -89,7 +89,7 @@ class LiveState:
         for k, a in (running + finished)[:_MAX_ROWS]:
             icon: RenderableType = Spinner("dots") if a.status is None else Text("•", _STATUS_STYLE[a.status])
             status = Text("running", "cyan") if a.status is None else Text(a.status.value, _STATUS_STYLE[a.status])
-            table.add_row(icon, k, f"{a.steps}/{a.cap}", status, a.task)
+            table.add_row(icon, Text(k), f"{a.steps}/{a.cap}", status, Text(a.task))  # model-written: not markup
         hidden = len(self.agents) - _MAX_ROWS
         parts: list[RenderableType] = [head, table]
         if hidden > 0:
@@ -99,17 +99,18 @@ class LiveState:
 
 
 def summary_table(record: EpisodeRecord, path: str | None = None) -> Table:
-    """The final summary printed after a run."""
-    t = Table(title=f"episode {record.episode_id}", show_header=False, title_justify="left")
+    """The final summary printed after a run. Answers, errors, ids and paths are shown as written
+    (Text, never Rich markup: a model may write ``[/int]`` or ``[bold]``)."""
+    t = Table(title=Text(f"episode {record.episode_id}"), show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
     if record.metadata.get("scripted") or record.task.metadata.get("scripted"):
         t.add_row("policy", "[yellow]SCRIPTED demo policy (no model)[/yellow]")
     t.add_row("status", record.status.value)
     answer = record.answer if record.answer is not None else "(none)"
-    t.add_row("answer", answer if len(answer) < 2000 else answer[:2000] + " …")
+    t.add_row("answer", Text(answer if len(answer) < 2000 else answer[:2000] + " …"))
     if record.error:
-        t.add_row("error", f"[red]{record.error}[/red]")
+        t.add_row("error", Text(record.error, style="red"))
     d = record.dag
     t.add_row("critical steps", f"{d.critical_steps} (budget {record.config.get('max_critical_steps', '?')})")
     t.add_row("total steps", f"{d.total_steps}  (speed-up ×{d.speedup:.2f}, widths {list(d.stage_widths)})")
@@ -124,7 +125,7 @@ def summary_table(record: EpisodeRecord, path: str | None = None) -> Table:
     if record.drift_count:
         t.add_row("token drift", f"[yellow]{record.drift_count} turn(s) re-tokenized[/yellow]")
     if path:
-        t.add_row("record", path)
+        t.add_row("record", Text(path))
     return t
 
 

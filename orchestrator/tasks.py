@@ -15,7 +15,10 @@ from orchestrator.config import SwarmConfig
 from swarm.errors import ConfigError, TaskFileError
 from swarm.records import Task
 
-__all__ = ["CONFIG_TABLES", "load_config", "load_tasks", "parse_task_line"]
+__all__ = ["CONFIG_TABLES", "LARGE_TASK_CHARS", "large_task_warning", "load_config", "load_tasks", "parse_task_line"]
+
+LARGE_TASK_CHARS = 256_000
+"""Task prompts longer than this get a :class:`~swarm.errors.LargeInputWarning` (see :func:`large_task_warning`)."""
 
 
 def _task_from(obj: Any, path: str, line: int | None) -> Task:
@@ -31,6 +34,23 @@ def _task_from(obj: Any, path: str, line: int | None) -> Task:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors())
         raise TaskFileError(f"invalid task: {problems}", path, line) from None
+
+
+def large_task_warning(task: Task) -> str | None:
+    """What to tell the user about a task too large to run without surprise, or ``None``.
+
+    Every orchestrator turn records the exact token ids of its whole prompt (RL trajectories need
+    them, never re-tokenized), and the prompt holds the task: a 1 MB task makes each turn's record
+    about 1–5 MB (the trajectory repeats it), and each sub-agent step's request carries it too.
+    """
+    n = len(task.prompt)
+    if n <= LARGE_TASK_CHARS:
+        return None
+    return (
+        f"task {task.id or '(no id)'!r} is {n / 1e6:.1f} MB of text: every orchestrator turn records its whole "
+        "prompt's token ids (exact ids for RL), so each episode's record grows by about that much per turn, "
+        "and trajectories.jsonl repeats it; give large inputs to the agents as a file or through a tool"
+    )
 
 
 def parse_task_line(text: str, path: str, line: int) -> Task:

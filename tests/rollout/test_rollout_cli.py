@@ -97,7 +97,7 @@ def test_malformed_lines_are_skipped_or_fail_the_run_per_flag(tmp_path: Path) ->
 def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     tasks = task_file(tmp_path)
     r = rollout("--tasks", str(tasks), "--out", str(tmp_path / "o"), "--schedule", "sqrt")
-    assert r.exit_code == 2 and "unknown lambda schedule 'sqrt'" in r.stderr
+    assert r.exit_code == 2 and "unknown schedule 'sqrt'" in r.stderr
     r = rollout("--tasks", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "does not exist" in r.stderr
     rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "o"))
@@ -105,8 +105,14 @@ def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "group_size=1" in r.stderr
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path, sig: signal.Signals) -> None:
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # how a non-interactive shell starts `cmd &`
+
+
+@pytest.mark.parametrize(("sig", "ignored"), [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_interrupt_keeps_finished_episodes_and_a_rerun_resumes(
+    tmp_path: Path, sig: signal.Signals, ignored: bool
+) -> None:
 
     tasks, out = task_file(tmp_path), tmp_path / "out"
     args = [
@@ -127,7 +133,14 @@ def test_interrupt_keeps_finished_episodes_and_a_rerun_resumes(tmp_path: Path, s
         "2",
     ]
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.2", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_ignored if ignored else None,
+    )
     episodes = out / "episodes.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until some, not all, episodes are on disk

@@ -97,7 +97,12 @@ def test_episode_timeout_still_flushes_its_spans(tmp_path: Path, monkeypatch: py
     assert root.status.code == 2  # STATUS_CODE_ERROR
 
 
-def test_ctrl_c_flushes_spans_to_the_file_and_the_otlp_receiver(tmp_path: Path, otlp_http: Any) -> None:
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # how a non-interactive shell starts `cmd &`
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["interactive", "sigint-ignored-at-start"])
+def test_ctrl_c_flushes_spans_to_the_file_and_the_otlp_receiver(tmp_path: Path, otlp_http: Any, ignored: bool) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env |= {
         "SWARM_DEMO_LATENCY": "0.5",
@@ -111,6 +116,7 @@ def test_ctrl_c_flushes_spans_to_the_file_and_the_otlp_receiver(tmp_path: Path, 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_sigint_ignored if ignored else None,
     )
     deadline = time.monotonic() + 60
     while not any(s.name == "execute_tool lookup_capital" for _, s in otlp_http.received.spans()):

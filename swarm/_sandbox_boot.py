@@ -31,6 +31,7 @@ import time
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 _PROC_EVERY_S = 0.005
 _MEM_EVERY_S = 0.02
 _DISK_MIN_EVERY_S = 0.01
@@ -82,7 +83,9 @@ def _child(cfg: dict[str, str]) -> None:
         if cfg.get("drop"):  # plain mode as root: setpriv PATH:UID
             setpriv, uid = cfg["drop"].split(":")
             ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
-            argv = [setpriv, *ids, "--bounding-set=-all", "--no-new-privs", *argv]
+            argv = [setpriv, *ids, "--bounding-set=-all", "--no-new-privs", "--pdeathsig", "KILL", *argv]
+        elif cfg["plain"] == "1":
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with the supervisor (kept across exec)
         os.execv(argv[0], argv)
     except BaseException as exc:  # report and die; never fall through into the supervisor's loop
         os.write(2, f"sandbox: could not start the code: {exc}\n".encode())
@@ -153,6 +156,11 @@ class _Watch:
         self.nproc = int(cfg["nproc"])
         self.mem = int(cfg["mem"])
         self.quota = int(cfg["quota"])
+        # Lifeline: a pipe whose write end only the caller holds. EOF means the caller died (even by
+        # SIGKILL): nothing of the run may outlive it.
+        self.life = int(cfg.get("life", "-1"))
+        if self.life >= 0:
+            os.set_blocking(self.life, False)
         self.ws = cfg["ws"]
         self.me = os.getpid()
         self.page = os.sysconf("SC_PAGE_SIZE")
@@ -169,6 +177,12 @@ class _Watch:
     def check(self) -> str | None:
         """Why the run must be stopped now, if it must."""
         now = time.monotonic()
+        if self.life >= 0:
+            try:
+                if os.read(self.life, 64) == b"":
+                    return "caller"
+            except BlockingIOError:
+                pass
         if self.nproc > 0 and now >= self.next_proc:
             self.next_proc = now + (_PROC_EVERY_S if not self.plain else 4 * _PROC_EVERY_S)
             if len(self.others()) >= self.nproc:
@@ -204,6 +218,8 @@ def main() -> None:
     _prctl(_PR_SET_DUMPABLE, 0)  # the code (same uid in a sandbox) cannot ptrace us or read our fds
     if cfg["plain"] == "1":
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        # Plain mode has no --die-with-parent: if whoever started us dies, so do we, and so the code.
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the caller stops a sandbox with SIGKILL only
     pid = os.fork()
     if pid == 0:

@@ -299,17 +299,20 @@ class _Plan:
 
     def bwrap_argv(self, command: list[str]) -> list[str]:
         bwrap = _tool("bwrap") or "bwrap"
+        setpriv = _tool("setpriv")
+        # bubblewrap's monitor does not die with its parent: setpriv makes it. (A parent's death is not
+        # passed from the root stage to the unprivileged one either: the supervisor's lifeline pipe is.)
+        die = [setpriv, "--pdeathsig", "KILL"] if setpriv else []
         if os.geteuid() != 0:
-            return [bwrap, *self.ns_ops(), *self.view_ops(privileged=False), "--", *command]
+            return [*die, bwrap, *self.ns_ops(), *self.view_ops(privileged=False), "--", *command]
         # Root: stage one (root, mount namespace only) builds the view; stage two runs as the
         # unprivileged uid, so its user namespace maps to that uid on the host, never to root.
-        setpriv = _tool("setpriv") or "setpriv"
-        drop = [setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--inh-caps=-all"]
+        drop = [setpriv or "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--inh-caps=-all"]
         drop += ["--bounding-set=-all", "--no-new-privs", "--pdeathsig", "KILL"]
         # --dev-bind: the device nodes stage one made must stay usable; nothing else there is a device.
         inner = [bwrap, *self.ns_ops(), "--dev-bind", "/", "/", "--proc", "/proc"]
         inner += ["--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro", "/", "--", *command]
-        return [bwrap, "--die-with-parent", *self.view_ops(privileged=True), "--", *drop, *inner]
+        return [*die, bwrap, "--die-with-parent", *self.view_ops(privileged=True), "--", *drop, *inner]
 
 
 def _env(workspace: Path) -> dict[str, str]:
@@ -472,6 +475,7 @@ def _supervisor_cfg(run: _Run, limits: SandboxLimits, *, isolated: bool, uid: in
         "report": run.child_fds["report"],
         "stdin": run.child_fds.get("stdin", -1),
         "channel": run.child_fds.get("channel", -1),
+        "life": run.child_fds["life"],
         # Plain mode reads the code through its descriptor: nothing is left on disk to clean up.
         "code": -1 if isolated else code_fd,
         "main": f"{_INSIDE}/main.py" if isolated else f"/proc/self/fd/{code_fd}",
@@ -506,6 +510,7 @@ def _prepare(
             run.pipe("channel")
         if stdin is not None:
             run.pipe("stdin", to_child=True)
+        run.pipe("life", to_child=True)  # we hold the write end until the run is over
         code_fd = os.memfd_create("swarm-sandbox-code", os.MFD_CLOEXEC)
         run.child_fds["code"] = code_fd
         os.write(code_fd, code.encode("utf-8"))

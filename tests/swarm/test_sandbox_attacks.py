@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import anyio
@@ -235,6 +237,32 @@ async def test_setsid_children_die_with_the_run(workspace: Path, limits: Sandbox
     assert res.status == "ok" and res.duration_s < 5
     await anyio.sleep(2.5)
     assert not (workspace / "late.txt").exists()
+
+
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_killing_the_caller_kills_the_code(tmp_path: Path, isolation: str) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code = "import time\nopen('started', 'w').close()\ntime.sleep(2)\nopen('late.txt', 'w').write('survived')\n"
+    script = (
+        "import anyio, pathlib\n"
+        "from swarm.sandbox import run_python, SandboxLimits\n"
+        f"anyio.run(lambda: run_python({code!r}, workspace=pathlib.Path({str(ws)!r}), "
+        f"limits=SandboxLimits(isolation={isolation!r}, wall_s=20)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    caller = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (ws / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (ws / "started").exists()
+    finally:
+        caller.kill()  # SIGKILL: no cleanup code of ours runs
+        caller.wait()
+    time.sleep(3)
+    assert not (ws / "late.txt").exists()
+    assert not list(Path(tempfile.gettempdir()).glob("swarm-sandbox-*/main.py"))  # no control files left
 
 
 # -- 6. limits for the whole run --------------------------------------------------------------------

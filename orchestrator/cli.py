@@ -438,8 +438,21 @@ def tune_gc() -> None:
     gc.freeze()
 
 
+def optional_value(argv: list[str], command: str, option: str, value: str) -> list[str]:
+    """``swarm COMMAND ... OPTION`` with no value after it means ``OPTION value`` (click cannot say
+    "this option's value is optional"): ``swarm rollout --ray`` is ``--ray local``."""
+    if len(argv) < 2 or argv[1] != command:
+        return argv
+    out = list(argv)
+    for i, arg in enumerate(argv):
+        if arg == option and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.insert(i + 1 + (len(out) - len(argv)), value)
+    return out
+
+
 def main() -> None:
     """Console-script entry point."""
+    sys.argv = optional_value(sys.argv, "rollout", "--ray", "local")
     # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
     # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
     # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel

@@ -33,6 +33,7 @@ from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
+    OrchestratorFactory,
     RolloutConfig,
     RolloutProgress,
     RolloutSummary,
@@ -162,6 +163,23 @@ def _workload_tasks(
     return task_list, problems
 
 
+def _demo_factory(latency: float) -> OrchestratorFactory:
+    from orchestrator.demo import demo
+
+    d = demo("capitals", latency_s=latency)
+    return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
+
+
+def _backend_factory(kind: str, **options: Any) -> OrchestratorFactory:
+    orch, sub = _backends(kind=kind, **options)
+    return orchestrator_factory(orch, subagent_backend=sub)
+
+
+def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) -> OrchestratorFactory:
+    # The workload's budgets win over the config file's; the flags win over both.
+    return workload_orchestrator_factory(backend_resolver(**resolver), mode=mode, overrides=overrides)
+
+
 def rollout(
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
     tasks: Annotated[
@@ -244,6 +262,20 @@ def rollout(
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="[ADDRESS]",
+            help="run the episodes on Ray actors: alone or 'local' starts a local Ray for the run; 'auto' joins "
+            "the running cluster (or starts one); else a cluster address (host:port, ray://host:10001). "
+            "Needs the ray extra",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int | None,
+        typer.Option("--ray-actors", min=1, help="episode actors, one event loop each (default: one per cluster CPU)"),
+    ] = None,
     keep_infra_failures: Annotated[
         bool,
         typer.Option(
@@ -301,19 +333,24 @@ def rollout(
             },
         )
         settings: dict[str, Any] = {}
+        build: Any
+        build_args: dict[str, Any]
         if workload is not None:
-            resolve = backend_resolver(
-                wl_name=workload,
-                backend=backend,
-                latency=latency,
-                model=model,
-                base_url=base_url,
-                subagent_backend=subagent_backend,
-                subagent_model=subagent_model,
-                extras=extras,
+            build, build_args = (
+                _workload_factory,
+                {
+                    "wl_name": workload,
+                    "backend": backend,
+                    "latency": latency,
+                    "model": model,
+                    "base_url": base_url,
+                    "subagent_backend": subagent_backend,
+                    "subagent_model": subagent_model,
+                    "extras": extras,
+                    "mode": wl_mode,
+                    "overrides": overrides,
+                },
             )
-            # The workload's budgets win over the config file's; the flags win over both.
-            factory = workload_orchestrator_factory(resolve, mode=wl_mode, overrides=overrides)
             swarm_cfg = _with_sampling(base or SwarmConfig(), temperature, max_tokens)
             judge = None
             settings = {
@@ -326,24 +363,35 @@ def rollout(
         elif backend == "scripted":
             from orchestrator.demo import demo
 
-            d = demo("capitals", latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.0")))
-            factory = orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
-            swarm_cfg = _with_overrides(base or d.config, overrides)
+            demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
+            build, build_args = _demo_factory, {"latency": demo_latency}
+            swarm_cfg = _with_overrides(base or demo("capitals", latency_s=demo_latency).config, overrides)
             judge = None
         else:
             opts = dict(extras.get("backend", {}))
             kind = opts.pop("kind", None) or backend
-            orch, sub = _backends(
-                kind=kind,
-                model=model or opts.pop("model", None),
-                base_url=base_url or opts.pop("base_url", None),
-                subagent_kind=subagent_backend or opts.pop("subagent_backend", None),
-                subagent_model=subagent_model or opts.pop("subagent_model", None),
-                **opts,
+            build, build_args = (
+                _backend_factory,
+                {
+                    "kind": kind,
+                    "model": model or opts.pop("model", None),
+                    "base_url": base_url or opts.pop("base_url", None),
+                    "subagent_kind": subagent_backend or opts.pop("subagent_backend", None),
+                    "subagent_model": subagent_model or opts.pop("subagent_model", None),
+                    **opts,
+                },
             )
-            factory = orchestrator_factory(orch, subagent_backend=sub)
             swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
+        executor: Any = None
+        if ray is None:
+            factory = build(**build_args)
+        else:
+            # Each Ray actor builds its own backends (clients, engines) from the same options.
+            from orchestrator.cluster import RayExecutor, remote_factory
+
+            factory = remote_factory(build, **build_args)
+            executor = RayExecutor(None if ray == "local" else ray, actors=ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
         cfg = RolloutConfig(
             group_size=group_size,
@@ -382,6 +430,7 @@ def rollout(
             reward=reward,
             progress=on_progress,
             skipped_lines=problems,
+            executor=executor,
         )
 
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary

@@ -2,8 +2,9 @@
 
 A turn returns a tagged next step — answer, retry (malformed output), run a stage, or fail — and the
 driver only dispatches. Stages run direct tool calls and sub-agents together in one anyio task
-group under a shared capacity limiter; admission derives each sub-agent's step cap from the
-remaining critical-step budget so the episode can never exceed ``max_critical_steps``.
+group, sub-agents under the shared sub-agent cap (or on the placement that takes a stage that wide);
+admission derives each sub-agent's step cap from the remaining critical-step budget so the episode can
+never exceed ``max_critical_steps``.
 """
 
 from __future__ import annotations
@@ -17,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 from opentelemetry.trace import TracerProvider
 
 from orchestrator.config import SwarmConfig
+from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
-from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_tool_calls
+from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_subagents, run_tool_calls
+from swarm import limits
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.dag import dag_stats
-from swarm.deadlines import DeadlineWatch
 from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
     EpisodeFinished,
@@ -40,6 +41,7 @@ from swarm.events import (
     SubagentStarted,
     TurnFinished,
 )
+from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import (
     AgentDefinition,
@@ -152,6 +154,8 @@ class Orchestrator:
     ``subagent_backend`` (default: the same backend, used frozen) or, when ``create_subagent`` names
     a ``model``, on ``subagent_backends[model]``. ``agents`` predefines sub-agent types the
     orchestrator can assign tasks to without creating them. ``observers`` receive progress events.
+    ``placement`` runs the sub-agents of stages it takes (very wide ones) elsewhere, e.g. on Ray
+    actors (:class:`orchestrator.cluster.RayPlacement`); admission, budgets and records are the same.
     """
 
     def __init__(
@@ -168,6 +172,7 @@ class Orchestrator:
         telemetry: Telemetry | None = None,
         observers: Iterable[Observer] = (),
         reward_fn: RewardFn | None = None,
+        placement: SubagentPlacement | None = None,
     ) -> None:
         self.backend = backend
         self.config = config or SwarmConfig()
@@ -178,6 +183,7 @@ class Orchestrator:
         self.telemetry = telemetry or Telemetry(tracer_provider, capture_content=capture_content)
         self.observers: list[Observer] = list(observers)
         self.reward_fn = reward_fn
+        self.placement = placement
         cfg = self.config
         try:
             self._direct = self.tools.resolve(cfg.orchestrator_tools or self.tools.names)
@@ -208,7 +214,6 @@ class Orchestrator:
             else ()
         )
         self._specs: tuple[ToolSpec, ...] = (*actions, *(t.spec for t in self._direct.values()))
-        self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -407,11 +412,10 @@ class Orchestrator:
 
     # -- stages -------------------------------------------------------------------------------------
 
-    def _limiter_now(self) -> anyio.CapacityLimiter:
-        token = anyio.lowlevel.current_token()
-        if self._limiter is None or self._limiter[0] != token:
-            self._limiter = (token, anyio.CapacityLimiter(self.config.max_concurrency))
-        return self._limiter[1]
+    def _limiter_now(self) -> Limiter:
+        """The sub-agent cap, shared by every episode with this ``max_concurrency`` (:mod:`swarm.limits`)."""
+        cap = self.config.max_concurrency
+        return limits.limiter(limits.subagent_key(cap), cap)
 
     def _expand_grant(self, names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
         """Expand toolset names into tools; returns (granted tool names, names that may not be granted)."""
@@ -552,18 +556,11 @@ class Orchestrator:
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
-                async with anyio.create_task_group() as watching:
-                    watch = DeadlineWatch()
-                    if runs:  # sub-agent and tool-call deadlines of this stage
-                        watching.start_soon(watch.run)
-                    async with anyio.create_task_group() as tg:
-                        if direct:
-                            tg.start_soon(self._direct_calls, st, direct, results)
-                        limiter = self._limiter_now()
-                        for c, run in runs:
-                            run.watch = watch
-                            run.handle = tg.start_soon(self._subagent, run, c.id, done, limiter)
-                    watching.cancel_scope.cancel()
+                async with anyio.create_task_group() as tg:
+                    if direct:
+                        tg.start_soon(self._direct_calls, st, direct, results)
+                    if runs:
+                        tg.start_soon(self._fan_out, st, index, runs, done)
             except anyio.get_cancelled_exc_class():
                 for c, run in runs:
                     if c.id not in done:
@@ -626,33 +623,46 @@ class Orchestrator:
         for r in await run_tool_calls(calls, self._direct, ctx, self.telemetry, st.clock):
             out[r.call.id] = r
 
-    async def _subagent(
-        self, run: SubagentRun, call_id: str, done: dict[str, SubagentResult], limiter: anyio.CapacityLimiter
+    async def _fan_out(
+        self, st: _EpisodeState, index: int, runs: list[tuple[ToolCall, SubagentRun]], done: dict[str, SubagentResult]
     ) -> None:
-        # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
-        # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
-        if limiter.available_tokens >= 1:
-            limiter.acquire_nowait()
-        else:
-            await limiter.acquire()
-        try:
+        """Run the stage's admitted sub-agents: here, or where the placement puts a stage this wide."""
+        call_of = {run.agent_id: c.id for c, run in runs}
+
+        def started(run: SubagentRun) -> None:
             self._emit_lazy(
                 lambda: SubagentStarted(
                     agent_id=run.agent_id, name=run.definition.name, task=run.task, step_cap=run.step_cap
                 )
             )
-            result = await run.run()
-        except anyio.get_cancelled_exc_class():
-            if run.timed_out is not None:  # its deadline, on this task's scope, ended it: a result
-                timed_out = done[call_id] = run.timed_out
-                self._emit_lazy(
-                    lambda: SubagentFinished(agent_id=run.agent_id, status=timed_out.status, result=timed_out)
-                )
-            raise
-        finally:
-            limiter.release()
-        done[call_id] = result
-        self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+
+        def finished(run: SubagentRun, result: SubagentResult) -> None:
+            done[call_of[run.agent_id]] = result
+            self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+
+        placement = self.placement
+        if placement is None or not placement.takes(len(runs)):
+            await run_subagents([run for _, run in runs], self._limiter_now(), finished, started)
+            return
+        by_agent = {run.agent_id: run for _, run in runs}
+        for _, run in runs:
+            started(run)
+        await placement.run(self._batch(st, index, runs), lambda agent_id, r: finished(by_agent[agent_id], r))
+
+    def _batch(self, st: _EpisodeState, index: int, runs: list[tuple[ToolCall, SubagentRun]]) -> StageBatch:
+        cfg = self.config
+        return StageBatch(
+            episode_id=st.episode_id,
+            stage=index,
+            runs=tuple(PlacedRun(r.agent_id, r.definition, r.task, r.step_cap, r.timeout_s) for _, r in runs),
+            default_model=self.subagent_backend.model,
+            sampling=cfg.subagent_sampling,
+            epoch=time.time() - st.clock(),
+            max_concurrency=cfg.max_concurrency,
+            max_malformed=cfg.max_malformed_retries,
+            max_completion_tokens=cfg.max_subagent_completion_tokens,
+            workspace=self._workspace(st),
+        )
 
     def _record_stage(
         self,

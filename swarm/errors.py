@@ -19,6 +19,7 @@ constructors never log. Messages name what failed, the value and what to do.
     │   ├── TaskFileError
     │   ├── UnknownNameError
     │   └── ScriptError
+    ├── ClusterError
     └── AgentError
         ├── BackendError
         │   ├── BackendTimeoutError
@@ -42,6 +43,7 @@ __all__ = [
     "BackendTimeoutError",
     "BackendUnavailableError",
     "BudgetExhaustedError",
+    "ClusterError",
     "ConfigError",
     "LargeInputWarning",
     "ModelOutputError",
@@ -116,6 +118,12 @@ class UnknownNameError(UserError, KeyError):
 
 class ScriptError(UserError):
     """A scripted test backend was used wrongly (ran out of turns, or turns were left unconsumed)."""
+
+
+class ClusterError(SwarmError):
+    """The cluster running episodes or sub-agents failed (every actor died, the limit service is gone).
+
+    Work that finished before it is kept; re-running resumes the rest."""
 
 
 class AgentError(SwarmError):

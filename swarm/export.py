@@ -101,6 +101,12 @@ class JsonlWriter:
             text = record.model_dump_json()
         else:
             text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        self.write_line(text)
+
+    def write_line(self, text: str) -> None:
+        """Append one already-serialised JSON record (it must hold no newline)."""
+        if "\n" in text:
+            raise ValueError(f"a JSONL record must be one line; got {len(text.splitlines())} lines for {self.path}")
         data = (text + "\n").encode("utf-8")
         with self._lock:
             if self._fd is None:

@@ -42,6 +42,7 @@ from swarm.backends.toolparse import (
     parse_tool_calls,
 )
 from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from swarm.limits import Limiter, endpoint_key, limiter
 from swarm.messages import (
     AssistantMessage,
     Message,
@@ -168,7 +169,6 @@ class OpenAIBackend:
         self._client = client
         self._own_client = client is None
         self._client_token: object = None
-        self._limiter: tuple[object, anyio.CapacityLimiter] | None = None
 
     @property
     def model(self) -> str:
@@ -209,12 +209,10 @@ class OpenAIBackend:
         assert self._client is not None
         return self._client
 
-    def limiter(self) -> anyio.CapacityLimiter:
-        """The per-endpoint concurrency cap (one per event loop)."""
-        token = anyio.lowlevel.current_token()
-        if self._limiter is None or self._limiter[0] != token:
-            self._limiter = (token, anyio.CapacityLimiter(self.max_concurrency))
-        return self._limiter[1]
+    def limiter(self) -> Limiter:
+        """The endpoint's request cap: shared by every backend on this server (see :mod:`swarm.limits`:
+        one per event loop by default, one per cluster under a cluster provider)."""
+        return limiter(endpoint_key(self.root), self.max_concurrency)
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST with retries; returns the decoded JSON object or raises a BackendError.

@@ -1,0 +1,169 @@
+"""Ray, imported only when a cluster feature is used, and the connection to a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from swarm.errors import ConfigError
+
+__all__ = [
+    "RayCluster",
+    "check_fits",
+    "kill_all",
+    "pickled_size",
+    "process_usage",
+    "remote_class",
+    "require_asyncio",
+    "require_ray",
+]
+
+INSTALL_HINT = "pip install 'agent-swarm[ray]' (ray==2.60.0)"
+
+
+def require_ray() -> ModuleType:
+    """The ``ray`` module, or a :class:`ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            f"running on Ray needs the optional Ray extra, which is not installed: {INSTALL_HINT}"
+        ) from None
+    return ray
+
+
+def require_asyncio(what: str) -> None:
+    """Ray's object refs are awaited on asyncio; trio cannot drive them."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise ConfigError(
+            f"{what} runs on asyncio (Ray's event loop); start it with anyio.run(..., backend='asyncio')"
+        ) from None
+
+
+_remote_classes: dict[type, Any] = {}
+
+
+def remote_class(cls: type) -> Any:
+    """``ray.remote(cls)``, made once per class (the actor classes stay importable without Ray)."""
+    hit = _remote_classes.get(cls)
+    if hit is None:
+        hit = _remote_classes[cls] = require_ray().remote(cls)
+    return hit
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """Where to run: ``address`` ``None``/``"local"`` starts a local Ray for this run (``num_cpus`` CPUs,
+    default: all of this machine's); ``"auto"`` joins the running cluster (``RAY_ADDRESS`` or the one
+    ``ray start`` left on this machine) and starts a local one when there is none; anything else
+    (``host:port``, ``ray://host:10001``) connects there. A Ray already initialised in this process is
+    used as it is.
+
+    ``runtime_env`` is passed to ``ray.init`` (e.g. ``{"working_dir": "."}`` or ``{"pip": [...]}`` for
+    a remote cluster whose nodes do not have this project installed).
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    runtime_env: dict[str, Any] | None = None
+    init_options: dict[str, Any] = field(default_factory=dict)
+
+    def _init(self, ray: ModuleType, address: str | None) -> None:
+        opts: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+        if self.runtime_env:
+            opts["runtime_env"] = self.runtime_env
+        if address == "local":
+            opts["num_cpus"] = self.num_cpus
+        opts.update(self.init_options)
+        # ray.init replaces the SIGTERM handler with sys.exit(); the caller's (the CLI stops like Ctrl-C,
+        # keeping finished episodes) stays.
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM) if main else None
+        try:
+            ray.init(address=address, **opts)
+        finally:
+            if main and previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def connect(self) -> bool:
+        """Initialise Ray unless it already is; returns whether this call did (then :meth:`shutdown`)."""
+        ray = require_ray()
+        if ray.is_initialized():
+            return False
+        address = self.address or "local"
+        if address == "auto":
+            try:
+                self._init(ray, "auto")
+            except ConnectionError:
+                self._init(ray, "local")
+        else:
+            try:
+                self._init(ray, address)
+            except ConnectionError as exc:
+                raise ConfigError(
+                    f"cannot connect to the Ray cluster at {address!r}: {exc}; start one with `ray start --head` "
+                    "or leave the address out to start a local Ray"
+                ) from None
+        return True
+
+    @staticmethod
+    def shutdown() -> None:
+        require_ray().shutdown()
+
+    @contextmanager
+    def session(self) -> Iterator[bool]:
+        """Connected inside the block; a Ray started here is shut down on leaving it."""
+        started = self.connect()
+        try:
+            yield started
+        finally:
+            if started:
+                self.shutdown()
+
+
+def check_fits(ray: ModuleType, what: str, count: int, num_cpus: float) -> None:
+    """Refuse, with the numbers, actors that the cluster's CPUs can never hold (they would wait forever)."""
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    need = count * num_cpus
+    if need > total + 1e-9:
+        raise ConfigError(
+            f"{count} {what} actor(s) × {num_cpus:g} CPU need {need:g} CPUs but the Ray cluster has {total:g}; "
+            "ask for fewer actors, fewer CPUs per actor, or a bigger cluster"
+        )
+
+
+def kill_all(ray: ModuleType, handles: list[Any]) -> None:
+    """Kill actors for good (no restart); an actor that is already gone is fine."""
+    for h in handles:
+        try:
+            ray.kill(h, no_restart=True)
+        except Exception:  # already dead, or the cluster is gone: nothing left to stop
+            logging.getLogger(__name__).debug("actor already gone", exc_info=True)
+
+
+def pickled_size(ray: ModuleType, obj: object, what: str, hint: str) -> int:
+    """Serialise ``obj`` as Ray will, or raise a :class:`ConfigError` naming what could not be shipped."""
+    try:
+        return len(ray.cloudpickle.dumps(obj))
+    except Exception as exc:
+        raise ConfigError(f"{what} cannot be sent to Ray actors ({type(exc).__name__}: {exc}); {hint}") from None
+
+
+def process_usage() -> dict[str, float]:
+    """CPU seconds (user + system) and resident set size in bytes of this process."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return {"cpu_s": ru.ru_utime + ru.ru_stime, "rss_b": float(rss)}

@@ -1,0 +1,334 @@
+"""Rollouts on Ray: episodes spread over actors, results streamed back to the driver, which writes.
+
+::
+
+    from orchestrator.cluster import RayExecutor, remote_factory
+
+    summary = await collect_rollouts(
+        tasks, remote_factory(build_factory, url), out_dir=out,
+        config=RolloutConfig(group_size=8, max_concurrent_episodes=256),
+        executor=RayExecutor(actors=4),                  # or RayExecutor("ray://head:10001", actors=64)
+    )
+
+Each actor is an asyncio Ray actor running many episodes at once on its own event loop (the same
+:class:`~orchestrator.rollout.EpisodeRunner` as in-process: it prepares the episode's JSONL lines where
+it ran). The driver keeps ``max_concurrent_episodes`` episodes in flight over all actors, each sent to
+the actor with the fewest, and hands every result to :func:`~orchestrator.rollout.collect_rollouts` as
+it arrives: the files, their format, resume and groups are exactly those of an in-process run.
+
+Limits: with ``cluster_limits`` (default) every actor leases the sub-agent cap and each endpoint's
+request cap from one :class:`~orchestrator.cluster.slots.SlotPool` actor, so they hold over the whole
+cluster.
+
+Faults: an actor that dies (killed, OOM, segfault) is restarted by Ray (``max_restarts``); the episodes
+it was running are rerun (each at most ``max_attempts`` times, then recorded as crashed, which a
+resume retries); results that reached the driver are on disk and never rerun, so nothing is written
+twice. Cancelling the driver (Ctrl-C) kills every actor; finished episodes are already on disk.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from orchestrator.cluster._ray import (
+    RayCluster,
+    check_fits,
+    kill_all,
+    pickled_size,
+    remote_class,
+    require_asyncio,
+)
+from orchestrator.cluster.slots import LeasingActor, SlotPool
+from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
+from swarm.errors import ClusterError, ConfigError
+
+__all__ = ["RayExecutor"]
+
+_SHIP_HINT = (
+    "pass a picklable factory: orchestrator.cluster.remote_factory(build, *args) builds the backends on "
+    "each actor instead of shipping live clients or engines"
+)
+
+
+class EpisodeWorker(LeasingActor):
+    """The Ray actor that runs episodes (``ray.remote`` is applied when a run starts)."""
+
+    def __init__(self, runner: EpisodeRunner, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
+        super().__init__(pool_name, actor_key, gc_freeze)
+        self.runner = runner
+        runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause
+
+    async def run(self, job: EpisodeJob) -> EpisodeOutcome:
+        with await self.limited():
+            return await self.runner.run(job)
+
+
+def _fitting(ray: Any, num_cpus: float) -> int:
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    return max(1, int(cpus // num_cpus) if num_cpus > 0 else int(cpus))
+
+
+@dataclass(slots=True)
+class _Actor:
+    index: int
+    key: str
+    handle: Any
+    in_flight: int = 0
+    alive: bool = True
+    isolating: bool = False
+    """Reserved for one suspect episode: no other episode is sent here until it is done."""
+
+
+class _Scheduler:
+    """Keeps ``max_concurrent`` episodes in flight on the live actors and reruns what a death lost.
+
+    When an actor dies, every episode it was running is lost, and which one killed it is unknown. So a
+    lost episode is rerun with the others as usual, and its last allowed attempt runs *alone* on an
+    actor: an episode that kills its actor even then is the culprit, and only it is recorded as crashed.
+    """
+
+    def __init__(
+        self,
+        ray: Any,
+        actors: list[_Actor],
+        pool: Any,
+        deliver: Callable[[EpisodeOutcome], None],
+        max_attempts: int,
+        restart_timeout_s: float,
+        stats: dict[str, Any],
+    ) -> None:
+        self.ray = ray
+        self.actors = actors
+        self.pool = pool
+        self.deliver = deliver
+        self.max_attempts = max_attempts
+        self.restart_timeout_s = restart_timeout_s
+        self.stats = stats
+        self.queue: deque[EpisodeJob] = deque()
+        self.deaths: dict[str, int] = {}
+        self._changed = anyio.Event()
+        stats.update(reruns=0, actor_errors=0, actors_lost=0, isolated_runs=0)
+
+    async def run(self, jobs: Sequence[EpisodeJob], max_concurrent: int) -> None:
+        self.queue.extend(jobs)
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(max_concurrent, len(self.queue))):
+                tg.start_soon(self._lane)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _live(self) -> list[_Actor]:
+        live = [a for a in self.actors if a.alive]
+        if not live:
+            raise ClusterError(
+                f"every Ray episode actor died ({len(self.actors)} started, each restarted by Ray until it ran "
+                "out of restarts); finished episodes are on disk, re-run to resume"
+            )
+        return live
+
+    async def _pick(self, alone: bool) -> _Actor:
+        while True:
+            free = [a for a in self._live() if not a.isolating]
+            if alone:
+                idle = [a for a in free if a.in_flight == 0]
+                if idle:
+                    idle[0].isolating = True
+                    return idle[0]
+                if free:  # reserve the least busy one and let it drain
+                    target = min(free, key=lambda a: a.in_flight)
+                    target.isolating = True
+                    while target.in_flight and target.alive:
+                        await self._changed.wait()
+                    if target.alive:
+                        return target
+                    target.isolating = False
+                    continue
+            elif free:
+                return min(free, key=lambda a: a.in_flight)
+            await self._changed.wait()
+
+    async def _lane(self) -> None:
+        while self.queue:
+            job = self.queue.popleft()
+            alone = self.deaths.get(job.episode_id, 0) >= self.max_attempts - 1 > 0
+            actor = await self._pick(alone)
+            actor.in_flight += 1
+            self.stats["isolated_runs"] += alone
+            try:
+                outcome = await actor.handle.run.remote(job)
+            except self.ray.exceptions.RayActorError as exc:
+                self.stats["actor_errors"] += 1
+                n = self.deaths[job.episode_id] = self.deaths.get(job.episode_id, 0) + 1
+                if n >= self.max_attempts:
+                    first = str(exc).splitlines()[0] if str(exc) else ""
+                    where = "alone on its actor" if alone else "on its actor"
+                    self.deliver(
+                        episode_crash(
+                            job,
+                            f"the Ray actor running it died {n} time(s), the last {where}; "
+                            f"last error: {type(exc).__name__}: {first}",
+                            type(exc).__name__,
+                        )
+                    )
+                else:
+                    self.stats["reruns"] += 1
+                    self.queue.appendleft(job)
+                await self._health(actor)
+                continue
+            except self.ray.exceptions.RayError as exc:  # the task failed outside the episode runner
+                self.deliver(episode_crash(job, f"{type(exc).__name__}: {exc}", type(exc).__name__))
+                continue
+            finally:
+                actor.in_flight -= 1
+                if alone:
+                    actor.isolating = False
+                self._notify()
+            self.deliver(outcome)
+
+    async def _health(self, actor: _Actor) -> None:
+        """After an error: wait for Ray's restart of the actor, or mark it gone for good."""
+        errors = self.ray.exceptions
+        deadline = anyio.current_time() + self.restart_timeout_s
+        while actor.alive:
+            try:
+                await actor.handle.ping.remote()
+                return
+            except errors.ActorUnavailableError:  # restarting: ask again shortly
+                if anyio.current_time() > deadline:
+                    break
+                await anyio.sleep(0.1)
+            except errors.RayActorError:  # dead, out of restarts
+                break
+        if actor.alive:
+            actor.alive = False
+            self.stats["actors_lost"] += 1
+            self._notify()
+            if self.pool is not None:
+                await self.pool.drop_actor.remote(actor.key)
+
+
+class RayExecutor:
+    """A :class:`~orchestrator.rollout.RolloutExecutor` that runs episodes on Ray actors.
+
+    ``address``: see :class:`~orchestrator.cluster.RayCluster` (``None`` starts a local Ray for the
+    run and stops it after; a Ray already initialised in this process is used as it is).
+    ``actors``: episode actors, each with ``num_cpus`` CPUs reserved (one event loop each; on one
+    machine, one per core; ``None``: as many as the cluster's CPUs hold). ``cluster_limits``: make the
+    sub-agent and endpoint caps cluster-wide.
+    ``max_attempts``: runs of one episode whose actor died before it is recorded as crashed.
+    ``max_restarts``: Ray restarts of one actor. ``gc_freeze``: the CLI's GC settings in the actors.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        actors: int | None = 2,
+        num_cpus: float = 1.0,
+        cluster_limits: bool = True,
+        max_attempts: int = 3,
+        max_restarts: int = 8,
+        gc_freeze: bool = True,
+        local_cpus: int | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        on_started: Callable[[list[Any]], None] | None = None,
+    ) -> None:
+        if actors is not None and actors < 1:
+            raise ConfigError(f"RayExecutor needs at least one actor, got actors={actors}")
+        if max_attempts < 1:
+            raise ConfigError(f"max_attempts must be >= 1, got {max_attempts}")
+        if num_cpus < 0:
+            raise ConfigError(f"num_cpus per actor must be >= 0, got {num_cpus}")
+        self.cluster = RayCluster(address, num_cpus=local_cpus, runtime_env=runtime_env)
+        self.actors = actors
+        self.num_cpus = num_cpus
+        self.cluster_limits = cluster_limits
+        self.max_attempts = max_attempts
+        self.max_restarts = max_restarts
+        self.gc_freeze = gc_freeze
+        self.restart_timeout_s = 120.0
+        """How long an actor Ray is restarting may stay unreachable before it counts as lost."""
+        self.on_started = on_started
+        """Called with the actor handles once they are up (monitoring; tests kill one)."""
+        self.stats: dict[str, Any] = {}
+        """After a run: reruns, actor deaths, the limit pool's statistics, each actor's CPU and RSS."""
+
+    def check(self, runner: EpisodeRunner) -> None:
+        from orchestrator.cluster._ray import require_ray
+
+        ray = require_ray()
+        pickled_size(ray, runner.factory, "the orchestrator factory", _SHIP_HINT)
+        pickled_size(ray, runner.reward_fn, "the reward function", _SHIP_HINT)
+
+    async def run(
+        self,
+        runner: EpisodeRunner,
+        jobs: Sequence[EpisodeJob],
+        deliver: Callable[[EpisodeOutcome], None],
+        *,
+        max_concurrent: int,
+    ) -> None:
+        from orchestrator.cluster._ray import require_ray
+
+        ray = require_ray()
+        require_asyncio("RayExecutor")
+        started = self.cluster.connect()
+        handles: list[Any] = []
+        try:
+            n_actors = self.actors or _fitting(ray, self.num_cpus)
+            check_fits(ray, "episode", n_actors, self.num_cpus)
+            pool = pool_name = None
+            if self.cluster_limits:
+                pool_name = f"swarm-slots-{uuid.uuid4().hex[:12]}"
+                pool = remote_class(SlotPool).options(name=pool_name, num_cpus=0, max_concurrency=100_000).remote()
+                handles.append(pool)
+            shipped = EpisodeRunner(
+                runner.factory, runner.swarm_config, runner.reward_fn, runner.config, keep_records=False
+            )
+            per_actor = math.ceil(max_concurrent / n_actors)
+            worker = remote_class(EpisodeWorker)
+            actors = []
+            for i in range(n_actors):
+                key = f"episodes-{i}"
+                h = worker.options(
+                    num_cpus=self.num_cpus,
+                    max_concurrency=per_actor + 8,
+                    max_restarts=self.max_restarts,
+                    max_task_retries=0,  # the driver reruns, so nothing runs (or is written) twice
+                ).remote(shipped, pool_name, key, self.gc_freeze)
+                handles.append(h)
+                actors.append(_Actor(i, key, h))
+            await self._start(ray, actors)
+            started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
+            if self.on_started is not None:
+                self.on_started([a.handle for a in actors])
+            sched = _Scheduler(ray, actors, pool, deliver, self.max_attempts, self.restart_timeout_s, self.stats)
+            await sched.run(jobs, max_concurrent)
+            if pool is not None:
+                self.stats["limits"] = await pool.stats.remote()
+            # CPU each actor spent on this run's episodes (start-up excluded), and its memory now.
+            usage = [(a, await a.handle.usage.remote()) for a in actors if a.alive]
+            self.stats["actors"] = [
+                {"cpu_s": u["cpu_s"] - started_cpu.get(a.key, 0.0), "rss_b": u["rss_b"]} for a, u in usage
+            ]
+        finally:  # synchronous calls: nothing here can be cancelled half-way
+            kill_all(ray, handles)
+            if started:
+                self.cluster.shutdown()
+
+    async def _start(self, ray: Any, actors: list[_Actor]) -> None:
+        """Wait for every actor to be up; one that cannot build the runner is a configuration error."""
+        for a in actors:
+            try:
+                await a.handle.ping.remote()
+            except ray.exceptions.RayActorError as exc:
+                raise ConfigError(f"Ray actor {a.key} could not start the episode runner: {exc}") from None

@@ -1,0 +1,410 @@
+"""Cluster-wide limits: one Ray actor hands out slots; every process leases them in batches.
+
+The sub-agent cap and each model endpoint's request cap are :mod:`swarm.limits` keys. Inside a cluster
+every process installs :class:`ClusterLimits` (``use_limits``), whose limiters lease slots from one
+:class:`SlotPool` actor, so a key means one cap across the whole cluster: the slots leased out never
+exceed the capacity, and a slot is in use only while its process holds a lease on it.
+
+Asking the pool for every slot would cost a round trip per model call. Instead a process
+
+* asks once for all its current waiters (a stage's fan-out is one request, not sixteen),
+* hands a released slot straight to a local waiter while it holds no more than its fair share
+  (``ceil(capacity / processes that hold or want slots)``, refreshed every ``refresh_s``),
+* returns idle slots after ``linger_s`` (and excess over its share at once when others wait).
+
+The pool serves waiting requests first come, first served. A process that dies keeps no slots: its
+restarted incarnation registers under the same actor key, which frees what the dead one held, and the
+driver drops the leases of actors that are gone for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from swarm.errors import ClusterError
+from swarm.limits import Limiter, use_limits
+
+__all__ = ["ClusterLimits", "LeasingActor", "SlotPool"]
+
+
+# -- the pool (a Ray actor) ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Ask:
+    holder: str
+    want: int
+    future: asyncio.Future[int]
+
+
+@dataclass(slots=True)
+class _Pool:
+    capacity: int
+    used: int = 0
+    peak: int = 0
+    granted: int = 0
+    held: dict[str, int] = field(default_factory=dict)
+    queue: deque[_Ask] = field(default_factory=deque)
+
+    def grant(self, holder: str, want: int) -> int:
+        n = min(want, self.capacity - self.used)
+        self.used += n
+        self.peak = max(self.peak, self.used)
+        self.granted += n
+        self.held[holder] = self.held.get(holder, 0) + n
+        return n
+
+    def give_back(self, holder: str, n: int) -> None:
+        n = min(n, self.held.get(holder, 0))
+        self.held[holder] = self.held.get(holder, 0) - n
+        if not self.held[holder]:
+            del self.held[holder]
+        self.used -= n
+
+    def serve(self) -> None:
+        while self.queue and self.used < self.capacity:
+            ask = self.queue.popleft()
+            if not ask.future.done():
+                ask.future.set_result(self.grant(ask.holder, ask.want))
+
+    def share(self) -> int:
+        active = set(self.held) | {a.holder for a in self.queue}
+        return max(1, math.ceil(self.capacity / max(1, len(active))))
+
+
+class SlotPool:
+    """The Ray actor behind :class:`ClusterLimits` (create it with ``max_concurrency`` well above the
+    number of processes: a request for slots waits inside the actor until slots are free)."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, int], _Pool] = {}
+        self._actors: dict[str, str] = {}
+
+    def _pool(self, key: str, capacity: int) -> _Pool:
+        p = self._pools.get((key, capacity))
+        if p is None:
+            p = self._pools[(key, capacity)] = _Pool(capacity)
+        return p
+
+    async def acquire(self, key: str, capacity: int, want: int, holder: str) -> tuple[int, int]:
+        """Lease between 1 and ``want`` slots (waiting for the first); returns (granted, fair share)."""
+        p = self._pool(key, capacity)
+        if not p.queue and p.used < capacity:
+            return p.grant(holder, want), p.share()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        p.queue.append(_Ask(holder, max(1, want), fut))
+        try:
+            n = await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                p.give_back(holder, fut.result())
+                p.serve()
+            raise
+        return n, p.share()
+
+    async def release(self, key: str, capacity: int, n: int, holder: str) -> None:
+        p = self._pool(key, capacity)
+        p.give_back(holder, n)
+        p.serve()
+
+    async def share(self, key: str, capacity: int) -> int:
+        return self._pool(key, capacity).share()
+
+    async def register(self, actor_key: str, holder: str) -> None:
+        """A process (re)started as ``actor_key``: whatever an earlier incarnation held is free again."""
+        old = self._actors.get(actor_key)
+        self._actors[actor_key] = holder
+        if old is not None and old != holder:
+            await self.drop(old)
+
+    async def drop(self, holder: str) -> None:
+        """Free everything ``holder`` holds (it died); its pending requests get nothing."""
+        for p in self._pools.values():
+            n = p.held.get(holder, 0)
+            if n:
+                p.give_back(holder, n)
+            for ask in [a for a in p.queue if a.holder == holder]:
+                p.queue.remove(ask)
+                if not ask.future.done():
+                    ask.future.set_result(0)
+            p.serve()
+
+    async def drop_actor(self, actor_key: str) -> None:
+        holder = self._actors.pop(actor_key, None)
+        if holder is not None:
+            await self.drop(holder)
+
+    async def stats(self) -> dict[str, dict[str, Any]]:
+        """Per key: capacity, slots leased now, the most ever leased at once, total grants, waiting asks."""
+        return {
+            f"{k}#{c}": {
+                "capacity": p.capacity,
+                "used": p.used,
+                "peak": p.peak,
+                "granted": p.granted,
+                "holders": dict(p.held),
+                "waiting": len(p.queue),
+            }
+            for (k, c), p in self._pools.items()
+        }
+
+
+# -- the leasing side (every process of the cluster) ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Waiter:
+    event: anyio.Event = field(default_factory=anyio.Event)
+    granted: bool = False
+    error: BaseException | None = None
+
+
+class _LeasedLimiter:
+    """A :class:`swarm.limits.Limiter` whose slots are leased from the pool (asyncio event loop only)."""
+
+    def __init__(self, owner: ClusterLimits, key: str, capacity: int) -> None:
+        self._owner = owner
+        self._key = key
+        self._capacity = capacity
+        self._loop = asyncio.get_running_loop()
+        self._leased = 0
+        self._in_use = 0
+        self._share = capacity
+        self._waiters: deque[_Waiter] = deque()
+        self._asking = False
+        self._ask_soon: asyncio.Handle | None = None
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._refresh_at: asyncio.TimerHandle | None = None
+        self._error: ClusterError | None = None
+
+    # -- the Limiter interface ----------------------------------------------------------------------
+
+    @property
+    def available_tokens(self) -> float:
+        return 0 if self._waiters else self._leased - self._in_use
+
+    @property
+    def leased(self) -> int:
+        return self._leased
+
+    def acquire_nowait(self) -> None:
+        if self._waiters or self._leased - self._in_use < 1:
+            raise anyio.WouldBlock
+        self._in_use += 1
+
+    async def acquire(self) -> None:
+        if not self._waiters and self._leased - self._in_use >= 1:
+            self._in_use += 1
+            return
+        if self._error is not None:
+            raise self._error
+        w = _Waiter()
+        self._waiters.append(w)
+        self._want()
+        try:
+            await w.event.wait()
+        except BaseException:
+            if w.granted:
+                self.release()
+            else:
+                self._waiters.remove(w)
+            raise
+        if w.error is not None:
+            raise w.error
+
+    def release(self) -> None:
+        self._in_use -= 1
+        if self._waiters and self._leased <= self._share:
+            self._hand_out()
+        elif self._waiters:
+            self._schedule_flush(0.0)  # over our share while others may wait: give the excess back
+        else:
+            self._schedule_flush(self._owner.linger_s)
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    # -- leasing ------------------------------------------------------------------------------------
+
+    def _hand_out(self) -> None:
+        while self._waiters and self._leased - self._in_use >= 1:
+            w = self._waiters.popleft()
+            w.granted = True
+            self._in_use += 1
+            w.event.set()
+
+    def _want(self) -> None:
+        """Ask the pool for the waiters' slots, once all waiters of this loop iteration are queued."""
+        if not self._asking and self._ask_soon is None:
+            self._ask_soon = self._loop.call_soon(self._ask)
+
+    def _ask(self) -> None:
+        self._ask_soon = None
+        want = len(self._waiters) - (self._leased - self._in_use)
+        if want <= 0 or self._asking:
+            self._hand_out()
+            return
+        self._asking = True
+        ref = self._owner.pool.acquire.remote(self._key, self._capacity, want, self._owner.holder)
+        self._on_reply(ref.future(), self._granted)
+
+    def _on_reply(self, fut: Future[Any], then: Callable[[Future[Any]], None]) -> None:
+        def done(f: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                self._loop.call_soon_threadsafe(then, f)
+
+        fut.add_done_callback(done)
+
+    def _granted(self, fut: Future[Any]) -> None:
+        self._asking = False
+        try:
+            n, share = fut.result()
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._share = share
+        self._leased += n
+        self._hand_out()
+        if self._waiters:
+            self._want()
+        elif self._leased > self._in_use:
+            self._schedule_flush(self._owner.linger_s)
+        self._schedule_refresh()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = ClusterError(
+            f"the cluster's limit service ({self._key}) failed: {type(exc).__name__}: {exc}; "
+            "the run cannot keep its cluster-wide caps, re-run to resume"
+        )
+        while self._waiters:
+            w = self._waiters.popleft()
+            w.error = self._error
+            w.event.set()
+
+    def _schedule_flush(self, delay: float) -> None:
+        if self._flush_at is not None:
+            if delay > 0:
+                return
+            self._flush_at.cancel()
+        self._flush_at = self._loop.call_later(delay, self._flush)
+
+    def _flush(self) -> None:
+        """Give idle slots back: all of them when nobody here waits, else what exceeds our share."""
+        self._flush_at = None
+        idle = self._leased - self._in_use
+        give = idle if not self._waiters else min(idle, max(0, self._leased - self._share))
+        if give > 0:
+            self._leased -= give
+            self._owner.pool.release.remote(self._key, self._capacity, give, self._owner.holder)
+        if self._waiters:
+            self._hand_out()
+            if self._waiters:
+                self._want()
+
+    def _schedule_refresh(self) -> None:
+        if self._refresh_at is None and self._leased > 0:
+            self._refresh_at = self._loop.call_later(self._owner.refresh_s, self._refresh)
+
+    def _refresh(self) -> None:
+        """While holding slots, learn the current fair share (others may have started waiting)."""
+        self._refresh_at = None
+        if self._leased <= 0:
+            return
+        self._on_reply(self._owner.pool.share.remote(self._key, self._capacity).future(), self._shared)
+
+    def _shared(self, fut: Future[Any]) -> None:
+        try:
+            self._share = fut.result()
+        except Exception as exc:
+            self._fail(exc)
+            return
+        if self._leased > self._share and self._leased > self._in_use:
+            self._schedule_flush(0.0)
+        self._schedule_refresh()
+
+
+class ClusterLimits:
+    """A :class:`swarm.limits.LimitProvider` whose limiters lease slots from a :class:`SlotPool` actor.
+
+    ``holder`` names this process to the pool (unique per process incarnation). Install it with
+    ``swarm.limits.use_limits`` around the work; it must be used from one asyncio event loop.
+    """
+
+    def __init__(
+        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.005, refresh_s: float = 0.05
+    ) -> None:
+        self.pool = pool
+        self.pool_name = pool_name
+        """The pool actor's name, so that actors this process starts can lease from the same pool."""
+        self.holder = holder
+        self.linger_s = linger_s
+        self.refresh_s = refresh_s
+        self._limiters: dict[tuple[str, int], _LeasedLimiter] = {}
+
+    def limiter(self, key: str, capacity: int) -> Limiter:
+        lim = self._limiters.get((key, capacity))
+        if lim is None:
+            lim = self._limiters[(key, capacity)] = _LeasedLimiter(self, key, capacity)
+        return lim
+
+    def leased(self) -> dict[str, int]:
+        """Slots this process holds now, per key (for tests and diagnostics)."""
+        return {k: lim.leased for (k, _), lim in self._limiters.items()}
+
+
+class LeasingActor:
+    """What every actor of ours shares: the CLI's GC settings, a name for this process incarnation, and
+    (with a pool) cluster-wide limits that are installed around its work with :meth:`limited`."""
+
+    def __init__(self, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
+        if gc_freeze:
+            from orchestrator.cli import tune_gc
+
+            tune_gc()  # the per-step costs measured in bench/ assume the CLI's GC settings
+        self.actor_key = actor_key
+        self.holder = f"{actor_key}/{uuid.uuid4().hex[:12]}"
+        # The pool goes by name, not handle: a handle among the constructor arguments would live in the
+        # object store, which Ray warns may be lost before a restart.
+        self.limits: ClusterLimits | None = None
+        if pool_name is not None:
+            from orchestrator.cluster._ray import require_ray
+
+            pool = require_ray().get_actor(pool_name)
+            self.limits = ClusterLimits(pool, self.holder, pool_name=pool_name)
+        self._registered = pool_name is None
+
+    async def _register(self) -> None:
+        if not self._registered and self.limits is not None:  # frees what an earlier (dead) incarnation held
+            await self.limits.pool.register.remote(self.actor_key, self.holder)
+            self._registered = True
+
+    async def limited(self) -> contextlib.AbstractContextManager[object]:
+        """Use as ``with await self.limited():`` around work that must keep the cluster-wide caps."""
+        await self._register()
+        return use_limits(self.limits) if self.limits is not None else contextlib.nullcontext()
+
+    async def ping(self) -> str:
+        await self._register()
+        return self.holder
+
+    async def usage(self) -> dict[str, float]:
+        """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
+        from orchestrator.cluster._ray import process_usage
+
+        return process_usage()

@@ -1,0 +1,149 @@
+"""Shared concurrency limits: one limiter per key, wherever the agents run.
+
+Two caps in the runtime are *shared*, not per object: the sub-agent cap (``SwarmConfig.max_concurrency``,
+sub-agents running at once across every episode) and each model endpoint's request cap (an
+OpenAI-compatible server's ``max_concurrency``). Code that enforces one asks::
+
+    async with limiter(subagent_key(cfg.max_concurrency), cfg.max_concurrency):
+        ...
+
+and gets the same limiter as every other caller with that key. Where the limiters come from is the
+*provider*'s business:
+
+* by default, one :class:`anyio.CapacityLimiter` per (event loop, key, capacity): every orchestrator and
+  backend in one loop shares it;
+* inside a cluster, a provider installed with :func:`use_limits` (``orchestrator.cluster`` leases slots
+  from one Ray actor) makes the same key mean the same cap across every process of the cluster.
+
+The provider is a context variable, so it follows tasks spawned under :func:`use_limits`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import lru_cache
+from types import TracebackType
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.lowlevel import RunVar
+
+__all__ = [
+    "LimitProvider",
+    "Limiter",
+    "LocalLimits",
+    "current_limits",
+    "endpoint_key",
+    "limiter",
+    "subagent_key",
+    "use_limits",
+]
+
+
+@runtime_checkable
+class Limiter(Protocol):
+    """What the runtime uses of a capacity limiter (the subset of :class:`anyio.CapacityLimiter`)."""
+
+    @property
+    def available_tokens(self) -> float:
+        """Slots that :meth:`acquire_nowait` can take now without waiting."""
+        ...
+
+    def acquire_nowait(self) -> None:
+        """Take a slot or raise :class:`anyio.WouldBlock`."""
+        ...
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting for one."""
+        ...
+
+    def release(self) -> None:
+        """Give a slot back."""
+        ...
+
+    async def __aenter__(self) -> None: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+class LimitProvider(Protocol):
+    """Hands out the limiter of a key; the same key and capacity give the same limiter."""
+
+    def limiter(self, key: str, capacity: int) -> Limiter: ...
+
+
+_loop_limiters: RunVar[dict[tuple[str, int], anyio.CapacityLimiter]] = RunVar("swarm_limiters")
+
+
+class LocalLimits:
+    """The default provider: one :class:`anyio.CapacityLimiter` per (event loop, key, capacity).
+
+    A limiter belongs to the event loop it was made in (``run_sync`` and tests start several loops), so
+    limiters are kept per loop.
+    """
+
+    def limiter(self, key: str, capacity: int) -> Limiter:
+        try:
+            table = _loop_limiters.get()
+        except LookupError:
+            table = {}
+            _loop_limiters.set(table)
+        lim = table.get((key, capacity))
+        if lim is None:
+            lim = table[(key, capacity)] = anyio.CapacityLimiter(capacity)
+        return lim
+
+
+_LOCAL = LocalLimits()
+_provider: ContextVar[LimitProvider] = ContextVar("swarm_limit_provider", default=_LOCAL)
+
+
+def current_limits() -> LimitProvider:
+    """The provider in effect here (the :class:`LocalLimits` default unless :func:`use_limits` set one)."""
+    return _provider.get()
+
+
+def limiter(key: str, capacity: int) -> Limiter:
+    """The shared limiter of ``key`` with ``capacity`` slots, from the current provider."""
+    if capacity < 1:
+        raise ValueError(f"a limiter needs capacity >= 1, got {capacity} for {key!r}")
+    return _provider.get().limiter(key, capacity)
+
+
+@contextmanager
+def use_limits(provider: LimitProvider) -> Iterator[LimitProvider]:
+    """Make ``provider`` hand out every limiter asked for inside the block (and in tasks started there)."""
+    token = _provider.set(provider)
+    try:
+        yield provider
+    finally:
+        _provider.reset(token)
+
+
+def subagent_key(capacity: int) -> str:
+    """The key of the sub-agent cap (``SwarmConfig.max_concurrency``): shared by every episode."""
+    return f"subagents/{capacity}"
+
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
+
+
+@lru_cache(maxsize=256)
+def endpoint_key(url: str) -> str:
+    """The key of a model endpoint's request cap: its scheme, host and port.
+
+    A loopback address names a different server on every machine, so its key also carries this
+    machine's host name (one cluster-wide cap per real server, never one for all ``localhost``s).
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    base = f"endpoint/{parts.scheme}://{parts.netloc.lower()}"
+    if host in _LOOPBACK or host.startswith("127."):
+        return f"{base}@{socket.gethostname()}"
+    return base

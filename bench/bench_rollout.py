@@ -31,7 +31,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.export import JsonlWriter, read_jsonl
 from swarm.messages import ToolMessage
 from swarm.records import Task
-from swarm.rewards import group_advantages
+from swarm.rewards import group_mean_baseline
 from swarm.testing import FunctionBackend, call
 from swarm.trajectory import build_trajectory
 from swarm.verifiers import ColumnRule, score_table
@@ -75,7 +75,8 @@ async def _export_cost(out: Path, k: int) -> float:
         for e in entries:
             groups.setdefault(e.group_id, []).append(e)
         for g in groups.values():
-            advs = group_advantages([e.record.reward.total if e.record.reward else 0.0 for e in g])
+            rewards = [e.record.reward.total if e.record.reward else 0.0 for e in g]
+            advs = group_mean_baseline(rewards, [e.group_id for e in g])
             for e, a in zip(g, advs, strict=True):
                 w.write(build_trajectory(e.record, group_id=e.group_id, sample_index=e.sample_index, advantage=a))
     return time.perf_counter() - t0

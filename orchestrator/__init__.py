@@ -10,28 +10,19 @@ from orchestrator.rollout import (
     orchestrator_factory,
     trl_rollout_func,
 )
-from swarm.rewards import (
-    LambdaSchedule,
-    ParallelReward,
-    PARLReward,
-    RewardConfig,
-    group_advantages,
-    make_schedule,
-)
+from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 
 __all__ = [
-    "LambdaSchedule",
     "Orchestrator",
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
     "RolloutConfig",
     "RolloutSummary",
+    "Schedule",
     "SwarmConfig",
     "collect_rollouts",
-    "group_advantages",
     "load_task_file",
-    "make_schedule",
     "orchestrator_factory",
     "trl_rollout_func",
 ]

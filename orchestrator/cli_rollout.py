@@ -45,7 +45,7 @@ from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
 from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
-from swarm.rewards import ParallelReward, PARLReward, RewardConfig, make_schedule
+from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 from workloads import MODES, Mode, get_workload
 
 __all__ = ["rollout"]
@@ -71,7 +71,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
         spec = {k: v for k, v in old.items() if k in ("start", "steps")}
         spec.update({k: v for k, v in (("start", start), ("steps", steps)) if v is not None})
         try:
-            data[name] = make_schedule(kind or old.get("kind", "linear"), **spec).model_dump()
+            data[name] = Schedule(kind=kind or old.get("kind", "linear"), **spec).model_dump()
         except ValidationError as exc:
             raise UserError(f"invalid {name} schedule: {exc.errors()[0]['msg']}") from None
     if overrides.get("parallel_form") or overrides.get("parallel_target"):
@@ -402,7 +402,7 @@ def rollout(
             group_size=group_size,
             max_concurrent_episodes=max_concurrent,
             seed=seed,
-            normalize_advantages=normalize,
+            advantage="group_normalized" if normalize else "group_mean",
             settings=settings,
             retry_infrastructure_failures=not keep_infra_failures,
         )

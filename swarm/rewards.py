@@ -18,131 +18,162 @@
   stage width limit). An episode that assigned nothing gets ``empty_value`` (default 0: not assigning
   is not rewarded as a perfect finish rate).
 
-λ1 and λ2 follow :class:`LambdaSchedule` objects evaluated at the trainer step, so the final policy
-optimises ``r_perf`` alone. :class:`PARLReward` plugs into ``Orchestrator(reward_fn=...)`` and the
-:class:`~swarm.records.RewardRecord` it returns keeps every component, both λs and the step.
+λ1 and λ2 follow :class:`Schedule` objects (shapes by name from :data:`SCHEDULES`) evaluated at the
+trainer step, so the final policy optimises ``r_perf`` alone. :class:`PARLReward` plugs into
+``Orchestrator(reward_fn=...)`` and the :class:`~swarm.records.RewardRecord` it returns keeps every
+component, both λs and the step.
 
-:func:`group_advantages` turns the K rewards of one task into ``r − mean`` (optionally divided by the
-group's standard deviation), the advantage of SPEC §7.
+:data:`ADVANTAGES` holds the group advantage estimators of SPEC §7 (``r − r̄``, optionally divided by
+the group's standard deviation), by name. This module is the one home of schedules and advantages:
+rollout collection (``orchestrator.rollout``) and the trainer (``orchestrator.rl``) both use it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, UnknownNameError
 from swarm.records import AgentStatus, EpisodeRecord, RewardRecord
+from swarm.registry import Registry
 from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
 __all__ = [
-    "ConstantSchedule",
-    "CosineSchedule",
-    "ExponentialSchedule",
+    "ADVANTAGES",
+    "SCHEDULES",
+    "AdvantageFn",
     "FinishReward",
-    "LambdaSchedule",
-    "LinearSchedule",
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
-    "group_advantages",
-    "make_schedule",
+    "Schedule",
+    "ScheduleFn",
+    "group_mean",
+    "group_mean_baseline",
+    "group_normalized",
     "parl_total",
     "r_finish",
     "r_parallel",
 ]
 
 
-# -- λ schedules ------------------------------------------------------------------------------------
+# -- schedules (λ1, λ2, sampling temperature, any coefficient annealed over trainer steps) -------------
+
+ScheduleFn = Callable[[float, float], float]
+"""``shape(progress, rate) -> w``: the fraction of the way from ``end`` back to ``start`` that is left
+at ``progress`` in [0, 1]; ``w(0) = 1`` and ``w(1) = 0`` (``constant`` keeps ``w = 1``)."""
+
+SCHEDULES: Registry[ScheduleFn] = Registry("schedule")
 
 
-class _Schedule(BaseModel):
+@SCHEDULES.register("constant")
+def _constant(p: float, rate: float) -> float:
+    return 1.0
+
+
+@SCHEDULES.register("linear")
+def _linear(p: float, rate: float) -> float:
+    return 1.0 - p
+
+
+@SCHEDULES.register("cosine")
+def _cosine(p: float, rate: float) -> float:
+    return 0.5 * (1.0 + math.cos(math.pi * p))
+
+
+@SCHEDULES.register("exponential")
+def _exponential(p: float, rate: float) -> float:
+    # e^(−rate·p), rescaled so it is exactly 0 at p = 1 (a plain exponential never arrives, and
+    # cutting it off at the last step would jump): continuous, strictly decreasing, ends at ``end``.
+    return (math.exp(-rate * p) - math.exp(-rate)) / (1.0 - math.exp(-rate))
+
+
+class Schedule(BaseModel):
+    """A value that goes from ``start`` at step 0 to ``end`` at step ``steps`` and stays there.
+
+    ``value(step) = end + (start − end) · shape(min(step / steps, 1))`` with the shape chosen by
+    ``kind`` from :data:`SCHEDULES` (``constant`` stays at ``start``). PARL's λ1, λ2 anneal to 0
+    (``end`` = 0, the default); K2 decays the sampling temperature (``start=1.0, end=0.7``).
+    ``rate`` shapes ``exponential`` only (``e^(−rate·p)`` rescaled to reach ``end``).
+    """
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    start: float = Field(0.1, ge=0.0, description="λ at step 0")
-    steps: int = Field(1000, ge=1, description="training steps over which λ reaches 0")
+    kind: str = "linear"
+    start: float = Field(0.1, description="value at step 0")
+    end: float = Field(0.0, description="value from step `steps` on")
+    steps: int = Field(1000, ge=1, description="trainer steps from start to end")
+    rate: float = Field(5.0, gt=0.0, description="exponential only: decay rate over the whole schedule")
 
-    def _check(self, step: int) -> None:
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        SCHEDULES.get(v)  # raises UnknownNameError listing the known shapes
+        return v
+
+    def value(self, step: int) -> float:
         if step < 0:
             raise ConfigError(f"trainer step must be >= 0, got {step}")
+        p = min(step / self.steps, 1.0)
+        if p >= 1.0 and self.kind != "constant":
+            return self.end
+        return self.end + (self.start - self.end) * SCHEDULES.get(self.kind)(p, self.rate)
 
     def __call__(self, step: int) -> float:
         return self.value(step)
 
-    def value(self, step: int) -> float:
-        raise NotImplementedError
+
+# -- group advantages (SPEC §7) ---------------------------------------------------------------------
+
+AdvantageFn = Callable[[Sequence[float], Sequence[Hashable]], list[float]]
+"""``fn(rewards, group_ids) -> advantages``: ``rewards[i]`` belongs to group ``group_ids[i]`` (the K
+samples of one task). Rollout collection and the trainer both pick one by name from :data:`ADVANTAGES`."""
+
+ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
 
 
-class ConstantSchedule(_Schedule):
-    """λ = start at every step (``steps`` is ignored): no annealing."""
-
-    kind: Literal["constant"] = "constant"
-
-    def value(self, step: int) -> float:
-        self._check(step)
-        return self.start
+def _check_rewards(rewards: Sequence[float], group_ids: Sequence[Hashable]) -> None:
+    if len(rewards) != len(group_ids):
+        raise ConfigError(f"{len(rewards)} rewards but {len(group_ids)} group ids; pass one group id per reward")
+    bad = [r for r in rewards if not math.isfinite(r)]
+    if bad:
+        raise ConfigError(f"rewards must be finite numbers, got {bad[:3]}")
 
 
-class LinearSchedule(_Schedule):
-    """λ = start · (1 − step/steps), 0 from ``steps`` on."""
-
-    kind: Literal["linear"] = "linear"
-
-    def value(self, step: int) -> float:
-        self._check(step)
-        return self.start * max(0.0, 1.0 - step / self.steps)
-
-
-class CosineSchedule(_Schedule):
-    """λ = start · (1 + cos(π · step/steps)) / 2, 0 from ``steps`` on."""
-
-    kind: Literal["cosine"] = "cosine"
-
-    def value(self, step: int) -> float:
-        self._check(step)
-        if step >= self.steps:
-            return 0.0
-        return self.start * 0.5 * (1.0 + math.cos(math.pi * step / self.steps))
+def group_mean(rewards: Sequence[float], group_ids: Sequence[Hashable]) -> dict[Hashable, float]:
+    """``r̄(x)``: the mean reward of each group."""
+    _check_rewards(rewards, group_ids)
+    groups: dict[Hashable, list[float]] = defaultdict(list)
+    for r, g in zip(rewards, group_ids, strict=True):
+        groups[g].append(r)
+    return {g: sum(v) / len(v) for g, v in groups.items()}
 
 
-class ExponentialSchedule(_Schedule):
-    """λ = start · exp(−rate · step/steps) before ``steps``, exactly 0 from ``steps`` on.
+@ADVANTAGES.register("group_mean")
+def group_mean_baseline(rewards: Sequence[float], group_ids: Sequence[Hashable]) -> list[float]:
+    """``A_j = r(x, y_j) − r̄(x)`` (the K2.5 objective's advantage). A group of one gets 0."""
+    means = group_mean(rewards, group_ids)
+    return [r - means[g] for r, g in zip(rewards, group_ids, strict=True)]
 
-    ``rate`` = 5 leaves ~0.7 % of ``start`` just before the cut-off.
+
+@ADVANTAGES.register("group_normalized")
+def group_normalized(rewards: Sequence[float], group_ids: Sequence[Hashable], eps: float = 1e-6) -> list[float]:
+    """``(r − r̄) / (std_group(r) + eps)`` with the population std (GRPO's normalised variant).
+
+    A group whose rewards are all equal gets advantages of exactly 0 (no signal, no blow-up).
     """
-
-    kind: Literal["exponential"] = "exponential"
-    rate: float = Field(5.0, gt=0.0)
-
-    def value(self, step: int) -> float:
-        self._check(step)
-        if step >= self.steps:
-            return 0.0
-        return self.start * math.exp(-self.rate * step / self.steps)
-
-
-LambdaSchedule = Annotated[
-    ConstantSchedule | LinearSchedule | CosineSchedule | ExponentialSchedule, Field(discriminator="kind")
-]
-_SCHEDULES: dict[str, type[_Schedule]] = {
-    "constant": ConstantSchedule,
-    "linear": LinearSchedule,
-    "cosine": CosineSchedule,
-    "exponential": ExponentialSchedule,
-}
-
-
-def make_schedule(kind: str, **kwargs: Any) -> ConstantSchedule | LinearSchedule | CosineSchedule | ExponentialSchedule:
-    """A schedule by name: ``make_schedule("cosine", start=0.2, steps=500)``."""
-    cls = _SCHEDULES.get(kind)
-    if cls is None:
-        raise UnknownNameError("lambda schedule", kind, _SCHEDULES)
-    return cls(**kwargs)  # type: ignore[return-value]
+    means = group_mean(rewards, group_ids)
+    sq: dict[Hashable, list[float]] = defaultdict(list)
+    for r, g in zip(rewards, group_ids, strict=True):
+        sq[g].append((r - means[g]) ** 2)
+    stds = {g: math.sqrt(sum(v) / len(v)) for g, v in sq.items()}
+    return [(r - means[g]) / (stds[g] + eps) for r, g in zip(rewards, group_ids, strict=True)]
 
 
 # -- the auxiliary terms (pure) ---------------------------------------------------------------------
@@ -206,22 +237,6 @@ def parl_total(r_perf: float, r_parallel: float, r_finish: float, lambda1: float
     return lambda1 * r_parallel + lambda2 * r_finish + r_perf
 
 
-def group_advantages(rewards: Sequence[float], *, normalize: bool = False, eps: float = 1e-6) -> list[float]:
-    """``r − mean(r)`` over one group (K samples of a task); divided by ``std + eps`` with ``normalize``.
-
-    The standard deviation is the population one (as GRPO implementations use for the group).
-    A group of one has advantage 0.
-    """
-    if not rewards:
-        return []
-    mean = sum(rewards) / len(rewards)
-    adv = [r - mean for r in rewards]
-    if normalize:
-        std = math.sqrt(sum(a * a for a in adv) / len(adv))
-        adv = [a / (std + eps) for a in adv]
-    return adv
-
-
 # -- configuration and the reward function ----------------------------------------------------------
 
 
@@ -233,12 +248,20 @@ class RewardConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lambda1: LambdaSchedule = Field(default_factory=lambda: LinearSchedule(start=0.1, steps=1000))
-    lambda2: LambdaSchedule = Field(default_factory=lambda: LinearSchedule(start=0.1, steps=1000))
+    lambda1: Schedule = Schedule(kind="linear", start=0.1, steps=1000)
+    lambda2: Schedule = Schedule(kind="linear", start=0.1, steps=1000)
     parallel: ParallelReward = ParallelReward()
     finish: FinishReward = FinishReward()
     default_verifier: str | None = Field(None, description="used for tasks that name no verifier")
     default_verifier_args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _nonnegative_lambdas(self) -> RewardConfig:
+        for name in ("lambda1", "lambda2"):
+            s: Schedule = getattr(self, name)
+            if s.start < 0 or s.end < 0:
+                raise ValueError(f"{name} must stay >= 0 (start {s.start}, end {s.end}): it weighs a reward term")
+        return self
 
 
 class PARLReward:

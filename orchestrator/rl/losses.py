@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.rl.registry import Registry
 from swarm.errors import ConfigError
+from swarm.registry import Registry
 
 __all__ = [
     "LOSSES",
@@ -31,6 +31,7 @@ __all__ = [
     "gather_logprobs",
     "k2_squared_loss",
     "k25_loss",
+    "masked_logprobs",
     "ppo_clip_loss",
     "ptx_loss",
 ]
@@ -207,3 +208,31 @@ def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: 
         logits = logits / temperature
     logp = torch.log_softmax(logits, dim=-1)
     return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
+def masked_logprobs(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, temperatures: torch.Tensor
+) -> torch.Tensor:
+    """``log softmax(logits / T)`` of each next token where ``mask`` is 1, 0 elsewhere: ``[B, L−1]``.
+
+    ``mask`` is ``[B, L−1]`` (position ``i`` predicts ``ids[:, i+1]``), ``temperatures`` ``[B]``. Only
+    the masked positions go through the output head (``logits_to_keep``): with a 150 k-token
+    vocabulary the full ``[B, L, V]`` logits of a long prompt would cost gigabytes and a third of
+    the compute, and the prompt's observation tokens are never trained on.
+    """
+    if bool((temperatures <= 0).any()):
+        raise ConfigError(f"temperatures must be > 0 to recompute logprobs, got {temperatures.tolist()}")
+    b, length = ids.shape
+    keep = torch.zeros(b, length, dtype=torch.bool, device=ids.device)
+    keep[:, :-1] = mask > 0
+    out = torch.zeros(b, length - 1, device=ids.device)
+    if not bool(keep.any()):
+        return out
+    logits = model(input_ids=ids, logits_to_keep=keep).logits  # [N, V]: the kept positions, row-major
+    if logits.dim() == 3:  # a model whose forward ignores a boolean logits_to_keep
+        logits = logits[keep]
+    rows, cols = keep.nonzero(as_tuple=True)
+    temps = temperatures.to(logits.device)[rows].float()
+    logp = torch.log_softmax(logits.float() / temps[:, None], dim=-1)
+    picked = logp.gather(-1, ids[rows, cols + 1].unsqueeze(-1)).squeeze(-1)
+    return out.index_put((rows, cols), picked)

@@ -7,11 +7,13 @@ One iteration (a *step*):
    colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
    their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
 2. **rewards** — optionally Toggle (budget-limited / free phases), then group advantages
-   ``r − r̄`` (:data:`~orchestrator.rl.advantages.ADVANTAGES`);
-3. **update** — with the engine paused, logprobs of the orchestrator's tokens are recomputed (the
-   engine's sampling logprobs are the behaviour policy; their mismatch is logged), the policy loss
-   (:data:`~orchestrator.rl.losses.LOSSES`, K2.5's by default) plus an optional PTX loss is minimised
-   over ``minibatches × epochs`` optimizer steps, gradients clipped;
+   ``r − r̄`` (:data:`~swarm.rewards.ADVANTAGES`, the same registry rollout collection uses);
+3. **update** — with the engine paused, the policy loss (:data:`~orchestrator.rl.losses.LOSSES`,
+   K2.5's by default) plus an optional PTX loss is minimised over ``minibatches × epochs`` optimizer
+   steps, gradients clipped. π_old is the engine's sampling (behaviour) logprobs by default, so the
+   K2.5 log-ratio mask and τ penalty act on the engine/trainer mismatch they exist for
+   (``old_logprobs = "recompute"`` uses the trainer's own pre-update logprobs instead); the
+   mismatch and the fraction of masked tokens are logged;
 4. **push** — the colocated engine already holds the new weights; its ``weight_version`` is bumped
    so every later completion (and trajectory) names the policy that sampled it. A separate serving
    engine gets the weights through :class:`WeightSync`.
@@ -40,7 +42,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -48,19 +50,34 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
-from orchestrator.rl.advantages import ADVANTAGES
-from orchestrator.rl.losses import LOSSES, LossParams, gather_logprobs, ptx_loss
-from orchestrator.rl.schedules import Schedule
+from orchestrator.rl.gold import WorkloadTasks
+from orchestrator.rl.lora import (
+    LlamaCppConfig,
+    LlamaCppLoraSync,
+    LoraSpec,
+    export_adapter,
+    is_peft_model,
+    load_adapter,
+    load_lora_policy,
+    load_tokenizer,
+)
+from orchestrator.rl.losses import LOSSES, LossParams, masked_logprobs, ptx_loss
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
-from orchestrator.rl.toggle import estimate_budgets, toggle_phase, toggle_rewards
-from orchestrator.rollout import EpisodeEntry, RolloutConfig, collect_rollouts, orchestrator_factory
+from orchestrator.rl.toggle import toggle_phase, toggle_rewards, update_budgets
+from orchestrator.rollout import (
+    EpisodeEntry,
+    OrchestratorFactory,
+    RolloutConfig,
+    collect_rollouts,
+    orchestrator_factory,
+)
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError, UserError
 from swarm.export import read_jsonl
 from swarm.messages import Message
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
-from swarm.rewards import PARLReward, RewardConfig
+from swarm.rewards import ADVANTAGES, PARLReward, RewardConfig, Schedule
 from swarm.trajectory import TrajectoryError, build_trajectory
 from tools.registry import Tool, ToolRegistry
 
@@ -70,17 +87,22 @@ __all__ = [
     "OptimConfig",
     "PtxConfig",
     "Sequence_",
+    "SftConfig",
     "StepMetrics",
     "ToggleConfig",
     "TrainConfig",
     "Trainer",
     "TransformersWeightSync",
     "WeightSync",
+    "build_policy",
     "frozen_copy",
+    "llamacpp_serving",
     "load_environment",
     "load_train_config",
     "sft_example",
     "state_checksum",
+    "subagent_model_name",
+    "workload_environment",
 ]
 
 METRICS = "metrics.jsonl"
@@ -112,8 +134,9 @@ class ToggleConfig(_Frozen):
     """Toggle: every ``m`` steps alternate the budget-limited phase and the free phase.
 
     ``length`` is what the budget limits: the orchestrator's sampled tokens, or the episode's
-    critical steps (the swarm's latency). Budgets are the ``p``-th percentile of *correct* responses'
-    lengths (``r_perf ≥ correct_at``), estimated once from the first step's rollout.
+    critical steps (the swarm's latency). A task's budget is the ``p``-th percentile of its *correct*
+    responses' lengths (``r_perf ≥ correct_at``), set the first time the task has a correct response
+    and kept fixed (across resumes too). Group accuracy (against ``lam``) is the mean ``r_perf``.
     """
 
     m: int = Field(4, ge=1)
@@ -130,19 +153,47 @@ class PtxConfig(_Frozen):
     batch_size: int = Field(4, ge=1)
 
 
+class SftConfig(_Frozen):
+    """The SFT warm start (``swarm train sft``): gold transcripts of ``workloads`` (default: the RL
+    workloads, train split), regenerated through the current engine and protocol at every run, kept
+    when the gold episode scores ``r_perf ≥ min_r_perf``; masked NLL on the orchestrator's tokens."""
+
+    workloads: tuple[WorkloadTasks, ...] = ()
+    min_r_perf: float = Field(1.0, ge=0, le=1)
+    steps: int = Field(100, ge=1)
+    lr: float = Field(2e-4, gt=0)
+    batch_size: int = Field(4, ge=1)
+    micro_batch: int = Field(1, ge=1, description="sequences per forward/backward (memory bound)")
+    seed: int = 0
+    stop_below: float | None = Field(None, gt=0, description="stop once a step's loss falls below this")
+    checkpoint_every: int = Field(25, ge=1)
+
+
 class TrainConfig(_Frozen):
     """Everything ``swarm train --config FILE`` reads (TOML or JSON).
 
-    The policy is a local transformers directory (``policy_model``) or a freshly built tiny Qwen2
-    (``tiny``). Sub-agents run on ``subagent_model`` when given, else on the environment's backend,
-    else on a frozen copy of the initial policy. ``environment`` is ``"module:attr"``, a callable
-    ``(TrainConfig, tokenizer) -> Environment``; without it ``tasks_file`` (JSONL) gives the tasks and
-    sub-agents get no tools.
+    The policy is a local transformers directory (``policy_model``), a freshly built tiny Qwen2
+    (``tiny``), or a packaged GGUF model (``policy_gguf``: ``qwen2.5-coder-0.5b``, ``smollm2-135m`` or a
+    ``.gguf`` path) loaded in transformers with a trainable LoRA adapter (``lora``; only the adapter
+    trains, starting from ``init_adapter`` or the SFT stage's adapter in ``run_dir/sft/policy``).
+    ``engine = "llamacpp"`` samples rollouts from llama.cpp with that adapter (exported after each
+    update); sub-agents then run on the same engine's frozen base model.
+
+    Otherwise sub-agents run on ``subagent_model`` when given, else on the environment's backend,
+    else on a frozen copy of the initial policy. Tasks come from ``workloads`` (workload task sets
+    with their environments, gold policies and scorers), or ``environment`` (``"module:attr"``, a
+    callable ``(TrainConfig, tokenizer) -> Environment``), or ``tasks_file`` (JSONL; sub-agents get
+    no tools).
     """
 
     run_dir: Path
     policy_model: Path | None = None
     tiny: TinyModelSpec | None = None
+    policy_gguf: str | None = None
+    lora: LoraSpec = LoraSpec()
+    init_adapter: Path | None = None
+    workloads: tuple[WorkloadTasks, ...] = ()
+    sft: SftConfig = SftConfig()
     subagent_model: Path | None = None
     environment: str | None = None
     tasks_file: Path | None = None
@@ -150,9 +201,11 @@ class TrainConfig(_Frozen):
     device: str = "cpu"
     engine: str = Field(
         "transformers",
-        pattern="^(transformers|vllm)$",
-        description="who samples rollouts: the colocated transformers engine, or vLLM in-process (weights pushed)",
+        pattern="^(transformers|vllm|llamacpp)$",
+        description="who samples rollouts: the colocated transformers engine, vLLM in-process (weights "
+        "pushed), or llama.cpp with the LoRA adapter (policy_gguf; adapter exported and the engine restarted)",
     )
+    llamacpp: LlamaCppConfig = LlamaCppConfig()
     vllm_engine_args: dict[str, Any] = Field(default_factory=dict, description="extra AsyncEngineArgs for vLLM")
     seed: int = 0
     steps: int = Field(10, ge=1)
@@ -163,8 +216,13 @@ class TrainConfig(_Frozen):
     advantage: str = "group_mean"
     loss: str = "k25"
     loss_params: LossParams = LossParams()
+    old_logprobs: Literal["behaviour", "recompute"] = Field(
+        "behaviour",
+        description="π_old of the loss: the engine's sampling logprobs (the off-policy gap K2.5's mask is for), "
+        "or the trainer's recomputation before the update (log-ratio 0 on the first minibatch)",
+    )
     optim: OptimConfig = OptimConfig()
-    temperature: Schedule = Schedule(kind="constant", start=1.0)
+    temperature: Schedule = Schedule(kind="constant", start=1.0, end=1.0)
     toggle: ToggleConfig | None = None
     ptx: PtxConfig | None = None
     checkpoint_every: int = Field(1, ge=1)
@@ -190,7 +248,7 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
     raw.update({k: v for k, v in overrides.items() if v is not None})
-    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file"):
+    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file", "init_adapter"):
         if isinstance(raw.get(key), str) and not Path(raw[key]).is_absolute():
             raw[key] = str(path.parent / raw[key])
     try:
@@ -217,6 +275,26 @@ class Environment:
     reward: PARLReward | None = None
     sft: Sequence[Sequence[Message]] = ()
     tool_specs: Sequence[ToolSpec] = field(default_factory=tuple)
+    factory: Callable[[ModelBackend, ModelBackend | None], OrchestratorFactory] | None = None
+    """``(engine, sub-agent backend) -> OrchestratorFactory`` when episodes need more than tools and
+    agents (workload tasks build a fresh environment per episode); default: a plain orchestrator."""
+
+
+def workload_environment(config: TrainConfig) -> Environment:
+    """Tasks of ``config.workloads``; each episode gets its task's fresh workload environment and is
+    scored by the workload (``r_perf``) with the PARL terms of ``config.reward`` on top."""
+    from orchestrator.eval import workload_orchestrator_factory
+
+    modes = {w.mode for w in config.workloads}
+    if len(modes) != 1:
+        raise ConfigError(f"training workloads must share one mode, got {sorted(modes)}")
+    mode = modes.pop()
+    tasks = [t for w in config.workloads for t in w.tasks()]
+
+    def factory(engine: ModelBackend, sub: ModelBackend | None) -> OrchestratorFactory:
+        return workload_orchestrator_factory(engine, sub, mode=mode)
+
+    return Environment(tasks=tasks, reward=PARLReward(config.reward), factory=factory)
 
 
 def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Sequence[Path] = ()) -> Environment:
@@ -368,9 +446,15 @@ class StepMetrics(BaseModel):
     episodes: int
     trained_sequences: int
     trained_tokens: int
+    sequence_tokens: int = Field(0, description="all tokens the update ran through (prompts and observations too)")
     dropped_episodes: int
     split_episodes: int = 0
     statuses: dict[str, int]
+    reward_details: dict[str, float] = Field(
+        default_factory=dict,
+        description="mean over the step's episodes of each numeric (or boolean) reward detail the verifier "
+        "or workload reports (e.g. exact fan-out, over-assignment, call F1)",
+    )
     weight_version: int
     rollout_s: float
     update_s: float
@@ -400,6 +484,7 @@ class Trainer:
         engine: ModelBackend | None = None,
         sync: WeightSync | None = None,
         on_step: Callable[[StepMetrics], None] | None = None,
+        base_gguf: Path | None = None,
     ) -> None:
         config.check_names()
         if engine is not None and engine is not policy and sync is None:
@@ -412,6 +497,8 @@ class Trainer:
         self.policy = policy
         self.env = env
         self.sync = sync
+        self.base_gguf = base_gguf
+        """The GGUF base of a LoRA policy: checkpoints then also hold the adapter in llama.cpp's format."""
         self.engine: ModelBackend = engine or policy
         self.on_step = on_step
         self.model: Any = policy.hf_model  # a transformers PreTrainedModel
@@ -435,23 +522,14 @@ class Trainer:
 
     @classmethod
     def from_config(cls, config: TrainConfig, *, config_dir: Path | None = None, **kwargs: Any) -> Trainer:
-        run_dir = config.run_dir
-        policy_dir = config.policy_model
-        if policy_dir is None:
-            if config.tiny is None:
-                raise ConfigError("set policy_model (a transformers directory) or tiny (build a tiny Qwen2)")
-            policy_dir = run_dir / "init-policy"
-            if not (policy_dir / "config.json").exists():
-                build_tiny_model(policy_dir, config.tiny)
-        policy = TransformersBackend.from_pretrained(
-            policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
-        )
+        policy, policy_dir, gguf = build_policy(config)
         search = [p for p in (config_dir, Path.cwd()) if p is not None]
-        env = (
-            load_environment(config.environment, config, policy.tokenizer, search)
-            if config.environment
-            else _tasks_environment(config)
-        )
+        if config.environment:
+            env = load_environment(config.environment, config, policy.tokenizer, search)
+        elif config.workloads:
+            env = workload_environment(config)
+        else:
+            env = _tasks_environment(config)
         if config.subagent_model is not None:
             env.subagent_backend = TransformersBackend.from_pretrained(
                 config.subagent_model, name="subagent", device=config.device, dtype=config.dtype
@@ -461,11 +539,21 @@ class Trainer:
             from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
             from swarm.backends.vllm_engine import VLLMEngineBackend
 
+            if policy_dir is None:
+                raise ConfigError("engine = 'vllm' serves a transformers model directory: set policy_model or tiny")
             args = {"dtype": config.dtype, **config.vllm_engine_args, "worker_extension_cls": WORKER_EXTENSION}
             served = VLLMEngineBackend(str(policy_dir), engine_args=args, name="orchestrator", weight_version="0")
             kwargs.setdefault("engine", served)
-            kwargs.setdefault("sync", VLLMWeightSync(served, run_dir / "weight-staging"))
-        return cls(config, policy, env, **kwargs)
+            kwargs.setdefault("sync", VLLMWeightSync(served, config.run_dir / "weight-staging"))
+        elif config.engine == "llamacpp":
+            if gguf is None or config.policy_gguf is None:
+                raise ConfigError("engine = 'llamacpp' serves a GGUF base with the LoRA adapter: set policy_gguf")
+            orch, sub, sync = llamacpp_serving(config, policy, config.policy_gguf, gguf)
+            kwargs.setdefault("engine", orch)
+            kwargs.setdefault("sync", sync)
+            if env.subagent_backend is None:
+                env.subagent_backend = sub
+        return cls(config, policy, env, base_gguf=gguf, **kwargs)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -496,22 +584,8 @@ class Trainer:
         records = await self._rollout(step, temperature)
         rollout_s = time.perf_counter() - t0
 
-        # rewards: Toggle, then group advantages
-        rewards = [r.reward.total if r.reward else 0.0 for r in records]
-        groups = [r.task.id for r in records]
-        phase = None
-        zeroed = 0
-        if cfg.toggle is not None:
-            lengths = [_episode_length(r, cfg.toggle.length) for r in records]
-            if self.budgets is None:
-                perf = [r.reward.r_perf if r.reward else 0.0 for r in records]
-                est = estimate_budgets(perf, lengths, groups, cfg.toggle.p, cfg.toggle.correct_at)
-                self.budgets = {str(k): v for k, v in est.items()}
-            phase = toggle_phase(step, cfg.toggle.m)
-            toggled = toggle_rewards(rewards, lengths, groups, self.budgets, step, cfg.toggle.m, cfg.toggle.lam)
-            zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
-            rewards = toggled
-        advantages = ADVANTAGES.get(cfg.advantage)(rewards, groups)
+        rewards, phase, zeroed = self.shape_rewards(step, records)
+        advantages = ADVANTAGES.get(cfg.advantage)(rewards, [r.task.id for r in records])
         seqs, dropped, split = self._sequences(records, advantages, temperature)
 
         t1 = time.perf_counter()
@@ -532,13 +606,47 @@ class Trainer:
             self.on_step(metrics)
         return metrics
 
+    def shape_rewards(self, step: int, records: Sequence[EpisodeRecord]) -> tuple[list[float], int | None, int]:
+        """(rewards the update uses, Toggle phase or None, responses Toggle zeroed) of a step's episodes.
+
+        The reward is the PARL total; Toggle (when configured) judges group accuracy on ``r_perf`` and
+        gives every task a length budget the first time it has a correct response (then keeps it).
+        """
+        cfg = self.config
+        rewards = [r.reward.total if r.reward else 0.0 for r in records]
+        if cfg.toggle is None:
+            return rewards, None, 0
+        groups = [r.task.id for r in records]
+        perf = [r.reward.r_perf if r.reward else 0.0 for r in records]
+        lengths = [_episode_length(r, cfg.toggle.length) for r in records]
+        self.budgets = update_budgets(self.budgets, perf, lengths, groups, cfg.toggle.p, cfg.toggle.correct_at)
+        toggled = toggle_rewards(rewards, perf, lengths, groups, self.budgets, step, cfg.toggle.m, cfg.toggle.lam)
+        zeroed = sum(1 for a, b in zip(rewards, toggled, strict=True) if a != b)
+        return toggled, toggle_phase(step, cfg.toggle.m), zeroed
+
+    async def _disconnect(self) -> None:
+        """Close the HTTP connections of the backends on the serving llama.cpp engine (they belong to this
+        event loop; the next rollout, maybe in another loop, reconnects). The engine keeps running."""
+        from swarm.backends.local import LocalBackend
+
+        serving = getattr(self.sync, "engine", None)
+        for b in (self.engine, self.env.subagent_backend):
+            if isinstance(b, LocalBackend) and serving is not None and b.engine is serving:
+                await b.aclose()
+
+    def close(self) -> None:
+        """Stop a llama.cpp serving engine this trainer pushes adapters into (nothing else needs closing)."""
+        engine = getattr(self.sync, "engine", None)
+        if engine is not None and hasattr(engine, "close"):
+            engine.close()
+
     def _rollout_dir(self, step: int) -> Path:
         return self.run_dir / "rollouts" / f"step-{step:06d}"
 
     def _paused_update(self, seqs: list[Sequence_]) -> dict[str, float]:
         """The update with the colocated engine paused, then the new weight version."""
         with self.policy.paused():
-            upd = self._update(seqs)
+            upd = self.update(seqs)
             self.policy.weight_version += 1
         return upd
 
@@ -549,16 +657,23 @@ class Trainer:
         picked = tasks if cfg.tasks_per_step >= len(tasks) else r.sample(tasks, cfg.tasks_per_step)
         sampling = cfg.swarm.orchestrator_sampling.model_copy(update={"temperature": temperature})
         swarm_cfg = cfg.swarm.model_copy(update={"orchestrator_sampling": sampling})
-        factory = orchestrator_factory(
-            self.engine, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
-        )
+        if self.env.factory is not None:
+            factory = self.env.factory(self.engine, self.env.subagent_backend)
+        else:
+            factory = orchestrator_factory(
+                self.engine, subagent_backend=self.env.subagent_backend, tools=self.env.tools, agents=self.env.agents
+            )
         self.reward.step = step
         out = self._rollout_dir(step)
-        rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step})
+        # the trajectories on disk carry the advantages of the estimator the update uses
+        rollout_cfg = cfg.rollout.model_copy(update={"seed": cfg.seed * 1_000_003 + step, "advantage": cfg.advantage})
 
-        await collect_rollouts(
-            picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
-        )
+        try:
+            await collect_rollouts(
+                picked, factory, out_dir=out, config=rollout_cfg, swarm_config=swarm_cfg, reward=self.reward
+            )
+        finally:
+            await self._disconnect()
         entries = read_jsonl(out / "episodes.jsonl", EpisodeEntry, on_error="skip")
         wanted = {t.id for t in picked}
         records = [
@@ -619,7 +734,8 @@ class Trainer:
 
     # -- the update --------------------------------------------------------------------------------
 
-    def _update(self, seqs: list[Sequence_]) -> dict[str, float]:
+    def update(self, seqs: list[Sequence_]) -> dict[str, float]:
+        """One update on a rollout's sequences (call with the engine paused); returns the step's update metrics."""
         cfg = self.config
         model = self.model
         device = next(model.parameters()).device
@@ -641,22 +757,26 @@ class Trainer:
                 "ratio_mismatch": 0.0,
                 "tokens": 0,
             }
-        # π_old: recomputed by the trainer before any change (the engine's logprobs differ slightly)
-        model.eval()
+        # π_old: the behaviour (sampling) logprobs, or the trainer's recomputation before any change
         old: list[torch.Tensor] = []
         mismatch_num = 0.0
         mismatch_den = 0
-        with torch.no_grad():
-            for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
-                batch = [seqs[i] for i in chunk]
-                ids, mask, beh, _, temps = _pad(batch, device)
-                lp = _logprobs(model, ids, temps)
-                for j, s in enumerate(batch):
-                    n = len(s.ids) - 1
-                    old.append(lp[j, :n].detach().clone())
-                    m = mask[j, :n]
-                    mismatch_num += float(((lp[j, :n] - beh[j, :n]).abs() * m).sum())
-                    mismatch_den += int(m.sum())
+        if cfg.old_logprobs == "recompute":
+            model.eval()
+            with torch.no_grad():
+                for chunk in _chunks(list(range(len(seqs))), cfg.optim.micro_batch):
+                    batch = [seqs[i] for i in chunk]
+                    ids, mask, beh, _, temps = _pad(batch, device)
+                    lp = masked_logprobs(model, ids, mask, temps)
+                    for j, s in enumerate(batch):
+                        n = len(s.ids) - 1
+                        old.append(lp[j, :n].detach().clone())
+                        m = mask[j, :n]
+                        mismatch_num += float(((lp[j, :n] - beh[j, :n]).abs() * m).sum())
+                        mismatch_den += int(m.sum())
+        else:
+            old = [torch.tensor(s.behaviour_logprobs[1:], dtype=torch.float32, device=device) for s in seqs]
+        measured = cfg.old_logprobs == "behaviour"  # measure the gap on the first minibatch's forward instead
         model.train()
         order = list(range(len(seqs)))
         total_tokens = sum(sum(s.mask[1:]) for s in seqs)
@@ -672,11 +792,14 @@ class Trainer:
                 masked: list[float] = []
                 for chunk in _chunks(mb, cfg.optim.micro_batch):
                     batch = [seqs[i] for i in chunk]
-                    ids, mask, _, adv, temps = _pad(batch, device)
-                    lp = _logprobs(model, ids, temps)
+                    ids, mask, beh, adv, temps = _pad(batch, device)
+                    lp = masked_logprobs(model, ids, mask, temps)
                     old_lp = torch.zeros_like(lp)
                     for j, i in enumerate(chunk):
                         old_lp[j, : old[i].shape[0]] = old[i]
+                    if measured:  # no optimizer step yet: these are the pre-update logprobs
+                        mismatch_num += float(((lp.detach() - beh).abs() * mask).sum())
+                        mismatch_den += int(mask.sum())
                     out = loss_fn(lp, old_lp, adv, mask, cfg.loss_params, float(max(mb_tokens, 1)))
                     out.loss.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(out.loss.item())
@@ -685,7 +808,7 @@ class Trainer:
                 if cfg.ptx is not None and self._sft:
                     picks = [self._sft[self.rng.randrange(len(self._sft))] for _ in range(cfg.ptx.batch_size)]
                     ids, mask = _pad_plain(picks, device)
-                    lp = _logprobs(model, ids, torch.ones(ids.shape[0], device=device))
+                    lp = masked_logprobs(model, ids, mask[:, 1:], torch.ones(ids.shape[0], device=device))
                     px = ptx_loss(lp, mask[:, 1:]) * cfg.ptx.coef
                     px.backward()  # type: ignore[no-untyped-call]
                     mb_loss += float(px.item())
@@ -703,10 +826,12 @@ class Trainer:
                 stats["policy_loss"].append(mb_policy)
                 stats["grad_norm"].append(gn)
                 stats["masked_token_frac"].append(sum(masked) / len(masked) if masked else 0.0)
+                measured = False
         model.eval()
         res = {k: (sum(v) / len(v)) for k, v in stats.items() if v}
         res["ratio_mismatch"] = mismatch_num / max(mismatch_den, 1)
         res["tokens"] = float(total_tokens)
+        res["sequence_tokens"] = float(sum(len(s.ids) for s in seqs) * cfg.optim.epochs)
         return res
 
     # -- metrics, checkpoints ----------------------------------------------------------------------
@@ -761,9 +886,11 @@ class Trainer:
             episodes=len(records),
             trained_sequences=len(seqs),
             trained_tokens=int(upd.get("tokens", 0)),
+            sequence_tokens=int(upd.get("sequence_tokens", 0)),
             dropped_episodes=dropped,
             split_episodes=split,
             statuses=statuses,
+            reward_details=_mean_details(rr),
             weight_version=self.policy.weight_version,
             rollout_s=rollout_s,
             update_s=update_s,
@@ -776,8 +903,13 @@ class Trainer:
         final = root / f"step-{self.step:06d}"
         tmp = root / f".tmp-step-{self.step:06d}"
         shutil.rmtree(tmp, ignore_errors=True)
-        self.model.save_pretrained(tmp / "policy")
-        self.policy.tokenizer.save_pretrained(tmp / "policy")
+        if is_peft_model(self.model):  # the adapter only (the base is the GGUF), plus its llama.cpp form
+            self.model.save_pretrained(tmp / "policy", save_embedding_layers=False)
+            if self.base_gguf is not None:
+                export_adapter(self.model, self.base_gguf, tmp / "adapter.gguf", version=str(self.step))
+        else:
+            self.model.save_pretrained(tmp / "policy")
+            self.policy.tokenizer.save_pretrained(tmp / "policy")
         torch.save([o.state_dict() for o in self.optimizers], tmp / "optimizer.pt")
         state = CheckpointState(
             step=self.step,
@@ -810,16 +942,19 @@ class Trainer:
         from safetensors.torch import load_file
 
         state = CheckpointState.model_validate_json((ckpt / "state.json").read_text(encoding="utf-8"))
-        weights: dict[str, torch.Tensor] = {}
-        for f in sorted((ckpt / "policy").glob("*.safetensors")):
-            weights.update(load_file(f))
         with self.policy.paused():
-            missing, unexpected = self.model.load_state_dict(weights, strict=False)
-            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
-                raise ConfigError(
-                    f"checkpoint {ckpt} does not match the policy model: missing {missing[:5]}, "
-                    f"unexpected {unexpected[:5]}"
-                )
+            if is_peft_model(self.model):
+                load_adapter(self.model, ckpt / "policy")
+            else:
+                weights: dict[str, torch.Tensor] = {}
+                for f in sorted((ckpt / "policy").glob("*.safetensors")):
+                    weights.update(load_file(f))
+                missing, unexpected = self.model.load_state_dict(weights, strict=False)
+                if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
+                    raise ConfigError(
+                        f"checkpoint {ckpt} does not match the policy model: missing {missing[:5]}, "
+                        f"unexpected {unexpected[:5]}"
+                    )
             self.policy.weight_version = state.weight_version
         for opt, sd in zip(self.optimizers, torch.load(ckpt / "optimizer.pt", weights_only=True), strict=True):
             opt.load_state_dict(sd)
@@ -836,9 +971,88 @@ class Trainer:
 # -- helpers ----------------------------------------------------------------------------------------
 
 
+def build_policy(
+    config: TrainConfig, *, warm_start: bool = True
+) -> tuple[TransformersBackend, Path | None, Path | None]:
+    """(policy, its transformers directory or None, its GGUF base or None) from the config.
+
+    With ``warm_start`` the SFT stage's result (``run_dir/sft/policy``) is the starting point when
+    it exists (and ``init_adapter`` / ``policy_model`` do not say otherwise).
+    """
+    run_dir = config.run_dir
+    if config.policy_gguf is not None:
+        from swarm.backends.local import resolve_model
+
+        _, gguf = resolve_model(config.policy_gguf)
+        tok = load_tokenizer(gguf, run_dir / "tokenizer")
+        sft = run_dir / "sft" / "policy"
+        warm = warm_start and (sft / "adapter_model.safetensors").is_file()
+        init = config.init_adapter or (sft if warm else None)
+        policy = load_lora_policy(gguf, config.lora, dtype=config.dtype, tokenizer=tok, adapter=init)
+        return policy, None, gguf
+    policy_dir = config.policy_model
+    if policy_dir is None:
+        if config.tiny is None:
+            raise ConfigError(
+                "set policy_gguf (a packaged model + LoRA), policy_model (a transformers directory) or tiny"
+            )
+        policy_dir = run_dir / "init-policy"
+        if not (policy_dir / "config.json").exists():
+            build_tiny_model(policy_dir, config.tiny)
+    sft_dir = run_dir / "sft" / "policy"
+    if warm_start and config.policy_model is None and (sft_dir / "config.json").is_file():
+        policy_dir = sft_dir  # the SFT stage's warm start
+    policy = TransformersBackend.from_pretrained(
+        policy_dir, name="orchestrator", device=config.device, dtype=config.dtype
+    )
+    return policy, policy_dir, None
+
+
+def subagent_model_name(config: TrainConfig, policy: TransformersBackend) -> str | None:
+    """The model name the sub-agents of a run built from ``config`` report (None: set by the environment)."""
+    if config.engine == "llamacpp" and config.policy_gguf is not None:
+        from swarm.backends.local import LOCAL_MODELS
+
+        return config.policy_gguf if config.policy_gguf in LOCAL_MODELS else Path(config.policy_gguf).stem
+    if config.subagent_model is not None:
+        return "subagent"
+    if config.environment:
+        return None
+    return f"{policy.model}-frozen"
+
+
+def llamacpp_serving(
+    config: TrainConfig, policy: TransformersBackend, model: str, gguf: Path
+) -> tuple[ModelBackend, ModelBackend, LlamaCppLoraSync]:
+    """(orchestrator backend with the adapter, frozen base for sub-agents, weight sync) on one llama.cpp engine."""
+    from swarm.backends.local import LocalBackend, LocalEngine
+    from swarm.backends.lora_gguf import file_sha256
+
+    lc = config.llamacpp
+    first = export_adapter(policy.hf_model, gguf, config.run_dir / "adapters" / "adapter-000000.gguf", version="0")
+    engine = LocalEngine(
+        model,
+        slots=lc.slots,
+        ctx_per_slot=lc.ctx_per_slot,
+        threads=lc.threads,
+        lora_adapters=[first],
+        adapter_slots=lc.adapter_slots,
+        adapter_version=f"0:{file_sha256(first)[:12]}",
+    )
+    engine.start()
+    orch = LocalBackend(engine=engine, lora_scale=1.0, constrain_actions=lc.constrain_actions)
+    sub = LocalBackend(engine=engine, constrain_actions=lc.constrain_actions)
+    return orch, sub, LlamaCppLoraSync(engine, gguf, config.run_dir / "adapters")
+
+
 def frozen_copy(backend: TransformersBackend, *, name: str) -> TransformersBackend:
-    """A separate, gradient-free copy of a backend's model (sub-agents run on the initial checkpoint)."""
+    """A separate, gradient-free copy of a backend's model (sub-agents run on the initial checkpoint).
+
+    For a LoRA policy the copy is the base model without the adapter (sub-agents are the frozen base).
+    """
     model = copy.deepcopy(backend.hf_model)
+    if is_peft_model(model):
+        model = model.unload()
     _freeze(model)
     return TransformersBackend(model, backend.tokenizer, name=name)
 
@@ -911,12 +1125,14 @@ def _pad_plain(
     return ids.to(device), mask.to(device)
 
 
-def _logprobs(model: torch.nn.Module, ids: torch.Tensor, temps: torch.Tensor) -> torch.Tensor:
-    """Next-token logprobs [B, L−1] at each row's sampling temperature (right padding is causal-safe)."""
-    logits = model(input_ids=ids).logits
-    if bool((temps == temps[0]).all()):
-        return gather_logprobs(logits, ids, float(temps[0]))
-    return torch.cat([gather_logprobs(logits[i : i + 1], ids[i : i + 1], float(t)) for i, t in enumerate(temps)])
+def _mean_details(rewards: Sequence[Any]) -> dict[str, float]:
+    """Mean of every numeric or boolean reward detail, over the episodes that report it."""
+    sums: dict[str, list[float]] = {}
+    for r in rewards:
+        for k, v in r.details.items():
+            if isinstance(v, bool | int | float) and math.isfinite(float(v)):
+                sums.setdefault(k, []).append(float(v))
+    return {k: sum(v) / len(v) for k, v in sorted(sums.items())}
 
 
 def _append_jsonl(path: Path, data: dict[str, Any]) -> None:

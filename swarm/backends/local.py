@@ -22,6 +22,7 @@ would differ whenever the model wrote a tool call as fenced or bare JSON, and co
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -29,7 +30,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,14 @@ class LocalEngine:
         ctx_per_slot: context length of each slot in tokens.
         threads: CPU threads for decoding (default: all cores).
         progress: called while the model is assembled and loaded.
+        lora_adapters: LoRA adapters in llama.cpp's GGUF format, loaded at scale 0 (the base model
+            is served unless a request names an adapter: :class:`LocalBackend` ``lora_scale``).
+        adapter_version: a label of the loaded adapters, carried as ``weight_version`` by the
+            completions that apply them (:meth:`restart` replaces both).
+        adapter_slots: with adapters, the slots reserved for requests that apply one (default half);
+            the others serve the base model. llama.cpp's prompt cache ignores the adapter, so a slot
+            that held an adapter request would hand its KV cache to a base request with the same
+            prefix (and vice versa): the two kinds never share a slot.
     """
 
     def __init__(
@@ -260,6 +269,9 @@ class LocalEngine:
         ctx_per_slot: int = 4096,
         threads: int | None = None,
         progress: Progress | None = None,
+        lora_adapters: Sequence[Path] = (),
+        adapter_version: str | None = None,
+        adapter_slots: int | None = None,
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
@@ -271,6 +283,17 @@ class LocalEngine:
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or os.cpu_count() or 2
         self.progress = progress
+        self.lora_adapters = tuple(Path(a) for a in lora_adapters)
+        self.adapter_version = adapter_version
+        self.adapter_slots = max(1, slots // 2) if adapter_slots is None else adapter_slots
+        if self.lora_adapters and not 1 <= self.adapter_slots < slots:
+            raise ConfigError(
+                f"adapter_slots must leave slots to both kinds of request: 1 <= {self.adapter_slots} < slots={slots}"
+            )
+        self._free = {True: list(range(self.adapter_slots)), False: list(range(self.adapter_slots, slots))}
+        self._slot_lock = threading.Lock()
+        self.generation = 0
+        """Incremented at every start; backends reconnect when it changes (a restart moves the port)."""
         self.path: Path | None = None
         self.tools_in_prompt = False
         """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
@@ -308,11 +331,47 @@ class LocalEngine:
             p.cpuparams_batch.n_threads = self.threads
             p.use_jinja = True
             p.verbosity = -1
+            p.lora_adapters = [_lora_info(xllamacpp, a) for a in self.lora_adapters]
+            p.lora_init_without_apply = True
             self._server = xllamacpp.Server(p)
+            self.generation += 1
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             if self.progress is not None:
                 self.progress("load", 1, 1)
             return self
+
+    @contextlib.asynccontextmanager
+    async def slot(self, adapter: bool) -> AsyncIterator[int | None]:
+        """A slot id reserved for one request of this kind (``None``: no adapters, any slot will do)."""
+        if not self.lora_adapters:
+            yield None
+            return
+        free = self._free[adapter]
+        while True:
+            with self._slot_lock:
+                sid = free.pop() if free else None
+            if sid is not None:
+                break
+            await anyio.sleep(0.01)  # every slot of this kind is busy (several backends share it)
+        try:
+            yield sid
+        finally:
+            with self._slot_lock:
+                free.append(sid)
+
+    def restart(self, *, lora_adapters: Sequence[Path] | None = None, adapter_version: str | None = None) -> None:
+        """Stop and start again, with new LoRA adapter files (llama.cpp reads them only at start).
+
+        Call it when no request is in flight; backends on this engine reconnect on their next request.
+        """
+        for a in lora_adapters or ():
+            if not Path(a).is_file():
+                raise ConfigError(f"LoRA adapter {a} does not exist")
+        self.close()
+        if lora_adapters is not None:
+            self.lora_adapters = tuple(Path(a) for a in lora_adapters)
+        self.adapter_version = adapter_version
+        self.start()
 
     def close(self) -> None:
         """Stop the server and free the model's memory."""
@@ -340,6 +399,9 @@ class LocalBackend:
         engine: share an engine (e.g. between tests, or between orchestrator and sub-agents).
         constrain_actions: constrain tool-using turns to the JSON action schema (grammar sampling).
         timeout: seconds allowed for one generation.
+        lora_scale: apply the engine's first LoRA adapter at this scale to every request of this
+            backend (the trained orchestrator), and carry the engine's ``adapter_version`` as each
+            completion's ``weight_version``; ``None`` (default) serves the base model (sub-agents).
     """
 
     def __init__(
@@ -353,6 +415,7 @@ class LocalBackend:
         constrain_actions: bool = False,
         timeout: float = 600.0,
         progress: Progress | None = None,
+        lora_scale: float | None = None,
     ) -> None:
         self._own_engine = engine is None
         self.engine = engine or LocalEngine(
@@ -360,7 +423,9 @@ class LocalBackend:
         )
         self.constrain_actions = constrain_actions
         self.timeout = timeout
+        self.lora_scale = lora_scale
         self._http: OpenAIBackend | None = None
+        self._generation = 0
         self.memory = TurnMemory()
         """Earlier generations, so a later turn continues their exact ids (see continuation.py)."""
 
@@ -381,7 +446,11 @@ class LocalBackend:
         """Start the engine (if needed) and connect to it; idempotent."""
         if not self.engine.started:
             await anyio.to_thread.run_sync(self.engine.start)
+        stale = self._http if self._generation != self.engine.generation else None
+        if stale is not None:  # the engine was restarted (new adapter): connect to its new port
+            self._http = None
         if self._http is None:
+            self._generation = self.engine.generation
             self._http = OpenAIBackend(
                 self.engine.base_url,
                 self.engine.name,
@@ -391,9 +460,11 @@ class LocalBackend:
                 retry=RetryPolicy(max_retries=1, base_delay=0.2),
                 tools_in_prompt=self.engine.tools_in_prompt,
             )
+        if stale is not None:
+            await stale.aclose()
 
     async def complete(self, request: ModelRequest) -> Completion:
-        if self._http is None:
+        if self._http is None or self._generation != self.engine.generation:
             await self.start()
         http = self._http
         assert http is not None
@@ -424,19 +495,39 @@ class LocalBackend:
         }
         if s.seed is not None:
             body["seed"] = s.seed
+        if self.lora_scale is not None:
+            if not self.engine.lora_adapters:
+                raise ConfigError("lora_scale is set but the local engine was started without a LoRA adapter")
+            body["lora"] = [{"id": 0, "scale": self.lora_scale}]
         if s.stop:
             body["stop"] = list(s.stop)
         if self.constrain_actions and request.tools:
             # Tools disabled (the final turn): the schema allows only {"answer": ...}.
             offered_tools = request.tools if offered else ()
             body["json_schema"] = action_schema(offered_tools, allow_answer=request.tool_choice != "required")
-        data = await http.post_json("/completion", body)
+        async with self.engine.slot(bool(self.lora_scale)) as slot_id:
+            if slot_id is not None:
+                body["id_slot"] = slot_id
+            data = await http.post_json("/completion", body)
         completion = self._parse(request, prompt_ids, data, offered)
+        if self.lora_scale is not None:
+            completion = completion.model_copy(update={"weight_version": self.engine.adapter_version})
         self._remember(request, completion, data)
         self.memory.continued += continued
         return completion
 
     # -- exact tokens -------------------------------------------------------------------------------
+
+    async def prompt_ids(self, request: ModelRequest) -> tuple[int, ...]:
+        """The prompt ids :meth:`complete` would send for ``request`` (template, tokenizer, continuation).
+
+        Used to build training data in exactly the tokens this backend gives the model (SFT warm start).
+        """
+        if self._http is None or self._generation != self.engine.generation:
+            await self.start()
+        assert self._http is not None
+        ids, _ = await self._prompt_ids(self._http, request)
+        return ids
 
     def _wire(self, messages: tuple[Message, ...] | list[Message], request: ModelRequest) -> dict[str, Any]:
         """The /apply-template body: messages (and tools, natively or in the system prompt)."""
@@ -537,6 +628,13 @@ def _logprob(entry: Any) -> float:
         if isinstance(p, int | float) and p > 0:
             return math.log(p)
     return float("-inf")
+
+
+def _lora_info(xllamacpp: Any, path: Path) -> Any:
+    info = xllamacpp.CommonAdapterLoraInfo()
+    info.path = str(path)
+    info.scale = 0.0  # loaded, not applied: requests that name no adapter get the base model
+    return info
 
 
 def _template_renders_tools(base_url: str) -> bool:

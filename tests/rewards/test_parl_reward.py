@@ -8,16 +8,14 @@ import random
 
 import pytest
 
-from orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig, group_advantages, make_schedule
+from orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig
 from swarm.errors import UnknownNameError
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import (
-    ConstantSchedule,
-    CosineSchedule,
-    ExponentialSchedule,
+    ADVANTAGES,
     FinishReward,
-    LinearSchedule,
     ParallelReward,
+    Schedule,
     parl_total,
     r_finish,
     r_parallel,
@@ -52,7 +50,7 @@ async def episode(
 
 @pytest.mark.parametrize("kind", ["linear", "cosine", "exponential"])
 def test_annealing_schedules_start_at_start_decrease_and_reach_zero(kind: str) -> None:
-    s = make_schedule(kind, start=0.3, steps=100)
+    s = Schedule(kind=kind, start=0.3, steps=100)
     values = [s(i) for i in range(0, 130)]
     assert values[0] == pytest.approx(0.3)
     assert all(a >= b for a, b in itertools.pairwise(values))
@@ -61,25 +59,36 @@ def test_annealing_schedules_start_at_start_decrease_and_reach_zero(kind: str) -
 
 
 def test_schedule_values_follow_their_formulas() -> None:
-    assert LinearSchedule(start=0.2, steps=10).value(5) == pytest.approx(0.1)
-    assert CosineSchedule(start=0.2, steps=10).value(5) == pytest.approx(0.1)
-    assert CosineSchedule(start=0.2, steps=10).value(2) == pytest.approx(0.1 * (1 + math.cos(math.pi * 0.2)))
-    assert ExponentialSchedule(start=1.0, steps=10, rate=2.0).value(5) == pytest.approx(math.exp(-1.0))
-    assert ConstantSchedule(start=0.4, steps=1).value(10_000) == 0.4
+    assert Schedule(kind="linear", start=0.2, steps=10).value(5) == pytest.approx(0.1)
+    assert Schedule(kind="cosine", start=0.2, steps=10).value(5) == pytest.approx(0.1)
+    assert Schedule(kind="cosine", start=0.2, steps=10).value(2) == pytest.approx(0.1 * (1 + math.cos(math.pi * 0.2)))
+    # exponential: e^(−rate·p) rescaled to reach `end` exactly at p = 1 (continuous, no cut-off jump)
+    e = math.exp
+    assert Schedule(kind="exponential", start=1.0, steps=10, rate=2.0).value(5) == pytest.approx(
+        (e(-1.0) - e(-2.0)) / (1 - e(-2.0))
+    )
+    assert Schedule(kind="constant", start=0.4, steps=1).value(10_000) == 0.4
 
 
 def test_schedule_rejects_negative_steps_and_unknown_names() -> None:
     with pytest.raises(Exception, match="step must be >= 0"):
-        LinearSchedule().value(-1)
+        Schedule().value(-1)
     with pytest.raises(UnknownNameError, match="known: constant, cosine, exponential, linear"):
-        make_schedule("sqrt")
+        Schedule(kind="sqrt")
+    with pytest.raises(ValueError, match="lambda1 must stay >= 0"):
+        RewardConfig(lambda1=Schedule(start=-0.1))
 
 
 def test_reward_config_round_trips_schedules_by_kind() -> None:
-    cfg = RewardConfig(lambda1=make_schedule("cosine", start=0.5, steps=20), lambda2=ConstantSchedule(start=0.05))
+    cfg = RewardConfig(
+        lambda1=Schedule(kind="cosine", start=0.5, steps=20), lambda2=Schedule(kind="constant", start=0.05)
+    )
     back = RewardConfig.model_validate_json(cfg.model_dump_json())
     assert back == cfg
-    assert isinstance(back.lambda1, CosineSchedule) and back.lambda1.value(10) == pytest.approx(0.25)
+    assert back.lambda1.kind == "cosine" and back.lambda1.value(10) == pytest.approx(0.25)
+    # a config written before the schedules were unified (no `end`) still reads, annealing to 0
+    old = RewardConfig.model_validate({"lambda1": {"kind": "exponential", "start": 0.3, "steps": 10, "rate": 5.0}})
+    assert old.lambda1.value(0) == pytest.approx(0.3) and old.lambda1.value(10) == 0.0
 
 
 # -- auxiliary terms on real episodes ---------------------------------------------------------------
@@ -127,8 +136,8 @@ async def test_subagents_refused_for_lack_of_budget_are_not_instantiation() -> N
 
 async def test_parl_reward_on_the_episode_keeps_components_lambdas_and_step() -> None:
     cfg = RewardConfig(
-        lambda1=LinearSchedule(start=0.2, steps=10),
-        lambda2=CosineSchedule(start=0.4, steps=10),
+        lambda1=Schedule(kind="linear", start=0.2, steps=10),
+        lambda2=Schedule(kind="cosine", start=0.4, steps=10),
         parallel=ParallelReward(form="count", target=2),
     )
     reward = PARLReward(cfg, step=5)
@@ -196,17 +205,18 @@ def _slow_advantages(rewards: list[float], normalize: bool) -> list[float]:
 @pytest.mark.parametrize("normalize", [False, True])
 def test_group_advantages_match_reference(normalize: bool) -> None:
     rng = random.Random(7)
+    fn = ADVANTAGES.get("group_normalized" if normalize else "group_mean")
     for _ in range(50):
         rewards = [rng.uniform(-1, 2) for _ in range(rng.randint(1, 9))]
-        got = group_advantages(rewards, normalize=normalize)
+        got = fn(rewards, ["x"] * len(rewards))
         assert got == pytest.approx(_slow_advantages(rewards, normalize), abs=1e-9)
         assert sum(got) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_group_advantages_edge_cases() -> None:
-    assert group_advantages([]) == []
-    assert group_advantages([0.7]) == [0.0]
-    assert group_advantages([1.0, 1.0, 1.0], normalize=True) == [0.0, 0.0, 0.0]  # no division blow-up
+    assert ADVANTAGES.get("group_mean")([], []) == []
+    assert ADVANTAGES.get("group_mean")([0.7], ["x"]) == [0.0]
+    assert ADVANTAGES.get("group_normalized")([1.0, 1.0, 1.0], ["x"] * 3) == [0.0, 0.0, 0.0]  # no blow-up
 
 
 async def test_a_verifier_that_raises_keeps_the_auxiliary_terms() -> None:

@@ -8,10 +8,9 @@ import random
 
 import pytest
 
-from orchestrator.rl.advantages import ADVANTAGES, group_mean_baseline, group_normalized
-from orchestrator.rl.schedules import Schedule
-from orchestrator.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards
+from orchestrator.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
 from swarm.errors import ConfigError, UnknownNameError
+from swarm.rewards import ADVANTAGES, Schedule, group_mean_baseline, group_normalized
 
 torch = pytest.importorskip("torch")
 
@@ -234,6 +233,30 @@ def test_ptx_and_gather_logprobs_match_loops() -> None:
     assert ptx_loss(got, mask).item() == pytest.approx(ref, abs=1e-6)
 
 
+def test_masked_logprobs_equal_the_full_computation_where_the_mask_is_set(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Only trained positions go through the output head; their values are unchanged, per-row temperatures too."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    from orchestrator.rl.losses import masked_logprobs
+    from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "m", TinyModelSpec(seed=3)))
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 250, (3, 17), generator=gen)
+    mask = (torch.rand(3, 16, generator=gen) < 0.4).float()
+    mask[2] = 0.0  # a row with nothing to train on
+    temps = torch.tensor([1.0, 0.7, 1.3])
+    got = masked_logprobs(model, ids, mask, temps)
+    logits = model(input_ids=ids).logits
+    for b in range(3):
+        ref = gather_logprobs(logits[b : b + 1], ids[b : b + 1], float(temps[b]))[0]
+        assert torch.allclose(got[b], ref * mask[b], atol=1e-5)
+    assert got.shape == (3, 16) and bool((got[mask == 0] == 0).all())
+    got.sum().backward()  # differentiable through the kept positions
+    assert any(p.grad is not None for p in model.parameters())
+
+
 # -- Toggle -------------------------------------------------------------------------------------------
 
 
@@ -262,10 +285,37 @@ def test_toggle_rewards_zero_over_budget_only_on_solved_tasks_in_phase0() -> Non
     lengths = [10, 50, 20, 99, 50, 10, 10, 10]
     tasks = ["a", "a", "a", "a", "b", "b", "b", "b"]  # acc(a)=0.75, acc(b)=0.25
     budgets = {"a": 20.0, "b": 20.0}
-    phase0 = toggle_rewards(rewards, lengths, tasks, budgets, iteration=0, m=2, lam=0.5)
+    phase0 = toggle_rewards(rewards, rewards, lengths, tasks, budgets, iteration=0, m=2, lam=0.5)
     assert phase0 == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # b is below λ: its long answer keeps 1
-    phase1 = toggle_rewards(rewards, lengths, tasks, budgets, iteration=2, m=2, lam=0.5)
+    phase1 = toggle_rewards(rewards, rewards, lengths, tasks, budgets, iteration=2, m=2, lam=0.5)
     assert phase1 == rewards
+
+
+def test_toggle_judges_group_accuracy_on_r_perf_not_on_the_parl_total() -> None:
+    """Issue 19 defect 1: one right answer (long) among three wrong ones (short), PARL terms all 1."""
+    perf = [1.0, 0.0, 0.0, 0.0]
+    lengths = [50, 10, 10, 10]
+    lam1 = lam2 = 0.3
+    totals = [p + lam1 * 1.0 + lam2 * 1.0 for p in perf]  # 1.6, 0.6, 0.6, 0.6: mean 0.85 ≥ λ_toggle
+    out = toggle_rewards(totals, perf, lengths, ["t"] * 4, {"t": 20.0}, iteration=0, m=1, lam=0.5)
+    # group accuracy is 0.25 < 0.5: nothing is length-limited and the right answer stays the best one
+    assert out == totals
+    assert max(range(4), key=lambda i: out[i]) == 0
+    # once the task is solved (accuracy ≥ λ), the over-budget right answer loses its reward
+    perf2 = [1.0, 1.0, 1.0, 0.0]
+    totals2 = [p + 0.6 for p in perf2]
+    out2 = toggle_rewards(totals2, perf2, [50, 10, 10, 10], ["t"] * 4, {"t": 20.0}, iteration=0, m=1, lam=0.5)
+    assert out2 == [0.0, 1.6, 1.6, 0.6]
+
+
+def test_budgets_are_set_per_task_on_first_correct_response_and_then_kept() -> None:
+    """Issue 19 defect 2: tasks first sampled (or first solved) after step 0 get a budget too."""
+    b = update_budgets(None, [1.0, 1.0, 0.0], [10, 30, 5], ["a", "a", "b"], p=50)
+    assert b == {"a": 20.0}  # b has no correct response yet
+    b = update_budgets(b, [1.0, 1.0], [100, 100], ["a", "a"], p=50)
+    assert b == {"a": 20.0}  # fixed once set
+    b = update_budgets(b, [1.0, 0.0, 1.0], [8, 1, 12], ["b", "b", "c"], p=50)
+    assert b == {"a": 20.0, "b": 8.0, "c": 12.0}
 
 
 # -- schedules -----------------------------------------------------------------------------------------

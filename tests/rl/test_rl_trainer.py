@@ -29,7 +29,7 @@ from swarm.backends.transformers_backend import TransformersBackend  # noqa: E40
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
-from swarm.rewards import PARLReward, RewardConfig  # noqa: E402
+from swarm.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
 
 
 class HashReward(PARLReward):
@@ -38,6 +38,13 @@ class HashReward(PARLReward):
     async def r_perf(self, record: EpisodeRecord):  # type: ignore[no-untyped-def]
         answer = record.answer or ""
         return hashlib.sha256(answer.encode()).digest()[0] / 255, "hash", {}, None
+
+
+class EpisodeReward(PARLReward):
+    """r_perf from the episode id: distinct advantages even when every sample is the same text."""
+
+    async def r_perf(self, record: EpisodeRecord):  # type: ignore[no-untyped-def]
+        return hashlib.sha256(record.episode_id.encode()).digest()[0] / 255, "hash", {}, None
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +250,185 @@ def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
     assert versions == {"1"}
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert all(x["ratio_mismatch"] < 1e-3 for x in lines)
+
+
+# -- issue 19 defects ---------------------------------------------------------------------------------
+
+
+def _scored(task: str, perf: float, length: int, total: float) -> EpisodeRecord:
+    from swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
+
+    turn = OrchestratorTurn(
+        index=0, stage=0, prompt_token_ids=(1,), response_token_ids=(2,) * length, response_logprobs=(-0.1,) * length
+    )
+    return EpisodeRecord(
+        episode_id=f"{task}-{perf}-{length}",
+        task=Task(id=task, prompt=task),
+        status=EpisodeStatus.COMPLETED,
+        turns=(turn,),
+        reward=RewardRecord(total=total, r_perf=perf, r_parallel=1.0, r_finish=1.0, lambda1=0.3, lambda2=0.3),
+    )
+
+
+def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
+    model_dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Defects 1 and 2: accuracy from r_perf, not the PARL total; every task gets a budget."""
+    cfg = _config(tmp_path / "run", steps=3).model_copy(update={"toggle": ToggleConfig(m=1, lam=0.5, p=50)})
+    trainer, _ = _trainer(cfg, model_dirs)
+    trainer.budgets = {"t1": 20.0}  # as estimated earlier in the run
+    # step 0 (budget-limited phase), the issue's case: r_perf (1, 0, 0, 0), lengths (50, 10, 10, 10),
+    # λ1 = λ2 = 0.3 with r_parallel = r_finish = 1; the only right answer must stay the best one
+    step0 = [_scored("t1", 1.0, 50, 1.6)] + [_scored("t1", 0.0, 10, 0.6) for _ in range(3)]
+    rewards, phase, zeroed = trainer.shape_rewards(0, step0)
+    assert phase == 0 and zeroed == 0 and rewards == [1.6, 0.6, 0.6, 0.6]
+    assert trainer.budgets == {"t1": 20.0}
+    # step 1 (free phase) samples only t2, which is solved: it gets its own budget now
+    step1 = [_scored("t2", 1.0, 10, 1.6), _scored("t2", 1.0, 30, 1.6)]
+    assert trainer.shape_rewards(1, step1)[1:] == (1, 0)
+    assert trainer.budgets == {"t1": 20.0, "t2": 20.0}
+    # step 2 (budget-limited): t2 is length-limited by the budget set at step 1
+    step2 = [_scored("t2", 1.0, 10, 1.6), _scored("t2", 1.0, 40, 1.6)]
+    rewards, phase, zeroed = trainer.shape_rewards(2, step2)
+    assert (phase, zeroed, rewards) == (0, 1, [1.6, 0.0])
+
+
+def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
+    """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
+    other response token, and whose advantages are 0 (only the τ term can move the weights)."""
+    from orchestrator.rl.losses import masked_logprobs
+    from orchestrator.rl.trainer import Sequence_
+
+    tok = trainer.policy.tokenizer
+    seqs = []
+    for text in ("one two three", "red green blue"):
+        prompt = tok("<|im_start|>user\ncount<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)[
+            "input_ids"
+        ]
+        resp = tok(text, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([prompt + resp])
+        with torch.no_grad():
+            lp = masked_logprobs(trainer.model, ids, torch.ones(1, ids.shape[1] - 1), torch.ones(1))[0].tolist()
+        beh = [0.0] * len(prompt) + [lp[len(prompt) - 1 + i] + (shift if i % 2 else 0.0) for i in range(len(resp))]
+        seqs.append(
+            Sequence_(
+                ids=tuple(prompt + resp),
+                mask=(0,) * len(prompt) + (1,) * len(resp),
+                behaviour_logprobs=tuple(beh),
+                advantage=0.0,
+                temperature=1.0,
+            )
+        )
+    return seqs
+
+
+@pytest.mark.parametrize("old_logprobs", ["behaviour", "recompute"])
+def test_pi_old_from_the_sampler_makes_the_k25_mask_and_tau_term_act(
+    model_dirs: tuple[Path, Path], tmp_path: Path, old_logprobs: str
+) -> None:
+    """Defect 3: with π_old recomputed from the current weights (one minibatch, one epoch) the
+    log-ratio is exactly 0, so neither the mask nor the τ penalty ever acts. The sampler's logprobs
+    as π_old expose the engine/trainer gap the K2.5 mask exists for."""
+    cfg = _config(tmp_path / "run", steps=1).model_copy(update={"old_logprobs": old_logprobs})
+    trainer, _ = _trainer(cfg, model_dirs)
+    before = state_checksum(trainer.model)
+    upd = trainer.update(_sequences_off_policy(trainer, shift=1.5))  # 1.5 > ln 2: those tokens are masked
+    assert upd["ratio_mismatch"] > 0.5
+    if old_logprobs == "behaviour":
+        assert 0.3 < upd["masked_token_frac"] < 0.7
+        assert upd["grad_norm"] > 0 and state_checksum(trainer.model) != before
+    else:
+        assert upd["masked_token_frac"] == 0.0
+        assert upd["grad_norm"] == 0.0 and state_checksum(trainer.model) == before
+
+
+def test_advantages_and_schedules_have_one_home(tmp_path: Path) -> None:
+    """Defect 8: rollouts and the trainer use one advantage registry and one schedule class."""
+    import importlib.util
+
+    from orchestrator.rollout import RolloutConfig
+    from swarm.rewards import SCHEDULES, Schedule
+
+    assert TrainConfig.model_fields["temperature"].annotation is Schedule
+    assert RewardConfig.model_fields["lambda1"].annotation is Schedule
+    assert importlib.util.find_spec("orchestrator.rl.advantages") is None
+    assert importlib.util.find_spec("orchestrator.rl.schedules") is None
+    with pytest.raises(UnknownNameError, match="group_mean, group_normalized"):
+        RolloutConfig(advantage="grpo")
+    # "exponential" means one thing: λ and temperature follow the same curve
+    lam = RewardConfig(lambda1=Schedule(kind="exponential", start=0.5, steps=10)).lambda1
+    temp = Schedule(kind="exponential", start=1.5, end=1.0, steps=10)
+    assert SCHEDULES.names == ("constant", "cosine", "exponential", "linear")
+    for t in range(12):
+        assert lam.value(t) / 0.5 == pytest.approx((temp.value(t) - 1.0) / 0.5)
+
+
+def _assigning_policy(model_dir: Path, out: Path, swarm: SwarmConfig) -> Path:
+    """The tiny policy fine-tuned (SFT, exact tokens through the engine) to assign one sub-agent task."""
+    import anyio
+
+    from orchestrator.engine import Orchestrator
+    from orchestrator.rl.gold import ForcedBackend
+    from orchestrator.rl.sft import sft_train
+    from swarm.testing import FunctionBackend, call
+    from swarm.trajectory import build_trajectory
+
+    policy = TransformersBackend.from_pretrained(model_dir, name="orchestrator")
+
+    from swarm.backend import Completion
+    from swarm.messages import ToolMessage
+
+    def gold(req):  # type: ignore[no-untyped-def]
+        if any(isinstance(m, ToolMessage) for m in req.messages):
+            return Completion(text="done")
+        return Completion(tool_calls=(call("assign_task", agent="worker", task="go"),))
+
+    async def transcript() -> tuple[list[int], list[int]]:
+        forced = ForcedBackend(FunctionBackend(gold, model="gold"), policy.tokenizer)
+        sub = FunctionBackend(lambda r: Completion(text="ok"), model="sub")
+        agents = [AgentDefinition(name="worker", system_prompt="do it")]
+        orch = Orchestrator(forced, swarm, agents=agents, subagent_backend=sub, reward_fn=PARLReward())
+        rec = await orch.run(Task(id="t", prompt="count to three"))
+        traj = build_trajectory(rec)
+        return list(traj.prompt_ids + traj.response_ids), [0] * len(traj.prompt_ids) + list(traj.response_mask)
+
+    example = anyio.run(transcript)
+    losses = sft_train(policy.hf_model, [example], steps=600, lr=1e-2, batch_size=1, stop_below=0.002)
+    assert losses[-1] < 0.002
+    policy.hf_model.save_pretrained(out)
+    policy.tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+def test_subagents_run_and_come_from_the_frozen_model_only(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Defect 6: the orchestrator (SFT'd to delegate) assigns tasks every step; each sub-agent's steps come
+    from the frozen initial checkpoint (not the live policy), whose weights never move while the policy's do."""
+    base = _config(tmp_path / "run", steps=2)
+    sampling = base.swarm.orchestrator_sampling.model_copy(update={"max_tokens": 120})
+    swarm = base.swarm.model_copy(update={"system_prompt": "Delegate.", "orchestrator_sampling": sampling})
+    cfg = base.model_copy(
+        update={"temperature": Schedule(kind="constant", start=0.3), "swarm": swarm, "optim": OptimConfig(lr=1e-4)}
+    )
+    policy_dir = _assigning_policy(model_dirs[0], tmp_path / "sft", cfg.swarm)
+    policy = TransformersBackend.from_pretrained(policy_dir, name="orchestrator")
+    env = Environment(
+        tasks=[Task(id="t1", prompt="count to three"), Task(id="t2", prompt="count to three!")],
+        reward=EpisodeReward(cfg.reward),
+        agents=[AgentDefinition(name="worker", system_prompt="do it")],
+    )
+    trainer = Trainer(cfg, policy, env)
+    frozen = trainer.env.subagent_backend
+    assert isinstance(frozen, TransformersBackend) and frozen is not policy
+    start = state_checksum(trainer.model)
+    assert state_checksum(frozen.hf_model) == start  # the frozen copy is the initial policy
+    trainer.run()
+    assert state_checksum(trainer.model) != start
+    assert state_checksum(frozen.hf_model) == start
+    for step in (0, 1):
+        lines = (tmp_path / "run" / "rollouts" / f"step-{step:06d}" / "episodes.jsonl").read_text().splitlines()
+        records = [EpisodeRecord.model_validate(json.loads(x)["record"]) for x in lines]
+        subs = [s for r in records for s in r.subagent_results]
+        assert len(subs) > 0, f"step {step}: the orchestrator never delegated"
+        assert {s.model for s in subs} == {frozen.model} != {policy.model}
+        assert all(s.steps > 0 for s in subs)

@@ -97,7 +97,7 @@ def test_malformed_lines_are_skipped_or_fail_the_run_per_flag(tmp_path: Path) ->
 def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     tasks = task_file(tmp_path)
     r = rollout("--tasks", str(tasks), "--out", str(tmp_path / "o"), "--schedule", "sqrt")
-    assert r.exit_code == 2 and "unknown lambda schedule 'sqrt'" in r.stderr
+    assert r.exit_code == 2 and "unknown schedule 'sqrt'" in r.stderr
     r = rollout("--tasks", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and "does not exist" in r.stderr
     rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "o"))

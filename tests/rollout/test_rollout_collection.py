@@ -102,9 +102,8 @@ async def test_k_seeded_episodes_per_task_with_group_advantages(tmp_path: Path) 
 
 
 async def test_normalised_advantages_have_unit_spread(tmp_path: Path) -> None:
-    await collect_rollouts(
-        TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=RolloutConfig(group_size=6, normalize_advantages=True)
-    )
+    cfg = RolloutConfig(group_size=6, advantage="group_normalized")
+    await collect_rollouts(TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=cfg)
     advs = [t.advantage or 0.0 for t in read_trajectories(tmp_path / "trajectories.jsonl")]
     assert sum(advs) == pytest.approx(0.0, abs=1e-9)
     assert sum(a * a for a in advs) / len(advs) == pytest.approx(1.0, rel=1e-3)

@@ -1,4 +1,5 @@
-"""A tiny name → function registry: RL maths is chosen by name from config and fails loudly on typos."""
+"""A tiny name → function registry: RL maths (advantages, schedules, losses) is chosen by name from
+config and fails loudly on typos. One registry per kind, one implementation per name."""
 
 from __future__ import annotations
 

@@ -160,11 +160,11 @@ def run(
     temperature: Annotated[
         float | None,
         typer.Option(
-            "--temperature", min=0.0, help="sampling temperature [default: the model family's, or --config's]"
+            "--temperature", min=0.0, help="sampling temperature (default: the model family's, or --config's)"
         ),
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn [default: as temperature]")
+        int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
 ) -> None:

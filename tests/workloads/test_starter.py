@@ -116,3 +116,21 @@ async def test_single_mode_has_the_calculator_and_no_subagent_actions() -> None:
     rec = await _run(task, "single")
     assert rec.dag.stage_widths == (0, 0) and rec.reward is not None and rec.reward.r_perf == 1.0
     assert [t.call.name for t in rec.stages[0].tool_results] == ["calculator"] * 3
+
+
+@pytest.mark.parametrize("name", ["starter", "bfcl-parallel", "wide-lookup"])
+async def test_gold_policies_ignore_the_small_profiles_worked_example(name: str) -> None:
+    """Under the small-model profile the prompt carries a worked example (a user task, its reports,
+    an answer) before the real task; gold policies (SFT's data) must act on the real task only."""
+    wl = get_workload(name)
+    task = wl.tasks(1, seed=2, split="train")[0]
+    ep = wl.episode(task, "swarm")
+    gold = wl.gold_policy(task, "swarm")
+    cfg = episode_config(ep, SwarmConfig(prompt_profile="small"))
+    o = Orchestrator(
+        gold.orchestrator, cfg, tools=ep.tools, agents=ep.agents, subagent_backend=gold.subagent, reward_fn=ep.reward
+    )
+    assert o.profile.example  # the prompt carries the worked example
+    rec = await o.run(task)
+    assert rec.reward is not None and rec.reward.r_perf == 1.0, (rec.answer, rec.reward)
+    assert max(rec.dag.stage_widths) >= 2

@@ -22,12 +22,36 @@ from subagents.loop import call_signature, repeat_notice
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition
 
-__all__ = ["ASSIGN", "CREATE", "Admission", "Assignment", "admit", "call_signature", "repeat_notice", "resolve_agent"]
+__all__ = [
+    "ASSIGN",
+    "CREATE",
+    "SPLIT_NOTICE",
+    "Admission",
+    "Assignment",
+    "admit",
+    "call_signature",
+    "lists_items",
+    "repeat_notice",
+    "resolve_agent",
+]
 
 CREATE = "create_subagent"
 ASSIGN = "assign_task"
 
 _INSTANCE_ID = re.compile(r"^(?P<name>.+)-\d+-\d+$")
+# "France and Japan", "a, b, c", "x & y", or a bulleted/numbered list of two or more lines.
+_LIST = re.compile(r"\S\s+(?:and|&)\s+\S|,[^,]+,|^\s*(?:[-*•]|\d+[.)])\s+.+\n\s*(?:[-*•]|\d+[.)])\s+", re.I | re.M)
+
+SPLIT_NOTICE = (
+    "this task was not run: one sub-agent was given a task that lists several items. Give each item "
+    "its own assign_task call, all in one message (they run in parallel), each task complete on its "
+    "own. If the task really cannot be split, assign it again unchanged."
+)
+
+
+def lists_items(text: str) -> bool:
+    """Whether a task names several items (``France and Japan``, ``a, b, c``, a bulleted list)."""
+    return _LIST.search(text) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +107,7 @@ def admit(
     subagents: bool = True,
     budget_note: str = "",
     completed: Mapping[tuple[str, str], str] | None = None,
+    split_task: str | None = None,
 ) -> Admission:
     """Sort one turn's calls (``create_subagent`` calls are handled before, and skipped here).
 
@@ -96,6 +121,12 @@ def admit(
     model that re-issues its last stage is told to answer instead of paying for the same work again.
     Identical assignments within one turn all run (several samples of one task are a legitimate
     use of parallelism).
+
+    ``split_task`` (the user's task, passed while the episode has run no sub-agent and has not been
+    nudged yet) refuses a turn's *only* assignment when both it and the user's task list several
+    items: a small model tends to hand a whole list to one sub-agent, one item after another, where
+    one sub-agent per item would run in parallel. The model is told how to split (or to assign the
+    same task again, which is then run).
     """
     out = Admission()
     completed = completed or {}
@@ -157,4 +188,12 @@ def admit(
         definition = agents[name]
         agent_id = f"{definition.name}-{stage}-{len(out.assignments)}"
         out.assignments.append(Assignment(c, definition, task, agent_id, step_cap, note))
+    if (
+        split_task is not None
+        and len(out.assignments) == 1
+        and lists_items(split_task)
+        and lists_items(out.assignments[0].task)
+    ):
+        only = out.assignments.pop()
+        out.refused[only.call.id] = (SPLIT_NOTICE, "SplitTask")
     return out

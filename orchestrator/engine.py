@@ -136,6 +136,7 @@ class _EpisodeState:
     failed_calls: set[str] = field(default_factory=set)  # signatures of calls that failed
     completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
     stuck_turns: int = 0  # turns in a row that only repeated failed calls
+    split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     stop: EpisodeStatus | None = None  # why the next turn is the forced last one (budget: None)
     stop_error: str | None = None
 
@@ -249,6 +250,7 @@ class Orchestrator:
         # Small models answer simple wide tasks from memory instead of delegating (their own weak
         # recall, one step after another): their first turn must act.
         self._delegate = use_example and self.profile.delegate_first
+        self._split_nudge = use_example and self.profile.split_nudge
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -527,7 +529,9 @@ class Orchestrator:
             subagents=cfg.subagents,
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
             completed=st.completed,
+            split_task=st.task.prompt if self._split_nudge and not st.split_nudged and not self._delegated(st) else None,
         )
+        st.split_nudged = st.split_nudged or any(e == "SplitTask" for _, e in plan.refused.values())
         for call_id, (message, error_type) in plan.refused.items():
             c = next(c for c in calls if c.id == call_id)
             results[call_id] = error_result(c, message, error_type)
@@ -634,6 +638,10 @@ class Orchestrator:
                 f"stopped after {st.stuck_turns} turns in a row that only repeated failed calls "
                 f"(last: {call_signature(calls[-1])[:200]})"
             )
+
+    @staticmethod
+    def _delegated(st: _EpisodeState) -> bool:
+        return any(s.subagents for s in st.stages)
 
     def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
         cfg = self.config

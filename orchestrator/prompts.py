@@ -75,6 +75,7 @@ class PromptProfile:
     worker_prompt: str
     example: bool
     delegate_first: bool
+    split_nudge: bool
     orchestrator_sampling: SamplingParams
     subagent_sampling: SamplingParams
     worker_tools_prompt: str
@@ -131,6 +132,7 @@ PROFILES: dict[str, PromptProfile] = {
         system_prompt=DEFAULT_SYSTEM_PROMPT,
         example=False,
         delegate_first=False,
+        split_nudge=False,
         orchestrator_sampling=SamplingParams(),
         subagent_sampling=SamplingParams(),
         worker_prompt=(
@@ -153,6 +155,9 @@ PROFILES: dict[str, PromptProfile] = {
         system_prompt=_SMALL_SYSTEM_PROMPT,
         example=True,
         delegate_first=True,
+        # Small models often hand a whole list task to one sub-agent: the first such stage is
+        # refused once with "one assign_task per item" (orchestrator.admission.admit).
+        split_nudge=True,
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
         # language, invented tools) and its greedy output loops; short turns bound a runaway.
         orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),

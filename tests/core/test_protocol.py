@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.admission import admit, resolve_agent
+from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
@@ -283,6 +283,71 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     assert first.tool_choice == "required" and policy.calls[1].tool_choice == "auto"
     assert {t.name for t in first.tools} >= {"create_subagent", "assign_task"}
     assert next(t for t in first.tools if t.name == "assign_task").description == PROFILES["small"].assign_description
+
+
+# -- a whole list task handed to one sub-agent ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "listed"),
+    [
+        ("Find the capital cities of France and Japan.", True),
+        ("What are the currencies of Hungary, Poland, Thailand?", True),
+        ("Translate 'house' & 'window'", True),
+        ("Look up:\n- sodium\n- zinc", True),
+        ("What is the capital of France?", False),
+        ("What is 770 - 68?", False),
+    ],
+)
+def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
+    assert lists_items(text) is listed
+
+
+async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_to_split_it() -> None:
+    task = "Find the capital cities of France and Japan."
+    policy = ScriptedBackend(
+        [
+            [assign(task)],  # the whole list to one sub-agent: refused, nothing runs
+            [assign("capital of France?"), assign("capital of Japan?")],
+            "France: Paris. Japan: Tokyo.",
+        ],
+        model=SMALL,
+    )
+    workers = ScriptedBackend({"worker-1-0": ["Paris"], "worker-1-1": ["Tokyo"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    workers.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "France: Paris. Japan: Tokyo."
+    assert [s.width for s in record.stages] == [0, 2, 0]
+    assert last_tool_text(policy.calls[1]) == [f"error: {SPLIT_NOTICE}"]
+    assert record.stages[0].tool_results[0].error_type == "SplitTask"
+
+
+async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() -> None:
+    task = "Compare Python and Rust."
+    policy = ScriptedBackend([[assign(task)], [assign(task)], "Rust is faster."], model=SMALL)
+    workers = ScriptedBackend({"worker-1-0": ["Rust is faster."]})
+    record = await Orchestrator(policy, subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    assert [s.width for s in record.stages] == [0, 1, 0] and record.status is EpisodeStatus.COMPLETED
+    # The re-assignment is run, and is not reported as a repeat of a failed call.
+    assert "repeat" not in str(policy.calls[2].messages[-1].content)
+
+
+@pytest.mark.parametrize(
+    ("model", "task", "first", "width"),
+    [
+        ("gpt-4o", "Find the capitals of France and Japan.", "Find the capitals of France and Japan.", 1),  # default profile
+        (SMALL, "What is the capital of France?", "What is the capital of France?", 1),  # not a list
+        (SMALL, "Find the capitals of France and Japan.", "What is the capital of France?", 1),  # one item
+    ],
+)
+async def test_no_split_notice_where_nothing_lists_items_or_the_profile_trusts_the_model(
+    model: str, task: str, first: str, width: int
+) -> None:
+    policy = ScriptedBackend([[assign(first)], "Paris"], model=model)
+    record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Paris"])).run(task)
+    assert record.stages[0].width == width and record.status is EpisodeStatus.COMPLETED
 
 
 async def test_the_example_names_the_workloads_own_agent_type_first() -> None:

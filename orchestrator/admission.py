@@ -108,6 +108,7 @@ def admit(
     budget_note: str = "",
     completed: Mapping[tuple[str, str], str] | None = None,
     split_task: str | None = None,
+    distinct: bool = False,
 ) -> Admission:
     """Sort one turn's calls (``create_subagent`` calls are handled before, and skipped here).
 
@@ -120,7 +121,8 @@ def admit(
     the model was told``: a finished sub-agent's report) is refused with that report, so a small
     model that re-issues its last stage is told to answer instead of paying for the same work again.
     Identical assignments within one turn all run (several samples of one task are a legitimate
-    use of parallelism).
+    use of parallelism) unless ``distinct`` is set: then only the first runs and the copies are
+    refused (a small model's degenerate loop writes the same call until its token cap).
 
     ``split_task`` (the user's task, passed while the episode has run no sub-agent and has not been
     nudged yet) refuses a turn's *only* assignment when both it and the user's task list several
@@ -130,6 +132,7 @@ def admit(
     """
     out = Admission()
     completed = completed or {}
+    seen: set[tuple[str, str]] = set()
     known = ", ".join(sorted(agents)) or "(none yet: create one with create_subagent)"
     for c in calls:
         # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
@@ -164,6 +167,14 @@ def admit(
             out.refused[c.id] = ("assign_task needs a non-empty string 'task'", "InvalidAction")
             continue
         key = (name, task.strip())
+        if distinct:
+            if (name, task.strip().casefold()) in seen:
+                out.refused[c.id] = (
+                    "the same task was already assigned in this message and runs once; this copy was not run.",
+                    "DuplicateTask",
+                )
+                continue
+            seen.add((name, task.strip().casefold()))
         if key in completed:
             out.refused[c.id] = (
                 f"this exact task already completed; its result: {completed[key]}\n"

@@ -529,7 +529,10 @@ class Orchestrator:
             subagents=cfg.subagents,
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
             completed=st.completed,
-            split_task=st.task.prompt if self._split_nudge and not st.split_nudged and not self._delegated(st) else None,
+            split_task=st.task.prompt
+            if self._split_nudge and not st.split_nudged and not self._delegated(st)
+            else None,
+            distinct=self.profile.distinct_tasks,
         )
         st.split_nudged = st.split_nudged or any(e == "SplitTask" for _, e in plan.refused.values())
         for call_id, (message, error_type) in plan.refused.items():

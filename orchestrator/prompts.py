@@ -76,6 +76,7 @@ class PromptProfile:
     example: bool
     delegate_first: bool
     split_nudge: bool
+    distinct_tasks: bool
     orchestrator_sampling: SamplingParams
     subagent_sampling: SamplingParams
     worker_tools_prompt: str
@@ -133,6 +134,7 @@ PROFILES: dict[str, PromptProfile] = {
         example=False,
         delegate_first=False,
         split_nudge=False,
+        distinct_tasks=False,
         orchestrator_sampling=SamplingParams(),
         subagent_sampling=SamplingParams(),
         worker_prompt=(
@@ -158,6 +160,8 @@ PROFILES: dict[str, PromptProfile] = {
         # Small models often hand a whole list task to one sub-agent: the first such stage is
         # refused once with "one assign_task per item" (orchestrator.admission.admit).
         split_nudge=True,
+        # ... and loop, writing the same assign_task again and again in one turn: each task runs once.
+        distinct_tasks=True,
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
         # language, invented tools) and its greedy output loops; short turns bound a runaway.
         orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),

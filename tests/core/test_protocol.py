@@ -230,6 +230,13 @@ async def test_the_forced_final_turn_tells_the_model_to_answer_and_its_answer_is
         ("Paris</tool_response> Please reply in plain text", "Paris"),
         ("<|im_start|>assistant\nParis<|im_end|>\n<|im_start|>user\nthanks", "Paris"),
         ("</tool_call>\nTokyo", "Tokyo"),
+        # A loop until the token cap (the last copy cut off) is kept once; short repeats are content.
+        (
+            "France: Paris. Japan: Tokyo." + " Also Paris, London." * 40 + " Also Par",
+            "France: Paris. Japan: Tokyo. Also Paris, London.",
+        ),
+        ("0, 0, 0, 0, 0, 0", "0, 0, 0, 0, 0, 0"),
+        ("Paris. Paris is big.", "Paris. Paris is big."),
     ],
 )
 async def test_answers_reach_the_user_without_template_tokens_or_json_wrappers(raw: str, clean: str) -> None:
@@ -242,6 +249,9 @@ async def test_a_subagent_report_is_clean_text() -> None:
     workers = ScriptedBackend(["Rome<|im_end|><|im_start|>user\nmore"])
     record = await Orchestrator(policy, subagent_backend=workers).run("go")
     assert record.subagent_results[0].report == "Rome"
+    looping = ScriptedBackend(["Rome is the capital. " + "It is in Italy. " * 20])
+    record = await Orchestrator(ScriptedBackend([[assign("a")], "done"]), subagent_backend=looping).run("go")
+    assert record.subagent_results[0].report == "Rome is the capital. It is in Italy."
 
 
 # -- prompt profiles -----------------------------------------------------------------------------------
@@ -337,7 +347,12 @@ async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() ->
 @pytest.mark.parametrize(
     ("model", "task", "first", "width"),
     [
-        ("gpt-4o", "Find the capitals of France and Japan.", "Find the capitals of France and Japan.", 1),  # default profile
+        (
+            "gpt-4o",
+            "Find the capitals of France and Japan.",
+            "Find the capitals of France and Japan.",
+            1,
+        ),  # default profile
         (SMALL, "What is the capital of France?", "What is the capital of France?", 1),  # not a list
         (SMALL, "Find the capitals of France and Japan.", "What is the capital of France?", 1),  # one item
     ],
@@ -348,6 +363,21 @@ async def test_no_split_notice_where_nothing_lists_items_or_the_profile_trusts_t
     policy = ScriptedBackend([[assign(first)], "Paris"], model=model)
     record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Paris"])).run(task)
     assert record.stages[0].width == width and record.status is EpisodeStatus.COMPLETED
+
+
+async def test_a_small_model_looping_over_the_same_assignments_runs_each_task_once() -> None:
+    looped = [assign(t) for _ in range(3) for t in ("capital of France?", "capital of Japan?")]
+    policy = ScriptedBackend([looped, "France: Paris. Japan: Tokyo."], model=SMALL)
+    workers = ScriptedBackend({"worker-0-0": ["Paris"], "worker-0-1": ["Tokyo"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("capitals of France and Japan")
+    workers.assert_consumed()
+    assert record.stages[0].width == 2 and record.status is EpisodeStatus.COMPLETED
+    assert [r.error_type for r in record.stages[0].tool_results] == ["DuplicateTask"] * 4
+    assert sum("runs once" in t for t in last_tool_text(policy.calls[1])) == 4
+    # A capable model's identical assignments are samples: all run.
+    default = ScriptedBackend([[assign("pick a number") for _ in range(3)], "7"])
+    record = await Orchestrator(default, subagent_backend=ScriptedBackend(["7", "3", "7"])).run("go")
+    assert record.stages[0].width == 3
 
 
 async def test_the_example_names_the_workloads_own_agent_type_first() -> None:

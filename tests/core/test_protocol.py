@@ -3,10 +3,12 @@ failures, token-cap feedback, budget refusals, prompt profiles and clean answers
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent
+from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent, split_items
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
@@ -313,6 +315,31 @@ def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
     assert lists_items(text) is listed
 
 
+@pytest.mark.parametrize(
+    ("task", "parts"),
+    [
+        (
+            "Find the capitals of India, Kenya, South Korea and Chile.",
+            [f"Find the capitals of {c}." for c in ("India", "Kenya", "South Korea", "Chile")],
+        ),
+        ("Who wrote Jane Eyre and Crime and Punishment?", ["Who wrote Jane Eyre?", "Who wrote Crime and Punishment?"]),
+        (
+            "How do you say 'red' and 'book' in Spanish?",
+            ["How do you say 'red' in Spanish?", "How do you say 'book' in Spanish?"],
+        ),
+        ("What is 770 - 68, 256 - 87 and 171 + 73?", ["What is 770 - 68?", "What is 256 - 87?", "What is 171 + 73?"]),
+        (
+            "Symbols of these elements: sodium, zinc and iron.",
+            [f"Symbols of these elements: {e}." for e in ("sodium", "zinc", "iron")],
+        ),
+        ("What is the capital of France?", None),
+        ("Write code and test it.", None),
+    ],
+)
+def test_the_items_of_a_list_task_become_one_task_each(task: str, parts: list[str] | None) -> None:
+    assert split_items(task) == parts
+
+
 async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_to_split_it() -> None:
     task = "Find the capital cities of France and Japan."
     policy = ScriptedBackend(
@@ -329,7 +356,17 @@ async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_t
     workers.assert_consumed()
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "France: Paris. Japan: Tokyo."
     assert [s.width for s in record.stages] == [0, 2, 0]
-    assert last_tool_text(policy.calls[1]) == [f"error: {SPLIT_NOTICE}"]
+    # The refusal says why and shows the calls to send instead, one per item of the list.
+    (notice,) = last_tool_text(policy.calls[1])
+    assert notice.startswith(f"error: {SPLIT_NOTICE}")
+    suggested = [json.loads(line) for line in notice.splitlines() if line.startswith("{")]
+    assert [c["arguments"]["task"] for c in suggested] == [
+        "Find the capital cities of France.",
+        "Find the capital cities of Japan.",
+    ]
+    assert all(
+        c == {"name": "assign_task", "arguments": {"agent": WORKER, "task": c["arguments"]["task"]}} for c in suggested
+    )
     assert record.stages[0].tool_results[0].error_type == "SplitTask"
 
 

@@ -137,6 +137,7 @@ class _EpisodeState:
     completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
     stuck_turns: int = 0  # turns in a row that only repeated failed calls
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
+    must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     stop: EpisodeStatus | None = None  # why the next turn is the forced last one (budget: None)
     stop_error: str | None = None
 
@@ -369,7 +370,7 @@ class Orchestrator:
             messages=tuple(st.messages),
             tools=self._specs,
             sampling=cfg.orchestrator_sampling,
-            tool_choice="none" if final else ("required" if self._delegate and not st.stages else "auto"),
+            tool_choice="none" if final else ("required" if self._must_act(st) else "auto"),
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
@@ -534,7 +535,8 @@ class Orchestrator:
             else None,
             distinct=self.profile.distinct_tasks,
         )
-        st.split_nudged = st.split_nudged or any(e == "SplitTask" for _, e in plan.refused.values())
+        st.must_act = any(e == "SplitTask" for _, e in plan.refused.values())
+        st.split_nudged = st.split_nudged or st.must_act
         for call_id, (message, error_type) in plan.refused.items():
             c = next(c for c in calls if c.id == call_id)
             results[call_id] = error_result(c, message, error_type)
@@ -641,6 +643,11 @@ class Orchestrator:
                 f"stopped after {st.stuck_turns} turns in a row that only repeated failed calls "
                 f"(last: {call_signature(calls[-1])[:200]})"
             )
+
+    def _must_act(self, st: _EpisodeState) -> bool:
+        """A small model's first turn must act, and so must the turn after it was shown how to split
+        a list task (else it answers from memory instead of making the calls)."""
+        return (self._delegate and not st.stages) or st.must_act
 
     @staticmethod
     def _delegated(st: _EpisodeState) -> bool:

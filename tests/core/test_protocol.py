@@ -368,6 +368,8 @@ async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_t
         c == {"name": "assign_task", "arguments": {"agent": WORKER, "task": c["arguments"]["task"]}} for c in suggested
     )
     assert record.stages[0].tool_results[0].error_type == "SplitTask"
+    # ... and its next turn must act (a small model otherwise answers from memory).
+    assert [r.tool_choice for r in policy.calls] == ["required", "required", "auto"]
 
 
 async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() -> None:

@@ -437,6 +437,7 @@ def _report(
             problems.append(f"open fds reached {max(s['fds'] for s in run_samples)} (pool of 64 connections)")
     report = {
         "command": " ".join(sys.argv),
+        "start_time": stop_times[0] - lifetimes[0]["ended"] if lifetimes else None,
         "minutes": args.minutes,
         "fanout": args.fanout,
         "load_average": os.getloadavg(),
@@ -446,6 +447,14 @@ def _report(
             "faults": dict(faults),
             "retryable_faults": len(retryable),
             "retried": len(retryable) - len(unretried),
+            "by_kind": {  # per fault kind: injected, then retried (the same request body came again)
+                kind: {
+                    "injected": faults.get(kind, 0),
+                    "retried": sum(1 for r in retryable if r["f"] == kind)
+                    - sum(1 for r in unretried if r["f"] == kind),
+                }
+                for kind in ("500", "429", "body", "hang")
+            },
             "cut_by_kill_or_stop": len(unretried) - len(unexplained),
             "hangs_closed_by_client": len(closed),
             "hang_max_s": hang_max,
@@ -468,6 +477,26 @@ def _report(
         "memory": memory,
         "problems": problems,
     }
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _rereport(args: argparse.Namespace) -> dict[str, Any]:
+    """The report of a finished run in ``--report-from`` (same ``--seed``/``--group-size``/``--timeout``),
+    recomputed from its files with this version of the checks."""
+    out = args.report_from
+    old = json.loads((out / "report.json").read_text())
+    lifetimes = old["lifetimes"]
+    start = old.get("start_time")
+    if start is None:  # reports before start_time: the first probe sample's clock less its uptime
+        first = json.loads((out / "probe.jsonl").open().readline())
+        start = first["t"] - first["up_s"] - lifetimes[0]["started"]
+    expected = {
+        t["id"]: t["verifier_args"]["expected"] for t in map(json.loads, (out / "tasks.jsonl").read_text().splitlines())
+    }
+    kept = old["rollout"]["kept_after_kill"]
+    report = _report(out, args, expected, lifetimes, kept, [start + life["ended"] for life in lifetimes])
+    report.update(command=old["command"], load_average=old["load_average"], start_time=start)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     return report
 
@@ -496,8 +525,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--check", action="store_true", help="exit 1 when an invariant failed")
+    p.add_argument("--report-from", type=Path, default=None, help="recompute the report of a finished run in DIR")
     args = p.parse_args()
-    report = run(args)
+    report = run(args) if args.report_from is None else _rereport(args)
     print(json.dumps(report, indent=2))
     if args.check and report["problems"]:
         print("soak FAILED: " + "; ".join(report["problems"]), file=sys.stderr)

@@ -30,19 +30,23 @@ class ToolCall(_Frozen):
     has no name) while other calls of the same turn parsed: the call stays in the turn (and in the
     record, with what the model wrote quoted in ``error``) and the runtime answers it with that
     error instead of running it, so the model is told and the transcript keeps every call it made.
+
+    ``raw_arguments`` is the arguments text exactly as the model wrote it when it did not parse: the
+    call goes back to the model with that text, not with ``{}``, so the next prompt extends what the
+    model produced (its token ids do not drift) and the model sees its own mistake. Left out of
+    records when unset.
     """
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
+    raw_arguments: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def to_openai(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
-        }
+        raw = self.raw_arguments
+        args = raw if raw is not None else json.dumps(self.arguments, ensure_ascii=False)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
 
 
 class SystemMessage(_Frozen):

@@ -96,7 +96,10 @@ def with_tools_in_prompt(messages: tuple[Message, ...], tools: tuple[ToolSpec, .
         if isinstance(m, AssistantMessage):
             body = m.content
             for c in m.tool_calls:
-                call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+                if c.raw_arguments is not None:  # what the model wrote, unparsed: back verbatim
+                    call = f'{{"name": {json.dumps(c.name, ensure_ascii=False)}, "arguments": {c.raw_arguments}}}'
+                else:
+                    call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
                 body += f"{chr(10) if body else ''}<tool_call>\n{call}\n</tool_call>"
             out.append({"role": "assistant", "content": body})
         elif isinstance(m, ToolMessage):
@@ -440,7 +443,9 @@ def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
             wrote = json.dumps(raw, ensure_ascii=False)
             wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
             bad = name if isinstance(name, str) else ""
-            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}"))
+            args = fn.get("arguments")
+            raw_args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}", raw_arguments=raw_args))
     if calls and errors == len(calls):
         return [], calls[0].error
     return calls, None

@@ -7,6 +7,7 @@ vLLM 0.32 and llama.cpp's server really return (see shared notes, local-models.m
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import anyio
@@ -168,6 +169,64 @@ async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_e
     sent = json.loads(seen[1].content)["messages"]
     assert [c["id"] for c in sent[2]["tool_calls"]] == ["c0", "c1", "c2"]
     assert [m["content"][:12] for m in sent[3:]] == ["sunny in Par", "error: this ", "sunny in Rom"]
+
+
+async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_last_one() -> None:
+    """Regression (issue 12, found by the soak): a call whose arguments did not parse went back to the
+    server as ``{}``, so the next prompt's token ids no longer extended the previous prompt + response:
+    the turn was flagged as drifted and the episode could not become a trajectory (3 of the first 70
+    soak episodes). The server here tokenizes each message word by word, as a template does."""
+    from orchestrator import Orchestrator, SwarmConfig
+    from swarm.records import EpisodeStatus
+    from swarm.rewards import PARLReward
+    from swarm.trajectory import build_trajectory
+    from tools.registry import tool
+
+    def ids(text: str) -> list[int]:
+        return [100 + zlib.crc32(w.encode()) % 50_000 for w in text.split()]
+
+    def said(m: dict[str, Any]) -> str:
+        calls = [f"{c['id']} {c['function']['name']} {c['function']['arguments']}" for c in m.get("tool_calls") or []]
+        return " ".join([m.get("content") or "", *calls])
+
+    replies = iter(
+        [
+            _calls_body('{"city": "Paris"}', '{"city": "Oslo', '{"city": "Rome"}')["choices"][0]["message"],
+            {"role": "assistant", "content": "done"},
+        ]
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        messages = json.loads(request.content)["messages"]
+        prompt = [i for m in messages for i in ids(f"<{m['role']}> {said(m)} <end>")] + ids("<assistant>")
+        message = next(replies)
+        out = ids(said(message)) + ids("<end>")
+        body = vllm_body(
+            message=message,
+            finish_reason="tool_calls" if message.get("tool_calls") else "stop",
+            token_ids=out,
+            logprobs={"content": [{"token": f"token_id:{t}", "logprob": -0.5} for t in out]},
+        )
+        body["prompt_token_ids"] = prompt
+        return httpx.Response(200, json=body)
+
+    b, seen = backend(answer, flavour="vllm")
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    orch = Orchestrator(b, SwarmConfig(subagents=False), tools=[get_weather], reward_fn=PARLReward())
+    record = await orch.run("weather?")
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
+    resent = json.loads(seen[1].content)["messages"][2]["tool_calls"][1]["function"]
+    assert resent == {"name": "get_weather", "arguments": '{"city": "Oslo'}  # what the model wrote
+    assert record.drift_count == 0 and not any(t.drift for t in record.turns)
+    assert len(build_trajectory(record).turns) == 2  # before: TrajectoryError, "turn 1 drifted"
+    # Records keep the raw text only where there is one.
+    dumped = json.loads(record.model_dump_json())["turns"][0]["tool_calls"]
+    assert ["raw_arguments" in c for c in dumped] == [False, True, False]
 
 
 async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_nothing() -> None:

@@ -102,7 +102,9 @@ async def test_token_ids_from_logprob_strings_when_token_ids_are_absent() -> Non
     assert (await b.complete(REQ)).token_ids == (57, 5248, 2)
 
 
-async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
+async def test_a_lone_broken_call_from_the_server_stays_in_the_turn_with_its_error() -> None:
+    """Not a turn-level parse error: the server split the call out, so it goes back to the model as
+    it was (with its error as the tool's answer) instead of vanishing from the conversation."""
     bad = vllm_body(
         message={
             "role": "assistant",
@@ -114,7 +116,11 @@ async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
     )
     b, _ = backend(lambda r: httpx.Response(200, json=bad), flavour="vllm")
     c = await b.complete(REQ)
-    assert c.tool_calls == () and c.parse_error is not None and "not valid JSON" in c.parse_error
+    assert c.parse_error is None and [(t.id, t.name, t.raw_arguments) for t in c.tool_calls] == [
+        ("x", "get_weather", '{"city": ')
+    ]
+    assert "not valid JSON" in (c.tool_calls[0].error or "")
+    assert c.tool_calls[0].to_openai()["function"]["arguments"] == '{"city": '
 
 
 def _calls_body(*arguments: str) -> dict[str, Any]:
@@ -192,6 +198,7 @@ async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_l
     replies = iter(
         [
             _calls_body('{"city": "Paris"}', '{"city": "Oslo', '{"city": "Rome"}')["choices"][0]["message"],
+            {**_calls_body('{"city": "Ber')["choices"][0]["message"], "content": "Nearly there."},  # alone
             {"role": "assistant", "content": "done"},
         ]
     )
@@ -222,8 +229,14 @@ async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_l
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
     resent = json.loads(seen[1].content)["messages"][2]["tool_calls"][1]["function"]
     assert resent == {"name": "get_weather", "arguments": '{"city": "Oslo'}  # what the model wrote
+    alone = json.loads(seen[2].content)["messages"]
+    assert (
+        alone[-2]["content"] == "Nearly there."
+        and alone[-2]["tool_calls"][0]["function"]["arguments"] == '{"city": "Ber'
+    )
+    assert alone[-1]["role"] == "tool" and "not valid JSON" in alone[-1]["content"]  # answered as the call's result
     assert record.drift_count == 0 and not any(t.drift for t in record.turns)
-    assert len(build_trajectory(record).turns) == 2  # before: TrajectoryError, "turn 1 drifted"
+    assert len(build_trajectory(record).turns) == 3  # before: TrajectoryError, "turn 1 drifted"
     # Records keep the raw text only where there is one.
     dumped = json.loads(record.model_dump_json())["turns"][0]["tool_calls"]
     assert ["raw_arguments" in c for c in dumped] == [False, True, False]

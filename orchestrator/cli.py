@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
 from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
@@ -33,7 +34,7 @@ from orchestrator.cli_traces import traces_app
 from orchestrator.cli_train import train_app
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
-from orchestrator.live import LiveState, summary_table
+from orchestrator.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
 from orchestrator.tasks import large_task_warning, load_config, load_tasks
 from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
@@ -340,6 +341,23 @@ class _EventWriter:
         self._f.close()
 
 
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _budget(record: EpisodeRecord) -> int | None:
+    budget = record.config.get("max_critical_steps")
+    return budget if isinstance(budget, int) else None
+
+
+def _tree_title(record: EpisodeRecord) -> Text:
+    d = record.dag
+    budget = _budget(record)
+    left = f" · {budget - d.critical_steps} of {budget} left" if budget is not None else ""
+    return Text.assemble(("stages ", "bold"), f"({len(record.stages)}) · critical steps {d.critical_steps}{left}")
+
+
 def _execute(
     plan: RunPlan,
     *,
@@ -360,10 +378,12 @@ def _execute(
             records.append(event.record)
             paths[event.record.episode_id] = write_episode(event.record, out)
 
-    state = LiveState()
+    state = LiveState(budget=plan.config.max_critical_steps)
     observers: list[Callable[[Event], None]] = [persist]
     if live_enabled:
         observers.append(state)
+    elif not quiet:  # no terminal (a pipe, a log file, CI): one line per event as it happens
+        observers.append(EventLines(_stderr_line, budget=plan.config.max_critical_steps))
     writer = _EventWriter(events) if events is not None else None
     if writer is not None:
         observers.append(writer)
@@ -428,7 +448,9 @@ def _execute(
         if json_out:
             sys.stdout.write(r.model_dump_json() + "\n")
         else:
-            Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
+            console = Console()
+            console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
+            console.print(summary_table(r, str(paths.get(r.episode_id, ""))))
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")

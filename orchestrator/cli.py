@@ -14,9 +14,9 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 import typer
@@ -26,10 +26,12 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from orchestrator.cli_agents import agents_app
 from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
 from orchestrator.cli_models import models
 from orchestrator.cli_rollout import rollout
+from orchestrator.cli_tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.cli_traces import traces_app
 from orchestrator.cli_train import train_app
 from orchestrator.config import SwarmConfig
@@ -42,7 +44,7 @@ from swarm import __version__
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
-from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from swarm.records import AgentDefinition, EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
@@ -58,6 +60,7 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 app.add_typer(traces_app, name="traces")
+app.add_typer(agents_app, name="agents")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(train_app, name="train")
 app.command("rollout")(rollout)
@@ -78,10 +81,16 @@ class RunPlan:
     config: SwarmConfig
     backend: ModelBackend
     subagent_backend: ModelBackend | None
-    tools: tuple[Tool, ...]
+    tools: tuple[Tool | Toolset, ...]
     extras: dict[str, Any]
     reward: RewardConfig | None = None
     """Scores each episode when set: the config's ``[reward]`` table, or defaults for tasks with verifiers."""
+    agents: tuple[AgentDefinition, ...] = ()
+    """Ready sub-agent types (agent files)."""
+    subagent_backends: dict[str, ModelBackend] = field(default_factory=dict)
+    """Backends of the models agent files name."""
+    tools_note: str | None = None
+    """The built-in tools and workspace, for the summary."""
 
 
 BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
@@ -168,6 +177,43 @@ def run(
         int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
+    tools: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            "-t",
+            help="built-in tools the orchestrator may call and grant to sub-agents, comma-separated: "
+            "python, files, search (default: none, or the config's \\[tools] enabled)",
+        ),
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="python/files work in WORKSPACE/<episode-id>/ (default: OUT/workspaces)"),
+    ] = None,
+    search_corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--search-corpus", help="what --tools search searches: a directory of .md/.txt/.jsonl or a .jsonl"
+        ),
+    ] = None,
+    agents_dirs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--agents",
+            help="agent files (*.md with name/description/tools/model front matter; the body is the system "
+            "prompt) offered as ready sub-agent types; repeatable (default: ./.swarm/agents/ if it exists)",
+        ),
+    ] = None,
+    print_answer: Annotated[
+        bool, typer.Option("--print", "-p", help="print only the final answer on stdout (for scripts and pipes)")
+    ] = False,
+    json_summary: Annotated[
+        bool,
+        typer.Option(
+            "--json-summary",
+            help="print one small JSON object per episode: answer, status, critical/total steps, wall time, record",
+        ),
+    ] = False,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
     if workload is not None:
@@ -196,6 +242,9 @@ def run(
     tracing = TracingOptions(
         otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol, capture_content=trace_content, trace_file=trace_file
     )
+    if sum((json_out, json_summary, print_answer)) > 1:
+        raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
+    output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
     try:
         resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
         plan = _plan(
@@ -217,6 +266,12 @@ def run(
                 "episode_timeout_s": episode_timeout,
             },
             sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
+            tools=tools,
+            workspace=workspace,
+            search_corpus=search_corpus,
+            agents_dirs=agents_dirs,
+            out=out,
+            mcp=mcp_config is not None,
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
@@ -224,7 +279,7 @@ def run(
         mcp = load_mcp_config(mcp_config) if mcp_config is not None else None
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
+    code = _execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
     raise typer.Exit(code)
 
 
@@ -241,12 +296,31 @@ def _plan(
     config_file: Path | None,
     overrides: dict[str, Any],
     sampling: dict[str, Any] | None = None,
+    tools: Sequence[str] | None = None,
+    workspace: Path | None = None,
+    search_corpus: Path | None = None,
+    agents_dirs: Sequence[Path] | None = None,
+    out: Path = DEFAULT_ROOT,
+    mcp: bool = False,
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
         raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
     base, extras = load_config(config_file, command="swarm run") if config_file else (None, {})
     reward = _reward_config(extras.get("reward"))
+    table = tools_config(extras.get("tools"), str(config_file))
+    names = parse_tool_names(tools) if tools else table.enabled
+    corpus = search_corpus or table.search_corpus
+    if corpus is not None and "search" not in names:
+        raise UserError("--search-corpus is what --tools search searches; add search to --tools")
+    builtin = tuple(builtin_tools(names, search_corpus=corpus))
+    ws_root = (workspace or table.workspace or out / "workspaces") if names else None
+    if ws_root is not None:
+        overrides = {**overrides, "workspace_root": ws_root}
+    agent_defs = tuple(a.definition for a in agent_files(agents_dirs))
+    if not mcp:  # MCP servers' tools are known once they connect; the orchestrator checks them then
+        _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
+    notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
     if demo is not None or backend == "scripted":
         from orchestrator.demo import DEMO_TASKS
         from orchestrator.demo import demo as make_demo
@@ -258,14 +332,18 @@ def _plan(
                 f"got {name!r}. Use --demo NAME, or a real backend for your own task"
             )
         d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
+        if any(a.model for a in agent_defs):
+            raise UserError("agent files that name a model need a model backend; the scripted demo has none")
         return RunPlan(
             [d.task],
             _config_from(base or d.config, overrides),
             d.orchestrator_backend,
             d.subagent_backend,
-            d.tools,
+            (*d.tools, *builtin),
             extras,
             reward,
+            agents=agent_defs,
+            tools_note=notes,
         )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
     if reward is None and any(t.verifier for t in tasks):
@@ -282,7 +360,46 @@ def _plan(
         subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, _with_sampling(config, base, orch, sampling or {}), orch, sub, (), extras, reward)
+    default_sub = sub or orch
+    by_model: dict[str, ModelBackend] = {}
+    for m in sorted({a.model for a in agent_defs if a.model and a.model != default_sub.model}):
+        # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
+        by_model[m], _ = _build_backends(
+            kind=subagent_backend or named["subagent_backend"] or named["kind"] or backend,
+            model=m,
+            base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or base_url or named["base_url"],
+            **backend_opts,
+        )
+    return RunPlan(
+        tasks,
+        _with_sampling(config, base, orch, sampling or {}),
+        orch,
+        sub,
+        builtin,
+        extras,
+        reward,
+        agents=agent_defs,
+        subagent_backends=by_model,
+        tools_note=notes,
+    )
+
+
+def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
+    """Every tool an agent file grants must be one this run has (before any model loads)."""
+    if demo_tools:
+        from orchestrator.demo import demo as make_demo
+
+        tools = [*make_demo("capitals", latency_s=0).tools, *tools]
+    registry = ToolRegistry(tools)
+    have = set(registry.names) | set(registry.toolsets)
+    for a in agents:
+        missing = [t for t in a.tools if t not in have]
+        if missing:
+            raise UserError(
+                f"agent {a.name!r} grants {', '.join(map(repr, missing))}, which this run does not have "
+                f"(available: {', '.join(sorted(have)) or 'none'}); add built-in tools with "
+                "--tools python,files,search or MCP servers with --mcp-config"
+            )
 
 
 def _with_sampling(
@@ -341,6 +458,24 @@ class _EventWriter:
         self._f.close()
 
 
+Output = Literal["human", "json", "summary", "print"]
+
+
+def json_summary(record: EpisodeRecord, path: str) -> dict[str, Any]:
+    """The small object ``--json-summary`` prints: what most scripts want from a run."""
+    return {
+        "episode_id": record.episode_id,
+        "task_id": record.task.id,
+        "status": record.status.value,
+        "answer": record.answer,
+        "error": record.error,
+        "critical_steps": record.dag.critical_steps,
+        "total_steps": record.dag.total_steps,
+        "wall_time_s": round(record.wall_time_s, 3),
+        "record": path,
+    }
+
+
 def _stderr_line(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -362,8 +497,8 @@ def _execute(
     plan: RunPlan,
     *,
     out: Path,
-    json_out: bool,
-    quiet: bool,
+    output: Output = "human",
+    quiet: bool = False,
     tracing: TracingOptions | None = None,
     events: Path | None = None,
     mcp: MCPConfig | None = None,
@@ -375,8 +510,13 @@ def _execute(
     def persist(event: Event) -> None:
         # Runs for every ending, cancellation included, so an interrupted run keeps its record.
         if isinstance(event, EpisodeFinished):
-            records.append(event.record)
-            paths[event.record.episode_id] = write_episode(event.record, out)
+            record = event.record
+            if telemetry.otlp is not None and record.trace_id is not None:  # `swarm traces show` links to Jaeger
+                record = record.model_copy(
+                    update={"metadata": {**record.metadata, "otlp_endpoint": telemetry.otlp.endpoint}}
+                )
+            records.append(record)
+            paths[record.episode_id] = write_episode(record, out)
 
     state = LiveState(budget=plan.config.max_critical_steps)
     observers: list[Callable[[Event], None]] = [persist]
@@ -397,6 +537,8 @@ def _execute(
             plan.config,
             tools=ToolRegistry([*plan.tools, *extra]),
             subagent_backend=plan.subagent_backend,
+            subagent_backends=plan.subagent_backends,
+            agents=plan.agents,
             observers=observers,
             tracer_provider=telemetry.provider,
             capture_content=telemetry.capture_content,
@@ -435,6 +577,9 @@ def _execute(
                     anyio.run(main)
             else:
                 anyio.run(main)
+    except UserError as exc:  # e.g. an agent file granting an MCP tool no server offers
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
@@ -445,12 +590,20 @@ def _execute(
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:
-        if json_out:
+        path = str(paths.get(r.episode_id, ""))
+        if output == "json":
             sys.stdout.write(r.model_dump_json() + "\n")
+        elif output == "summary":
+            sys.stdout.write(json.dumps(json_summary(r, path), ensure_ascii=False) + "\n")
+        elif output == "print":
+            if r.answer is not None:
+                sys.stdout.write(r.answer + ("" if r.answer.endswith("\n") else "\n"))
         else:
             console = Console()
             console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
-            console.print(summary_table(r, str(paths.get(r.episode_id, ""))))
+            tools = plan.tools_note.replace("<episode-id>", r.episode_id) if plan.tools_note else None
+            console.print(summary_table(r, path, tools=tools))
+        sys.stdout.flush()
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")

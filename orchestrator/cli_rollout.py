@@ -325,7 +325,11 @@ def rollout(
             )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        base, extras = load_config(config_file, command="swarm rollout") if config_file else (None, {})
+        base, extras = (
+            load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
+            if config_file
+            else (None, {})
+        )
         reward_cfg = _reward_config(
             extras,
             {

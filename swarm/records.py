@@ -71,6 +71,8 @@ class AgentDefinition(_Frozen):
     system_prompt: str
     tools: tuple[str, ...] = ()
     model: str | None = None
+    description: str = ""
+    """When to use this type; the orchestrator's prompt lists it beside the name."""
 
 
 # ToolResult and StepRecord are the most numerous objects of a big episode (one per step of every

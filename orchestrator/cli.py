@@ -30,6 +30,23 @@ from orchestrator.cli_agents import agents_app
 from orchestrator.cli_eval import eval_command
 from orchestrator.cli_mcp import mcp_app
 from orchestrator.cli_models import models
+from orchestrator.cli_options import (
+    BackendOpt,
+    BaseUrlOpt,
+    ConfigOpt,
+    EpisodeTimeoutOpt,
+    MaxConcurrencyOpt,
+    MaxCriticalStepsOpt,
+    MaxSubagentStepsOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SubagentBackendOpt,
+    SubagentModelOpt,
+    SubagentTimeoutOpt,
+    TemperatureOpt,
+    WorkloadOpt,
+    is_scripted,
+)
 from orchestrator.cli_rollout import rollout
 from orchestrator.cli_tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.cli_traces import traces_app
@@ -53,9 +70,11 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="swarm",
-    help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.",
+    help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.\n\n"
+    'Start with `swarm run --demo capitals` (no model needed), then `swarm run "your task"`; '
+    "`swarm COMMAND --help` shows each command's options and examples.",
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 err = Console(stderr=True)
@@ -66,6 +85,22 @@ app.add_typer(train_app, name="train")
 app.command("rollout")(rollout)
 app.command("eval")(eval_command)
 app.command("models")(models)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agent-swarm {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
+    ] = False,
+) -> None:
+    """The options every command shares (``--version``)."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -117,31 +152,34 @@ def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
 
 @app.command()
 def run(
-    task: Annotated[str | None, typer.Argument(help="the task text (or use --task-file / --demo)")] = None,
-    task_file: Annotated[Path | None, typer.Option("--task-file", "-f", help=".jsonl, .json or text file")] = None,
+    task: Annotated[str | None, typer.Argument(help="the task text (or use --tasks FILE / --demo NAME)")] = None,
+    task_file: Annotated[
+        Path | None,
+        typer.Option("--tasks", "-t", "--task-file", "-f", help="task file: .jsonl (one task per line), .json or text"),
+    ] = None,
     demo: Annotated[
         str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
     ] = None,
-    backend: Annotated[
-        str,
-        typer.Option("--backend", "-b", envvar="SWARM_BACKEND", help="local, openai, vllm, transformers or scripted"),
-    ] = "local",
-    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
-    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
-    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
+    backend: BackendOpt = "local",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    subagent_backend: SubagentBackendOpt = None,
+    subagent_model: SubagentModelOpt = None,
+    config_file: ConfigOpt = None,
+    max_critical_steps: MaxCriticalStepsOpt = None,
     max_subagents: Annotated[
-        int | None, typer.Option("--max-subagents", "-n", min=1, help="max sub-agents per stage")
+        int | None,
+        typer.Option("--max-subagents", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"),
     ] = None,
-    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", min=1)] = None,
-    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
-    subagent_timeout: Annotated[float | None, typer.Option("--subagent-timeout", min=0.001)] = None,
-    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    max_subagent_steps: MaxSubagentStepsOpt = None,
+    subagent_timeout: SubagentTimeoutOpt = None,
+    episode_timeout: EpisodeTimeoutOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="records go to OUT/<episode-id>/")] = DEFAULT_ROOT,
-    json_out: Annotated[bool, typer.Option("--json", help="print the episode record as JSON on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live view")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the full episode record as JSON on stdout")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="no live view on a terminal, no event lines without one")
+    ] = False,
     otlp_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -157,9 +195,7 @@ def run(
         bool,
         typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
     ] = True,
-    workload: Annotated[
-        str | None, typer.Option("--workload", "-w", help="run a workload task (swarm eval --list)")
-    ] = None,
+    workload: WorkloadOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
     events: Annotated[
         Path | None, typer.Option("--events", help="stream runtime events to this JSONL file as they happen")
@@ -167,23 +203,15 @@ def run(
     mcp_config: Annotated[
         Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
     ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(
-            "--temperature", min=0.0, help="sampling temperature (default: the model family's, or --config's)"
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
-    ] = None,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
     tools: Annotated[
         list[str] | None,
         typer.Option(
             "--tools",
-            "-t",
             help="built-in tools the orchestrator may call and grant to sub-agents, comma-separated: "
-            "python, files, search (default: none, or the config's \\[tools] enabled)",
+            "python, files, search (default: none, or the config's [tools] enabled)",
         ),
     ] = None,
     workspace: Annotated[
@@ -215,7 +243,21 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run one task (or every task of a task file) through the orchestrator."""
+    """Run one task (or every task of a task file) through the orchestrator.
+
+    A terminal shows a live tree of stages while the swarm works and keeps the final tree and a
+    summary; without one, each event is a line on stderr. Records go to OUT/<episode-id>/.
+    Exit codes: 0 answered, 1 failed or timed out, 2 bad input, 130 interrupted.
+
+    Examples:
+
+    \b
+      swarm run --demo capitals              # scripted: no model needed
+      swarm run "Compare the capitals of France and Japan"
+      swarm run -m path/to/model.gguf --tools python,files "Plot x^2 to x2.png"
+      swarm run -b openai --base-url http://localhost:8000/v1 -m MODEL -p "2+2?"
+      swarm run --tasks tasks.jsonl --json-summary --agents ./my-agents
+    """
     if workload is not None:
         from orchestrator.cli_eval import run_workload
 
@@ -321,7 +363,7 @@ def _plan(
     if not mcp:  # MCP servers' tools are known once they connect; the orchestrator checks them then
         _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
     notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
-    if demo is not None or backend == "scripted":
+    if demo is not None or is_scripted(backend):
         from orchestrator.demo import DEMO_TASKS
         from orchestrator.demo import demo as make_demo
 
@@ -618,13 +660,26 @@ def _execute(
 
 @app.command()
 def version() -> None:
-    """Print the version."""
+    """Print the version (also: swarm --version).
+
+    Examples:
+
+    \b
+      swarm version
+    """
     typer.echo(f"agent-swarm {__version__}")
 
 
 @app.command("demo-list")
 def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the built-in scripted demo tasks."""
+    """List the built-in scripted demo tasks.
+
+    Examples:
+
+    \b
+      swarm demo-list
+      swarm run --demo capitals
+    """
     from orchestrator.demo import DEMO_TASKS
 
     if json_out:

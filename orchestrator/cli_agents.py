@@ -21,7 +21,8 @@ __all__ = ["agents_app"]
 
 agents_app = typer.Typer(
     name="agents",
-    help="Sub-agent types from agent files (front matter name/description/tools/model; body: system prompt).",
+    help="Sub-agent types from agent files (front matter name/description/tools/model; body: system prompt)."
+    "\n\nExamples:\n\n\b\n  swarm agents list\n  swarm agents list --agents ./my-agents",
     no_args_is_help=True,
 )
 _err = Console(stderr=True)
@@ -39,8 +40,8 @@ def list_agents(
 
     Examples:
 
+    \b
       swarm agents list
-
       swarm agents list --agents ~/my-agents --json
     """
     try:

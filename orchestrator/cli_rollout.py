@@ -29,6 +29,17 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli_eval import backend_resolver, parse_knobs
+from orchestrator.cli_options import (
+    BackendOpt,
+    BaseUrlOpt,
+    EpisodeTimeoutOpt,
+    MaxConcurrencyOpt,
+    MaxCriticalStepsOpt,
+    MaxSubagentStepsOpt,
+    ModelOpt,
+    SubagentBackendOpt,
+    SubagentModelOpt,
+)
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -194,10 +205,10 @@ def rollout(
         str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks \\[default: 10]")
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) \\[default: train]")
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
@@ -205,7 +216,7 @@ def rollout(
     mode: Annotated[str, typer.Option("--mode", help="workload: swarm, or single (no sub-agent actions)")] = "swarm",
     group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
     max_concurrent: Annotated[
-        int, typer.Option("--max-concurrent", min=1, help="episodes running at once over all tasks")
+        int, typer.Option("--concurrent-episodes", min=1, help="episodes running at once over all tasks")
     ] = 8,
     seed: Annotated[
         int,
@@ -230,39 +241,30 @@ def rollout(
         str | None, typer.Option("--parallel-form", help="r_parallel: any, count or width")
     ] = None,
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SWARM_BACKEND",
-            help="local, openai, vllm, transformers, scripted (demo policy) or gold (a workload's gold policy)",
-        ),
-    ] = "local",
-    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
-    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
+    backend: BackendOpt = "local",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    subagent_backend: SubagentBackendOpt = None,
+    subagent_model: SubagentModelOpt = None,
     judge_model: Annotated[
         str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
     ] = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON: \\[swarm], \\[backend] and \\[reward] tables")
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
     ] = None,
-    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
-    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
-    max_concurrency: Annotated[
-        int | None,
-        typer.Option("--max-concurrency", min=1, help="sub-agents running at once over all episodes of the run"),
-    ] = None,
-    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    max_critical_steps: MaxCriticalStepsOpt = None,
+    max_subagent_steps: MaxSubagentStepsOpt = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    episode_timeout: EpisodeTimeoutOpt = None,
     temperature: Annotated[
         float | None, typer.Option("--temperature", min=0.0, help="model backends: sampling temperature")
     ] = None,
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")
     ] = None,
-    latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
+    latency: Annotated[
+        float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
+    ] = 0.0,
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -289,7 +291,18 @@ def rollout(
         ),
     ] = False,
 ) -> None:
-    """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable)."""
+    """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable).
+
+    Re-running the same command into the same --out resumes; a different group size, seed,
+    workload or reward configuration is refused instead of mixing episodes.
+
+    Examples:
+
+    \b
+      swarm rollout -w wide-lookup -b scripted -n 4 -k 4 -o runs/r1
+      swarm rollout -t tasks.jsonl -k 8 -o runs/r2 --lambda1 0.3 --json
+      swarm rollout -t tasks.jsonl -k 8 -o runs/r3 --concurrent-episodes 64 --ray
+    """
     try:
         if on_malformed not in ("skip", "fail"):
             raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
@@ -306,7 +319,10 @@ def rollout(
             if tasks is None:
                 raise UserError("give --tasks FILE or --workload NAME")
             if backend == "gold":
-                raise UserError("--backend gold plays a workload's gold policy; give --workload NAME")
+                raise UserError(
+                    "--backend gold plays a workload's gold policy; give --workload NAME "
+                    "(or -b scripted for the built-in demo tasks)"
+                )
             task_list, problems = load_task_file(tasks, on_malformed=malformed)
         else:
             if mode not in MODES:
@@ -402,6 +418,8 @@ def rollout(
             factory = remote_factory(build, **build_args)
             executor = RayExecutor(None if ray == "local" else ray, actors=ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
+        # A resume must score its episodes as the first run did: the reward settings are part of the run.
+        settings = {**settings, "reward": {**reward_cfg.model_dump(mode="json"), "step": step}}
         cfg = RolloutConfig(
             group_size=group_size,
             max_concurrent_episodes=max_concurrent,

@@ -35,7 +35,8 @@ __all__ = ["episode_timeline", "find_episode", "traces_app"]
 
 traces_app = typer.Typer(
     name="traces",
-    help="Inspect recorded runs: list them, or show one as a timeline with its critical path.",
+    help="Inspect recorded runs: list them, or show one as a timeline with its critical path."
+    "\n\nExamples:\n\n\b\n  swarm traces list\n  swarm traces show 3f2a",
     no_args_is_help=True,
 )
 _err = Console(stderr=True)
@@ -178,8 +179,8 @@ def list_runs(
 
     Examples:
 
+    \b
       swarm traces list
-
       swarm traces list -o runs/r1 -n 50 --json
     """
     rows: list[dict[str, Any]] = []
@@ -434,8 +435,8 @@ def show(
 
     Examples:
 
+    \b
       swarm traces show 3f2a
-
       swarm traces show traces/3f2a9c/episode.json --json
     """
     try:

@@ -129,7 +129,7 @@ def test_interrupt_keeps_finished_episodes_and_a_rerun_resumes(
         str(out),
         "-k",
         "6",
-        "--max-concurrent",
+        "--concurrent-episodes",
         "2",
     ]
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.2", "PYTHONUNBUFFERED": "1"}

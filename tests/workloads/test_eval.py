@@ -108,7 +108,7 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
             "gold",
             "-n",
             "2",
-            "-k",
+            "--knob",
             "k=3",
             "--json",
             "--out",
@@ -136,7 +136,7 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
 
     bad = runner.invoke(app, ["eval", "-w", "nope", "-b", "gold"])
     assert bad.exit_code == 2 and "tau2-batch" in bad.output
-    bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "-k", "kk=1"])
+    bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "--knob", "kk=1"])
     assert bad.exit_code == 2 and "Known knobs" in bad.output
     listing = runner.invoke(app, ["eval", "--list"])
     assert listing.exit_code == 0 and "wide-lookup" in listing.stdout and "distractors" in listing.stdout

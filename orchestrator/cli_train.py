@@ -28,8 +28,9 @@ train_app = typer.Typer(
     "transcripts; `plot RUN` draws a run's curves.\n\n"
     "Examples (the two-step smoke test of the packaged 0.5B model, then its curves):\n\n"
     "\b\n"
-    "  swarm train sft -c experiments/orchestrator_05b_smoke.toml\n"
-    "  swarm train -c experiments/orchestrator_05b_smoke.toml\n"
+    "  cd experiments\n"
+    "  swarm train sft -c orchestrator_05b_smoke.toml\n"
+    "  swarm train -c orchestrator_05b_smoke.toml\n"
     "  swarm train plot runs/orchestrator-05b-smoke",
     invoke_without_command=True,
 )
@@ -66,8 +67,8 @@ def train(
     Examples:
 
     \b
-      swarm train sft -c experiments/orchestrator_05b_smoke.toml   # step 1: SFT warm start
-      swarm train -c experiments/orchestrator_05b_smoke.toml       # step 2: PARL
+      swarm train sft -c orchestrator_05b_smoke.toml   # step 1: SFT warm start
+      swarm train -c orchestrator_05b_smoke.toml       # step 2: PARL
       swarm train plot runs/orchestrator-05b-smoke
     """
     if ctx.invoked_subcommand is not None:

@@ -174,6 +174,31 @@ def _workload_tasks(
     return task_list, problems
 
 
+def demo_tasks(tasks: list[Task]) -> list[Task]:
+    """The tasks a scripted rollout plays: each must be one of the built-in demo tasks, named by its
+    prompt (``"capitals"``), its full demo prompt, or ``metadata.demo``; a name becomes the demo's prompt.
+    Anything else is refused, as ``swarm run -b scripted`` refuses it: the script answers its own
+    tasks, not yours."""
+    from orchestrator.demo import DEMO_TASKS
+
+    by_prompt = {t.prompt: name for name, t in DEMO_TASKS.items()}
+    out: list[Task] = []
+    for t in tasks:
+        named = t.metadata.get("demo")
+        name = named if isinstance(named, str) else by_prompt.get(t.prompt) or t.prompt.strip()
+        if not isinstance(name, str) or name not in DEMO_TASKS:
+            shown = t.prompt if len(t.prompt) <= 60 else t.prompt[:59] + "…"
+            raise UserError(
+                f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
+                f"task {t.id!r} ({shown!r}) is not one. Write a demo's name as the prompt (or metadata.demo), "
+                "or use a model backend for your own tasks"
+            )
+        demo_prompt = DEMO_TASKS[name].prompt
+        keep = t.prompt == demo_prompt or isinstance(named, str)  # metadata.demo keeps the prompt as written
+        out.append(t if keep else t.model_copy(update={"prompt": demo_prompt}))
+    return out
+
+
 def _demo_factory(latency: float) -> OrchestratorFactory:
     from orchestrator.demo import demo
 
@@ -387,6 +412,8 @@ def rollout(
             }
         elif backend == "scripted":
             from orchestrator.demo import demo
+
+            task_list = demo_tasks(task_list)
 
             demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
             build, build_args = _demo_factory, {"latency": demo_latency}

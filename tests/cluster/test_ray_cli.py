@@ -24,11 +24,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 TASKS = [
     {
         "id": "a",
-        "prompt": "capitals please",
+        "prompt": "capitals",  # the scripted backend plays the built-in demo tasks only
         "verifier": "instructions",
         "verifier_args": {"constraints": [{"type": "contains", "phrases": ["Paris"]}]},
     },
-    {"id": "b", "prompt": "capitals again", "verifier": "exact", "verifier_args": {"expected": "nope"}},
+    {"id": "b", "prompt": "capitals", "verifier": "exact", "verifier_args": {"expected": "nope"}},
 ]
 
 

@@ -105,3 +105,18 @@ def test_scripted_policies_report_no_invented_token_counts(tmp_path: Path) -> No
     assert "not measured (scripted)" in table.stdout
     run = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), "-q"], env={"COLUMNS": "200"})
     assert "not measured (a scripted policy has no tokenizer" in run.stdout and " in / " not in run.stdout
+
+
+def test_a_scripted_rollout_refuses_tasks_the_script_was_not_written_for(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"id": "mine", "prompt": "Summarise the news"}) + "\n")
+    args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "1", "-q"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and not (tmp_path / "o").exists()
+    assert "only plays the built-in demo tasks (budget, capitals)" in r.stderr and "'mine'" in r.stderr
+    tasks.write_text(json.dumps({"id": "b", "prompt": "budget"}) + "\n")  # a demo's name is its task
+    ok = runner.invoke(app, [*args, "--json"])
+    assert ok.exit_code == 0, ok.output
+    entry = json.loads((tmp_path / "o" / "episodes.jsonl").read_text().splitlines()[0])
+    assert entry["record"]["task"]["prompt"].startswith("Survey the capitals")
+    assert entry["record"]["status"] == "budget_exhausted"

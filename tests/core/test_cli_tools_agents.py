@@ -223,3 +223,12 @@ def test_print_gives_only_the_answer_and_json_summary_the_small_object(tmp_path:
     assert Path(data["record"]).is_file()
     both = runner.invoke(app, ["run", "--demo", "capitals", "-p", "--json"])
     assert both.exit_code == 2 and "choose one output" in both.stderr
+
+
+def test_an_agent_files_model_runs_its_sub_agents(tmp_path: Path, openai_script: Callable[..., Any]) -> None:
+    (tmp_path / "reviewer.md").write_text(AGENT.replace("tools: read_file, list_files\n", "model: big-model\n"))
+    with openai_script(_agent_policy) as srv:
+        r = _run(srv.url, tmp_path / "o", "--agents", str(tmp_path), "--json-summary")
+    assert r.exit_code == 0, r.output
+    models = {("orchestrator" if "assign_task" in _tools_of(b) else "sub-agent", b["model"]) for b in srv.requests}
+    assert models == {("orchestrator", "m"), ("sub-agent", "big-model")}

@@ -175,7 +175,7 @@ def load_config(
         if not isinstance(value, dict):
             raise ConfigError(f"config file {p}: {key!r} must be a table ([{key}]), got {type(value).__name__}")
     if "backend" in data:
-        from orchestrator.backend_factory import BACKEND_TABLE_KEYS
+        from orchestrator.cli.backend_factory import BACKEND_TABLE_KEYS
 
         for key in data["backend"]:
             if key not in BACKEND_TABLE_KEYS:

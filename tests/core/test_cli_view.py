@@ -18,7 +18,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.live import LiveState
+from orchestrator.cli.live import LiveState
 from swarm.events import ActionResolved, StageFinished, StageStarted, SubagentFinished, SubagentStarted, SubagentStep
 from swarm.records import AgentStatus, SubagentResult
 

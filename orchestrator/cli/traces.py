@@ -26,9 +26,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.live import stages_from_record
+from orchestrator.cli.live import stages_from_record
+from orchestrator.cli.telemetry_setup import TRACE_FILE
 from orchestrator.store import DEFAULT_ROOT, EPISODE_FILE, iter_episodes, read_episode
-from orchestrator.telemetry_setup import TRACE_FILE
 from swarm.records import EpisodeRecord, StepRecord
 
 __all__ = ["episode_timeline", "find_episode", "traces_app"]

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.agent_files import DEFAULT_AGENTS_DIR
-from orchestrator.cli_tools import agent_files
+from orchestrator.cli.tools import agent_files
 from swarm.errors import UserError
 
 __all__ = ["agents_app"]

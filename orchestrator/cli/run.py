@@ -1,16 +1,15 @@
-"""The ``swarm`` command line (typer). The only place that may install OpenTelemetry's SDK.
+"""``swarm run``: one task, or every task of a task file, through the orchestrator.
 
-Machine output goes to stdout (``--json``); progress, the live view and errors go to stderr.
-Exit codes: 0 answered (or forced to answer by the budget), 1 the episode failed or timed out,
-2 bad input (missing task file, invalid config, unknown backend), 130 interrupted.
+What it resolves from its options (:class:`RunPlan`: tasks, config, backends, built-in tools, agent
+files) and how it runs them (:func:`execute`): the live tree of stages on a terminal, one line per
+event without one, records written for every ending, then the outputs (tree and summary, ``--json``,
+``--json-summary`` or ``-p``).
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,11 +25,10 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.cli_agents import agents_app
-from orchestrator.cli_eval import eval_command
-from orchestrator.cli_mcp import mcp_app
-from orchestrator.cli_models import models
-from orchestrator.cli_options import (
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.eval import run_workload
+from orchestrator.cli.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
+from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
     ConfigOpt,
@@ -47,17 +45,12 @@ from orchestrator.cli_options import (
     WorkloadOpt,
     is_scripted,
 )
-from orchestrator.cli_rollout import rollout
-from orchestrator.cli_tools import agent_files, builtin_tools, parse_tool_names, tools_config
-from orchestrator.cli_traces import traces_app
-from orchestrator.cli_train import train_app
+from orchestrator.cli.telemetry_setup import TracingOptions, resolve_otlp, start_tracing
+from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
-from orchestrator.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
 from orchestrator.tasks import large_task_warning, load_config, load_tasks
-from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
-from swarm import __version__
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
@@ -66,41 +59,9 @@ from swarm.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["app", "main"]
+__all__ = ["Output", "RunPlan", "execute", "json_summary", "run"]
 
-app = typer.Typer(
-    name="swarm",
-    help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.\n\n"
-    'Start with `swarm run --demo capitals` (no model needed), then `swarm run "your task"`; '
-    "`swarm COMMAND --help` shows each command's options and examples.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-)
 err = Console(stderr=True)
-app.add_typer(traces_app, name="traces")
-app.add_typer(agents_app, name="agents")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(train_app, name="train")
-app.command("rollout")(rollout)
-app.command("eval")(eval_command)
-app.command("models")(models)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"agent-swarm {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
-    ] = False,
-) -> None:
-    """The options every command shares (``--version``)."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -128,19 +89,6 @@ class RunPlan:
     """The built-in tools and workspace, for the summary."""
 
 
-BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
-
-
-def _build_backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
-    """Resolve non-scripted backends through the backend factory."""
-    try:
-        from orchestrator.backend_factory import build_backends
-    except ImportError:  # pragma: no cover - only before the backends module exists
-        raise UserError(f"backend {kind!r} is not available in this installation; use --demo") from None
-    result: tuple[ModelBackend, ModelBackend | None] = build_backends(kind=kind, **options)
-    return result
-
-
 def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
     data = base.model_dump()
     data.update({k: v for k, v in overrides.items() if v is not None})
@@ -150,7 +98,6 @@ def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
         raise UserError(f"invalid option value: {exc}") from None
 
 
-@app.command()
 def run(
     task: Annotated[str | None, typer.Argument(help="the task text (or use --tasks FILE / --demo NAME)")] = None,
     task_file: Annotated[
@@ -259,8 +206,6 @@ def run(
       swarm run --tasks tasks.jsonl --json-summary --agents ./my-agents
     """
     if workload is not None:
-        from orchestrator.cli_eval import run_workload
-
         raise typer.Exit(
             run_workload(
                 workload,
@@ -321,7 +266,7 @@ def run(
         mcp = load_mcp_config(mcp_config) if mcp_config is not None else None
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
+    code = execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
     raise typer.Exit(code)
 
 
@@ -364,8 +309,8 @@ def _plan(
         _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
     notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
     if demo is not None or is_scripted(backend):
-        from orchestrator.demo import DEMO_TASKS
-        from orchestrator.demo import demo as make_demo
+        from orchestrator.cli.demo import DEMO_TASKS
+        from orchestrator.cli.demo import demo as make_demo
 
         name = demo if demo is not None else (task or "")
         if name not in DEMO_TASKS:
@@ -394,7 +339,7 @@ def _plan(
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
     backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent
-    orch, sub = _build_backends(
+    orch, sub = build_backends(
         kind=named["kind"] or backend,
         model=model or named["model"],
         base_url=base_url or named["base_url"],
@@ -406,7 +351,7 @@ def _plan(
     by_model: dict[str, ModelBackend] = {}
     for m in sorted({a.model for a in agent_defs if a.model and a.model != default_sub.model}):
         # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
-        by_model[m], _ = _build_backends(
+        by_model[m], _ = build_backends(
             kind=subagent_backend or named["subagent_backend"] or named["kind"] or backend,
             model=m,
             base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or base_url or named["base_url"],
@@ -429,7 +374,7 @@ def _plan(
 def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
     """Every tool an agent file grants must be one this run has (before any model loads)."""
     if demo_tools:
-        from orchestrator.demo import demo as make_demo
+        from orchestrator.cli.demo import demo as make_demo
 
         tools = [*make_demo("capitals", latency_s=0).tools, *tools]
     registry = ToolRegistry(tools)
@@ -535,7 +480,7 @@ def _tree_title(record: EpisodeRecord) -> Text:
     return Text.assemble(("stages ", "bold"), f"({len(record.stages)}) · critical steps {d.critical_steps}{left}")
 
 
-def _execute(
+def execute(
     plan: RunPlan,
     *,
     out: Path,
@@ -656,76 +601,3 @@ def _execute(
             why = r.error or "no error message was recorded"
             err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)
     return 1 if any(r.status in bad for r in records) else 0
-
-
-@app.command()
-def version() -> None:
-    """Print the version (also: swarm --version).
-
-    Examples:
-
-    \b
-      swarm version
-    """
-    typer.echo(f"agent-swarm {__version__}")
-
-
-@app.command("demo-list")
-def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the built-in scripted demo tasks.
-
-    Examples:
-
-    \b
-      swarm demo-list
-      swarm run --demo capitals
-    """
-    from orchestrator.demo import DEMO_TASKS
-
-    if json_out:
-        typer.echo(json.dumps({k: v.prompt for k, v in DEMO_TASKS.items()}))
-        return
-    for name, t in DEMO_TASKS.items():
-        typer.echo(f"{name}\t{t.prompt}")
-
-
-# A wide fan-out allocates hundreds of thousands of short-lived objects per stage; with CPython's
-# default gen-0 threshold (700) the cyclic GC runs thousands of times per stage and costs ~20% of
-# the runtime's CPU per sub-agent step (bench/bench_runtime.py --gc-threshold). Like the tracing SDK,
-# process-wide settings belong to the CLI, never to library code.
-# gc.freeze() then moves everything imported so far (tens of thousands of module, class and
-# pydantic-schema objects) out of the collector's reach: full collections stop re-scanning them,
-# which cuts another ~15% of the CPU per step at a 1,000-way fan-out.
-GC_THRESHOLD = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-    """The CLI's process-wide GC settings (the benchmark's ``--cli-gc`` applies the same)."""
-    gc.collect()
-    gc.set_threshold(*GC_THRESHOLD)
-    gc.freeze()
-
-
-def optional_value(argv: list[str], command: str, option: str, value: str) -> list[str]:
-    """``swarm COMMAND ... OPTION`` with no value after it means ``OPTION value`` (click cannot say
-    "this option's value is optional"): ``swarm rollout --ray`` is ``--ray local``."""
-    if len(argv) < 2 or argv[1] != command:
-        return argv
-    out = list(argv)
-    for i, arg in enumerate(argv):
-        if arg == option and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
-            out.insert(i + 1 + (len(out) - len(argv)), value)
-    return out
-
-
-def main() -> None:
-    """Console-script entry point."""
-    sys.argv = optional_value(sys.argv, "rollout", "--ray", "local")
-    # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
-    # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
-    # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel
-    # the main task on Ctrl-C.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    tune_gc()
-    claim_global_provider()
-    app()

@@ -28,8 +28,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_eval import backend_resolver, parse_knobs
-from orchestrator.cli_options import (
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.eval import backend_resolver, parse_knobs
+from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
     EpisodeTimeoutOpt,
@@ -66,9 +67,7 @@ err = Console(stderr=True)
 
 def _backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
     # One backend resolver for every subcommand: the one `swarm run` uses.
-    from orchestrator.cli import _build_backends
-
-    return _build_backends(kind, **options)
+    return build_backends(kind, **options)
 
 
 def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardConfig:
@@ -179,7 +178,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
     prompt (``"capitals"``), its full demo prompt, or ``metadata.demo``; a name becomes the demo's prompt.
     Anything else is refused, as ``swarm run -b scripted`` refuses it: the script answers its own
     tasks, not yours."""
-    from orchestrator.demo import DEMO_TASKS
+    from orchestrator.cli.demo import DEMO_TASKS
 
     by_prompt = {t.prompt: name for name, t in DEMO_TASKS.items()}
     out: list[Task] = []
@@ -200,7 +199,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
 
 
 def _demo_factory(latency: float) -> OrchestratorFactory:
-    from orchestrator.demo import demo
+    from orchestrator.cli.demo import demo
 
     d = demo("capitals", latency_s=latency)
     return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
@@ -411,7 +410,7 @@ def rollout(
                 "overrides": {k: v for k, v in overrides.items() if v is not None},
             }
         elif backend == "scripted":
-            from orchestrator.demo import demo
+            from orchestrator.cli.demo import demo
 
             task_list = demo_tasks(task_list)
 

@@ -19,7 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_options import (
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
     EpisodeTimeoutOpt,
@@ -271,10 +272,8 @@ def backend_resolver(
             return policy.orchestrator, policy.subagent
 
         return gold
-    from orchestrator.cli import _build_backends
-
     opts = dict(extras.get("backend", {}))
-    orch, sub = _build_backends(
+    orch, sub = build_backends(
         kind=opts.pop("kind", None) or backend,
         model=model or opts.pop("model", None),
         base_url=base_url or opts.pop("base_url", None),
@@ -310,9 +309,9 @@ def run_workload(
     (as written by ``swarm eval --export-tasks``). Returns the exit code (0 ok, 1 an episode failed,
     2 bad input).
     """
+    from orchestrator.cli.live import summary_table
     from orchestrator.engine import Orchestrator
     from orchestrator.eval import episode_config
-    from orchestrator.live import summary_table
     from orchestrator.store import write_episode
     from orchestrator.tasks import load_tasks
     from swarm.records import EpisodeStatus

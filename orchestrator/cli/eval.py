@@ -146,6 +146,7 @@ def eval_command(
     export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
 ) -> None:
     """Run a workload in swarm and single-agent mode on the same tasks and compare them.
 
@@ -211,6 +212,8 @@ def eval_command(
         raise typer.Exit(2) from None
 
     def progress(row: EpisodeRow) -> None:
+        if quiet:
+            return
         err.print(
             f"  {escape(row.task_id)} {escape(f'[{row.mode}]')} {row.status}: {wl.metric}={row.metric:.3f} "
             f"critical={row.critical_steps} total={row.total_steps} {row.wall_time_s:.1f}s"

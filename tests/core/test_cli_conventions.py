@@ -61,6 +61,7 @@ def test_one_meaning_per_flag_across_run_eval_and_rollout() -> None:
     # --max-concurrency is sub-agents at once in all three; episodes at once is its own name.
     for names in (run, ev, ro):
         assert names["--max-concurrency"] == ("--max-concurrency",)
+        assert names["-q"] == ("--quiet", "-q") and names["-o"] == ("--out", "-o") and names["-b"][0] == "--backend"
         assert "--max-concurrent" not in names
     assert "--concurrent-episodes" in ro
     # the same shared options, with their defaults and units in the help
@@ -103,6 +104,11 @@ def test_scripted_policies_report_no_invented_token_counts(tmp_path: Path) -> No
     )
     assert table.exit_code == 0, table.output
     assert "not measured (scripted)" in table.stdout
+    assert "critical=" in table.stderr  # a line per finished episode ...
+    quiet = runner.invoke(
+        app, ["eval", "-w", "wide-lookup", "-b", "scripted", "-n", "1", "--mode", "swarm", "-o", str(tmp_path), "-q"]
+    )
+    assert quiet.exit_code == 0 and "critical=" not in quiet.stderr  # ... unless --quiet
     run = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), "-q"], env={"COLUMNS": "200"})
     assert "not measured (a scripted policy has no tokenizer" in run.stdout and " in / " not in run.stdout
 

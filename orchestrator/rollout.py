@@ -49,7 +49,7 @@ from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rewards import ADVANTAGES, PARLReward
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
@@ -423,7 +423,7 @@ def prepare_episode(
         seed=entry.seed,
         episode_id=record.episode_id,
         digest=EpisodeDigest.of(record),
-        entry_json=entry.model_dump_json() if serialize else "",
+        entry_json=dump_record(entry) if serialize else "",
         trajectory=trajectory,
         trajectory_error=error,
         record=record if keep_record else None,

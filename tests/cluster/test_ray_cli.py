@@ -109,3 +109,22 @@ def test_interrupting_the_driver_stops_the_actors_and_keeps_finished_episodes(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     final = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert (final["episodes_resumed"], final["episodes_run"], final["trajectories"]) == (len(kept), 16 - len(kept), 16)
+
+
+def test_a_local_ray_runs_its_workers_at_the_drivers_priority() -> None:
+    """Ray starts workers 15 nice levels below the raylet by default, so on a shared machine the actors,
+    which do all the episodes' work, were starved while the driver, which only writes files, was not
+    (`nice -n 5 swarm rollout --ray` ran its actors at nice 19)."""
+    code = (
+        "import os, ray\n"
+        "from orchestrator.cluster import RayCluster\n"
+        "os.nice(5)\n"
+        "RayCluster(num_cpus=1).connect()\n"
+        "level = ray.remote(num_cpus=0)(lambda: os.nice(0))\n"
+        "print(os.nice(0), ray.get(level.remote()))\n"
+        "ray.shutdown()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    driver, worker = map(int, out.stdout.split()[-2:])
+    assert worker == driver >= 5

@@ -585,9 +585,8 @@ class Orchestrator:
         kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
         done: dict[str, SubagentResult] = {}
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
-        for c in calls:  # created sub-agent types and refused actions are known before anything runs
-            if c.id in results:
-                self._emit_action(index, results[c.id])
+        for r in list(results.values()):  # created sub-agent types and refused actions are known already
+            self._emit_action(index, r)
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
                 async with anyio.create_task_group() as tg:

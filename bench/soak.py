@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     _config(out / "soak.toml", url, args.fanout, args.timeout)
     cmd = [
         "rollout", "-t", str(out / "tasks.jsonl"), "-o", str(run_dir), "-c", str(out / "soak.toml"),
-        "-k", str(args.group_size), "--max-concurrent", str(args.max_concurrent), "--seed", str(args.seed), "-q",
+        "-k", str(args.group_size), "--concurrent-episodes", str(args.max_concurrent), "--seed", str(args.seed), "-q",
         "--json",
     ]  # fmt: skip
     rng = random.Random(args.seed)
@@ -561,7 +561,7 @@ def main() -> None:
     p.add_argument("--fanout", type=int, default=1024)
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--group-size", type=int, default=2)
-    p.add_argument("--max-concurrent", type=int, default=2)
+    p.add_argument("--concurrent-episodes", type=int, default=2)
     p.add_argument("--tasks-per-minute", type=float, default=20.0, help="tasks in the file (more than can run)")
     p.add_argument("--timeout", type=float, default=5.0, help="the backend's per-request timeout (s)")
     p.add_argument("--hang-s", type=float, default=30.0, help="how long the server leaves a hung request")

@@ -39,6 +39,7 @@ from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
 from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
+    ActionResolved,
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -593,6 +594,8 @@ class Orchestrator:
         kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
         done: dict[str, SubagentResult] = {}
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
+        for r in list(results.values()):  # created sub-agent types and refused actions are known already
+            self._emit_action(index, r)
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
                 async with anyio.create_task_group() as tg:
@@ -701,6 +704,27 @@ class Orchestrator:
         ctx = ToolContext(episode_id=st.episode_id, agent_id=ORCHESTRATOR_ID, workspace=self._workspace(st))
         for r in await run_tool_calls(calls, self._direct, ctx, self.telemetry, st.clock):
             out[r.call.id] = r
+            self._emit_action(len(st.stages), r)
+
+    def _emit_action(self, stage: int, r: ToolResult) -> None:
+        """Tell observers how a non-sub-agent action ended (see :class:`~swarm.events.ActionResolved`)."""
+        if not self.observers:
+            return
+        target: object = ""
+        if r.call.name in (ASSIGN, CREATE):
+            target = r.call.arguments.get("agent" if r.call.name == ASSIGN else "name", "")
+        text = r.content[7:] if r.is_error and r.content.startswith("error: ") else r.content
+        self._emit(
+            ActionResolved(
+                stage=stage,
+                call_id=r.call.id,
+                name=r.call.name,
+                target=target if isinstance(target, str) else repr(target),
+                ok=not r.is_error,
+                detail=text if len(text) <= 300 else text[:299] + "…",
+                error_type=r.error_type,
+            )
+        )
 
     async def _fan_out(
         self, st: _EpisodeState, index: int, runs: list[tuple[ToolCall, SubagentRun]], done: dict[str, SubagentResult]

@@ -567,7 +567,13 @@ def _check_manifest(out: Path, config: RolloutConfig) -> None:
             old = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             old = None
-        if isinstance(old, dict) and {k: old.get(k) for k in mine} != mine:
+        # Manifests written before the reward settings were recorded do not pin them.
+        known = old.get("settings") if isinstance(old, dict) else None
+        settings = dict(mine.get("settings", {}))
+        if not (isinstance(known, dict) and "reward" in known):
+            settings.pop("reward", None)
+        mine_cmp = {k: v for k, v in mine.items() if k != "settings"} | ({"settings": settings} if settings else {})
+        if isinstance(old, dict) and {k: old.get(k) for k in mine_cmp} != mine_cmp:
             theirs = ", ".join(f"{k}={json.dumps(old.get(k))}" for k in mine)
             ours = ", ".join(f"{k}={json.dumps(v)}" for k, v in mine.items())
             raise ConfigError(

@@ -46,8 +46,9 @@ def read_episode(path: Path) -> EpisodeRecord:
 
 
 def iter_episodes(root: Path = DEFAULT_ROOT) -> Iterator[Path]:
-    """Episode files under ``root``, newest first."""
+    """Episode files anywhere under ``root`` (``swarm run``'s ``<root>/<id>/``, ``swarm eval``'s
+    ``<root>/<run>/episodes/<mode>/<id>/``), newest first."""
     if not root.is_dir():
         return iter(())
-    files = [p for p in root.glob(f"*/{EPISODE_FILE}") if p.is_file()]
+    files = [p for p in root.rglob(EPISODE_FILE) if p.is_file()]
     return iter(sorted(files, key=lambda p: p.stat().st_mtime, reverse=True))

@@ -408,7 +408,15 @@ class SubagentRun:
             )
         )
         if self.rt.observer is not None:
-            self.rt.observer(SubagentStep(agent_id=self.agent_id, step=len(self.steps)))
+            failed = next((r.content for r in results if r.is_error), None)
+            self.rt.observer(
+                SubagentStep(
+                    agent_id=self.agent_id,
+                    step=len(self.steps),
+                    tools=tuple(r.call.name for r in results),
+                    error=error if error is not None else failed,
+                )
+            )
 
     async def _step(self) -> _Next:
         rt = self.rt

@@ -72,6 +72,8 @@ class AgentDefinition(_Frozen):
     system_prompt: str
     tools: tuple[str, ...] = ()
     model: str | None = None
+    description: str = ""
+    """When to use this type; the orchestrator's prompt lists it beside the name."""
 
 
 # ToolResult, StepRecord and SubagentResult are built on the runtime's hot path (one per tool call,

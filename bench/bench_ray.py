@@ -23,7 +23,7 @@ critical steps exactly 7, the answer right).
 Each measurement runs in a fresh process, with the swarm CLI's GC settings in the driver and in the
 actors. Ray runs start a local Ray of ``--cpus`` CPUs first (not timed).
 
-    python bench/bench_ray.py rollout                      # 64 tasks × 4, 16 wide, 20 ms
+    python bench/bench_ray.py rollout                      # 128 tasks × 4, 16 wide, 20 ms
     python bench/bench_ray.py wide --latency 0.5 0.02      # 10,000-wide stage
     python bench/bench_ray.py all --json
 """
@@ -175,10 +175,10 @@ def _child(args: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=["rollout", "wide", "all"], nargs="?", default="all")
-    p.add_argument("--tasks", type=int, default=64)
+    p.add_argument("--tasks", type=int, default=128)
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--width", type=int, default=16, help="rollout stage width")
-    p.add_argument("--concurrency", type=int, default=64, help="episodes in flight (over all actors)")
+    p.add_argument("--concurrency", type=int, default=128, help="episodes in flight (over all actors)")
     p.add_argument("--width-wide", type=int, default=10_000, help="the wide stage's width")
     p.add_argument("--latency", type=float, nargs="*", default=None, help="rollout: first value; wide: each")
     p.add_argument("--tool-latency", type=float, default=0.002)

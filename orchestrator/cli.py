@@ -38,7 +38,7 @@ from orchestrator.store import DEFAULT_ROOT, write_episode
 from orchestrator.tasks import large_task_warning, load_config, load_tasks
 from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
 from swarm import __version__
-from swarm.backend import ModelBackend
+from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
@@ -157,6 +157,16 @@ def run(
     mcp_config: Annotated[
         Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
     ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature", min=0.0, help="sampling temperature (default: the model family's, or --config's)"
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
     if workload is not None:
@@ -205,6 +215,7 @@ def run(
                 "subagent_timeout_s": subagent_timeout,
                 "episode_timeout_s": episode_timeout,
             },
+            sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
@@ -228,6 +239,7 @@ def _plan(
     subagent_model: str | None,
     config_file: Path | None,
     overrides: dict[str, Any],
+    sampling: dict[str, Any] | None = None,
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
@@ -269,7 +281,33 @@ def _plan(
         subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, config, orch, sub, (), extras, reward)
+    return RunPlan(tasks, _with_sampling(config, base, orch, sampling or {}), orch, sub, (), extras, reward)
+
+
+def _with_sampling(
+    config: SwarmConfig, base: SwarmConfig | None, orch: ModelBackend, flags: dict[str, Any]
+) -> SwarmConfig:
+    """Sampling of a model run: the config file's where it sets it, else the model family's
+    (:class:`orchestrator.prompts.PromptProfile`), with ``--temperature/--max-tokens/--seed`` on top."""
+    from orchestrator.prompts import profile_for
+
+    try:
+        profile = profile_for(orch.model, config.prompt_profile)
+    except UserError as exc:
+        raise UserError(f"prompt_profile in the config: {exc}") from None
+    given = base.model_fields_set if base is not None else set()
+    change = {k: v for k, v in flags.items() if v is not None}
+    data = config.model_dump()
+    for name, family in (
+        ("orchestrator_sampling", profile.orchestrator_sampling),
+        ("subagent_sampling", profile.subagent_sampling),
+    ):
+        current: SamplingParams = getattr(config, name) if name in given else family
+        data[name] = {**current.model_dump(), **change}
+    try:
+        return SwarmConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"invalid sampling option: {exc}") from None
 
 
 def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:

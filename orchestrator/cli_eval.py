@@ -40,8 +40,10 @@ _FIELDS = (
     ("critical_steps", "{:.1f}"),
     ("total_steps", "{:.1f}"),
     ("wall_time_s", "{:.2f}"),
+    ("median_wall_time_s", "{:.2f}"),
     ("tokens", "{:.0f}"),
     ("mean_width", "{:.2f}"),
+    ("fanout_rate", "{:.2f}"),
     ("finish_rate", "{:.3f}"),
 )
 

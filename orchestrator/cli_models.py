@@ -23,14 +23,7 @@ def _has(module: str) -> bool:
 
 def inventory() -> dict[str, Any]:
     """What ``swarm models`` reports, as data: local models, engines, and the install command of each."""
-    from swarm.backends.local import (
-        ENGINE_INSTALL,
-        LOCAL_MODELS,
-        QWEN_FILE,
-        cache_dir,
-        engine_available,
-        model_available,
-    )
+    from swarm.backends.local import ENGINE_INSTALL, LOCAL_MODELS, cache_dir, engine_available, model_available
 
     default: str | None = None
     models = []
@@ -38,9 +31,18 @@ def inventory() -> dict[str, Any]:
         ok = model_available(name)
         if ok and default is None:
             default = name
-        entry: dict[str, Any] = {"name": name, "available": ok, "description": m.description, "install": m.install}
-        if name == "qwen2.5-coder-0.5b":
-            cached = cache_dir() / QWEN_FILE
+        entry: dict[str, Any] = {
+            "name": name,
+            "available": ok,
+            "description": m.description,
+            "install": m.install,
+            "license": m.license,
+            "source": m.source,
+            "size_bytes": m.size,
+            "sha256": m.sha256,
+        }
+        if m.parts:
+            cached = cache_dir() / m.file
             entry["assembled"] = str(cached) if cached.is_file() else None
         models.append(entry)
     engines = [
@@ -86,13 +88,16 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="print the inve
         return
     out = Console()
     t = Table(title="local models (--backend local --model NAME)", title_justify="left")
-    for col in ("model", "status", "what", "how to get it"):
+    for col in ("model", "status", "what", "licence · source · sha256", "how to get it"):
         t.add_column(col)
     for m in inv["models"]:
         status = "[green]installed[/green]" if m["available"] else "[red]missing[/red]"
         if m["name"] == inv["default_local_model"]:
             status += " (default)"
-        t.add_row(m["name"], status, escape(m["description"]), "" if m["available"] else escape(m["install"]))
+        origin = f"{m['license']} · {m['source']}" + (f" · {m['sha256']}" if m["sha256"] else "")
+        t.add_row(
+            m["name"], status, escape(m["description"]), escape(origin), "" if m["available"] else escape(m["install"])
+        )
     out.print(t)
     e = Table(title="backends (--backend KIND)", title_justify="left")
     for col in ("backend", "status", "use", "how to get it"):

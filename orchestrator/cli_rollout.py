@@ -251,6 +251,10 @@ def rollout(
     ] = None,
     max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
     max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
+    max_concurrency: Annotated[
+        int | None,
+        typer.Option("--max-concurrency", min=1, help="sub-agents running at once over all episodes of the run"),
+    ] = None,
     episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
     temperature: Annotated[
         float | None, typer.Option("--temperature", min=0.0, help="model backends: sampling temperature")
@@ -293,6 +297,7 @@ def rollout(
         overrides: dict[str, Any] = {
             "max_critical_steps": max_critical_steps,
             "max_subagent_steps": max_subagent_steps,
+            "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
         }
         if workload is None:

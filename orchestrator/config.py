@@ -32,7 +32,23 @@ class SwarmConfig(BaseModel):
     max_report_chars: int = Field(4000, ge=64, description="a sub-agent report is trimmed to this")
     orchestrator_sampling: SamplingParams = SamplingParams()
     subagent_sampling: SamplingParams = SamplingParams()
-    system_prompt: str | None = Field(None, description="replaces the default orchestrator prompt")
+    system_prompt: str | None = Field(None, description="replaces the prompt profile's orchestrator prompt")
+    extra_instructions: str | None = Field(
+        None, description="appended to the orchestrator's system prompt (e.g. a workload's instructions)"
+    )
+    prompt_profile: str | None = Field(
+        None,
+        description="prompts for a model family: 'default' or 'small' (None: chosen from the backend's model name)",
+    )
+    builtin_worker: bool = Field(
+        True,
+        description="offer the general-purpose sub-agent type 'worker' (all grantable tools) without create_subagent",
+    )
+    max_repeated_failures: int = Field(
+        2,
+        ge=1,
+        description="turns in a row that only repeat earlier failed calls before the episode stops as 'stuck'",
+    )
     orchestrator_tools: tuple[str, ...] | None = Field(
         None, description="tools/toolsets the orchestrator may call directly (None: all registered)"
     )

@@ -20,14 +20,16 @@ from typing import Any
 import anyio
 from opentelemetry.trace import TracerProvider
 
+from orchestrator.admission import ASSIGN, CREATE, admit, call_signature, repeat_notice
 from orchestrator.config import SwarmConfig
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
-from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, action_specs, format_subagent_result
+from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
 from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_subagents, run_tool_calls
 from swarm import limits
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
+from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
 from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
@@ -66,9 +68,14 @@ RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 """Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
 _tool_message = maker(ToolMessage)  # trusted: ids and names from validated calls, content a string
-CREATE = "create_subagent"
-ASSIGN = "assign_task"
 ORCHESTRATOR_ID = "orchestrator"
+SINGLE_AGENT_PROMPT = "You are a helpful assistant. Use your tools when they help, then answer in plain text."
+FINAL_NOTICE = {
+    EpisodeStatus.BUDGET_EXHAUSTED: "No budget is left for tools or sub-agents. "
+    "Answer the user now in plain text with the results you have.",
+    EpisodeStatus.STUCK: "Stop calling tools: your last calls repeated failed ones. "
+    "Answer the user now in plain text with the results you have.",
+}
 
 
 # -- tagged next steps ------------------------------------------------------------------------------
@@ -126,6 +133,11 @@ class _EpisodeState:
     trace_id: str | None = None
     reward: RewardRecord | None = None
     last_ids: tuple[int, ...] | None = None
+    failed_calls: set[str] = field(default_factory=set)  # signatures of calls that failed
+    completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
+    stuck_turns: int = 0  # turns in a row that only repeated failed calls
+    stop: EpisodeStatus | None = None  # why the next turn is the forced last one (budget: None)
+    stop_error: str | None = None
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -208,12 +220,35 @@ class Orchestrator:
                     f"predefined agent {a.name!r} uses model {a.model!r}; known: {sorted(self.subagent_backends)}"
                 )
             self._presets[a.name] = a
+        try:
+            self.profile = profile_for(self.backend.model, cfg.prompt_profile)
+        except UnknownNameError as exc:
+            raise ConfigError(f"prompt_profile in the config: {exc}") from None
+        if cfg.subagents and cfg.builtin_worker and WORKER not in self._presets:
+            self._presets[WORKER] = self.profile.worker(tuple(self._grantable))
         actions = (
-            action_specs(sorted([*self._grantable, *self._grantable_sets]), sorted(self.subagent_backends))
+            action_specs(
+                sorted([*self._grantable, *self._grantable_sets]), sorted(self.subagent_backends), self.profile
+            )
             if cfg.subagents
             else ()
         )
         self._specs: tuple[ToolSpec, ...] = (*actions, *(t.spec for t in self._direct.values()))
+        if not cfg.subagents:
+            base = cfg.system_prompt or SINGLE_AGENT_PROMPT
+            self._system = f"{base}\n\n{cfg.extra_instructions}" if cfg.extra_instructions else base
+        elif cfg.system_prompt is not None:
+            self._system = "\n\n".join(p for p in (cfg.system_prompt, cfg.extra_instructions) if p)
+        else:
+            self._system = self.profile.orchestrator_prompt(list(self._presets.values()), cfg.extra_instructions)
+        # The profile's worked example, with the first sub-agent type on offer (a workload's own type
+        # before the built-in worker), when this episode runs the profile's protocol prompt.
+        first = next(iter(self._presets), WORKER)
+        use_example = cfg.subagents and cfg.system_prompt is None
+        self._example = self.profile.example_messages(first) if use_example else ()
+        # Small models answer simple wide tasks from memory instead of delegating (their own weak
+        # recall, one step after another): their first turn must act.
+        self._delegate = use_example and self.profile.delegate_first
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -233,13 +268,12 @@ class Orchestrator:
         if len(task.prompt) > LARGE_TASK_CHARS and (note := large_task_warning(task)):
             warnings.warn(LargeInputWarning(note), stacklevel=2)
         eid = episode_id or uuid.uuid4().hex[:16]
-        system = self.config.system_prompt or DEFAULT_SYSTEM_PROMPT
         st = _EpisodeState(
             episode_id=eid,
             task=task,
             t0=time.perf_counter(),
             started_at=time.time(),
-            messages=[SystemMessage(content=system), UserMessage(content=task.prompt)],
+            messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
             agents=dict(self._presets),
         )
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
@@ -309,7 +343,10 @@ class Orchestrator:
 
     async def _drive(self, st: _EpisodeState) -> None:
         while st.status is None:
-            final = self.config.max_critical_steps - st.critical_used <= 1
+            final = st.stop is not None or self.config.max_critical_steps - st.critical_used <= 1
+            if final and self.config.subagents:
+                reason = st.stop or EpisodeStatus.BUDGET_EXHAUSTED
+                st.messages.append(UserMessage(content=FINAL_NOTICE[reason]))
             outcome = await self._generate(st, final)
             nxt = self._decide(st, outcome, final)
             if isinstance(nxt, _Stage):
@@ -318,7 +355,8 @@ class Orchestrator:
             kind: StageKind = "retry" if isinstance(nxt, _Retry) else "answer"
             self._record_stage(st, outcome, kind, (), ())
             if isinstance(nxt, _Answer):
-                st.finish(nxt.status, nxt.text)
+                stuck = nxt.status is EpisodeStatus.STUCK
+                st.finish(nxt.status, nxt.text, st.stop_error if stuck else None, "ActionLoopError" if stuck else None)
             elif isinstance(nxt, _Fail):
                 st.finish(EpisodeStatus.FAILED, None, nxt.error, nxt.error_type)
 
@@ -329,7 +367,7 @@ class Orchestrator:
             messages=tuple(st.messages),
             tools=self._specs,
             sampling=cfg.orchestrator_sampling,
-            tool_choice="none" if final else "auto",
+            tool_choice="none" if final else ("required" if self._delegate and not st.stages else "auto"),
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
@@ -393,11 +431,12 @@ class Orchestrator:
             return _Fail(f"orchestrator model call failed: {outcome.error}", "BackendError")
         if final:
             # Tools are disabled on the last turn: whatever it says is the answer.
-            return _Answer(c.text, EpisodeStatus.BUDGET_EXHAUSTED)
+            return _Answer(clean_answer(c.text), st.stop or EpisodeStatus.BUDGET_EXHAUSTED)
         if c.parse_error is not None:
             st.malformed += 1
             st.messages.append(AssistantMessage(content=c.text))
-            st.messages.append(UserMessage(content=malformed_feedback(c.parse_error)))
+            cut = self.config.orchestrator_sampling.max_tokens if c.finish_reason == "length" else None
+            st.messages.append(UserMessage(content=malformed_feedback(c.parse_error, cut_at=cut)))
             if st.malformed > self.config.max_malformed_retries:
                 return _Fail(
                     f"orchestrator output stayed malformed after {self.config.max_malformed_retries} "
@@ -407,7 +446,7 @@ class Orchestrator:
             return _Retry(c.parse_error)
         if not c.tool_calls:
             st.messages.append(AssistantMessage(content=c.text))
-            return _Answer(c.text, EpisodeStatus.COMPLETED)
+            return _Answer(clean_answer(c.text), EpisodeStatus.COMPLETED)
         return _Stage(c)
 
     # -- stages -------------------------------------------------------------------------------------
@@ -477,82 +516,49 @@ class Orchestrator:
                 except ValueError as exc:
                     results[c.id] = error_result(c, str(exc), "InvalidAction")
 
-        # Admission: width limit, known agents, and step caps from the remaining critical budget.
+        # Admission: known agents, the width limit, and step caps from the remaining critical budget.
         remaining = cfg.max_critical_steps - st.critical_used
-        cap = min(cfg.max_subagent_steps, remaining - 1)
-        runs: list[tuple[ToolCall, SubagentRun]] = []
-        unrun: list[tuple[ToolCall, SubagentResult]] = []
-        direct: list[ToolCall] = []
+        plan = admit(
+            calls,
+            st.agents,
+            stage=index,
+            step_cap=min(cfg.max_subagent_steps, remaining - 1),
+            max_width=cfg.max_subagents_per_stage,
+            subagents=cfg.subagents,
+            budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
+            completed=st.completed,
+        )
+        for call_id, (message, error_type) in plan.refused.items():
+            c = next(c for c in calls if c.id == call_id)
+            results[call_id] = error_result(c, message, error_type)
+        direct = plan.direct
         rt_cache: dict[str | None, SubagentRuntime] = {}
-        for c in calls:
-            if c.name == CREATE and cfg.subagents and c.error is None:
-                continue
-            # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
-            if c.name != ASSIGN or not cfg.subagents or c.error is not None:
-                direct.append(c)
-                continue
-            agent, task = c.arguments.get("agent"), c.arguments.get("task")
-            if not isinstance(agent, str) or agent not in st.agents:
-                known = ", ".join(sorted(st.agents)) or "(none yet)"
-                results[c.id] = error_result(
-                    c,
-                    f"unknown sub-agent {agent!r}; create it first with create_subagent. Known: {known}",
-                    "InvalidAction",
-                )
-                continue
-            if not isinstance(task, str) or not task.strip():
-                results[c.id] = error_result(c, "assign_task needs a non-empty string 'task'", "InvalidAction")
-                continue
-            if len(runs) + len(unrun) >= cfg.max_subagents_per_stage:
-                results[c.id] = error_result(
-                    c,
-                    f"stage width limit of {cfg.max_subagents_per_stage} sub-agents reached; "
-                    "this assignment was not run. Assign it in a later stage.",
-                    "WidthLimit",
-                )
-                continue
-            definition = st.agents[agent]
-            agent_id = f"{definition.name}-{index}-{len(runs) + len(unrun)}"
-            if cap < 1:
-                now = st.clock()
-                unrun.append(
-                    (
-                        c,
-                        SubagentResult(
-                            agent_id=agent_id,
-                            name=definition.name,
-                            task=task,
-                            status=AgentStatus.BUDGET_EXHAUSTED,
-                            error="no critical-step budget left for sub-agents in this episode",
-                            error_type="BudgetExhaustedError",
-                            started=now,
-                            ended=now,
-                            step_cap=0,
-                        ),
-                    )
-                )
-                continue
-            rt = rt_cache.get(definition.model)
+        runs: list[tuple[ToolCall, SubagentRun]] = []
+        notes: dict[str, str] = {}
+        for a in plan.assignments:
+            rt = rt_cache.get(a.definition.model)
             if rt is None:
-                rt = rt_cache[definition.model] = self._runtime(st, definition.model)
+                rt = rt_cache[a.definition.model] = self._runtime(st, a.definition.model)
+            if a.note:
+                notes[a.call.id] = a.note
             runs.append(
                 (
-                    c,
+                    a.call,
                     SubagentRun(
-                        definition=definition,
-                        task=task,
-                        agent_id=agent_id,
+                        definition=a.definition,
+                        task=a.task,
+                        agent_id=a.agent_id,
                         stage=index,
-                        step_cap=cap,
+                        step_cap=a.step_cap,
                         timeout_s=cfg.subagent_timeout_s,
                         rt=rt,
                     ),
                 )
             )
 
-        width = len(runs) + len(unrun)
+        width = len(runs)
         kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
-        done: dict[str, SubagentResult] = {c.id: r for c, r in unrun}
+        done: dict[str, SubagentResult] = {}
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
@@ -574,28 +580,60 @@ class Orchestrator:
             stage = self._record_stage(
                 st, outcome, kind, tuple(results[c.id] for c in calls if c.id in results), subs, span
             )
-        # Observations for the next turn, in call order.
-        st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
-        completed, max_chars = AgentStatus.COMPLETED, cfg.max_report_chars
-        for c in calls:
-            r = done.get(c.id)
-            if r is not None:
-                st.messages.append(
-                    _tool_message(
-                        tool_call_id=c.id,
-                        name=c.name,
-                        content=format_subagent_result(r, max_chars),
-                        is_error=r.status is not completed,
-                    )
-                )
-            else:
-                tr = results[c.id]
-                st.messages.append(
-                    _tool_message(tool_call_id=c.id, name=c.name, content=tr.content, is_error=tr.is_error)
-                )
+        self._observe(st, completion, results, done, notes)
         self._emit_lazy(
             lambda: StageFinished(index=index, critical_steps=stage.critical_steps, critical_so_far=st.critical_used)
         )
+
+    def _observe(
+        self,
+        st: _EpisodeState,
+        completion: Completion,
+        results: Mapping[str, ToolResult],
+        done: Mapping[str, SubagentResult],
+        notes: Mapping[str, str],
+    ) -> None:
+        """The stage's observations for the next turn, in call order: sub-agent results, tool
+        results and refusals; a call that repeats an earlier failure verbatim says so, and a run of
+        turns that only repeat failures stops the episode (``stuck``) instead of burning its budget."""
+        cfg = self.config
+        calls = completion.tool_calls
+        st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
+        completed, max_chars = AgentStatus.COMPLETED, cfg.max_report_chars
+        repeats = failures = 0
+        for c in calls:
+            r = done.get(c.id)
+            if r is not None:
+                content, is_error = format_subagent_result(r, max_chars), r.status is not completed
+                if not is_error:
+                    st.completed[(r.name, r.task.strip())] = content
+            else:
+                tr = results[c.id]
+                content, is_error = tr.content, tr.is_error
+                if is_error:
+                    failures += 1
+                    sig = call_signature(c)
+                    if sig in st.failed_calls:
+                        repeats += 1
+                        content = repeat_notice(content)
+                    st.failed_calls.add(sig)
+            if c.id in notes:
+                content = f"note: {notes[c.id]}\n{content}"
+            st.messages.append(_tool_message(tool_call_id=c.id, name=c.name, content=content, is_error=is_error))
+        if completion.finish_reason == "length":
+            st.messages.append(
+                UserMessage(
+                    content=f"Your last message was cut off at the limit of {cfg.orchestrator_sampling.max_tokens} "
+                    "tokens; anything after the last complete call was lost. Keep calls short."
+                )
+            )
+        st.stuck_turns = st.stuck_turns + 1 if calls and repeats == failures == len(calls) else 0
+        if st.stuck_turns >= cfg.max_repeated_failures:
+            st.stop = EpisodeStatus.STUCK
+            st.stop_error = (
+                f"stopped after {st.stuck_turns} turns in a row that only repeated failed calls "
+                f"(last: {call_signature(calls[-1])[:200]})"
+            )
 
     def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
         cfg = self.config
@@ -714,7 +752,7 @@ class Orchestrator:
 
     @staticmethod
     def _partial_answer(st: _EpisodeState) -> str | None:
-        return next((t.text for t in reversed(st.turns) if t.text), None)
+        return next((clean_answer(t.text) for t in reversed(st.turns) if t.text), None)
 
     def _build(self, st: _EpisodeState) -> EpisodeRecord:
         return EpisodeRecord(

@@ -15,6 +15,7 @@ from the task's metadata and score it with the workload (the PARL terms on top).
 from __future__ import annotations
 
 import json
+import statistics
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
-from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT
 from orchestrator.store import write_episode
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
@@ -72,6 +72,7 @@ class EpisodeRow(BaseModel):
     wall_time_s: float = 0.0
     tokens: int = 0
     mean_width: float = 0.0
+    max_width: int = 0
     subagents: int = 0
     finish_rate: float | None = None
     error: str | None = None
@@ -90,8 +91,10 @@ class ModeSummary(BaseModel):
     critical_steps: float
     total_steps: float
     wall_time_s: float
+    median_wall_time_s: float = 0.0
     tokens: float
     mean_width: float
+    fanout_rate: float = Field(0.0, description="share of episodes with >= 2 sub-agents in one stage")
     finish_rate: float | None
     errors: int
 
@@ -128,8 +131,10 @@ def summarise(mode: Mode, rows: Sequence[EpisodeRow]) -> ModeSummary:
         critical_steps=_mean([r.critical_steps for r in rows]),
         total_steps=_mean([r.total_steps for r in rows]),
         wall_time_s=_mean([r.wall_time_s for r in rows]),
+        median_wall_time_s=statistics.median([r.wall_time_s for r in rows]) if rows else 0.0,
         tokens=_mean([r.tokens for r in rows]),
         mean_width=_mean([r.mean_width for r in rows]),
+        fanout_rate=_mean([float(r.max_width >= 2) for r in rows]),
         finish_rate=_mean(rates) if rates else None,
         errors=sum(r.error is not None for r in rows),
     )
@@ -152,16 +157,18 @@ def episode_config(
     ep: Episode, base: SwarmConfig | None = None, overrides: Mapping[str, Any] | None = None
 ) -> SwarmConfig:
     """The config of one workload episode: ``base`` < the workload's budgets < explicit ``overrides``;
-    the system prompt is the default orchestrator prompt + the workload's instructions (swarm mode)
-    or the workload's instructions alone (single mode, which is also not offered the sub-agent actions)."""
+    the system prompt is the prompt profile's orchestrator prompt + the workload's instructions
+    (swarm mode) or the workload's instructions alone (single mode, which is also not offered the
+    sub-agent actions)."""
     data = (base or SwarmConfig()).model_dump()
     data.update(ep.config)
     data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if not (overrides or {}).get("system_prompt"):
-        data["system_prompt"] = (
-            f"{DEFAULT_SYSTEM_PROMPT}\n\n{ep.instructions}" if ep.mode == "swarm" else ep.instructions
-        )
+        if ep.mode == "swarm":  # the prompt profile's protocol prompt (chosen from the model), then these
+            data["extra_instructions"] = ep.instructions
+        else:
+            data["system_prompt"] = ep.instructions
     try:
         return SwarmConfig.model_validate(data)
     except Exception as exc:
@@ -186,6 +193,7 @@ def _row(task: Task, mode: Mode, record: EpisodeRecord) -> EpisodeRow:
         wall_time_s=record.wall_time_s,
         tokens=tokens,
         mean_width=record.dag.mean_width,
+        max_width=max(record.dag.stage_widths, default=0),
         subagents=len(subs),
         finish_rate=finish_rate(record),
         error=error,

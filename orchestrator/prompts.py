@@ -1,35 +1,202 @@
-"""The orchestrator's action tools (SPEC §2), its default prompt, and how results are shown to it."""
+"""The orchestrator's action tools (SPEC §2), its prompts per model family, and how results are shown
+to it.
+
+A :class:`PromptProfile` is what a model family needs to follow the protocol: the orchestrator's
+system prompt (built from the sub-agent types the episode offers), the built-in ``worker`` type's
+prompt, and the tool descriptions. ``default`` suits capable models; ``small`` (sub-3B models such as
+Qwen2.5-Coder-0.5B/1.5B and SmolLM2) is short — every prompt token costs prefill time on a CPU — and
+carries one worked example of a parallel stage, because a small model copies the shape of an example
+far more reliably than it follows a description. :func:`profile_for` picks one from the backend's
+model name; ``SwarmConfig.prompt_profile`` overrides it.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from swarm.backend import ToolSpec
-from swarm.records import AgentStatus, SubagentResult
+from swarm.backend import SamplingParams, ToolSpec
+from swarm.backends.toolparse import clean_answer
+from swarm.errors import UnknownNameError
+from swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from swarm.records import AgentDefinition, AgentStatus, SubagentResult
 from tools.registry import truncate
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "action_specs", "format_subagent_result"]
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "PROFILES",
+    "WORKER",
+    "PromptProfile",
+    "action_specs",
+    "clean_answer",
+    "format_subagent_result",
+    "profile_for",
+]
+
+WORKER = "worker"
+"""The built-in general-purpose sub-agent type: assignable without ``create_subagent``."""
 
 DEFAULT_SYSTEM_PROMPT = """\
 You are the orchestrator of a swarm of sub-agents. Solve the user's task in stages.
 In each stage you may:
-- call create_subagent(name, system_prompt, tools, model) to define a specialised sub-agent type;
-- call assign_task(agent, task) to run an instance of a sub-agent on a self-contained subtask.
+- call assign_task(agent, task) to run an instance of a sub-agent type on a self-contained subtask.
   All assign_task calls you emit in one message run IN PARALLEL as one stage, so split independent
   work into several assign_task calls in the same message;
+- call create_subagent(name, system_prompt, tools, model) to define a specialised sub-agent type
+  when none of the existing types fits;
 - call any other tool you have directly.
 Each sub-agent reports back with its status and a report. Sub-agents cannot see your conversation:
 give each task everything it needs. Budgets are counted in critical steps (the longest chain of
 steps), so parallel sub-agents are cheaper than doing the work one after another.
 When you have what you need, answer the user in plain text without any tool call."""
 
+_SMALL_SYSTEM_PROMPT = """\
+You lead a team of sub-agents. Split the user's task into independent parts and give each part to \
+its own sub-agent with assign_task, all calls in one message: they run in parallel. A sub-agent sees \
+only its own task, so make each task complete. When the reports are back, answer the user in plain \
+text, covering every part."""
 
-def action_specs(grantable_tools: Sequence[str], models: Sequence[str]) -> tuple[ToolSpec, ToolSpec]:
+# The worked example of a parallel stage, as real chat turns (a small model copies the shape of a
+# turn it has seen rendered by its own template far more reliably than it follows a description).
+_EXAMPLE_TASK = "What are the capitals of Italy and Spain?"
+_EXAMPLE_PARTS = (("What is the capital of Italy?", "Rome"), ("What is the capital of Spain?", "Madrid"))
+_EXAMPLE_ANSWER = "Italy: Rome. Spain: Madrid."
+
+
+@dataclass(frozen=True)
+class PromptProfile:
+    """Prompts for one model family (see the module docstring). The sampling settings are what
+    ``swarm run`` uses for the family when neither the config file nor flags set them."""
+
+    name: str
+    description: str
+    system_prompt: str
+    worker_prompt: str
+    example: bool
+    delegate_first: bool
+    orchestrator_sampling: SamplingParams
+    subagent_sampling: SamplingParams
+    worker_tools_prompt: str
+    create_description: str
+    assign_description: str
+
+    def orchestrator_prompt(self, agents: Sequence[AgentDefinition], extra: str | None = None) -> str:
+        """The orchestrator's system prompt: the profile's text, the sub-agent types on offer (fixed
+        for the episode, so the prompt prefix is identical across turns and episodes and llama.cpp
+        reuses its cache), then ``extra`` (e.g. a workload's instructions)."""
+        parts = [self.system_prompt]
+        if agents:
+            lines = [f"- {a.name}" + (f" (tools: {', '.join(a.tools)})" if a.tools else "") for a in agents]
+            parts.append("Sub-agent types you can assign tasks to:\n" + "\n".join(lines))
+        if extra:
+            parts.append(extra)
+        return "\n\n".join(parts)
+
+    def example_messages(self, agent: str) -> tuple[Message, ...]:
+        """The worked example (a user task, one parallel stage of ``agent`` sub-agents, their
+        reports, the answer) as chat turns between the system prompt and the real task; empty when
+        the profile has none."""
+        if not self.example:
+            return ()
+        calls = tuple(
+            ToolCall(id=f"example-{i}", name="assign_task", arguments={"agent": agent, "task": task})
+            for i, (task, _) in enumerate(_EXAMPLE_PARTS)
+        )
+        reports = tuple(
+            ToolMessage(
+                tool_call_id=c.id,
+                name=c.name,
+                content=f"[{agent}-0-{i}] status: completed, steps: 1\nreport:\n{answer}",
+            )
+            for i, (c, (_, answer)) in enumerate(zip(calls, _EXAMPLE_PARTS, strict=True))
+        )
+        return (
+            UserMessage(content=_EXAMPLE_TASK),
+            AssistantMessage(content="", tool_calls=calls),
+            *reports,
+            AssistantMessage(content=_EXAMPLE_ANSWER),
+        )
+
+    def worker(self, tools: Sequence[str]) -> AgentDefinition:
+        """The built-in general-purpose sub-agent type, with the tools it may use."""
+        prompt = self.worker_tools_prompt if tools else self.worker_prompt
+        return AgentDefinition(name=WORKER, system_prompt=prompt, tools=tuple(tools))
+
+
+PROFILES: dict[str, PromptProfile] = {
+    "default": PromptProfile(
+        name="default",
+        description="capable models: the full protocol description",
+        system_prompt=DEFAULT_SYSTEM_PROMPT,
+        example=False,
+        delegate_first=False,
+        orchestrator_sampling=SamplingParams(),
+        subagent_sampling=SamplingParams(),
+        worker_prompt=(
+            "You are a general-purpose assistant working on one task handed to you by an orchestrator. "
+            "Do the task and reply with the result."
+        ),
+        worker_tools_prompt=(
+            "You are a general-purpose assistant working on one task handed to you by an orchestrator. "
+            "Use your tools when they help, then reply with the result."
+        ),
+        create_description=("Define a sub-agent type: a frozen model with its own system prompt and tool allow-list."),
+        assign_description=(
+            "Run one instance of a sub-agent on a self-contained task. Several assign_task calls in one "
+            "message run in parallel; each returns the sub-agent's status and report."
+        ),
+    ),
+    "small": PromptProfile(
+        name="small",
+        description="small models (< 3B): a short prompt with one worked example of a parallel stage",
+        system_prompt=_SMALL_SYSTEM_PROMPT,
+        example=True,
+        delegate_first=True,
+        # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
+        # language, invented tools) and its greedy output loops; short turns bound a runaway.
+        orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),
+        subagent_sampling=SamplingParams(temperature=0.2, max_tokens=256),
+        worker_prompt="Do the task you are given. Reply with the answer only, briefly.",
+        worker_tools_prompt=(
+            "Do the task you are given. Use a tool when the task needs it. Reply with the answer only, briefly."
+        ),
+        create_description="Define a new sub-agent type (only if no existing type fits).",
+        assign_description="Run a sub-agent on one task. Calls in one message run in parallel.",
+    ),
+}
+
+# "0.5b", "1.5B", "3b" ...: billions of parameters in the model name; "135m": millions.
+_SIZE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
+_SMALL_BILLIONS = 3.0
+
+
+def profile_for(model: str, override: str | None = None) -> PromptProfile:
+    """The profile for a backend's model name, or ``override`` (a key of :data:`PROFILES`).
+
+    A model whose name states fewer than 3 billion parameters (``qwen2.5-coder-0.5b``,
+    ``SmolLM2-135M``) gets ``small``; every other model ``default``.
+    """
+    if override is not None:
+        try:
+            return PROFILES[override]
+        except KeyError:
+            raise UnknownNameError("prompt profile", override, PROFILES) from None
+    for number, unit in _SIZE.findall(model):
+        billions = float(number) / (1000.0 if unit.lower() == "m" else 1.0)
+        return PROFILES["small" if billions < _SMALL_BILLIONS else "default"]
+    return PROFILES["default"]
+
+
+def action_specs(
+    grantable_tools: Sequence[str], models: Sequence[str], profile: PromptProfile | None = None
+) -> tuple[ToolSpec, ToolSpec]:
     """Schemas of ``create_subagent`` and ``assign_task``.
 
     They depend only on the episode's configuration (never on agents created so far), so the
     rendered prompt prefix stays identical from turn to turn and token ids never drift.
     """
+    profile = profile or PROFILES["default"]
     tools_schema: dict[str, object] = {
         "type": "array",
         "items": {"type": "string"},
@@ -44,7 +211,7 @@ def action_specs(grantable_tools: Sequence[str], models: Sequence[str]) -> tuple
         model_schema["enum"] = list(models)
     create = ToolSpec(
         name="create_subagent",
-        description="Define a sub-agent type: a frozen model with its own system prompt and tool allow-list.",
+        description=profile.create_description,
         parameters={
             "type": "object",
             "properties": {
@@ -58,14 +225,11 @@ def action_specs(grantable_tools: Sequence[str], models: Sequence[str]) -> tuple
     )
     assign = ToolSpec(
         name="assign_task",
-        description=(
-            "Run one instance of a sub-agent on a self-contained task. Several assign_task calls in one "
-            "message run in parallel; each returns the sub-agent's status and report."
-        ),
+        description=profile.assign_description,
         parameters={
             "type": "object",
             "properties": {
-                "agent": {"type": "string", "description": "name of a sub-agent created earlier"},
+                "agent": {"type": "string", "description": "name of a sub-agent type"},
                 "task": {"type": "string", "description": "the complete task for this instance"},
             },
             "required": ["agent", "task"],

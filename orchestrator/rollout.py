@@ -48,7 +48,7 @@ from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
-from swarm.export import JsonlProblem, JsonlWriter, read_jsonl, to_trl_rollout
+from swarm.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import ADVANTAGES, PARLReward
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
@@ -593,17 +593,20 @@ class _Run:
         self.episodes_w = JsonlWriter(ep_path)
         self.traj_w = JsonlWriter(tr_path)
         self.fail_w = JsonlWriter(out / FAILURES)
-        prior = read_jsonl(ep_path, EpisodeEntry, on_error="skip", problems=self.problems)
-        exported = read_jsonl(tr_path, Trajectory, on_error="skip", problems=self.problems)
-        self.trajectories = sum(1 for t in exported if t.group_id in self.tasks)
-        prior_fail = read_jsonl(out / FAILURES, RolloutFailure, on_error="skip", problems=self.problems)
-        self.traj_failures = [f for f in prior_fail if f.kind == "trajectory" and f.group_id in self.tasks]
+        # Earlier files are streamed, a record at a time: they hold every episode of the run (hundreds of
+        # MB at a 1,000-way fan-out), and a resume must not need them all in memory at once.
         # Per sample, not per group: a run killed in the middle of a group's export resumes it.
-        self.exported: set[tuple[str, int]] = {(t.group_id, t.sample_index) for t in exported}
+        self.exported: set[tuple[str, int]] = set()
+        self.trajectories = 0
+        for t in iter_jsonl(tr_path, Trajectory, on_error="skip", problems=self.problems):
+            self.exported.add((t.group_id, t.sample_index))
+            self.trajectories += t.group_id in self.tasks
+        prior_fail = iter_jsonl(out / FAILURES, RolloutFailure, on_error="skip", problems=self.problems)
+        self.traj_failures = [f for f in prior_fail if f.kind == "trajectory" and f.group_id in self.tasks]
         self.exported |= {(f.group_id, f.sample_index) for f in self.traj_failures}
         self.entries: dict[tuple[str, int], EpisodeDigest] = {}
         self.unexported: dict[tuple[str, int], PreparedEpisode] = {}
-        for e in prior:
+        for e in iter_jsonl(ep_path, EpisodeEntry, on_error="skip", problems=self.problems):
             if e.group_id in self.tasks and e.sample_index < config.group_size:
                 # Runs before infrastructure failures were told apart recorded them as episodes.
                 if config.retry_infrastructure_failures and infrastructure_failure(e.record) is not None:

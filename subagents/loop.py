@@ -9,6 +9,7 @@ so a failing sub-agent never cancels its siblings.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from anyio import TaskHandle
 
 from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.backends.toolparse import clean_answer
 from swarm.deadlines import DeadlineWatch
 from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
 from swarm.events import Observer, SubagentStep
@@ -29,7 +31,15 @@ from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResu
 from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
-__all__ = ["SubagentRun", "SubagentRuntime", "malformed_feedback", "run_subagents", "run_tool_calls"]
+__all__ = [
+    "SubagentRun",
+    "SubagentRuntime",
+    "call_signature",
+    "malformed_feedback",
+    "repeat_notice",
+    "run_subagents",
+    "run_tool_calls",
+]
 
 # Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
 # completions, tool calls and clock readings.
@@ -44,12 +54,31 @@ _subagent_result = maker(SubagentResult)
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
 
 
-def malformed_feedback(error: str) -> str:
-    """What an agent is told after emitting tool-call output that could not be parsed."""
+def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
+    """What an agent is told after emitting tool-call output that could not be parsed
+    (``cut_at``: the output stopped at this token limit, which is usually why)."""
+    if cut_at is not None:
+        return (
+            f"Your last message was cut off at the limit of {cut_at} tokens before the tool call was complete. "
+            "Write shorter calls (short task texts, fewer calls per message), or answer in plain text."
+        )
     return (
         f"Your last message could not be parsed as a tool call ({error}). "
         'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
         "tags, or answer in plain text without tool calls."
+    )
+
+
+def call_signature(call: ToolCall) -> str:
+    """A call's identity for repeat detection: its name and arguments, not its id."""
+    return json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, ensure_ascii=False)
+
+
+def repeat_notice(error: str) -> str:
+    """The error a model gets for a call it already made, verbatim, with the same failure."""
+    return (
+        "You already made exactly this call and it failed. Do not repeat it: fix what the error says, "
+        f"or answer in plain text now. The error was: {error}"
     )
 
 
@@ -167,6 +196,7 @@ class SubagentRun:
     steps: list[StepRecord] = field(default=None)  # type: ignore[arg-type]
     usage: Usage = _NO_USAGE
     malformed: int = 0
+    _failed: set[str] = field(default=None)  # type: ignore[arg-type]  # signatures of failed calls
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
@@ -183,6 +213,7 @@ class SubagentRun:
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), _user(content=self.task)]
         self.steps = []
+        self._failed = set()
         self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
@@ -356,7 +387,8 @@ class SubagentRun:
         if completion.parse_error is not None:
             self.malformed += 1
             self.messages.append(_assistant(content=completion.text))
-            self.messages.append(_user(content=malformed_feedback(completion.parse_error)))
+            cut = rt.sampling.max_tokens if completion.finish_reason == "length" else None
+            self.messages.append(_user(content=malformed_feedback(completion.parse_error, cut_at=cut)))
             self._record(started, completion, error=f"malformed output: {completion.parse_error}")
             if self.malformed > rt.max_malformed:
                 return _Fail(
@@ -369,7 +401,10 @@ class SubagentRun:
         if not completion.tool_calls:
             self.messages.append(_assistant(content=completion.text))
             self._record(started, completion)
-            return _Finish(completion.text)
+            report = clean_answer(completion.text)
+            if completion.finish_reason == "length":
+                report += f" [cut off at the {rt.sampling.max_tokens}-token limit]"
+            return _Finish(report)
 
         self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
         try:
@@ -380,8 +415,13 @@ class SubagentRun:
             self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
             raise
         for r in results:
+            content = r.content
+            if r.is_error:  # a call that failed before, verbatim, is named as a repeat
+                sig = call_signature(r.call)
+                content = repeat_notice(content) if sig in self._failed else content
+                self._failed.add(sig)
             self.messages.append(
-                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=r.content, is_error=r.is_error)
+                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=content, is_error=r.is_error)
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE

@@ -36,6 +36,7 @@ from swarm.trajectory import Trajectory
 __all__ = [
     "JsonlProblem",
     "JsonlWriter",
+    "iter_jsonl",
     "read_jsonl",
     "read_parquet",
     "read_trajectories",
@@ -139,6 +140,48 @@ class JsonlProblem(BaseModel):
 
 
 @overload
+def iter_jsonl(
+    path: Path | str,
+    model: type[M],
+    *,
+    on_error: Literal["raise", "skip"] = "raise",
+    problems: list[JsonlProblem] | None = None,
+) -> Iterator[M]: ...
+@overload
+def iter_jsonl(
+    path: Path | str,
+    model: None = None,
+    *,
+    on_error: Literal["raise", "skip"] = "raise",
+    problems: list[JsonlProblem] | None = None,
+) -> Iterator[Any]: ...
+def iter_jsonl(
+    path: Path | str,
+    model: type[M] | None = None,
+    *,
+    on_error: Literal["raise", "skip"] = "raise",
+    problems: list[JsonlProblem] | None = None,
+) -> Iterator[Any]:
+    """Yield the records one at a time (a large file is never held whole); see :func:`read_jsonl`."""
+    p = Path(path)
+    for lineno, raw, terminated in _lines(p):
+        if not raw.strip():
+            continue
+        try:
+            if not terminated:
+                raise ValueError("unterminated last line (a write was interrupted)")
+            value = model.model_validate_json(raw) if model is not None else json.loads(raw)
+        except (ValueError, ValidationError) as exc:
+            msg = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _short(exc)
+            if on_error == "raise":
+                raise ConfigError(f"{p}:{lineno}: cannot read record: {msg}") from None
+            if problems is not None:
+                problems.append(JsonlProblem(path=str(p), line=lineno, error=msg))
+            continue
+        yield value
+
+
+@overload
 def read_jsonl(
     path: Path | str,
     model: type[M],
@@ -167,22 +210,7 @@ def read_jsonl(
     :class:`ConfigError` naming the file and line, or with ``on_error="skip"`` is appended to
     ``problems`` and skipped.
     """
-    p = Path(path)
-    out: list[Any] = []
-    for lineno, raw, terminated in _lines(p):
-        if not raw.strip():
-            continue
-        try:
-            if not terminated:
-                raise ValueError("unterminated last line (a write was interrupted)")
-            out.append(model.model_validate_json(raw) if model is not None else json.loads(raw))
-        except (ValueError, ValidationError) as exc:
-            msg = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _short(exc)
-            if on_error == "raise":
-                raise ConfigError(f"{p}:{lineno}: cannot read record: {msg}") from None
-            if problems is not None:
-                problems.append(JsonlProblem(path=str(p), line=lineno, error=msg))
-    return out
+    return list(iter_jsonl(path, model, on_error=on_error, problems=problems))
 
 
 def _short(exc: ValidationError) -> str:

@@ -61,6 +61,7 @@ class EpisodeStatus(StrEnum):
     TIMEOUT = "timeout"  # the episode deadline passed
     CANCELLED = "cancelled"  # the caller cancelled (Ctrl-C)
     FAILED = "failed"  # the orchestrator's model failed or output stayed malformed
+    STUCK = "stuck"  # the orchestrator kept repeating failed calls; answer is the forced last turn
 
 
 class AgentDefinition(_Frozen):

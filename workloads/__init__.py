@@ -1,4 +1,5 @@
-"""Workloads: task generators with their tools and verifiers (τ²-batch, BFCL parallel, wide/deep lookup).
+"""Workloads: task generators with their tools and verifiers (τ²-batch, BFCL parallel, wide/deep lookup,
+starter).
 
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
@@ -19,6 +20,7 @@ from workloads.base import (
 )
 from workloads.bfcl import BfclWorkload
 from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
+from workloads.starter import StarterWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
 
 __all__ = [
@@ -40,3 +42,4 @@ register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)
 register_workload(BfclWorkload.name, BfclWorkload)
 register_workload(WideLookupWorkload.name, WideLookupWorkload)
 register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
+register_workload(StarterWorkload.name, StarterWorkload)

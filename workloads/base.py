@@ -194,14 +194,29 @@ def episode_for(task: Task, mode: Mode = "swarm") -> Episode:
 # -- helpers for scripted policies ----------------------------------------------------------------------
 
 
+def _task_start(request: ModelRequest) -> int:
+    """Index of the agent's task: the last user message. Earlier turns are context the prompt
+    carries (a small-model profile's worked example), not this episode's conversation."""
+    for i in range(len(request.messages) - 1, -1, -1):
+        if isinstance(request.messages[i], UserMessage):
+            return i
+    return len(request.messages)
+
+
 def user_text(request: ModelRequest) -> str:
-    """The agent's task: the first user message of the request."""
-    return next((m.content for m in request.messages if isinstance(m, UserMessage)), "")
+    """The agent's task: the last user message of the request (empty when there is none)."""
+    start = _task_start(request)
+    msg = request.messages[start] if start < len(request.messages) else None
+    return msg.content if isinstance(msg, UserMessage) else ""
 
 
 def tool_messages(request: ModelRequest, name: str | None = None) -> list[ToolMessage]:
-    """The tool results the agent has seen so far (optionally only those of tool ``name``)."""
-    return [m for m in request.messages if isinstance(m, ToolMessage) and (name is None or m.name == name)]
+    """The tool results the agent has seen since its task (optionally only those of tool ``name``)."""
+    return [
+        m
+        for m in request.messages[_task_start(request) :]
+        if isinstance(m, ToolMessage) and (name is None or m.name == name)
+    ]
 
 
 def finish_rate(record: EpisodeRecord) -> float | None:

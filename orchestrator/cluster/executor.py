@@ -32,7 +32,7 @@ import math
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -65,9 +65,22 @@ class EpisodeWorker(LeasingActor):
         self.runner = runner
         runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause
 
-    async def run(self, job: EpisodeJob) -> EpisodeOutcome:
+    async def run_jobs(self, run_id: str, jobs: list[EpisodeJob]) -> None:
+        """Run the jobs concurrently; each outcome goes to the run's outbox as soon as it is known."""
+        box = self.outbox(run_id)
+
+        async def one(job: EpisodeJob) -> None:
+            box.put(await self.runner.run(job))
+
         with await self.limited():
-            return await self.runner.run(job)
+            async with anyio.create_task_group() as tg:
+                for job in jobs:
+                    tg.start_soon(one, job)
+
+    async def drain(self, run_id: str, linger_s: float) -> list[EpisodeOutcome]:
+        """The run's outcomes since the last drain (waiting for at least one)."""
+        items, _ = await self.outbox(run_id).take(linger_s)
+        return items
 
 
 def _fitting(ray: Any, num_cpus: float) -> int:
@@ -80,14 +93,21 @@ class _Actor:
     index: int
     key: str
     handle: Any
-    in_flight: int = 0
+    in_flight: dict[str, EpisodeJob] = field(default_factory=dict)
     alive: bool = True
     isolating: bool = False
-    """Reserved for one suspect episode: no other episode is sent here until it is done."""
+    """Running one suspect episode alone: nothing else is sent here until it is done."""
+    draining: bool = False
+    """Taking no new episodes, so that it can run a suspect alone."""
 
 
 class _Scheduler:
-    """Keeps ``max_concurrent`` episodes in flight on the live actors and reruns what a death lost.
+    """Keeps each live actor busy with up to its share of the episodes in flight, and reruns what a death
+    lost.
+
+    Episodes go to an actor in batches (``run_jobs``) and come back in batches (``drain``): one round
+    trip carries every episode that finished meanwhile, and as many new ones go out, so Ray's per-call
+    cost (about a millisecond of CPU, measured) is shared.
 
     When an actor dies, every episode it was running is lost, and which one killed it is unknown. So a
     lost episode is rerun with the others as usual, and its last allowed attempt runs *alone* on an
@@ -102,6 +122,7 @@ class _Scheduler:
         deliver: Callable[[EpisodeOutcome], None],
         max_attempts: int,
         restart_timeout_s: float,
+        linger_s: float,
         stats: dict[str, Any],
     ) -> None:
         self.ray = ray
@@ -110,89 +131,113 @@ class _Scheduler:
         self.deliver = deliver
         self.max_attempts = max_attempts
         self.restart_timeout_s = restart_timeout_s
+        self.linger_s = linger_s
         self.stats = stats
         self.queue: deque[EpisodeJob] = deque()
+        self.suspects: deque[EpisodeJob] = deque()
         self.deaths: dict[str, int] = {}
         self._changed = anyio.Event()
-        stats.update(reruns=0, actor_errors=0, actors_lost=0, isolated_runs=0)
+        stats.update(reruns=0, actor_errors=0, actors_lost=0, isolated_runs=0, round_trips=0)
 
     async def run(self, jobs: Sequence[EpisodeJob], max_concurrent: int) -> None:
         self.queue.extend(jobs)
+        share = math.ceil(max_concurrent / len(self.actors))
         async with anyio.create_task_group() as tg:
-            for _ in range(min(max_concurrent, len(self.queue))):
-                tg.start_soon(self._lane)
+            for a in self.actors:
+                tg.start_soon(self._serve, a, share)
+        if self.queue or self.suspects:
+            self._all_dead()
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _live(self) -> list[_Actor]:
-        live = [a for a in self.actors if a.alive]
-        if not live:
-            raise ClusterError(
-                f"every Ray episode actor died ({len(self.actors)} started, each restarted by Ray until it ran "
-                "out of restarts); finished episodes are on disk, re-run to resume"
-            )
-        return live
+    def _all_dead(self) -> None:
+        raise ClusterError(
+            f"every Ray episode actor died ({len(self.actors)} started, each restarted by Ray until it ran "
+            "out of restarts); finished episodes are on disk, re-run to resume"
+        )
 
-    async def _pick(self, alone: bool) -> _Actor:
-        while True:
-            free = [a for a in self._live() if not a.isolating]
-            if alone:
-                idle = [a for a in free if a.in_flight == 0]
-                if idle:
-                    idle[0].isolating = True
-                    return idle[0]
-                if free:  # reserve the least busy one and let it drain
-                    target = min(free, key=lambda a: a.in_flight)
-                    target.isolating = True
-                    while target.in_flight and target.alive:
-                        await self._changed.wait()
-                    if target.alive:
-                        return target
-                    target.isolating = False
-                    continue
-            elif free:
-                return min(free, key=lambda a: a.in_flight)
-            await self._changed.wait()
+    def _finished(self) -> bool:
+        return not self.queue and not self.suspects and not any(a.in_flight for a in self.actors if a.alive)
 
-    async def _lane(self) -> None:
-        while self.queue:
-            job = self.queue.popleft()
-            alone = self.deaths.get(job.episode_id, 0) >= self.max_attempts - 1 > 0
-            actor = await self._pick(alone)
-            actor.in_flight += 1
-            self.stats["isolated_runs"] += alone
+    def _refill(self, a: _Actor, share: int, run_id: str) -> None:
+        """Send ``a`` new episodes up to its share (or a suspect, alone, once it has drained)."""
+        if a.isolating:
+            return
+        if self.suspects:
+            if not a.in_flight:
+                job = self.suspects.popleft()
+                a.isolating, a.draining = True, False
+                self.stats["isolated_runs"] += 1
+                self._send(a, run_id, [job])
+                return
+            if not any(b.draining for b in self.actors if b.alive):
+                a.draining = True  # one actor at a time stops taking work to run the suspect alone
+        if a.draining:
+            return
+        batch: list[EpisodeJob] = []
+        while self.queue and len(a.in_flight) + len(batch) < share:
+            batch.append(self.queue.popleft())
+        if batch:
+            self._send(a, run_id, batch)
+
+    def _send(self, a: _Actor, run_id: str, jobs: list[EpisodeJob]) -> None:
+        for job in jobs:
+            a.in_flight[job.episode_id] = job
+        a.handle.run_jobs.remote(run_id, jobs)  # its outcomes come back through drain
+
+    async def _serve(self, a: _Actor, share: int) -> None:
+        run_id = uuid.uuid4().hex
+        while a.alive:
+            self._refill(a, share, run_id)
+            if not a.in_flight:
+                if self._finished():
+                    self._notify()
+                    return
+                await self._changed.wait()
+                continue
             try:
-                outcome = await actor.handle.run.remote(job)
+                outcomes = await a.handle.drain.remote(run_id, self.linger_s)
             except self.ray.exceptions.RayActorError as exc:
-                self.stats["actor_errors"] += 1
-                n = self.deaths[job.episode_id] = self.deaths.get(job.episode_id, 0) + 1
-                if n >= self.max_attempts:
-                    first = str(exc).splitlines()[0] if str(exc) else ""
-                    where = "alone on its actor" if alone else "on its actor"
-                    self.deliver(
-                        episode_crash(
-                            job,
-                            f"the Ray actor running it died {n} time(s), the last {where}; "
-                            f"last error: {type(exc).__name__}: {first}",
-                            type(exc).__name__,
-                        )
-                    )
-                else:
-                    self.stats["reruns"] += 1
-                    self.queue.appendleft(job)
-                await self._health(actor)
-                continue
-            except self.ray.exceptions.RayError as exc:  # the task failed outside the episode runner
-                self.deliver(episode_crash(job, f"{type(exc).__name__}: {exc}", type(exc).__name__))
-                continue
-            finally:
-                actor.in_flight -= 1
-                if alone:
-                    actor.isolating = False
+                self._lost(a, exc)
+                await self._health(a)
+                run_id = uuid.uuid4().hex  # a restarted actor starts with empty outboxes
                 self._notify()
-            self.deliver(outcome)
+                continue
+            self.stats["round_trips"] += 1
+            for o in outcomes:
+                if a.in_flight.pop(o.episode_id, None) is not None:
+                    self.deliver(o)
+            if not a.in_flight:
+                a.isolating = False
+            self._notify()
+
+    def _lost(self, a: _Actor, exc: BaseException) -> None:
+        """``a`` died: rerun what it was running (alone on the last attempt), or record it as crashed."""
+        self.stats["actor_errors"] += 1
+        lost, alone = list(a.in_flight.values()), a.isolating
+        a.in_flight.clear()
+        a.isolating = a.draining = False
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        for job in lost:
+            n = self.deaths[job.episode_id] = self.deaths.get(job.episode_id, 0) + 1
+            if n >= self.max_attempts:
+                where = "alone on its actor" if alone else "on its actor"
+                self.deliver(
+                    episode_crash(
+                        job,
+                        f"the Ray actor running it died {n} time(s), the last {where}; "
+                        f"last error: {type(exc).__name__}: {first}",
+                        type(exc).__name__,
+                    )
+                )
+                continue
+            self.stats["reruns"] += 1
+            if n >= self.max_attempts - 1:
+                self.suspects.append(job)
+            else:
+                self.queue.appendleft(job)
 
     async def _health(self, actor: _Actor) -> None:
         """After an error: wait for Ray's restart of the actor, or mark it gone for good."""
@@ -226,6 +271,7 @@ class RayExecutor:
     sub-agent and endpoint caps cluster-wide.
     ``max_attempts``: runs of one episode whose actor died before it is recorded as crashed.
     ``max_restarts``: Ray restarts of one actor. ``gc_freeze``: the CLI's GC settings in the actors.
+    ``linger_s``: how long an actor gathers finished episodes before sending them (fewer round trips).
     """
 
     def __init__(
@@ -241,6 +287,7 @@ class RayExecutor:
         local_cpus: int | None = None,
         runtime_env: dict[str, Any] | None = None,
         on_started: Callable[[list[Any]], None] | None = None,
+        linger_s: float = 0.02,
     ) -> None:
         if actors is not None and actors < 1:
             raise ConfigError(f"RayExecutor needs at least one actor, got actors={actors}")
@@ -255,6 +302,7 @@ class RayExecutor:
         self.max_attempts = max_attempts
         self.max_restarts = max_restarts
         self.gc_freeze = gc_freeze
+        self.linger_s = linger_s
         self.restart_timeout_s = 120.0
         """How long an actor Ray is restarting may stay unreachable before it counts as lost."""
         self.on_started = on_started
@@ -311,7 +359,9 @@ class RayExecutor:
             started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])
-            sched = _Scheduler(ray, actors, pool, deliver, self.max_attempts, self.restart_timeout_s, self.stats)
+            sched = _Scheduler(
+                ray, actors, pool, deliver, self.max_attempts, self.restart_timeout_s, self.linger_s, self.stats
+            )
             await sched.run(jobs, max_concurrent)
             if pool is not None:
                 self.stats["limits"] = await pool.stats.remote()

@@ -38,7 +38,7 @@ from orchestrator.cluster._ray import (
     require_asyncio,
 )
 from orchestrator.cluster.recipe import Recipe
-from orchestrator.cluster.slots import ClusterLimits, LeasingActor, SlotPool
+from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, SlotPool
 from orchestrator.placement import (
     Finished,
     PlacedRun,
@@ -55,64 +55,28 @@ from swarm.records import SubagentResult
 __all__ = ["RayPlacement", "SubagentWorker"]
 
 
-class _Outbox:
-    """Results of one placed batch waiting to be drained by the driver."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[str, SubagentResult]] = []
-        self.closed = False
-        self.count = 0
-        self.event = anyio.Event()
-
-    def put(self, agent_id: str, result: SubagentResult) -> None:
-        self.items.append((agent_id, result))
-        self.count += 1
-        self.event.set()
-
-    def close(self) -> None:
-        self.closed = True
-        self.event.set()
-
-    async def take(self, linger_s: float) -> tuple[list[tuple[str, SubagentResult]], bool]:
-        if not self.items and not self.closed:
-            await self.event.wait()
-        if not self.closed and linger_s:
-            await anyio.sleep(linger_s)  # let more finish: fewer, larger round trips
-        out, self.items = self.items, []
-        self.event = anyio.Event()
-        return out, self.closed
-
-
 class SubagentWorker(LeasingActor):
     """The Ray actor that runs placed batches (``ray.remote`` is applied when a placement starts)."""
 
     def __init__(self, kit: Recipe[SubagentKit], pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         super().__init__(pool_name, actor_key, gc_freeze)
         self.backends, self.tools = kit_registry(kit.get())
-        self.boxes: dict[str, _Outbox] = {}
-
-    def _box(self, batch_id: str) -> _Outbox:
-        box = self.boxes.get(batch_id)
-        if box is None:
-            box = self.boxes[batch_id] = _Outbox()
-        return box
 
     async def run_batch(self, batch_id: str, batch: StageBatch) -> int:
         """Run the batch; results go to its outbox (see :meth:`drain`). Returns how many results."""
-        box = self._box(batch_id)
+        box: Outbox[tuple[str, SubagentResult]] = self.outbox(batch_id)
         try:
             with await self.limited():
-                await run_batch(batch, self.backends, self.tools, box.put)
+                await run_batch(batch, self.backends, self.tools, lambda agent_id, r: box.put((agent_id, r)))
         finally:
             box.close()
         return box.count
 
     async def drain(self, batch_id: str, linger_s: float) -> tuple[list[tuple[str, SubagentResult]], bool]:
         """The batch's results since the last drain (waiting for at least one), and whether it is done."""
-        box = self._box(batch_id)
-        items, closed = await box.take(linger_s)
+        items, closed = await self.outbox(batch_id).take(linger_s)
         if closed:
-            self.boxes.pop(batch_id, None)
+            self.forget(batch_id)
         return items, closed
 
 

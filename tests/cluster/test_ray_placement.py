@@ -155,4 +155,4 @@ async def test_rollout_actors_place_wide_stages_on_actors_of_their_own(tmp_path:
     )
     assert s.episodes == 6 and s.mean_r_perf == 1.0
     (pool,) = ex.stats["limits"].values()  # the placement leased from the rollout's pool
-    assert pool["capacity"] == 6 and pool["peak"] <= 6 and pool["granted"] >= 6 * 8 // 6
+    assert pool["capacity"] == 6 and pool["peak"] == 6 and pool["granted"] >= 6  # 8-wide stages under a cap of 6

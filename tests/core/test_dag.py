@@ -92,13 +92,14 @@ async def test_random_episodes_match_the_formula(seed: int) -> None:
         if turn >= len(plan):
             return Completion(text="done")
         calls = [call("create_subagent", name="w", system_prompt="p")] if turn == 0 else []
-        calls += [call("assign_task", agent="w", task=f"{n}") for n in plan[turn]]
-        if not calls:
-            calls = [call("nope")]  # a stage with a (failing) direct tool call and no sub-agents
+        # Tasks differ from turn to turn (a completed task is not run again).
+        calls += [call("assign_task", agent="w", task=f"{n} t{turn}") for n in plan[turn]]
+        if not calls:  # a stage with a (failing, never repeated) direct tool call and no sub-agents
+            calls = [call("nope", turn=turn)]
         return Completion(tool_calls=tuple(calls))
 
     def worker(request: ModelRequest) -> Completion:
-        need = int(next(m.content for m in request.messages if m.role == "user"))
+        need = int(next(m.content for m in request.messages if m.role == "user").split()[0])
         done = sum(isinstance(m, ToolMessage) for m in request.messages)
         return Completion(text="ok") if done + 1 >= need else Completion(tool_calls=(call("nope"),))
 

@@ -178,7 +178,8 @@ async def test_episode_never_exceeds_its_critical_budget(budget: int) -> None:
             return Completion(text="final")
         first = not tool_messages(request)
         calls = [create()] if first else []
-        return Completion(tool_calls=(*calls, assign("x"), assign("y")))  # type: ignore[arg-type]
+        n = len(tool_messages(request))  # new tasks each turn (a completed task is not run again)
+        return Completion(tool_calls=(*calls, assign(f"x{n}"), assign(f"y{n}")))  # type: ignore[arg-type]
 
     def worker(request: ModelRequest) -> Completion:
         done = len(tool_messages(request))
@@ -246,7 +247,7 @@ async def test_create_subagent_validates_names_tools_and_models() -> None:
     assert "unknown model 'gpt-9'" in errors[1]
     assert "already exists" in errors[3]
     assert "unknown sub-agent 'nobody'" in errors[4]
-    assert [a.name for a in record.agents] == ["c"]
+    assert [a.name for a in record.agents] == ["worker", "c"]  # the built-in type, then the one created
 
 
 async def test_subagents_cannot_create_subagents() -> None:
@@ -409,7 +410,11 @@ async def test_toolsets_can_be_granted_by_name() -> None:
         agents=[AgentDefinition(name="p", system_prompt="p", tools=("files",))],
     )
     record = await orch.run("x")
-    assert {a.name: a.tools for a in record.agents} == {"p": ("read", "write"), "w": ("read", "write")}
+    assert {a.name: a.tools for a in record.agents} == {
+        "p": ("read", "write"),
+        "w": ("read", "write"),
+        "worker": ("read", "write"),  # the built-in type may use every grantable tool
+    }
     assert record.subagent_results[0].step_records[0].tool_results[0].content == "wrote a"
     create_spec = next(t for t in policy.calls[0].tools if t.name == "create_subagent")
     assert "files" in create_spec.parameters["properties"]["tools"]["items"]["enum"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -58,7 +60,7 @@ def test_no_other_installed_distribution_claims_our_top_level_names(name: str) -
     assert claimants <= {"agent-swarm"}, f"{name!r} is also installed by {sorted(claimants - {'agent-swarm'})}"
 
 
-@pytest.mark.parametrize("module", ["swarm", "orchestrator", "subagents", "tools"])
+@pytest.mark.parametrize("module", ["swarm", "orchestrator", "orchestrator.cluster", "subagents", "tools"])
 def test_public_exports_are_sorted_unique_and_resolvable(module: str) -> None:
     mod = importlib.import_module(module)
     names = list(mod.__all__)
@@ -92,6 +94,16 @@ def test_core_surface() -> None:
     from swarm import testing
 
     assert {"ScriptedBackend", "FunctionBackend", "call"} <= set(testing.__all__)
+
+
+def test_ray_stays_optional_nothing_imports_it_until_a_cluster_runs() -> None:
+    code = (
+        "import sys\n"
+        "import orchestrator.cli, orchestrator.cluster, orchestrator.cluster.sim, orchestrator.placement\n"
+        "print('ray' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_library_code_never_imports_the_otel_sdk() -> None:

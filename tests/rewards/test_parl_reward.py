@@ -126,7 +126,10 @@ async def test_finish_rate_counts_failed_and_refused_assignments() -> None:
 async def test_subagents_refused_for_lack_of_budget_are_not_instantiation() -> None:
     cfg = SwarmConfig(max_critical_steps=2)
     rec = await episode([[create(), assign("a")], "forced answer"], {}, config=cfg)
-    assert rec.subagent_results and rec.subagent_results[0].step_cap == 0
+    # Refused before it started (no 0-step sub-agent): a failed assign_task call, not a sub-agent.
+    assert not rec.subagent_results
+    (refused,) = [t for s in rec.stages for t in s.tool_results if t.call.name == "assign_task"]
+    assert refused.is_error and refused.error_type == "BudgetExhausted"
     assert r_parallel(rec, ParallelReward(form="any")) == 0.0
     assert r_finish(rec) == 0.0  # assigned but never completed
 

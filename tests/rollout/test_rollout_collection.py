@@ -278,3 +278,49 @@ async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_pat
     kept = RolloutConfig(group_size=2, retry_infrastructure_failures=False)
     s3 = await collect_rollouts(TASKS[1:], dead, out_dir=tmp_path / "kept", config=kept)
     assert (s3.episodes, s3.infrastructure_failures, s3.groups_complete) == (2, 2, 1)
+
+
+async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp_path: Path) -> None:
+    """Regression (issue 12, defect 6): the cap was per Orchestrator, so `--max-concurrent 4` episodes
+    with max_concurrency=4 ran 16 sub-agents at once."""
+    in_flight = peak = 0
+
+    async def work(request: ModelRequest) -> Completion:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            await anyio.sleep(0.02)
+        finally:
+            in_flight -= 1
+        return Completion(text="done")
+
+    def policy(request: ModelRequest) -> Completion:
+        if any(isinstance(m, ToolMessage) for m in request.messages):
+            return Completion(text="Answer: 0")
+        calls = [call("create_subagent", name="w", system_prompt="s")]
+        return Completion(tool_calls=(*calls, *(call("assign_task", agent="w", task=f"{i}") for i in range(4))))
+
+    factory = orchestrator_factory(FunctionBackend(policy), subagent_backend=FunctionBackend(work))
+    await collect_rollouts(
+        TASKS,
+        factory,
+        out_dir=tmp_path,
+        config=RolloutConfig(group_size=2, max_concurrent_episodes=4),
+        swarm_config=SwarmConfig(max_concurrency=4),
+    )
+    assert peak == 4
+
+
+def test_swarm_rollout_takes_max_concurrency(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "prompt": "capitals"}) + "\n")
+    args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "2", "-q"]
+    r = CliRunner().invoke(app, [*args, "--max-concurrent", "2", "--max-concurrency", "3"])
+    assert r.exit_code == 0, r.output
+    entries = read_jsonl(tmp_path / "o" / "episodes.jsonl", EpisodeEntry)
+    assert [e.record.config["max_concurrency"] for e in entries] == [3, 3]

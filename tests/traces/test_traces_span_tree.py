@@ -252,7 +252,7 @@ async def test_wide_fan_out_spans_sit_under_their_own_agent_and_stage(memory: An
             calls += [call("assign_task", agent="w", task=f"job {i}") for i in range(width)]
             return Completion(tool_calls=tuple(calls))
         if len(done) == width + 1:
-            return Completion(tool_calls=tuple(call("assign_task", agent="w", task=f"job {i}") for i in range(width)))
+            return Completion(tool_calls=tuple(call("assign_task", agent="w", task=f"job {i}b") for i in range(width)))
         return Completion(text="done")
 
     async def worker(request: ModelRequest) -> Completion:

@@ -219,3 +219,16 @@ async def test_agent_lightning_triplets_carry_each_turn_and_the_final_reward() -
     assert [tr["prompt"]["token_ids"] for tr in triplets] == [list(turn.prompt_ids) for turn in t.turns]
     assert triplets[1]["response"]["log_probs"] == list(t.turns[1].response_logprobs)
     assert [tr["reward"] for tr in triplets] == [None, t.reward.total]
+
+
+def test_iter_jsonl_streams_records_with_the_same_checks_as_read_jsonl(tmp_path: Path) -> None:
+    """A resume reads files of hundreds of MB: records come one at a time, bad lines as read_jsonl does."""
+    from swarm.export import iter_jsonl
+
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n{broken\n{"a": 2}\n{"a": 3}')  # the last line was cut by a crash
+    problems: list[JsonlProblem] = []
+    records = iter_jsonl(path, on_error="skip", problems=problems)
+    assert next(records) == {"a": 1} and problems == []  # nothing past the first line was read yet
+    assert list(records) == [{"a": 2}] and [p.line for p in problems] == [2, 4]
+    assert read_jsonl(path, on_error="skip") == [{"a": 1}, {"a": 2}]

@@ -28,6 +28,7 @@ runner = CliRunner()
         "workloads.base",
         "workloads.bfcl",
         "workloads.lookup",
+        "workloads.starter",
         "workloads.tau2_airline",
         "workloads.tau2_batch",
         "workloads.tau2_common",
@@ -44,7 +45,7 @@ def test_public_exports_are_unique_and_resolvable(module: str) -> None:
 
 
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:
-    assert workload_names() == ["bfcl-parallel", "deep-lookup", "tau2-batch", "wide-lookup"]
+    assert workload_names() == ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup"]
     with pytest.raises(UnknownNameError, match="tau2-batch"):
         get_workload("tau3-batch")
     with pytest.raises(Exception, match="metadata"):
@@ -77,6 +78,10 @@ async def test_run_eval_gold_writes_report_rows_tasks_and_episodes(tmp_path: Pat
     # BFCL's single agent emits all calls in one turn; the swarm pays for its fan-out in critical steps.
     assert report.ratios["critical_steps"] == pytest.approx(2 / 4)
     assert report.summaries["swarm"].mean_width >= 2
+    # Fan-out as a newcomer sees it: the share of episodes with two or more sub-agents in one stage.
+    assert report.summaries["swarm"].fanout_rate == 1.0 and report.summaries["single"].fanout_rate == 0.0
+    assert all(r.max_width >= 2 for r in report.rows if r.mode == "swarm")
+    assert report.summaries["swarm"].median_wall_time_s > 0
 
 
 async def test_a_failing_model_is_a_recorded_row_not_a_crash(tmp_path: Path) -> None:

@@ -1,0 +1,336 @@
+"""The orchestrator protocol a small model can follow: the built-in worker, tolerant names, repeated
+failures, token-cap feedback, budget refusals, prompt profiles and clean answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import Orchestrator, SwarmConfig
+from orchestrator.admission import admit, resolve_agent
+from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
+from swarm.backend import Completion, ModelRequest, SamplingParams
+from swarm.errors import ConfigError
+from swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
+from swarm.testing import ScriptedBackend, call
+from tools import tool
+
+SMALL = "qwen2.5-coder-0.5b"
+
+
+def assign(task: str, agent: str = WORKER) -> object:
+    return call("assign_task", agent=agent, task=task)
+
+
+def tool_messages(request: ModelRequest) -> list[ToolMessage]:
+    return [m for m in request.messages if isinstance(m, ToolMessage)]
+
+
+def last_tool_text(request: ModelRequest) -> list[str]:
+    """The tool results the model sees for its latest turn."""
+    msgs = list(request.messages)
+    last = max(i for i, m in enumerate(msgs) if isinstance(m, AssistantMessage))
+    return [m.content for m in msgs[last + 1 :] if isinstance(m, ToolMessage)]
+
+
+# -- the built-in worker -------------------------------------------------------------------------------
+
+
+async def test_a_first_turn_can_fan_out_to_the_builtin_worker_without_creating_it() -> None:
+    policy = ScriptedBackend([[assign("capital of France?"), assign("capital of Japan?")], "Paris, Tokyo"])
+    workers = ScriptedBackend({"worker-0-0": ["Paris"], "worker-0-1": ["Tokyo"]}, delay=0.02)
+    record = await Orchestrator(policy, subagent_backend=workers).run("capitals of France and Japan")
+    policy.assert_consumed()
+    workers.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "Paris, Tokyo"
+    stage = record.stages[0]
+    assert stage.width == 2 and all(r.status is AgentStatus.COMPLETED for r in stage.subagents)
+    assert max(r.started for r in stage.subagents) < min(r.ended for r in stage.subagents)  # in parallel
+    # The worker's instructions are the profile's, and the orchestrator is told the type exists.
+    system = workers.calls[0].messages[0]
+    assert isinstance(system, SystemMessage) and system.content == PROFILES["default"].worker_prompt
+    assert "- worker" in str(policy.calls[0].messages[0].content)
+
+
+async def test_the_builtin_worker_may_use_every_grantable_tool_and_can_be_turned_off() -> None:
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key.upper()
+
+    policy = ScriptedBackend([[assign("x")], "done"])
+    record = await Orchestrator(policy, tools=[lookup], subagent_backend=ScriptedBackend(["x"])).run("go")
+    assert {a.name: a.tools for a in record.agents}[WORKER] == ("lookup",)
+
+    policy = ScriptedBackend([[assign("x")], "done"])
+    record = await Orchestrator(policy, SwarmConfig(builtin_worker=False)).run("go")
+    assert "unknown sub-agent 'worker'" in tool_messages(policy.calls[1])[0].content
+    assert record.stages[0].width == 0
+
+
+# -- tolerant resolution ---------------------------------------------------------------------------------
+
+
+def test_resolve_agent_corrects_only_unambiguous_slips() -> None:
+    agents = {n: AgentDefinition(name=n, system_prompt="p") for n in ("worker", "Tokyo bash", "w", "W2")}
+    assert resolve_agent("worker", agents) == ("worker", None)
+    name, note = resolve_agent("Tokyo bash-1-0", agents)  # an instance id from the live view
+    assert name == "Tokyo bash" and note is not None and "instance id" in note
+    name, note = resolve_agent(" WORKER ", agents)
+    assert name == "worker" and note is not None
+    assert resolve_agent("w2", agents)[0] == "W2"
+    assert resolve_agent("nobody", agents) == (None, None)
+    assert resolve_agent("nobody-1-0", agents) == (None, None)
+    assert resolve_agent(None, agents) == (None, None)
+    both = {n: AgentDefinition(name=n, system_prompt="p") for n in ("ab", "AB")}
+    assert resolve_agent("Ab", both) == (None, None)  # two case-insensitive matches: ambiguous
+
+
+async def test_an_instance_id_given_as_agent_runs_its_type_and_the_model_is_told() -> None:
+    policy = ScriptedBackend([[assign("a")], [assign("b", agent="worker-0-0")], "done"])
+    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-1-0": ["rb"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    assert [s.width for s in record.stages[:2]] == [1, 1]
+    (seen,) = last_tool_text(policy.calls[2])
+    assert seen.startswith("note: 'worker-0-0' is a sub-agent instance id; ran it as type 'worker'")
+    assert seen.endswith("rb")
+
+
+# -- repeated failed calls ----------------------------------------------------------------------------
+
+
+async def test_a_repeated_failed_call_is_named_as_such_and_a_loop_of_them_stops_the_episode() -> None:
+    bad = call("assign_task", agent="ghost", task="t")
+    policy = ScriptedBackend([[bad], [bad], [bad], "best effort"])
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=30)).run("go")
+    policy.assert_consumed()
+    first, second = last_tool_text(policy.calls[1])[0], last_tool_text(policy.calls[2])[0]
+    assert "unknown sub-agent 'ghost'" in first and "already made" not in first
+    assert second.startswith("You already made exactly this call and it failed. Do not repeat it")
+    assert "unknown sub-agent 'ghost'" in second
+    # The third identical failure ends the loop: one last turn without tools, then a clear status.
+    final = policy.calls[3]
+    assert final.tool_choice == "none"
+    last = final.messages[-1]
+    assert isinstance(last, UserMessage) and "Stop calling tools" in last.content
+    assert record.status is EpisodeStatus.STUCK and record.answer == "best effort"
+    assert record.error_type == "ActionLoopError" and "repeated failed calls" in (record.error or "")
+    assert record.dag.critical_steps == 4  # the budget of 30 was not burned
+
+
+async def test_repeats_of_failing_direct_tools_count_and_a_new_call_resets_the_count() -> None:
+    @tool
+    def div(a: int, b: int) -> float:
+        """Divide."""
+        return a / b
+
+    zero = call("div", a=1, b=0)
+    policy = ScriptedBackend([[zero], [zero], [call("div", a=4, b=2)], [zero], [zero], "2.0"])
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=30), tools=[div]).run("go")
+    policy.assert_consumed()
+    assert record.status is EpisodeStatus.STUCK  # stopped at the second run of repeats, not the first
+    assert len(record.stages) == 6
+
+
+# -- the token cap -------------------------------------------------------------------------------------
+
+
+async def test_output_cut_at_the_token_cap_is_named_in_the_feedback() -> None:
+    cut_call = Completion(text='{"name": "assign_task", "argu', parse_error="invalid JSON", finish_reason="length")
+    partial = Completion(tool_calls=(assign("a"),), finish_reason="length")
+    policy = ScriptedBackend([cut_call, partial, "done"])
+    cfg = SwarmConfig(orchestrator_sampling=SamplingParams(max_tokens=64))
+    await Orchestrator(policy, cfg, subagent_backend=ScriptedBackend(["ra"])).run("go")
+    feedback = policy.calls[1].messages[-1]
+    assert isinstance(feedback, UserMessage) and "cut off at the limit of 64 tokens" in feedback.content
+    note = policy.calls[2].messages[-1]
+    assert isinstance(note, UserMessage) and "cut off at the limit of 64 tokens" in note.content
+    assert isinstance(policy.calls[2].messages[-2], ToolMessage)  # after the stage's results
+
+
+async def test_a_subagent_answer_cut_at_the_token_cap_says_so_in_its_report() -> None:
+    policy = ScriptedBackend([[assign("a")], "done"])
+    workers = ScriptedBackend([Completion(text="Tokyo, Osaka, Kyoto, Osaka", finish_reason="length")])
+    cfg = SwarmConfig(subagent_sampling=SamplingParams(max_tokens=8))
+    record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
+    assert record.subagent_results[0].report == "Tokyo, Osaka, Kyoto, Osaka [cut off at the 8-token limit]"
+
+
+# -- agent names called as tools, budget refusals, duplicates ----------------------------------------
+
+
+async def test_an_agent_name_called_as_a_tool_points_to_assign_task() -> None:
+    policy = ScriptedBackend([[call("worker", task="capital of Peru?")], "done"])
+    await Orchestrator(policy).run("go")
+    (msg,) = tool_messages(policy.calls[1])
+    assert msg.is_error and "'worker' is a sub-agent type, not a tool. Run it with assign_task" in msg.content
+    assert '{"name": "assign_task", "arguments": {"agent": "worker", "task": "capital of Peru?"}}' in msg.content
+
+
+async def test_no_subagent_is_started_without_critical_budget_for_one_step() -> None:
+    # Budget 3: turn 1 (1) + its sub-agent (1) leaves 1 -> turn 2 is the forced final one. With
+    # budget 4, turn 2 leaves 1 after generating: its assignment cannot take a step and is refused.
+    policy = ScriptedBackend([[assign("a")], [assign("b")], "answer"])
+    workers = ScriptedBackend({"worker-0-0": ["ra"]})
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=4), subagent_backend=workers).run("go")
+    policy.assert_consumed()
+    assert [s.width for s in record.stages] == [1, 0, 0]
+    assert all(r.steps > 0 for r in record.subagent_results)
+    (refusal,) = last_tool_text(policy.calls[2])
+    assert "no critical-step budget is left to run a sub-agent (3 of 4 critical steps used)" in refusal
+    assert "Answer the user now" in refusal
+    assert record.dag.critical_steps <= 4
+
+
+async def test_a_completed_assignment_is_not_rerun_but_samples_in_one_turn_all_run() -> None:
+    policy = ScriptedBackend([[assign("a"), assign("a"), assign("b")], [assign("a")], "done"])
+    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-0-1": ["ra2"], "worker-0-2": ["rb"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    workers.assert_consumed()
+    assert [s.width for s in record.stages] == [3, 0, 0]
+    (again,) = last_tool_text(policy.calls[2])
+    assert "this exact task already completed; its result: [worker-0-1]" in again and "ra2" in again  # the latest
+
+
+def test_admission_is_a_pure_function_of_calls_and_state() -> None:
+    agents = {"worker": AgentDefinition(name="worker", system_prompt="p")}
+    calls = [assign(f"t{i}") for i in range(4)] + [call("search", q="x"), call("worker", task="t9")]
+    plan = admit(calls, agents, stage=2, step_cap=3, max_width=3)
+    assert [(a.agent_id, a.task, a.step_cap) for a in plan.assignments] == [
+        ("worker-2-0", "t0", 3),
+        ("worker-2-1", "t1", 3),
+        ("worker-2-2", "t2", 3),
+    ]
+    assert [c.name for c in plan.direct] == ["search"]
+    assert {v[1] for v in plan.refused.values()} == {"WidthLimit", "AgentCalledAsTool"}
+    single = admit(calls, agents, stage=0, step_cap=3, max_width=3, subagents=False)
+    assert len(single.direct) == len(calls) and not single.assignments
+
+
+# -- forced final turn, clean answers ------------------------------------------------------------------
+
+
+async def test_the_forced_final_turn_tells_the_model_to_answer_and_its_answer_is_clean() -> None:
+    policy = ScriptedBackend([[assign("a")], '{"answer": "Paris<|im_end|>"}'])
+    workers = ScriptedBackend(["Paris"])
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=3), subagent_backend=workers).run("go")
+    final = policy.calls[1]
+    assert final.tool_choice == "none"
+    notice = final.messages[-1]
+    assert isinstance(notice, UserMessage) and notice.content.startswith("No budget is left")
+    assert record.status is EpisodeStatus.BUDGET_EXHAUSTED and record.answer == "Paris"
+    assert record.turns[-1].text == '{"answer": "Paris<|im_end|>"}'  # the raw output stays on the turn
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("France: Paris. Japan: Tokyo.", "France: Paris. Japan: Tokyo."),
+        ('{"answer": "Paris and Tokyo"}', "Paris and Tokyo"),
+        ("Paris</tool_response> Please reply in plain text", "Paris"),
+        ("<|im_start|>assistant\nParis<|im_end|>\n<|im_start|>user\nthanks", "Paris"),
+        ("</tool_call>\nTokyo", "Tokyo"),
+    ],
+)
+async def test_answers_reach_the_user_without_template_tokens_or_json_wrappers(raw: str, clean: str) -> None:
+    record = await Orchestrator(ScriptedBackend([raw])).run("go")
+    assert record.answer == clean
+
+
+async def test_a_subagent_report_is_clean_text() -> None:
+    policy = ScriptedBackend([[assign("a")], "done"])
+    workers = ScriptedBackend(["Rome<|im_end|><|im_start|>user\nmore"])
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    assert record.subagent_results[0].report == "Rome"
+
+
+# -- prompt profiles -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("qwen2.5-coder-0.5b", "small"),
+        ("qwen2.5-coder-1.5b", "small"),
+        ("SmolLM2-135M-Instruct.Q4_1", "small"),
+        ("Qwen2.5-72B-Instruct", "default"),
+        ("llama-3.1-8b", "default"),
+        ("gpt-4o", "default"),
+        ("scripted", "default"),
+    ],
+)
+def test_the_profile_follows_the_model_size_in_its_name(model: str, profile: str) -> None:
+    assert profile_for(model).name == profile
+    assert profile_for(model, "default").name == "default"
+
+
+async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act_first() -> None:
+    policy = ScriptedBackend([[assign("a")], "done"], model=SMALL)
+    await Orchestrator(policy, subagent_backend=ScriptedBackend(["ra"])).run("the real task")
+    first = policy.calls[0]
+    system = first.messages[0]
+    assert isinstance(system, SystemMessage) and system.content.startswith(PROFILES["small"].system_prompt)
+    assert len(system.content) < len(DEFAULT_SYSTEM_PROMPT) + 60
+    # The worked example: a task, one turn of two parallel assign_task calls, their reports, the answer.
+    example = first.messages[1:-1]
+    assert isinstance(example[1], AssistantMessage) and [c.name for c in example[1].tool_calls] == [
+        "assign_task",
+        "assign_task",
+    ]
+    assert {c.arguments["agent"] for c in example[1].tool_calls} == {WORKER}
+    assert isinstance(example[-1], AssistantMessage) and not example[-1].tool_calls
+    assert first.messages[-1] == UserMessage(content="the real task")
+    assert first.tool_choice == "required" and policy.calls[1].tool_choice == "auto"
+    assert {t.name for t in first.tools} >= {"create_subagent", "assign_task"}
+    assert next(t for t in first.tools if t.name == "assign_task").description == PROFILES["small"].assign_description
+
+
+async def test_the_example_names_the_workloads_own_agent_type_first() -> None:
+    researcher = AgentDefinition(name="researcher", system_prompt="look things up")
+    policy = ScriptedBackend(["done"], model=SMALL)
+    await Orchestrator(policy, SwarmConfig(extra_instructions="Use researcher."), agents=[researcher]).run("x")
+    msgs = policy.calls[0].messages
+    example_call = next(m for m in msgs if isinstance(m, AssistantMessage) and m.tool_calls)
+    assert example_call.tool_calls[0].arguments["agent"] == "researcher"
+    assert str(msgs[0].content).endswith("- researcher\n- worker\n\nUse researcher.")
+
+
+async def test_config_overrides_the_profile_and_a_custom_prompt_drops_the_example() -> None:
+    policy = ScriptedBackend(["done"], model=SMALL)
+    await Orchestrator(policy, SwarmConfig(prompt_profile="default")).run("x")
+    assert str(policy.calls[0].messages[0].content).startswith(DEFAULT_SYSTEM_PROMPT)
+    assert len(policy.calls[0].messages) == 2 and policy.calls[0].tool_choice == "auto"
+
+    policy = ScriptedBackend(["done"], model=SMALL)
+    await Orchestrator(policy, SwarmConfig(system_prompt="Be brief.", extra_instructions="Extra.")).run("x")
+    assert policy.calls[0].messages[0] == SystemMessage(content="Be brief.\n\nExtra.")
+    assert len(policy.calls[0].messages) == 2
+
+    with pytest.raises(ConfigError, match="prompt profile 'tiny'"):
+        Orchestrator(ScriptedBackend([]), SwarmConfig(prompt_profile="tiny"))
+
+
+async def test_single_agent_mode_gets_neither_the_protocol_prompt_nor_the_worker() -> None:
+    policy = ScriptedBackend(["4"], model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(subagents=False)).run("2+2?")
+    msgs = policy.calls[0].messages
+    assert len(msgs) == 2 and "sub-agent" not in str(msgs[0].content)
+    assert policy.calls[0].tool_choice == "auto" and record.agents == ()
+
+
+async def test_a_subagent_repeating_a_failed_call_is_told_so() -> None:
+    @tool
+    def calc(expression: str) -> str:
+        """Evaluate arithmetic."""
+        raise ValueError(f"not arithmetic: {expression}")
+
+    bad = call("calc", expression="house * 23")
+    policy = ScriptedBackend([[assign("Translate 'house' into French.")], "done"])
+    workers = ScriptedBackend([[bad], [bad], "maison"])
+    record = await Orchestrator(policy, SwarmConfig(max_subagent_steps=4), tools=[calc], subagent_backend=workers).run(
+        "go"
+    )
+    first, second = (m.content for m in tool_messages(workers.calls[2]))
+    assert "already made" not in first
+    assert second.startswith("You already made exactly this call and it failed. Do not repeat it")
+    assert record.subagent_results[0].report == "maison"

@@ -1,0 +1,136 @@
+"""The starter workload: a newcomer's wide tasks, checked item by item, with gold policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from orchestrator.eval import episode_config
+from swarm.errors import ConfigError, ToolError
+from swarm.records import EpisodeRecord, Task
+from workloads import get_workload, workload_names
+from workloads.base import Mode
+from workloads.starter import KINDS, calculator, score_answer
+
+STARTER = get_workload("starter")
+
+
+async def _run(task: Task, mode: Mode) -> EpisodeRecord:
+    ep = STARTER.episode(task, mode)
+    gold = STARTER.gold_policy(task, mode)
+    o = Orchestrator(
+        gold.orchestrator,
+        episode_config(ep, SwarmConfig()),
+        tools=ep.tools,
+        agents=ep.agents,
+        subagent_backend=gold.subagent,
+        reward_fn=ep.reward,
+    )
+    return await o.run(task)
+
+
+def test_registered_with_sixty_plus_tasks_and_disjoint_splits() -> None:
+    assert "starter" in workload_names()
+    train = STARTER.tasks(48, seed=0, split="train")
+    test = STARTER.tasks(24, seed=0, split="test")
+    assert len(train) + len(test) >= 60
+    assert {t.metadata["kind"] for t in test} == set(KINDS)  # every kind in a 24-task test run
+    assert all(2 <= len(t.metadata["items"]) <= 6 for t in [*train, *test])
+
+    def keys(tasks: list[Task]) -> set[tuple[str, str]]:
+        return {(t.metadata["kind"], it["key"]) for t in tasks for it in t.metadata["items"]}
+
+    assert not keys(train) & keys(test)  # held-out items never appear in training tasks
+    assert STARTER.tasks(5, seed=3) == STARTER.tasks(5, seed=3)  # deterministic
+    assert STARTER.tasks(5, seed=3) != STARTER.tasks(5, seed=4)
+    with pytest.raises(ConfigError, match="min_items"):
+        STARTER.tasks(1, min_items=5, max_items=3)
+    with pytest.raises(ConfigError, match="unknown split"):
+        STARTER.tasks(1, split="dev")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_gold_policies_answer_every_item_in_both_modes(kind: str) -> None:
+    task = STARTER.tasks(1, seed=1, split="test", kinds=[kind], min_items=4, max_items=4)[0]
+    swarm = await _run(task, "swarm")
+    single = await _run(task, "single")
+    for rec in (swarm, single):
+        assert rec.reward is not None and rec.reward.r_perf == 1.0, (rec.answer, rec.reward)
+        assert rec.reward.details["success"] is True
+    assert swarm.dag.stage_widths[0] == 4 and swarm.reward is not None
+    assert swarm.reward.details["max_width"] == 4
+    assert {a.name for a in swarm.agents} == {"worker"}  # the built-in type, nothing created
+    if kind == "arithmetic":  # the sub-agents used the calculator, one step each, then answered
+        assert all(r.steps == 2 for r in swarm.subagent_results)
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        ("France: Paris. Japan: Tokyo. Kenya: Nairobi.", [True, True, True]),
+        ("The capitals are Paris, Tokyo and Nairobi.", [True, True, True]),  # no keys: found anywhere
+        ("paris, TOKYO; nairobi!", [True, True, True]),  # case and punctuation
+        ("France: Tokyo. Japan: Paris. Kenya: Nairobi.", [False, False, True]),  # swapped
+        ("France: Paris or Lyon. Japan: Tokyo, maybe Kyoto. Kenya: Nairobi or Lima.", [True, True, False]),
+        ("France: Paris.", [True, False, False]),
+        ("", [False, False, False]),
+    ],
+)
+def test_capitals_are_checked_per_item(answer: str, right: list[bool]) -> None:
+    items = [{"key": k, "answer": [v]} for k, v in (("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"))]
+    assert score_answer(answer, items, "capital") == right
+
+
+def test_aliases_accents_symbols_and_numbers() -> None:
+    cur = [
+        {"key": "Japan", "answer": ["yen", "JPY"]},
+        {"key": "the United States", "answer": ["US dollar", "dollar", "USD"]},
+    ]
+    assert score_answer("Japan uses the JPY; the United States, the dollar.", cur, "currency") == [True, True]
+    assert score_answer("Japan: yen, dollar or euro. United States: USD", cur, "currency") == [False, True]
+    col = [{"key": "Colombia", "answer": ["Bogotá", "Bogota"]}]
+    assert score_answer("BOGOTA", col, "capital") == [True]
+    sym = [{"key": "gold", "answer": ["Au"]}, {"key": "silver", "answer": ["Ag"]}]
+    assert score_answer("Gold: Au. Silver: Ag.", sym, "symbol") == [True, True]
+    assert score_answer("gold: au, silver: ag", sym, "symbol") == [False, False]  # symbols are case-sensitive
+    arith = [{"key": "17 * 23", "answer": ["391"]}, {"key": "905 - 47", "answer": ["858"]}]
+    assert score_answer("17 * 23 = 391.0 and 905 - 47 = 858", arith, "arithmetic") == [True, True]
+    assert score_answer("17 * 23 = 392", arith, "arithmetic") == [False, False]
+    spanish = [{"key": "dog", "answer": ["perro"]}, {"key": "tree", "answer": ["árbol", "arbol"]}]
+    assert score_answer("dog: el perro, tree: el árbol", spanish, "spanish") == [True, True]
+
+
+def test_the_calculator_is_exact_and_refuses_anything_but_arithmetic() -> None:
+    assert calculator("17 * 23") == "391"
+    assert calculator("17 × 23") == calculator("17 x 23") == "391"
+    assert calculator("144 / 12") == "12" and calculator("7 / 2") == "3.5"
+    assert calculator("1,234 + 1") == "1235"
+    for bad in ("__import__('os')", "2 ** 999999", "9" * 30 + " * " + "9" * 30, "1 / 0", "a + 1"):
+        with pytest.raises(ToolError):
+            calculator(bad)
+
+
+async def test_single_mode_has_the_calculator_and_no_subagent_actions() -> None:
+    task = STARTER.tasks(1, seed=0, kinds=["arithmetic"], min_items=3, max_items=3)[0]
+    rec = await _run(task, "single")
+    assert rec.dag.stage_widths == (0, 0) and rec.reward is not None and rec.reward.r_perf == 1.0
+    assert [t.call.name for t in rec.stages[0].tool_results] == ["calculator"] * 3
+
+
+@pytest.mark.parametrize("name", ["starter", "bfcl-parallel", "wide-lookup"])
+async def test_gold_policies_ignore_the_small_profiles_worked_example(name: str) -> None:
+    """Under the small-model profile the prompt carries a worked example (a user task, its reports,
+    an answer) before the real task; gold policies (SFT's data) must act on the real task only."""
+    wl = get_workload(name)
+    task = wl.tasks(1, seed=2, split="train")[0]
+    ep = wl.episode(task, "swarm")
+    gold = wl.gold_policy(task, "swarm")
+    cfg = episode_config(ep, SwarmConfig(prompt_profile="small"))
+    o = Orchestrator(
+        gold.orchestrator, cfg, tools=ep.tools, agents=ep.agents, subagent_backend=gold.subagent, reward_fn=ep.reward
+    )
+    assert o.profile.example  # the prompt carries the worked example
+    rec = await o.run(task)
+    assert rec.reward is not None and rec.reward.r_perf == 1.0, (rec.answer, rec.reward)
+    assert max(rec.dag.stage_widths) >= 2

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
-from orchestrator.cli_eval import eval_command
+from orchestrator.cli_eval import ADAPTER_OPTION, eval_command
 from orchestrator.cli_mcp import mcp_app
 from orchestrator.cli_models import models
 from orchestrator.cli_rollout import rollout
@@ -167,6 +167,7 @@ def run(
         int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
+    orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator."""
     if workload is not None:
@@ -185,6 +186,7 @@ def run(
                 subagent_model=subagent_model,
                 out=out,
                 json_out=json_out,
+                orchestrator_adapter=orchestrator_adapter,
                 overrides={
                     "max_critical_steps": max_critical_steps,
                     "max_subagent_steps": max_subagent_steps,
@@ -216,6 +218,7 @@ def run(
                 "episode_timeout_s": episode_timeout,
             },
             sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
+            orchestrator_adapter=orchestrator_adapter,
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
@@ -240,6 +243,7 @@ def _plan(
     config_file: Path | None,
     overrides: dict[str, Any],
     sampling: dict[str, Any] | None = None,
+    orchestrator_adapter: str | None = None,
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
@@ -270,6 +274,8 @@ def _plan(
     if reward is None and any(t.verifier for t in tasks):
         reward = RewardConfig()  # tasks that name a verifier get scored
     backend_opts = dict(extras.get("backend", {}))
+    if orchestrator_adapter is not None:
+        backend_opts["orchestrator_adapter"] = orchestrator_adapter
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
     backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent

@@ -143,7 +143,11 @@ def load_lora_policy(
         load_adapter(model, adapter)
     if spec.gradient_checkpointing:
         # non-reentrant: gradients reach the adapter although the frozen inputs need none
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.23 (the old name warns)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model.eval()
     return TransformersBackend(model, tok, name=name)
 

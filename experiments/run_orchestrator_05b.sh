@@ -10,14 +10,14 @@ cd "$(dirname "$0")"
 CONFIG=${1:-orchestrator_05b.toml}
 SWARM=../.venv/bin/swarm
 PY=../.venv/bin/python
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONPATH="$(cd .. && pwd)"
 RUN=$($PY -c "import sys; sys.path.insert(0, '..'); from pathlib import Path; from orchestrator.rl.trainer import load_train_config; print(load_train_config(Path('$CONFIG')).run_dir)")
 mkdir -p "$RUN"
 echo "$(date -Is) run dir $RUN, load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ ! -f "$RUN/sft/policy/adapter_model.safetensors" ]; then
-    nice -n 10 $SWARM train sft --config "$CONFIG" --no-progress
+    nice -n 19 $SWARM train sft --config "$CONFIG" --no-progress
 fi
 echo "$(date -Is) SFT done, load $(cut -d' ' -f1-3 /proc/loadavg)"
-nice -n 10 $SWARM train --config "$CONFIG" --no-progress
+nice -n 19 $SWARM train --config "$CONFIG" --no-progress
 echo "$(date -Is) RL done, load $(cut -d' ' -f1-3 /proc/loadavg)"
 $SWARM train plot "$RUN"

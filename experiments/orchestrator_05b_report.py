@@ -8,9 +8,9 @@ the per-step training metrics (``RUN/metrics.jsonl``, ``RUN/sft/log.jsonl``).
 Each ``--eval LABEL=FILE`` adds one report (or the ``rows.jsonl`` of an interrupted ``swarm eval``,
 named ``LABEL-MODE-WORKLOAD-sSEED.rows.jsonl``: its finished episodes, test split); reports of
 one label (and workload, mode) over several seeds are pooled, with the mean over seeds and a 95 %
-t-interval when there are two or more. Per episode: the workload's metric, success, critical steps, exact fan-out (sub-agents = parts the task
-needs: the starter's items, the wide lookup's entities), over-assignment (more sub-agents than
-parts), the sub-agents' finish rate, wall time and tokens.
+t-interval when there are two or more. Per episode: the workload's metric, success, critical steps,
+exact fan-out (sub-agents = parts the task needs: the starter's items, the wide lookup's entities),
+over-assignment (more sub-agents than parts), the sub-agents' finish rate, wall time and tokens.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ def _random_adapter(model: str, out: Path) -> Path:
     tensors = {}
     for i in range(info.n_blocks):
         key = f"base_model.model.model.layers.{i}.self_attn.o_proj"
-        tensors[f"{key}.lora_A.weight"] = rng.normal(0, 0.05, (8, width)).astype(np.float32)
-        tensors[f"{key}.lora_B.weight"] = rng.normal(0, 0.05, (width, 8)).astype(np.float32)
+        tensors[f"{key}.lora_A.weight"] = rng.normal(0, 0.2, (8, width)).astype(np.float32)
+        tensors[f"{key}.lora_B.weight"] = rng.normal(0, 0.2, (width, 8)).astype(np.float32)
     return export_lora_gguf(tensors, alpha=16.0, base=path, out=out, metadata={"swarm.adapter.version": "rand"})
 
 
@@ -53,7 +53,7 @@ async def _orchestrator_and_subagents_vs_base(model: str, adapter: str, ctx: int
     probe = ScriptedBackend(["done"], model=model)  # named as the model: its prompt profile, tools and all
     await Orchestrator(probe).run("What are the capital cities of Peru, Norway and Egypt?")
     request = probe.calls[0].model_copy(update={"sampling": SamplingParams(temperature=0.0, max_tokens=32, seed=0)})
-    async with orch, base:
+    async with orch, base, sub:  # sub (no engine of its own) closes first
         return {
             "trained": await orch.complete(request),
             "plain": await base.complete(request),
@@ -71,7 +71,8 @@ def _assert_only_the_orchestrator_changed(out: dict[str, Any], version: str) -> 
     differs = trained.token_ids != plain.token_ids or any(
         abs(a - b) > 0.05 for a, b in zip(trained.logprobs or (), plain.logprobs or (), strict=False)
     )
-    assert differs, trained.text
+    assert trained.logprobs and plain.logprobs
+    assert differs, (trained.text, plain.text)
 
 
 async def test_an_adapter_changes_the_orchestrator_and_not_the_subagents(tmp_path: Path) -> None:

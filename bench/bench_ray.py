@@ -56,9 +56,12 @@ from orchestrator.cluster.sim import (
 
 
 def _ray_init(cpus: int) -> Any:
+    """The local Ray users get (``RayCluster``: workers at the driver's priority, results inline)."""
     import ray
 
-    ray.init(num_cpus=cpus, include_dashboard=False, logging_level="warning")
+    from orchestrator.cluster import RayCluster
+
+    RayCluster(num_cpus=cpus).connect()
     return ray
 
 

@@ -64,14 +64,14 @@ def _child(variant: str, ns: list[int], stages: int, gc_mode: str) -> list[dict[
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        from orchestrator.telemetry_setup import QUEUE_SIZE, _resource
+        from orchestrator.cli.telemetry_setup import QUEUE_SIZE, _resource
 
         provider = TracerProvider(resource=_resource({}))
         provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), max_queue_size=QUEUE_SIZE))
         trace.set_tracer_provider(provider)
         flush = provider.force_flush
     elif variant in ("file", "sampled_out"):  # the sampler comes from OTEL_TRACES_SAMPLER (set by main)
-        from orchestrator.telemetry_setup import TracingOptions, start_tracing
+        from orchestrator.cli.telemetry_setup import TracingOptions, start_tracing
 
         tracing = start_tracing(
             TracingOptions(),
@@ -169,7 +169,7 @@ def _breakdown(reps: int = 1500) -> dict[str, float]:
     from opentelemetry.trace import SpanKind
     from opentelemetry.util.types import AnyValue
 
-    from orchestrator.telemetry_setup import ENCODE_CHUNK, EpisodeTraceFiles, _resource
+    from orchestrator.cli.telemetry_setup import ENCODE_CHUNK, EpisodeTraceFiles, _resource
     from swarm.backend import Completion, SamplingParams, Usage
     from swarm.tracing import Telemetry, attr
 

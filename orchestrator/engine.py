@@ -25,14 +25,21 @@ from orchestrator.config import SwarmConfig
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
-from subagents.loop import SubagentRun, SubagentRuntime, malformed_feedback, run_subagents, run_tool_calls
+from subagents.loop import (
+    SubagentRun,
+    SubagentRuntime,
+    call_model,
+    retry_malformed,
+    run_subagents,
+    run_tool_calls,
+)
 from swarm import limits
-from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
 from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
+    ActionResolved,
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -67,7 +74,6 @@ __all__ = ["Orchestrator", "RewardFn"]
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 """Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
-_tool_message = maker(ToolMessage)  # trusted: ids and names from validated calls, content a string
 ORCHESTRATOR_ID = "orchestrator"
 SINGLE_AGENT_PROMPT = "You are a helpful assistant. Use your tools when they help, then answer in plain text."
 FINAL_NOTICE = {
@@ -119,6 +125,7 @@ class _EpisodeState:
     started_at: float
     messages: list[Message]
     agents: dict[str, AgentDefinition]
+    max_critical: int
     turns: list[OrchestratorTurn] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
     critical_used: int = 0
@@ -142,6 +149,15 @@ class _EpisodeState:
     def clock(self) -> float:
         return time.perf_counter() - self.t0
 
+    def charge(self, steps: int) -> None:
+        """Spend critical steps: the one place the episode's critical-step budget changes (an
+        orchestrator generation costs 1, a stage adds its slowest sub-agent's steps)."""
+        self.critical_used += steps
+
+    @property
+    def critical_left(self) -> int:
+        return self.max_critical - self.critical_used
+
     def finish(
         self, status: EpisodeStatus, answer: str | None = None, error: str | None = None, error_type: str | None = None
     ) -> None:
@@ -157,6 +173,19 @@ class _TurnOutcome:
     step_ended: float
     completion: Completion | None
     error: str | None = None
+
+
+@dataclass(slots=True)
+class _StagePlan:
+    """What one turn's calls became at admission: sub-agent runs (with the call that assigned each),
+    direct tool calls, results already known (created types, refusals) and notes for the model."""
+
+    index: int
+    calls: tuple[ToolCall, ...]
+    runs: list[tuple[ToolCall, SubagentRun]] = field(default_factory=list)
+    direct: list[ToolCall] = field(default_factory=list)
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 class Orchestrator:
@@ -275,6 +304,7 @@ class Orchestrator:
             started_at=time.time(),
             messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
             agents=dict(self._presets),
+            max_critical=self.config.max_critical_steps,
         )
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
         with self.telemetry.episode(episode_id=eid, model=self.backend.model, task_id=task.id) as span:
@@ -343,7 +373,7 @@ class Orchestrator:
 
     async def _drive(self, st: _EpisodeState) -> None:
         while st.status is None:
-            final = st.stop is not None or self.config.max_critical_steps - st.critical_used <= 1
+            final = st.stop is not None or st.critical_left <= 1
             if final and self.config.subagents:
                 reason = st.stop or EpisodeStatus.BUDGET_EXHAUSTED
                 st.messages.append(UserMessage(content=FINAL_NOTICE[reason]))
@@ -372,20 +402,10 @@ class Orchestrator:
             agent_name=ORCHESTRATOR_ID,
         )
         started = st.clock()
-        with self.telemetry.chat(
-            model=self.backend.model,
-            backend=self.backend,
-            sampling=cfg.orchestrator_sampling,
-            messages=st.messages,
-        ) as span:
-            try:
-                completion = await self.backend.complete(request)
-            except Exception as exc:
-                st.critical_used += 1
-                span.fail(type(exc).__name__, str(exc))
-                return _TurnOutcome(started, st.clock(), None, f"{type(exc).__name__}: {exc}")
-            self.telemetry.completion(span, completion)
-        st.critical_used += 1
+        completion = await call_model(self.backend, request, self.telemetry, st.messages)
+        st.charge(1)
+        if isinstance(completion, Exception):
+            return _TurnOutcome(started, st.clock(), None, f"{type(completion).__name__}: {completion}")
         st.usage = st.usage + completion.usage
         drift = self._check_drift(st, completion)
         st.turns.append(
@@ -434,16 +454,15 @@ class Orchestrator:
             return _Answer(clean_answer(c.text), st.stop or EpisodeStatus.BUDGET_EXHAUSTED)
         if c.parse_error is not None:
             st.malformed += 1
-            st.messages.append(AssistantMessage(content=c.text))
-            cut = self.config.orchestrator_sampling.max_tokens if c.finish_reason == "length" else None
-            st.messages.append(UserMessage(content=malformed_feedback(c.parse_error, cut_at=cut)))
-            if st.malformed > self.config.max_malformed_retries:
-                return _Fail(
-                    f"orchestrator output stayed malformed after {self.config.max_malformed_retries} "
-                    f"retries: {c.parse_error}",
-                    ModelOutputError.__name__,
-                )
-            return _Retry(c.parse_error)
+            failure = retry_malformed(
+                st.messages,
+                c,
+                max_tokens=self.config.orchestrator_sampling.max_tokens,
+                retries=st.malformed,
+                max_retries=self.config.max_malformed_retries,
+                who="orchestrator",
+            )
+            return _Retry(c.parse_error) if failure is None else _Fail(failure, ModelOutputError.__name__)
         if not c.tool_calls:
             st.messages.append(AssistantMessage(content=c.text))
             return _Answer(clean_answer(c.text), EpisodeStatus.COMPLETED)
@@ -497,69 +516,77 @@ class Orchestrator:
         return f"created sub-agent {name!r} ({granted})"
 
     async def _run_stage(self, st: _EpisodeState, outcome: _TurnOutcome, completion: Completion) -> None:
+        """One stage: decide what the turn's calls become, run them, show the results to the model."""
+        plan = self._admit(st, completion.tool_calls)
+        done = await self._execute(st, outcome, plan)
+        self._observe(st, completion, plan.results, done, plan.notes)
+
+    def _admit(self, st: _EpisodeState, calls: tuple[ToolCall, ...]) -> _StagePlan:
+        """Classify the turn's calls before anything runs: new sub-agent types are created, every
+        ``assign_task`` is admitted as a run (its step cap from the remaining critical budget) or
+        refused, and the rest are direct tool calls (:func:`orchestrator.admission.admit`)."""
         cfg = self.config
         index = len(st.stages)
-        calls = completion.tool_calls
-        results: dict[str, ToolResult] = {}
-
-        def error_result(c: ToolCall, text: str, error_type: str) -> ToolResult:
-            now = st.clock()
-            return ToolResult(
-                call=c, content=f"error: {text}", is_error=True, error_type=error_type, started=now, ended=now
-            )
-
+        plan = _StagePlan(index=index, calls=calls)
         for c in calls:
             if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
                     now = st.clock()
-                    results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
+                    plan.results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
                 except ValueError as exc:
-                    results[c.id] = error_result(c, str(exc), "InvalidAction")
-
-        # Admission: known agents, the width limit, and step caps from the remaining critical budget.
-        remaining = cfg.max_critical_steps - st.critical_used
-        plan = admit(
+                    plan.results[c.id] = self._error_result(st, c, str(exc), "InvalidAction")
+        admission = admit(
             calls,
             st.agents,
             stage=index,
-            step_cap=min(cfg.max_subagent_steps, remaining - 1),
+            step_cap=min(cfg.max_subagent_steps, st.critical_left - 1),
             max_width=cfg.max_subagents_per_stage,
             subagents=cfg.subagents,
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
             completed=st.completed,
         )
-        for call_id, (message, error_type) in plan.refused.items():
-            c = next(c for c in calls if c.id == call_id)
-            results[call_id] = error_result(c, message, error_type)
-        direct = plan.direct
-        rt_cache: dict[str | None, SubagentRuntime] = {}
-        runs: list[tuple[ToolCall, SubagentRun]] = []
-        notes: dict[str, str] = {}
-        for a in plan.assignments:
-            rt = rt_cache.get(a.definition.model)
+        by_id: dict[str, ToolCall] = {}
+        for c in calls if admission.refused else ():
+            by_id.setdefault(c.id, c)  # the first call with an id, as admission saw it
+        for call_id, (message, error_type) in admission.refused.items():
+            plan.results[call_id] = self._error_result(st, by_id[call_id], message, error_type)
+        plan.direct = admission.direct
+        runtimes: dict[str | None, SubagentRuntime] = {}
+        for a in admission.assignments:
+            rt = runtimes.get(a.definition.model)
             if rt is None:
-                rt = rt_cache[a.definition.model] = self._runtime(st, a.definition.model)
+                rt = runtimes[a.definition.model] = self._runtime(st, a.definition.model)
             if a.note:
-                notes[a.call.id] = a.note
-            runs.append(
-                (
-                    a.call,
-                    SubagentRun(
-                        definition=a.definition,
-                        task=a.task,
-                        agent_id=a.agent_id,
-                        stage=index,
-                        step_cap=a.step_cap,
-                        timeout_s=cfg.subagent_timeout_s,
-                        rt=rt,
-                    ),
-                )
+                plan.notes[a.call.id] = a.note
+            run = SubagentRun(
+                definition=a.definition,
+                task=a.task,
+                agent_id=a.agent_id,
+                stage=index,
+                step_cap=a.step_cap,
+                timeout_s=cfg.subagent_timeout_s,
+                rt=rt,
             )
+            plan.runs.append((a.call, run))
+        return plan
 
+    @staticmethod
+    def _error_result(st: _EpisodeState, c: ToolCall, text: str, error_type: str) -> ToolResult:
+        now = st.clock()
+        return ToolResult(
+            call=c, content=f"error: {text}", is_error=True, error_type=error_type, started=now, ended=now
+        )
+
+    async def _execute(self, st: _EpisodeState, outcome: _TurnOutcome, plan: _StagePlan) -> dict[str, SubagentResult]:
+        """Run the stage's direct calls and sub-agents together and record the stage (also when the
+        episode is cancelled mid-stage: unfinished sub-agents are recorded as cancelled)."""
+        index, runs, direct, results = plan.index, plan.runs, plan.direct, plan.results
         width = len(runs)
         kind: StageKind = "mixed" if width and direct else ("subagents" if width else "tools")
         done: dict[str, SubagentResult] = {}
         self._emit_lazy(lambda: StageStarted(index=index, kind=kind, width=width, critical_so_far=st.critical_used))
+        for r in list(results.values()):  # created sub-agent types and refused actions are known already
+            self._emit_action(index, r)
         with self.telemetry.stage(index=index, kind=kind, width=width, critical_so_far=st.critical_used) as span:
             try:
                 async with anyio.create_task_group() as tg:
@@ -573,17 +600,16 @@ class Orchestrator:
                         done[c.id] = run.result(
                             AgentStatus.CANCELLED, error="cancelled with the episode", error_type="Cancelled"
                         )
-                subs = tuple(done[c.id] for c in calls if c.id in done)
+                subs = tuple(done[c.id] for c in plan.calls if c.id in done)
                 self._record_stage(st, outcome, kind, tuple(results.values()), subs, span)
                 raise
-            subs = tuple(done[c.id] for c in calls if c.id in done)
-            stage = self._record_stage(
-                st, outcome, kind, tuple(results[c.id] for c in calls if c.id in results), subs, span
-            )
-        self._observe(st, completion, results, done, notes)
+            subs = tuple(done[c.id] for c in plan.calls if c.id in done)
+            tool_results = tuple(results[c.id] for c in plan.calls if c.id in results)
+            stage = self._record_stage(st, outcome, kind, tool_results, subs, span)
         self._emit_lazy(
             lambda: StageFinished(index=index, critical_steps=stage.critical_steps, critical_so_far=st.critical_used)
         )
+        return done
 
     def _observe(
         self,
@@ -619,7 +645,7 @@ class Orchestrator:
                     st.failed_calls.add(sig)
             if c.id in notes:
                 content = f"note: {notes[c.id]}\n{content}"
-            st.messages.append(_tool_message(tool_call_id=c.id, name=c.name, content=content, is_error=is_error))
+            st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name, content=content, is_error=is_error))
         if completion.finish_reason == "length":
             st.messages.append(
                 UserMessage(
@@ -660,6 +686,27 @@ class Orchestrator:
         ctx = ToolContext(episode_id=st.episode_id, agent_id=ORCHESTRATOR_ID, workspace=self._workspace(st))
         for r in await run_tool_calls(calls, self._direct, ctx, self.telemetry, st.clock):
             out[r.call.id] = r
+            self._emit_action(len(st.stages), r)
+
+    def _emit_action(self, stage: int, r: ToolResult) -> None:
+        """Tell observers how a non-sub-agent action ended (see :class:`~swarm.events.ActionResolved`)."""
+        if not self.observers:
+            return
+        target: object = ""
+        if r.call.name in (ASSIGN, CREATE):
+            target = r.call.arguments.get("agent" if r.call.name == ASSIGN else "name", "")
+        text = r.content[7:] if r.is_error and r.content.startswith("error: ") else r.content
+        self._emit(
+            ActionResolved(
+                stage=stage,
+                call_id=r.call.id,
+                name=r.call.name,
+                target=target if isinstance(target, str) else repr(target),
+                ok=not r.is_error,
+                detail=text if len(text) <= 300 else text[:299] + "…",
+                error_type=r.error_type,
+            )
+        )
 
     async def _fan_out(
         self, st: _EpisodeState, index: int, runs: list[tuple[ToolCall, SubagentRun]], done: dict[str, SubagentResult]
@@ -728,7 +775,7 @@ class Orchestrator:
             error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
         )
         sub_max = max((r.steps for r in subs), default=0)
-        st.critical_used += sub_max
+        st.charge(sub_max)
         for r in subs:
             st.subagent_usage = st.subagent_usage + r.usage
         stage = StageRecord(

@@ -87,7 +87,12 @@ class PromptProfile:
         reuses its cache), then ``extra`` (e.g. a workload's instructions)."""
         parts = [self.system_prompt]
         if agents:
-            lines = [f"- {a.name}" + (f" (tools: {', '.join(a.tools)})" if a.tools else "") for a in agents]
+            lines = [
+                f"- {a.name}"
+                + (f": {' '.join(a.description.split())}" if a.description else "")
+                + (f" (tools: {', '.join(a.tools)})" if a.tools else "")
+                for a in agents
+            ]
             parts.append("Sub-agent types you can assign tasks to:\n" + "\n".join(lines))
         if extra:
             parts.append(extra)

@@ -49,7 +49,7 @@ from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
 from swarm.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rewards import ADVANTAGES, PARLReward
 from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
@@ -423,7 +423,7 @@ def prepare_episode(
         seed=entry.seed,
         episode_id=record.episode_id,
         digest=EpisodeDigest.of(record),
-        entry_json=entry.model_dump_json() if serialize else "",
+        entry_json=dump_record(entry) if serialize else "",
         trajectory=trajectory,
         trajectory_error=error,
         record=record if keep_record else None,
@@ -567,7 +567,13 @@ def _check_manifest(out: Path, config: RolloutConfig) -> None:
             old = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             old = None
-        if isinstance(old, dict) and {k: old.get(k) for k in mine} != mine:
+        # Manifests written before the reward settings were recorded do not pin them.
+        known = old.get("settings") if isinstance(old, dict) else None
+        settings = dict(mine.get("settings", {}))
+        if not (isinstance(known, dict) and "reward" in known):
+            settings.pop("reward", None)
+        mine_cmp = {k: v for k, v in mine.items() if k != "settings"} | ({"settings": settings} if settings else {})
+        if isinstance(old, dict) and {k: old.get(k) for k in mine_cmp} != mine_cmp:
             theirs = ", ".join(f"{k}={json.dumps(old.get(k))}" for k in mine)
             ours = ", ".join(f"{k}={json.dumps(v)}" for k, v in mine.items())
             raise ConfigError(

@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from swarm.records import EpisodeRecord
+from swarm.records import EpisodeRecord, dump_record
 
 __all__ = ["DEFAULT_ROOT", "EPISODE_FILE", "episode_dir", "iter_episodes", "read_episode", "write_episode"]
 
@@ -20,14 +20,15 @@ def episode_dir(root: Path, episode_id: str) -> Path:
 
 
 def write_episode(record: EpisodeRecord, root: Path = DEFAULT_ROOT) -> Path:
-    """Write the record as JSON; a crash mid-write never leaves a half file (temp file + rename)."""
+    """Write the record as JSON, type-checked on the way out (:func:`swarm.records.dump_record`); a
+    crash mid-write never leaves a half file (temp file + rename)."""
     d = episode_dir(root, record.episode_id)
     d.mkdir(parents=True, exist_ok=True)
     target = d / EPISODE_FILE
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".episode-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(record.model_dump_json(indent=1))
+            f.write(dump_record(record, indent=1))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -45,8 +46,9 @@ def read_episode(path: Path) -> EpisodeRecord:
 
 
 def iter_episodes(root: Path = DEFAULT_ROOT) -> Iterator[Path]:
-    """Episode files under ``root``, newest first."""
+    """Episode files anywhere under ``root`` (``swarm run``'s ``<root>/<id>/``, ``swarm eval``'s
+    ``<root>/<run>/episodes/<mode>/<id>/``), newest first."""
     if not root.is_dir():
         return iter(())
-    files = [p for p in root.glob(f"*/{EPISODE_FILE}") if p.is_file()]
+    files = [p for p in root.rglob(EPISODE_FILE) if p.is_file()]
     return iter(sorted(files, key=lambda p: p.stat().st_mtime, reverse=True))

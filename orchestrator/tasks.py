@@ -98,6 +98,7 @@ CONFIG_TABLES: dict[str, str] = {
     "swarm": "budgets, widths, timeouts, sampling, tool allow-lists (SwarmConfig)",
     "backend": "model backend options (kind, model, base_url, timeout, max_concurrency, …)",
     "reward": "the PARL reward: lambda1/lambda2 schedules, parallel/finish terms, default verifier",
+    "tools": "built-in tools for swarm run: enabled (python, files, search), workspace, search_corpus",
 }
 """The top-level tables a config file may hold, and what each sets."""
 
@@ -174,7 +175,7 @@ def load_config(
         if not isinstance(value, dict):
             raise ConfigError(f"config file {p}: {key!r} must be a table ([{key}]), got {type(value).__name__}")
     if "backend" in data:
-        from orchestrator.backend_factory import BACKEND_TABLE_KEYS
+        from orchestrator.cli.backend_factory import BACKEND_TABLE_KEYS
 
         for key in data["backend"]:
             if key not in BACKEND_TABLE_KEYS:

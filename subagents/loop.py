@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 from anyio import TaskHandle
 
-from swarm._fast import maker
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.deadlines import DeadlineWatch
@@ -34,23 +33,17 @@ from tools.registry import Tool, ToolContext, execute_tool
 __all__ = [
     "SubagentRun",
     "SubagentRuntime",
+    "call_model",
     "call_signature",
     "malformed_feedback",
     "repeat_notice",
+    "retry_malformed",
     "run_subagents",
     "run_tool_calls",
 ]
 
-# Trusted constructors for the per-step objects (see swarm._fast): their fields come from validated
-# completions, tool calls and clock readings.
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
-_request = maker(ModelRequest)
-_assistant = maker(AssistantMessage)
-_tool_message = maker(ToolMessage)
-_user = maker(UserMessage)
-_step_record = maker(StepRecord)
-_subagent_result = maker(SubagentResult)
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
 
 
@@ -82,6 +75,51 @@ def repeat_notice(error: str) -> str:
     )
 
 
+async def call_model(
+    backend: ModelBackend, request: ModelRequest, telemetry: Telemetry, messages: Sequence[Message]
+) -> Completion | Exception:
+    """One generation inside its ``chat`` span, for the orchestrator and sub-agent loops alike.
+
+    A backend that raises is returned as its exception (recorded on the span): what a failed call
+    means is the calling loop's decision. Cancellation propagates. ``messages``: the list the
+    request's messages were taken from (the span reads it only when content capture is on).
+    """
+    with telemetry.chat(model=backend.model, backend=backend, sampling=request.sampling, messages=messages) as span:
+        try:
+            completion = await backend.complete(request)
+        except Exception as exc:
+            span.fail(type(exc).__name__, str(exc))
+            return exc
+        telemetry.completion(span, completion)
+    return completion
+
+
+def retry_malformed(
+    messages: list[Message],
+    completion: Completion,
+    *,
+    max_tokens: int,
+    retries: int,
+    max_retries: int,
+    who: str = "model",
+) -> str | None:
+    """Feed back a completion whose tool-call output could not be parsed (``completion.parse_error``).
+
+    Appends what the model wrote and what was wrong with it to ``messages``, so the next generation
+    can fix it (``max_tokens``: the request's token limit, named when the output was cut off there).
+    ``retries`` counts malformed outputs so far, this one included; once it exceeds
+    ``max_retries`` the agent fails, and the reason is returned (``None`` while retries are left).
+    The caller owns the counter; ``who`` names the agent in the reason.
+    """
+    error = completion.parse_error or "unparseable output"
+    messages.append(AssistantMessage(content=completion.text))
+    cut = max_tokens if completion.finish_reason == "length" else None
+    messages.append(UserMessage(content=malformed_feedback(error, cut_at=cut)))
+    if retries > max_retries:
+        return f"{who} output stayed malformed after {max_retries} retries: {error}"
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
 def _system_message(prompt: str) -> SystemMessage:
     """Frozen messages are shared: a 1,000-way fan-out of one sub-agent type holds one system prompt."""
@@ -103,14 +141,16 @@ class SubagentRuntime:
     max_completion_tokens: int | None = None
     observer: Observer | None = None
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
-    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
+    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
 
-    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
-        """The tools an allow-list grants here and their specs (built once per allow-list)."""
+    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]:
+        """The tools an allow-list grants here, their specs, and whether any of them has a timeout
+        (built once per allow-list)."""
         hit = self._granted.get(names)
         if hit is None:
             tools = {n: self.tools[n] for n in names if n in self.tools}
-            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()))
+            timed = any(t.timeout_s is not None for t in tools.values())
+            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()), timed)
         return hit
 
 
@@ -194,12 +234,14 @@ class SubagentRun:
     # Defaults are shared constants, not factories: __post_init__ sets the real values once.
     messages: list[Message] = field(default=None)  # type: ignore[arg-type]
     steps: list[StepRecord] = field(default=None)  # type: ignore[arg-type]
-    usage: Usage = _NO_USAGE
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     malformed: int = 0
-    _failed: set[str] = field(default=None)  # type: ignore[arg-type]  # signatures of failed calls
+    _failed: set[str] | None = None  # signatures of failed calls (made on the first failure)
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
+    _timed_tools: bool = False  # a granted tool has a timeout
     _ctx: ToolContext = field(default=None)  # type: ignore[assignment]
     # Set by a caller that runs this agent in a task of its own (``handle``) and enforces deadlines
     # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
@@ -211,10 +253,9 @@ class SubagentRun:
     _ended: bool = False
 
     def __post_init__(self) -> None:
-        self.messages = [_system_message(self.definition.system_prompt), _user(content=self.task)]
+        self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
         self.steps = []
-        self._failed = set()
-        self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
+        self._tools, self._tool_specs, self._timed_tools = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
     async def run(self) -> SubagentResult:
@@ -246,6 +287,18 @@ class SubagentRun:
             finally:
                 self._ended = True
             return self._end(span, outcome)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens spent so far (summed per step; one :class:`Usage` is built when asked for)."""
+        if not (self.prompt_tokens or self.completion_tokens):
+            return _NO_USAGE
+        return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens)
+
+    @property
+    def has_deadlines(self) -> bool:
+        """This agent arms a deadline: its own timeout or a granted tool's."""
+        return self.timeout_s is not None or self._timed_tools
 
     @property
     def done(self) -> bool:
@@ -295,7 +348,7 @@ class SubagentRun:
                 (m.content for m in reversed(self.messages) if isinstance(m, AssistantMessage) and m.content),
                 "",
             )
-        return _subagent_result(
+        return SubagentResult(
             agent_id=self.agent_id,
             name=self.definition.name,
             task=self.task,
@@ -325,10 +378,10 @@ class SubagentRun:
             if not isinstance(nxt, _Continue):
                 return nxt
             limit = self.rt.max_completion_tokens
-            if limit is not None and self.usage.completion_tokens >= limit:
+            if limit is not None and self.completion_tokens >= limit:
                 return _Fail(
                     AgentStatus.BUDGET_EXHAUSTED,
-                    f"completion-token limit of {limit} reached ({self.usage.completion_tokens} used)",
+                    f"completion-token limit of {limit} reached ({self.completion_tokens} used)",
                     BudgetExhaustedError.__name__,
                 )
 
@@ -341,7 +394,7 @@ class SubagentRun:
     ) -> None:
         usage = completion.usage if completion is not None else _NO_USAGE
         self.steps.append(
-            _step_record(
+            StepRecord(
                 agent_id=self.agent_id,
                 index=len(self.steps),
                 kind="subagent",
@@ -355,58 +408,63 @@ class SubagentRun:
             )
         )
         if self.rt.observer is not None:
-            self.rt.observer(SubagentStep(agent_id=self.agent_id, step=len(self.steps)))
+            failed = next((r.content for r in results if r.is_error), None)
+            self.rt.observer(
+                SubagentStep(
+                    agent_id=self.agent_id,
+                    step=len(self.steps),
+                    tools=tuple(r.call.name for r in results),
+                    error=error if error is not None else failed,
+                )
+            )
 
     async def _step(self) -> _Next:
         rt = self.rt
         started = rt.clock()
-        request = _request(
+        request = ModelRequest(
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )
-        with rt.telemetry.chat(
-            model=rt.backend.model, backend=rt.backend, sampling=rt.sampling, messages=self.messages
-        ) as span:
-            try:
-                completion = await rt.backend.complete(request)
-            except anyio.get_cancelled_exc_class():
-                self._record(started, None, error=_INTERRUPTED.format("during its model call"))
-                raise
-            except Exception as exc:  # a failing model is this agent's failure, never its siblings'
-                kind = type(exc).__name__
-                self._record(started, None, error=f"{kind}: {exc}")
-                span.fail(kind, str(exc))
-                what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
-                return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
-            rt.telemetry.completion(span, completion)
-        self.usage = self.usage + completion.usage if completion.usage.total_tokens else self.usage
+        try:
+            completion = await call_model(rt.backend, request, rt.telemetry, self.messages)
+        except anyio.get_cancelled_exc_class():
+            self._record(started, None, error=_INTERRUPTED.format("during its model call"))
+            raise
+        if isinstance(completion, Exception):  # a failing model is this agent's failure, never its siblings'
+            kind = type(completion).__name__
+            self._record(started, None, error=f"{kind}: {completion}")
+            what = "model call failed" if isinstance(completion, BackendError) else "model backend raised"
+            return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {completion}", kind)
+        usage = completion.usage
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
 
         if completion.parse_error is not None:
             self.malformed += 1
-            self.messages.append(_assistant(content=completion.text))
-            cut = rt.sampling.max_tokens if completion.finish_reason == "length" else None
-            self.messages.append(_user(content=malformed_feedback(completion.parse_error, cut_at=cut)))
+            failure = retry_malformed(
+                self.messages,
+                completion,
+                max_tokens=rt.sampling.max_tokens,
+                retries=self.malformed,
+                max_retries=rt.max_malformed,
+            )
             self._record(started, completion, error=f"malformed output: {completion.parse_error}")
-            if self.malformed > rt.max_malformed:
-                return _Fail(
-                    AgentStatus.FAILED,
-                    f"model output stayed malformed after {rt.max_malformed} retries: {completion.parse_error}",
-                    ModelOutputError.__name__,
-                )
+            if failure is not None:
+                return _Fail(AgentStatus.FAILED, failure, ModelOutputError.__name__)
             return _CONTINUE
 
         if not completion.tool_calls:
-            self.messages.append(_assistant(content=completion.text))
+            self.messages.append(AssistantMessage(content=completion.text))
             self._record(started, completion)
             report = clean_answer(completion.text)
             if completion.finish_reason == "length":
                 report += f" [cut off at the {rt.sampling.max_tokens}-token limit]"
             return _Finish(report)
 
-        self.messages.append(_assistant(content=completion.text, tool_calls=completion.tool_calls))
+        self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
         try:
             results = await run_tool_calls(
                 completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
@@ -417,11 +475,13 @@ class SubagentRun:
         for r in results:
             content = r.content
             if r.is_error:  # a call that failed before, verbatim, is named as a repeat
+                failed = self._failed if self._failed is not None else set()
+                self._failed = failed
                 sig = call_signature(r.call)
-                content = repeat_notice(content) if sig in self._failed else content
-                self._failed.add(sig)
+                content = repeat_notice(content) if sig in failed else content
+                failed.add(sig)
             self.messages.append(
-                _tool_message(tool_call_id=r.call.id, name=r.call.name, content=content, is_error=r.is_error)
+                ToolMessage(tool_call_id=r.call.id, name=r.call.name, content=content, is_error=r.is_error)
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE
@@ -435,11 +495,17 @@ async def run_subagents(
 ) -> None:
     """Run one stage's sub-agents in parallel, each in its own task, under ``limiter``.
 
-    One :class:`DeadlineWatch` enforces every sub-agent's timeout (and its tool calls'). Every ending —
+    One :class:`DeadlineWatch` enforces every sub-agent's timeout (and its tool calls'); it runs only
+    when some agent arms a deadline. Every ending —
     an answer, a failure, a spent budget, its own timeout — goes to ``finished`` as a result; a
     cancellation from outside cancels them all and propagates (the caller builds their results from the
     runs). The engine's in-process stages and a placement's remote batches both run through here.
     """
+    if not any(run.has_deadlines for run in runs):
+        async with anyio.create_task_group() as tg:
+            for run in runs:
+                run.handle = tg.start_soon(_run_limited, run, limiter, finished, started)
+        return
     async with anyio.create_task_group() as watching:
         watch = DeadlineWatch()
         watching.start_soon(watch.run)

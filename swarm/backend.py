@@ -10,12 +10,21 @@ Features (retries, tracing, fallbacks, concurrency caps) wrap a backend; they ne
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import BaseModel, ConfigDict, Field
 
-from swarm._fast import maker
-from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    validate_fields,
+)
 
 __all__ = [
     "Completion",
@@ -57,31 +66,47 @@ class SamplingParams(_Frozen):
 
 
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_TOOL_CHOICES = ("auto", "none", "required")
+_DEFAULT_SAMPLING = SamplingParams()
 
 
-def _messages(value: Any, handler: ValidatorFunctionWrapHandler) -> tuple[Message, ...]:
-    if isinstance(value, tuple) and all(type(m) in _MESSAGE_TYPES for m in value):
-        return value
-    out: tuple[Message, ...] = handler(value)
-    return out
-
-
-class ModelRequest(_Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
     """Everything a backend needs for one generation.
 
     ``agent_id`` / ``agent_name`` identify the calling agent; real backends may ignore them (or use
     them for slot affinity), test backends route scripted turns on them.
+
+    The runtime builds one per model call from parts that are already validated (its messages,
+    the tool specs, the config's sampling), so a request is a plain frozen dataclass with one
+    validator where data enters: a request whose fields are not exactly those types (dicts, lists,
+    JSON-decoded values) is validated into them by pydantic when it is built.
     """
 
-    # Messages are usually frozen, already-validated models: re-validating the whole transcript on
-    # every step is O(transcript) per model call on the runtime's hottest path, so instances pass
-    # through and only dicts (e.g. from JSON) are validated.
-    messages: Annotated[tuple[Message, ...], WrapValidator(_messages)]
+    messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    sampling: SamplingParams = SamplingParams()
+    sampling: SamplingParams = _DEFAULT_SAMPLING
     tool_choice: Literal["auto", "none", "required"] = "auto"
     agent_id: str = ""
     agent_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not (
+            type(self.messages) is tuple
+            and type(self.tools) is tuple
+            and type(self.sampling) is SamplingParams
+            and self.tool_choice in _TOOL_CHOICES
+            and type(self.agent_id) is str
+            and type(self.agent_name) is str
+            and all(type(m) in _MESSAGE_TYPES for m in self.messages)
+            and all(type(t) is ToolSpec for t in self.tools)
+        ):
+            validate_fields(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ModelRequest:
+        """A copy with the fields in ``update`` replaced, validated like any new request (the name
+        pydantic models give this, which request-building code written for them calls)."""
+        return replace(self, **(update or {}))
 
 
 class Usage(_Frozen):
@@ -93,13 +118,11 @@ class Usage(_Frozen):
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return _usage(
+        return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
-
-_usage = maker(Usage)  # sums of validated non-negative ints need no re-validation
 
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swarm.records import AgentStatus, EpisodeRecord, SubagentResult
 
 __all__ = [
+    "ActionResolved",
     "EpisodeFinished",
     "EpisodeStarted",
     "Event",
@@ -65,6 +66,28 @@ class SubagentStep(_Event):
     type: Literal["subagent_step"] = "subagent_step"
     agent_id: str
     step: int
+    tools: tuple[str, ...] = ()
+    """The tools this step called, in order."""
+    error: str | None = None
+    """What went wrong in this step: its own error (malformed output, model failure) or its first failed tool call."""
+
+
+class ActionResolved(_Event):
+    """An orchestrator action that is not a sub-agent run, once its outcome is known: a
+    ``create_subagent`` (created or rejected), a refused ``assign_task`` (``ok`` False with the
+    reason the model was told), or a direct tool call (its result). Sub-agent runs report through
+    ``SubagentStarted``/``SubagentFinished``."""
+
+    type: Literal["action_resolved"] = "action_resolved"
+    stage: int
+    call_id: str
+    name: str
+    target: str = ""
+    """The sub-agent type a ``create_subagent``/``assign_task`` names; empty for a direct tool call."""
+    ok: bool
+    detail: str = ""
+    """The result the orchestrator saw (trimmed to 300 characters)."""
+    error_type: str | None = None
 
 
 class SubagentFinished(_Event):
@@ -87,7 +110,8 @@ class EpisodeFinished(_Event):
 
 
 Event = Annotated[
-    EpisodeStarted
+    ActionResolved
+    | EpisodeStarted
     | TurnFinished
     | StageStarted
     | SubagentStarted

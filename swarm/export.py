@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import BaseModel, ValidationError
 
 from swarm.errors import ConfigError
+from swarm.records import dump_record
 from swarm.trajectory import Trajectory
 
 __all__ = [
@@ -98,7 +99,7 @@ class JsonlWriter:
 
     def write(self, record: BaseModel | Mapping[str, Any]) -> None:
         if isinstance(record, BaseModel):
-            text = record.model_dump_json()
+            text = dump_record(record)  # type-checked on the way out
         else:
             text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         self.write_line(text)

@@ -6,11 +6,11 @@ JSON, the DAG is computed from, and trajectories/rewards are derived from.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.dataclasses import dataclass
 
 from swarm.backend import Usage
 from swarm.messages import Message, ToolCall
@@ -28,6 +28,7 @@ __all__ = [
     "SubagentResult",
     "Task",
     "ToolResult",
+    "dump_record",
 ]
 
 SCHEMA_VERSION = 1
@@ -71,18 +72,24 @@ class AgentDefinition(_Frozen):
     system_prompt: str
     tools: tuple[str, ...] = ()
     model: str | None = None
+    description: str = ""
+    """When to use this type; the orchestrator's prompt lists it beside the name."""
 
 
-# ToolResult and StepRecord are the most numerous objects of a big episode (one per step of every
-# sub-agent): slotted pydantic dataclasses keep them validated and serialisable at a fraction of a
-# BaseModel's memory (no per-instance __dict__ or fields-set).
+# ToolResult, StepRecord and SubagentResult are built on the runtime's hot path (one per tool call,
+# step and sub-agent) from values that are already validated, and they are the most numerous objects
+# of a big episode: plain frozen, slotted dataclasses (no per-instance __dict__ or fields-set, no
+# validation per construction). Pydantic validates them where they enter (an EpisodeRecord read
+# from JSON or built from dicts) and checks them where they leave (:func:`dump_record`).
 _RECORD_CONFIG = ConfigDict(extra="forbid")
+_NO_USAGE = Usage()  # frozen: one shared default
 
 
-@dataclass(frozen=True, slots=True, config=_RECORD_CONFIG)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """One executed tool call as the agent saw it."""
 
+    __pydantic_config__ = _RECORD_CONFIG
     call: ToolCall
     content: str
     is_error: bool = False
@@ -94,7 +101,7 @@ class ToolResult:
 StepKind = Literal["orchestrator", "subagent"]
 
 
-@dataclass(frozen=True, slots=True, config=_RECORD_CONFIG)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
 
@@ -104,6 +111,7 @@ class StepRecord:
     ``error`` holds a recoverable problem seen in this step (malformed output, model failure).
     """
 
+    __pydantic_config__ = _RECORD_CONFIG
     agent_id: str
     index: int
     kind: StepKind
@@ -120,9 +128,11 @@ class StepRecord:
         return self.ended - self.started
 
 
-class SubagentResult(_Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentResult:
     """What a sub-agent returns to the orchestrator, plus its transcript as side data."""
 
+    __pydantic_config__ = _RECORD_CONFIG
     agent_id: str
     name: str
     task: str
@@ -133,7 +143,7 @@ class SubagentResult(_Frozen):
     error_type: str | None = None
     started: float = 0.0
     ended: float = 0.0
-    usage: Usage = Usage()
+    usage: Usage = _NO_USAGE
     model: str = ""
     step_cap: int = 0
     step_records: tuple[StepRecord, ...] = ()
@@ -241,3 +251,9 @@ class EpisodeRecord(_Frozen):
     @property
     def subagent_results(self) -> tuple[SubagentResult, ...]:
         return tuple(r for s in self.stages for r in s.subagents)
+
+
+def dump_record(record: BaseModel, **kwargs: Any) -> str:
+    """``record`` as JSON, checked on the way out: a field holding a value of the wrong type (the
+    hot path's dataclasses are not validated when built) raises instead of being written."""
+    return record.model_dump_json(warnings="error", **kwargs)

@@ -23,6 +23,7 @@ flattened prefix before it (:func:`validate_trajectory`). Sub-agent transcripts 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -280,7 +281,7 @@ def build_trajectory(
         sampling = SamplingParams.model_validate(raw) if raw else SamplingParams()
     versions = [t.weight_version for t in turns if t.weight_version is not None]
     side = tuple(
-        SubagentSide(stage=s.index, result=r if include_transcripts else r.model_copy(update={"transcript": ()}))
+        SubagentSide(stage=s.index, result=r if include_transcripts else dataclasses.replace(r, transcript=()))
         for s in record.stages
         for r in s.subagents
     )

@@ -25,7 +25,6 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from swarm._fast import maker
 from swarm.backend import ToolSpec
 from swarm.deadlines import DeadlineWatch
 from swarm.errors import ConfigError, ModelOutputError, ToolError, ToolTimeoutError, UnknownNameError
@@ -50,7 +49,6 @@ class _Unset:
 
 
 _UNSET = _Unset()
-_tool_result = maker(ToolResult)  # trusted: built from a validated call, a string and clock readings
 DEFAULT_TOOL_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 16_000
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -210,7 +208,8 @@ class Tool:
             schema = self._model.model_json_schema()
             schema.pop("title", None)
             self.parameters = inline_refs(schema)
-        self._no_params = self._model is not None and not self._model.model_fields
+        self._fields = tuple(self._model.model_fields) if self._model is not None else ()
+        self._no_params = self._model is not None and not self._fields
 
     def _build_model(self, fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[BaseModel]:
         from pydantic import Field
@@ -279,7 +278,7 @@ class Tool:
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
             )
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        return {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        return {k: getattr(parsed, k) for k in self._fields}
 
     async def invoke(
         self, arguments: Mapping[str, Any], ctx: ToolContext, *, deadlines: DeadlineWatch | None = None
@@ -449,7 +448,7 @@ async def execute_tool(
     ``deadlines``: a running watch that enforces the tool's timeout (see :meth:`Tool.invoke`)."""
     started = clock()
     if call.error is not None:  # the backend could not parse this call: tell the model, run nothing
-        return _tool_result(
+        return ToolResult(
             call=call,
             content=f"error: this tool call could not be parsed and was not run ({call.error}). "
             "Call the tool again with its arguments as one JSON object.",
@@ -461,7 +460,7 @@ async def execute_tool(
     t = tools.get(call.name)
     if t is None:
         available = ", ".join(sorted(tools)) or "(none)"
-        return _tool_result(
+        return ToolResult(
             call=call,
             content=f"error: unknown tool {call.name!r}; available tools: {available}",
             is_error=True,
@@ -472,7 +471,7 @@ async def execute_tool(
     try:
         content = await t.invoke(call.arguments, ctx, deadlines=deadlines)
     except ToolError as exc:
-        return _tool_result(
+        return ToolResult(
             call=call,
             content=f"error: {exc}",
             is_error=True,
@@ -481,7 +480,7 @@ async def execute_tool(
             ended=clock(),
         )
     except Exception as exc:  # a tool that raises is the model's problem to route around, not ours
-        return _tool_result(
+        return ToolResult(
             call=call,
             content=f"error: tool {call.name!r} raised {type(exc).__name__}: {exc}",
             is_error=True,
@@ -489,7 +488,7 @@ async def execute_tool(
             started=started,
             ended=clock(),
         )
-    return _tool_result(call=call, content=content, started=started, ended=clock())
+    return ToolResult(call=call, content=content, started=started, ended=clock())
 
 
 ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]

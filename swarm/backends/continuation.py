@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from swarm.backend import Completion
-from swarm.messages import AssistantMessage, Message
+from swarm.messages import AssistantMessage, Message, MessageAdapter
 
 __all__ = ["SENTINEL", "Continuation", "TurnMemory"]
 
@@ -66,7 +66,7 @@ class Continuation:
 def _digest(messages: tuple[Message, ...]) -> str:
     h = hashlib.sha256()
     for m in messages:
-        h.update(m.model_dump_json().encode())
+        h.update(MessageAdapter.dump_json(m))
         h.update(b"\x00")
     return h.hexdigest()
 

@@ -9,7 +9,8 @@ What it adds over a plain client, all outside the agent loop (STYLE §2):
   tokenizer;
 * **tools**: tools, ``tool_choice`` and parallel tool calls go over the wire; when the server's
   parser found nothing (small models write fenced or bare JSON), the text is parsed tolerantly
-  (:mod:`swarm.backends.toolparse`); broken calls set ``Completion.parse_error``;
+  (:mod:`swarm.backends.toolparse`); broken calls in the text set ``Completion.parse_error``, a call
+  the server returned with broken arguments stays in the turn with its ``error``;
 * **faults**: retries with exponential backoff (and ``Retry-After``) on 429, 5xx, connection
   errors, timeouts and 200s whose body is not a JSON object; a total per-attempt timeout; a
   concurrency cap per endpoint that only requests in flight hold (never a backoff sleep). What survives the retries is
@@ -96,7 +97,10 @@ def with_tools_in_prompt(messages: tuple[Message, ...], tools: tuple[ToolSpec, .
         if isinstance(m, AssistantMessage):
             body = m.content
             for c in m.tool_calls:
-                call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+                if c.raw_arguments is not None:  # what the model wrote, unparsed: back verbatim
+                    call = f'{{"name": {json.dumps(c.name, ensure_ascii=False)}, "arguments": {c.raw_arguments}}}'
+                else:
+                    call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
                 body += f"{chr(10) if body else ''}<tool_call>\n{call}\n</tool_call>"
             out.append({"role": "assistant", "content": body})
         elif isinstance(m, ToolMessage):
@@ -387,7 +391,8 @@ class OpenAIBackend:
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise BackendError(f"choices[0].message.content is not a string: {message.get('content')!r}")
-        calls, parse_error = _server_calls(message.get("tool_calls"))
+        calls = _server_calls(message.get("tool_calls"))
+        parse_error: str | None = None
         known = [t.name for t in request.tools]
         if not calls and parse_error is None and request.tools and request.tool_choice != "none" and text:
             parsed = parse_tool_calls(text, known)
@@ -422,11 +427,14 @@ class OpenAIBackend:
         )
 
 
-def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
+def _server_calls(raw_calls: Any) -> list[ToolCall]:
     """The server's parsed tool calls. A call that does not parse stays in its place with ``error``
-    set (the runtime answers it with that error); only when none parses is the turn malformed."""
+    set and its arguments text in ``raw_arguments``: the runtime answers it with that error as the
+    call's tool message, and the call goes back to the model exactly as the server returned it. That
+    holds when no call of the turn parsed too (the server did split them out: dropping them, or
+    answering with a user message, would change what the model is told it said and make the next
+    prompt's token ids drift)."""
     calls: list[ToolCall] = []
-    errors = 0
     for raw in raw_calls if isinstance(raw_calls, list) else []:
         raw = raw if isinstance(raw, dict) else {"function": raw}
         fn: dict[str, Any] = raw["function"] if isinstance(raw.get("function"), dict) else {}
@@ -436,14 +444,13 @@ def _server_calls(raw_calls: Any) -> tuple[list[ToolCall], str | None]:
                 raise ValueError("a tool call has no function name")
             calls.append(ToolCall(id=cid, name=name, arguments=parse_arguments(fn.get("arguments"), name)))
         except ValueError as exc:
-            errors += 1
             wrote = json.dumps(raw, ensure_ascii=False)
             wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
             bad = name if isinstance(name, str) else ""
-            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}"))
-    if calls and errors == len(calls):
-        return [], calls[0].error
-    return calls, None
+            args = fn.get("arguments")
+            raw_args = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            calls.append(ToolCall(id=cid, name=bad, error=f"{exc}; the call was: {wrote}", raw_arguments=raw_args))
+    return calls
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ vLLM 0.32 and llama.cpp's server really return (see shared notes, local-models.m
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 
 import anyio
@@ -101,7 +102,9 @@ async def test_token_ids_from_logprob_strings_when_token_ids_are_absent() -> Non
     assert (await b.complete(REQ)).token_ids == (57, 5248, 2)
 
 
-async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
+async def test_a_lone_broken_call_from_the_server_stays_in_the_turn_with_its_error() -> None:
+    """Not a turn-level parse error: the server split the call out, so it goes back to the model as
+    it was (with its error as the tool's answer) instead of vanishing from the conversation."""
     bad = vllm_body(
         message={
             "role": "assistant",
@@ -113,7 +116,11 @@ async def test_broken_arguments_from_the_server_become_a_parse_error() -> None:
     )
     b, _ = backend(lambda r: httpx.Response(200, json=bad), flavour="vllm")
     c = await b.complete(REQ)
-    assert c.tool_calls == () and c.parse_error is not None and "not valid JSON" in c.parse_error
+    assert c.parse_error is None and [(t.id, t.name, t.raw_arguments) for t in c.tool_calls] == [
+        ("x", "get_weather", '{"city": ')
+    ]
+    assert "not valid JSON" in (c.tool_calls[0].error or "")
+    assert c.tool_calls[0].to_openai()["function"]["arguments"] == '{"city": '
 
 
 def _calls_body(*arguments: str) -> dict[str, Any]:
@@ -168,6 +175,71 @@ async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_e
     sent = json.loads(seen[1].content)["messages"]
     assert [c["id"] for c in sent[2]["tool_calls"]] == ["c0", "c1", "c2"]
     assert [m["content"][:12] for m in sent[3:]] == ["sunny in Par", "error: this ", "sunny in Rom"]
+
+
+async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_last_one() -> None:
+    """Regression (issue 12, found by the soak): a call whose arguments did not parse went back to the
+    server as ``{}``, so the next prompt's token ids no longer extended the previous prompt + response:
+    the turn was flagged as drifted and the episode could not become a trajectory (3 of the first 70
+    soak episodes). The server here tokenizes each message word by word, as a template does."""
+    from orchestrator import Orchestrator, SwarmConfig
+    from swarm.records import EpisodeStatus
+    from swarm.rewards import PARLReward
+    from swarm.trajectory import build_trajectory
+    from tools.registry import tool
+
+    def ids(text: str) -> list[int]:
+        return [100 + zlib.crc32(w.encode()) % 50_000 for w in text.split()]
+
+    def said(m: dict[str, Any]) -> str:
+        calls = [f"{c['id']} {c['function']['name']} {c['function']['arguments']}" for c in m.get("tool_calls") or []]
+        return " ".join([m.get("content") or "", *calls])
+
+    replies = iter(
+        [
+            _calls_body('{"city": "Paris"}', '{"city": "Oslo', '{"city": "Rome"}')["choices"][0]["message"],
+            {**_calls_body('{"city": "Ber')["choices"][0]["message"], "content": "Nearly there."},  # alone
+            {"role": "assistant", "content": "done"},
+        ]
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        messages = json.loads(request.content)["messages"]
+        prompt = [i for m in messages for i in ids(f"<{m['role']}> {said(m)} <end>")] + ids("<assistant>")
+        message = next(replies)
+        out = ids(said(message)) + ids("<end>")
+        body = vllm_body(
+            message=message,
+            finish_reason="tool_calls" if message.get("tool_calls") else "stop",
+            token_ids=out,
+            logprobs={"content": [{"token": f"token_id:{t}", "logprob": -0.5} for t in out]},
+        )
+        body["prompt_token_ids"] = prompt
+        return httpx.Response(200, json=body)
+
+    b, seen = backend(answer, flavour="vllm")
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    orch = Orchestrator(b, SwarmConfig(subagents=False), tools=[get_weather], reward_fn=PARLReward())
+    record = await orch.run("weather?")
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
+    resent = json.loads(seen[1].content)["messages"][2]["tool_calls"][1]["function"]
+    assert resent == {"name": "get_weather", "arguments": '{"city": "Oslo'}  # what the model wrote
+    alone = json.loads(seen[2].content)["messages"]
+    assert (
+        alone[-2]["content"] == "Nearly there."
+        and alone[-2]["tool_calls"][0]["function"]["arguments"] == '{"city": "Ber'
+    )
+    assert alone[-1]["role"] == "tool" and "not valid JSON" in alone[-1]["content"]  # answered as the call's result
+    assert record.drift_count == 0 and not any(t.drift for t in record.turns)
+    assert len(build_trajectory(record).turns) == 3  # before: TrajectoryError, "turn 1 drifted"
+    # Records keep the raw text only where there is one.
+    dumped = json.loads(record.model_dump_json())["turns"][0]["tool_calls"]
+    assert ["raw_arguments" in c for c in dumped] == [False, True, False]
 
 
 async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_nothing() -> None:

@@ -4,6 +4,7 @@ ships in the package (hash-checked) when one ships for the 0.5B model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from orchestrator.adapters import resolve_orchestrator_adapter, shipped_adapter
-from orchestrator.backend_factory import build_backends
+from orchestrator.cli.backend_factory import build_backends
 from orchestrator.engine import Orchestrator
 from swarm.backend import SamplingParams
 from swarm.backends.local import LocalBackend, model_available, resolve_model
@@ -52,7 +53,7 @@ async def _orchestrator_and_subagents_vs_base(model: str, adapter: str, ctx: int
     assert orch.engine is sub.engine
     probe = ScriptedBackend(["done"], model=model)  # named as the model: its prompt profile, tools and all
     await Orchestrator(probe).run("What are the capital cities of Peru, Norway and Egypt?")
-    request = probe.calls[0].model_copy(update={"sampling": SamplingParams(temperature=0.0, max_tokens=32, seed=0)})
+    request = replace(probe.calls[0], sampling=SamplingParams(temperature=0.0, max_tokens=32, seed=0))
     async with orch, base, sub:  # sub (no engine of its own) closes first
         return {
             "trained": await orch.complete(request),

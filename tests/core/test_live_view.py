@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from orchestrator import Orchestrator
-from orchestrator.demo import demo
-from orchestrator.live import LiveState, summary_table
+from orchestrator.cli.demo import demo
+from orchestrator.cli.live import LiveState, summary_table
 
 
 def render(obj: object) -> str:
@@ -29,9 +29,9 @@ async def test_live_view_shows_stage_agents_steps_and_statuses() -> None:
         d.orchestrator_backend, d.config, tools=d.tools, subagent_backend=d.subagent_backend, observers=[observe]
     ).run(d.task)
     text = snapshots[0]
-    assert "stage 0" in text and "width 9" in text
+    assert "stage 0 · subagents · 9 sub-agents" in text
     assert text.count("completed") == 8 and text.count("failed") == 1
-    assert "researcher-0-8" in text and "2/6" in text  # steps / step cap
+    assert "researcher-0-8" in text and "2/6 steps" in text  # steps / step cap
     summary = render(summary_table(record, "traces/x/episode.json"))
     assert "SCRIPTED" in summary and "8 completed, 1 failed" in summary and "traces/x/episode.json" in summary
 
@@ -44,4 +44,4 @@ def test_wide_fanout_is_summarised_not_listed() -> None:
     for i in range(100):
         state(SubagentStarted(agent_id=f"w-0-{i}", name="w", task="t", step_cap=3))
     text = render(state)
-    assert "… 84 more: 100 running" in text
+    assert "… 84 more (100 actions: 100 running)" in text

@@ -31,7 +31,7 @@ async def test_small_tasks_do_not_warn() -> None:
 
 def test_swarm_rollout_says_so_on_stderr_in_one_line(tmp_path: Path) -> None:
     tasks = tmp_path / "t.jsonl"
-    tasks.write_text(json.dumps({"id": "big", "prompt": BIG}) + "\n")
+    tasks.write_text(json.dumps({"id": "big", "prompt": BIG, "metadata": {"demo": "capitals"}}) + "\n")
     r = CliRunner().invoke(
         app, ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "2", "-q"]
     )

@@ -281,7 +281,7 @@ async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_pat
 
 
 async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp_path: Path) -> None:
-    """Regression (issue 12, defect 6): the cap was per Orchestrator, so `--max-concurrent 4` episodes
+    """Regression (issue 12, defect 6): the cap was per Orchestrator, so `--concurrent-episodes 4` episodes
     with max_concurrency=4 ran 16 sub-agents at once."""
     in_flight = peak = 0
 
@@ -320,7 +320,7 @@ def test_swarm_rollout_takes_max_concurrency(tmp_path: Path) -> None:
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"id": "a", "prompt": "capitals"}) + "\n")
     args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "2", "-q"]
-    r = CliRunner().invoke(app, [*args, "--max-concurrent", "2", "--max-concurrency", "3"])
+    r = CliRunner().invoke(app, [*args, "--concurrent-episodes", "2", "--max-concurrency", "3"])
     assert r.exit_code == 0, r.output
     entries = read_jsonl(tmp_path / "o" / "episodes.jsonl", EpisodeEntry)
     assert [e.record.config["max_concurrency"] for e in entries] == [3, 3]

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.store import read_episode, write_episode
-from orchestrator.telemetry_setup import TRACE_FILE
+from orchestrator.cli.telemetry_setup import TRACE_FILE
 
 runner = CliRunner()
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -34,7 +36,7 @@ runner = CliRunner()
         "workloads.tau2_common",
         "workloads.tau2_retail",
         "orchestrator.eval",
-        "orchestrator.cli_eval",
+        "orchestrator.cli.eval",
     ],
 )
 def test_public_exports_are_unique_and_resolvable(module: str) -> None:
@@ -108,7 +110,7 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
             "gold",
             "-n",
             "2",
-            "-k",
+            "--knob",
             "k=3",
             "--json",
             "--out",
@@ -136,7 +138,7 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
 
     bad = runner.invoke(app, ["eval", "-w", "nope", "-b", "gold"])
     assert bad.exit_code == 2 and "tau2-batch" in bad.output
-    bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "-k", "kk=1"])
+    bad = runner.invoke(app, ["eval", "-w", "tau2-batch", "-b", "gold", "--knob", "kk=1"])
     assert bad.exit_code == 2 and "Known knobs" in bad.output
     listing = runner.invoke(app, ["eval", "--list"])
     assert listing.exit_code == 0 and "wide-lookup" in listing.stdout and "distractors" in listing.stdout
@@ -200,21 +202,21 @@ def test_a_malformed_workload_task_file_is_exit_code_2(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*/episode.json"))
 
 
-def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = FunctionBackend(lambda request: Completion(text="done"))
-    monkeypatch.setattr("orchestrator.cli._build_backends", lambda kind, **options: (model, None))
+def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, openai_script: Callable[..., Any]) -> None:
     cfg = tmp_path / "swarm.toml"
     cfg.write_text("[swarm]\norchestrator_sampling = { temperature = 0.3, max_tokens = 99, seed = 5 }\n")
-    base = ["eval", "-w", "bfcl-parallel", "-b", "openai", "-n", "1", "--mode", "single", "--out", str(tmp_path)]
+    with openai_script(lambda body: ("done", [])) as srv:
+        base = ["eval", "-w", "bfcl-parallel", "-b", "openai", "--base-url", srv.url, "-m", "m", "-n", "1"]
+        base += ["--mode", "single", "--out", str(tmp_path)]
 
-    def sampling(*extra: str) -> tuple[float, int, int | None]:
-        model.calls.clear()
-        result = runner.invoke(app, [*base, *extra])
-        assert result.exit_code == 0, result.output
-        s = model.calls[0].sampling
-        return s.temperature, s.max_tokens, s.seed
+        def sampling(*extra: str) -> tuple[float, int, int | None]:
+            srv.requests.clear()
+            result = runner.invoke(app, [*base, *extra])
+            assert result.exit_code == 0, result.output
+            body = srv.requests[0]
+            return body["temperature"], body["max_tokens"], body.get("seed")
 
-    assert sampling("-c", str(cfg)) == (0.3, 99, 5)
-    assert sampling("-c", str(cfg), "--max-tokens", "7") == (0.3, 7, 5)
-    assert sampling("-c", str(cfg), "--temperature", "0") == (0.0, 99, 5)
-    assert sampling("--seed", "2") == (0.0, 512, 2)  # no config: greedy, 512 tokens, the eval seed
+        assert sampling("-c", str(cfg)) == (0.3, 99, 5)
+        assert sampling("-c", str(cfg), "--max-tokens", "7") == (0.3, 7, 5)
+        assert sampling("-c", str(cfg), "--temperature", "0") == (0.0, 99, 5)
+        assert sampling("--seed", "2") == (0.0, 512, 2)  # no config: greedy, 512 tokens, the eval seed

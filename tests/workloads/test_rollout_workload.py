@@ -76,7 +76,9 @@ def test_single_mode_rollouts_offer_no_subagents(tmp_path: Path) -> None:
 
 def test_rollout_over_a_task_file_written_by_swarm_eval(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
-    exp = runner.invoke(app, ["eval", "-w", "wide-lookup", "-n", "2", "-k", "entities=4", "--export-tasks", str(tasks)])
+    exp = runner.invoke(
+        app, ["eval", "-w", "wide-lookup", "-n", "2", "--knob", "entities=4", "--export-tasks", str(tasks)]
+    )
     assert exp.exit_code == 0, exp.output
     r = rollout("-w", "wide-lookup", "-b", "gold", "-t", str(tasks), "-k", "1", "--out", str(tmp_path / "o"), "--json")
     assert r.exit_code == 0, r.output

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 from pydantic import ValidationError
@@ -23,15 +26,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from orchestrator.cli.live import stages_from_record
+from orchestrator.cli.telemetry_setup import TRACE_FILE
 from orchestrator.store import DEFAULT_ROOT, EPISODE_FILE, iter_episodes, read_episode
-from orchestrator.telemetry_setup import TRACE_FILE
 from swarm.records import EpisodeRecord, StepRecord
 
 __all__ = ["episode_timeline", "find_episode", "traces_app"]
 
 traces_app = typer.Typer(
     name="traces",
-    help="Inspect recorded runs: list them, or show one as a timeline with its critical path.",
+    help="Inspect recorded runs: list them, or show one as a timeline with its critical path."
+    "\n\nExamples:\n\n\b\n  swarm traces list\n  swarm traces show 3f2a",
     no_args_is_help=True,
 )
 _err = Console(stderr=True)
@@ -45,7 +50,14 @@ _STATUS_STYLE = {
     "cancelled": "dim",
 }
 
-RootOption = Annotated[Path, typer.Option("--out", "-o", help="where runs were written (swarm run --out)")]
+RootOption = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        help="where runs were written (swarm run/eval --out, or a rollout's directory); searched recursively",
+    ),
+]
 
 
 def _exit(message: str, code: int = 2) -> typer.Exit:
@@ -53,14 +65,58 @@ def _exit(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+ROLLOUT_EPISODES = "episodes.jsonl"
+"""What ``swarm rollout`` writes: one line per episode, its record under ``record``."""
+
+
+def _reason(exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {first}"
+
+
+def _sources(root: Path) -> list[Path]:
+    """Episode files (``swarm run``/``swarm eval``) and rollout files (``swarm rollout``) under
+    ``root``, newest first; ``root`` may itself be a rollout's output directory."""
+    if not root.is_dir():
+        return []
+    files = list(iter_episodes(root)) + [p for p in root.rglob(ROLLOUT_EPISODES) if p.is_file()]
+    return sorted(files, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def _rollout_records(path: Path) -> Iterator[tuple[Path, EpisodeRecord | None, str | None]]:
+    """The episodes of a rollout file, a line at a time (a large file is never held whole)."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                where = Path(f"{path}:{lineno}")
+                try:
+                    yield where, EpisodeRecord.model_validate(json.loads(line)["record"]), None
+                except (ValueError, KeyError, TypeError, ValidationError) as exc:
+                    yield where, None, _reason(exc)
+    except OSError as exc:
+        yield path, None, _reason(exc)
+
+
 def _records(root: Path) -> Iterator[tuple[Path, EpisodeRecord | None, str | None]]:
-    """Every episode file under ``root`` (newest first) with its record, or the reason it is unreadable."""
-    for path in iter_episodes(root):
+    """Every episode under ``root`` (newest file first) with its record, or the reason it is unreadable."""
+    for path in _sources(root):
+        if path.name == ROLLOUT_EPISODES:
+            yield from _rollout_records(path)
+            continue
         try:
             yield path, read_episode(path), None
         except (OSError, ValueError, ValidationError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            yield path, None, f"{type(exc).__name__}: {first}"
+            yield path, None, _reason(exc)
+
+
+def source_of(path: Path) -> str:
+    """Which command wrote an episode: ``run``, ``eval`` (``<run>/episodes/<mode>/<id>/``) or ``rollout``."""
+    if ROLLOUT_EPISODES in path.name:
+        return "rollout"
+    parents = path.parents
+    return "eval" if len(parents) > 2 and parents[2].name == "episodes" else "run"
 
 
 def find_episode(root: Path, ident: str) -> tuple[Path, EpisodeRecord]:
@@ -103,6 +159,8 @@ def _summary(path: Path, record: EpisodeRecord) -> dict[str, Any]:
         "wall_time_s": record.wall_time_s,
         "started_at": record.started_at,
         "trace_id": record.trace_id,
+        "source": source_of(path),
+        "exported_to": record.metadata.get("otlp_endpoint"),
         "path": str(path),
     }
 
@@ -113,7 +171,18 @@ def list_runs(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="how many recent runs")] = 20,
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object per run on stdout")] = False,
 ) -> None:
-    """Recent runs, newest first: id, task, status, critical/total steps, wall time."""
+    """Recent episodes, newest first: id, source (run, eval or rollout), task, status,
+    critical/total steps, wall time.
+
+    OUT is searched recursively: `swarm run` records, `swarm eval` runs (OUT/eval/...) and
+    `swarm rollout` output directories (their episodes.jsonl, in the order written) found under it.
+
+    Examples:
+
+    \b
+      swarm traces list
+      swarm traces list -o runs/r1 -n 50 --json
+    """
     rows: list[dict[str, Any]] = []
     bad: list[str] = []
     for path, record, error in _records(out):
@@ -133,11 +202,11 @@ def list_runs(
         _err.print(f"no runs under {escape(str(out))}/ (run one with: swarm run --demo capitals)")
         return
     console = Console()
-    header = f"{'episode':<18} {'started (UTC)':<19} {'status':<17} {'crit/total':>10} {'wall':>8}  task"
+    header = f"{'episode':<18} {'source':<7} {'started (UTC)':<19} {'status':<17} {'crit/total':>10} {'wall':>8}  task"
     console.print(Text(header, style="bold"), soft_wrap=True)
     for row in rows:
         started = datetime.fromtimestamp(row["started_at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
-        line = Text(f"{row['episode_id']:<18} {started:<19} ")
+        line = Text(f"{row['episode_id']:<18} {row['source']:<7} {started:<19} ")
         line.append(f"{row['status']:<17}", style=_STATUS_STYLE.get(row["status"], ""))
         steps = f"{row['critical_steps']}/{row['total_steps']}"
         line.append(f" {steps:>10} {row['wall_time_s']:>7.2f}s  ")
@@ -170,6 +239,7 @@ def episode_timeline(record: EpisodeRecord, trace_file: Path | None = None) -> d
     """The timeline of one episode as plain data: rows per agent grouped by stage, steps flagged
     ``critical`` when they lie on the DAG's critical path, the DAG summary and sub-agent statuses."""
     critical = set(record.dag.critical_path)
+    views = {v.index: v for v in stages_from_record(record)}
     stages = []
     for stage in record.stages:
         rows = [
@@ -201,6 +271,7 @@ def episode_timeline(record: EpisodeRecord, trace_file: Path | None = None) -> d
             {
                 "index": stage.index,
                 "kind": stage.kind,
+                "actions": [asdict(a) for a in views[stage.index].actions] if stage.index in views else [],
                 "started": stage.started,
                 "ended": stage.ended,
                 "width": len(stage.subagents),
@@ -257,9 +328,10 @@ def _render(data: dict[str, Any], console: Console) -> None:
         )
     )
     console.print(Text(f"task    {_task_text_from(data['task'], 100)}"), soft_wrap=True)
-    if data["trace_id"]:
-        jaeger = f"http://localhost:16686/trace/{data['trace_id']}"
-        console.print(Text(f"trace   {data['trace_id']}  (Jaeger: {jaeger})"), soft_wrap=True)
+    if data["trace_id"] and data.get("exported_to"):
+        console.print(Text(f"trace   {data['trace_id']}  (Jaeger: {jaeger_url(data)})"), soft_wrap=True)
+    elif data["trace_id"]:
+        console.print(Text(f"trace   {data['trace_id']}  (not exported over OTLP)"), soft_wrap=True)
     if data["trace_file"]:
         console.print(Text(f"file    {data['trace_file']}  (Jaeger UI: Search → Upload JSON)"), soft_wrap=True)
     t_end = max([data["wall_time_s"], *(r["ended"] for s in data["stages"] for r in s["rows"])], default=0.0)
@@ -278,6 +350,7 @@ def _render(data: dict[str, Any], console: Console) -> None:
                 style="bold",
             )
         )
+        _render_actions(stage["actions"], console)
         for row in stage["rows"]:
             on_path = any(s["critical"] for s in row["steps"])
             label = row["agent_id"] if len(row["agent_id"]) <= label_w else row["agent_id"][: label_w - 1] + "…"
@@ -315,13 +388,57 @@ def _render(data: dict[str, Any], console: Console) -> None:
         console.print(Text(f"error  {data['error']}", style="red"), soft_wrap=True)
 
 
+_SHOWN_ACTIONS = 8
+
+
+def _render_actions(actions: list[dict[str, Any]], console: Console) -> None:
+    """The stage's actions other than sub-agent runs (those are the rows below): types created,
+    rejected assignments and direct tool calls, each with its outcome and why it failed."""
+    own = [a for a in actions if a["kind"] != "assign" or a["outcome"] == "rejected"]
+    for a in own[:_SHOWN_ACTIONS]:
+        verb = {"create": "create ", "assign": "assign_task → ", "tool": ""}[a["kind"]]
+        line = Text(f"  {verb}{a['label']} ")
+        line.append(a["outcome"], style=_STATUS_STYLE.get(a["outcome"], "red" if a["outcome"] == "rejected" else ""))
+        if a["outcome"] in ("rejected", "failed"):
+            kind = f" ({a['error_type']})" if a["error_type"] else ""
+            line.append(f"{kind}: {_task_text_from(a['reason'] or '', 100)}", style="red")
+        elif a["detail"]:
+            line.append(f"  {_task_text_from(a['detail'], 60)}", style="dim")
+        console.print(line, no_wrap=True, overflow="ellipsis")
+    if len(own) > _SHOWN_ACTIONS:
+        counts = Counter(a["outcome"] for a in own)
+        more = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        console.print(Text(f"  … {len(own) - _SHOWN_ACTIONS} more actions ({more})", style="dim"))
+
+
+def jaeger_url(data: dict[str, Any]) -> str:
+    """The Jaeger UI page of an exported trace: ``SWARM_JAEGER_UI`` if set, else the UI port (16686)
+    on the host the spans were exported to."""
+    base = os.environ.get("SWARM_JAEGER_UI")
+    if not base:
+        host = urlsplit(str(data["exported_to"]) if "//" in str(data["exported_to"]) else f"//{data['exported_to']}")
+        base = f"http://{host.hostname or 'localhost'}:16686"
+    return f"{base.rstrip('/')}/trace/{data['trace_id']}"
+
+
 @traces_app.command("show")
 def show(
     ident: Annotated[str, typer.Argument(metavar="ID", help="episode id (or unique prefix), trace id, or path")],
     out: RootOption = DEFAULT_ROOT,
     json_out: Annotated[bool, typer.Option("--json", help="the timeline as JSON on stdout")] = False,
 ) -> None:
-    """One run as a timeline per agent, grouped by stage, with the critical path highlighted."""
+    """One run as a timeline per agent, grouped by stage, with the critical path highlighted.
+
+    Each stage names its actions: sub-agent types created, assignments rejected (and why) and
+    direct tool calls with their outcomes; then a row per agent. The Jaeger link appears when the
+    run was exported over OTLP.
+
+    Examples:
+
+    \b
+      swarm traces show 3f2a
+      swarm traces show traces/3f2a9c/episode.json --json
+    """
     try:
         path, record = find_episode(out, ident)
     except LookupError as exc:

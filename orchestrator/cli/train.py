@@ -25,7 +25,13 @@ __all__ = ["train_app"]
 train_app = typer.Typer(
     name="train",
     help="Train the orchestrator with PARL (K2.5 loss, Toggle, annealed λs); `sft` warm-starts it on gold "
-    "transcripts; `plot RUN` draws a run's curves.",
+    "transcripts; `plot RUN` draws a run's curves.\n\n"
+    "Examples (the two-step smoke test of the packaged 0.5B model, then its curves):\n\n"
+    "\b\n"
+    "  cd experiments\n"
+    "  swarm train sft -c orchestrator_05b_smoke.toml\n"
+    "  swarm train -c orchestrator_05b_smoke.toml\n"
+    "  swarm train plot runs/orchestrator-05b-smoke",
     invoke_without_command=True,
 )
 _err = Console(stderr=True)
@@ -56,7 +62,15 @@ def train(
     run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
 ) -> None:
-    """Run or resume training from --config FILE (see orchestrator/rl/trainer.py for the fields)."""
+    """Run or resume training from --config FILE (see orchestrator/rl/trainer.py for the fields).
+
+    Examples:
+
+    \b
+      swarm train sft -c orchestrator_05b_smoke.toml   # step 1: SFT warm start
+      swarm train -c orchestrator_05b_smoke.toml       # step 2: PARL
+      swarm train plot runs/orchestrator-05b-smoke
+    """
     if ctx.invoked_subcommand is not None:
         return
     if config is None:
@@ -107,6 +121,11 @@ def sft(
     current engine and rendered as the policy's exact tokens, then masked NLL on the orchestrator's tokens.
 
     Writes RUN/sft/policy (and resumes RUN/sft/checkpoint after an interruption); `swarm train` starts from it.
+
+    Examples:
+
+    \b
+      swarm train sft -c experiments/orchestrator_05b_smoke.toml --steps 2
     """
     _need_rl()
     from orchestrator.rl.sft import run_sft
@@ -146,7 +165,14 @@ def plot(
     out: Annotated[Path | None, typer.Option(help="output directory (default RUN/plots)")] = None,
     window: Annotated[int, typer.Option(min=1, help="moving-average window in steps")] = 3,
 ) -> None:
-    """Write PNG curves (reward and components, λs, critical steps, width, loss, ...) of a run."""
+    """Write PNG curves (reward and components, λs, critical steps, width, loss, ...) of a run.
+
+    Examples:
+
+    \b
+      swarm train plot runs/r1
+      swarm train plot runs/r1 --out plots --window 5
+    """
     _need_rl()
     from orchestrator.rl.plots import plot_run
 

@@ -81,7 +81,14 @@ def inventory() -> dict[str, Any]:
 
 
 def models(json_out: Annotated[bool, typer.Option("--json", help="print the inventory as JSON")] = False) -> None:
-    """List the local models and backends available here, and how to install the rest."""
+    """List the local models and backends available here, and how to install the rest.
+
+    Examples:
+
+    \b
+      swarm models
+      swarm models --json
+    """
     inv = inventory()
     if json_out:
         typer.echo(json.dumps(inv, indent=2))

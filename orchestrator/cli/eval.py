@@ -19,6 +19,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.options import (
+    BackendOpt,
+    BaseUrlOpt,
+    EpisodeTimeoutOpt,
+    MaxConcurrencyOpt,
+    MaxCriticalStepsOpt,
+    MaxSubagentStepsOpt,
+    ModelOpt,
+    SubagentBackendOpt,
+    SubagentModelOpt,
+    is_scripted,
+)
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
 from orchestrator.tasks import load_config
@@ -78,8 +91,12 @@ def report_table(report: EvalReport) -> Table:
     both = len(modes) == 2
     if both:
         t.add_column("single/swarm", justify="right")
+    scripted = is_scripted(report.backend)
     for name, fmt in _FIELDS:
         label = report.metric_name if name == "metric" else name
+        if name == "tokens" and scripted:  # a scripted policy's counts come from a stand-in tokenizer
+            t.add_row(label, *(["not measured (scripted)"] * len(modes)), *(["—"] if both else []))
+            continue
         cells = []
         for m in modes:
             v = getattr(report.summaries[m], name)
@@ -112,44 +129,51 @@ def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
 def eval_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="workload name (see --list)")] = "",
     mode: Annotated[str, typer.Option("--mode", help="swarm, single or both")] = "both",
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SWARM_BACKEND",
-            help="gold (scripted gold policy), local, openai, ...",
-        ),
-    ] = "local",
-    n: Annotated[int, typer.Option("-n", "--tasks", min=1, help="number of tasks")] = 10,
-    seed: Annotated[int, typer.Option("--seed", help="task-generation seed")] = 0,
+    backend: BackendOpt = "local",
+    n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, help="number of tasks")] = 10,
+    seed: Annotated[int, typer.Option("--seed", help="task-generation seed (and the sampling seed)")] = 0,
     split: Annotated[str, typer.Option("--split", help="train (development) or test (held out)")] = "train",
-    knob: Annotated[list[str] | None, typer.Option("--knob", "-k", help="knob NAME=VALUE (repeatable)")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
-    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend")] = None,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
-    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
-    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
-    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    knob: Annotated[list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable)")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    subagent_backend: SubagentBackendOpt = None,
+    subagent_model: SubagentModelOpt = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON config: [swarm] and [backend] tables")
+    ] = None,
+    max_critical_steps: MaxCriticalStepsOpt = None,
+    max_subagent_steps: MaxSubagentStepsOpt = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    episode_timeout: EpisodeTimeoutOpt = None,
     temperature: Annotated[
         float | None,
-        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) \\[default: 0, or --config's]"),
+        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) [default: 0, or --config's]"),
     ] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn \\[default: 512, or --config's]"),
+        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn [default: 512, or --config's]"),
     ] = None,
-    latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
+    latency: Annotated[
+        float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
+    ] = 0.0,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
-    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="[default: a timestamp]")] = None,
     export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
     orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
-    """Run a workload in swarm and single-agent mode on the same tasks and compare them."""
+    """Run a workload in swarm and single-agent mode on the same tasks and compare them.
+
+    Examples:
+
+    \b
+      swarm eval --list
+      swarm eval -w wide-lookup -b scripted -n 5    # gold policy, no model
+      swarm eval -w tau2-batch -n 20 --mode swarm   # the packaged model
+      swarm eval -w bfcl-parallel -n 3 --export-tasks tasks.jsonl
+    """
     if list_workloads:
         for name in workload_names():
             wl = get_workload(name)
@@ -185,9 +209,10 @@ def eval_command(
         overrides: dict[str, Any] = {
             "max_critical_steps": max_critical_steps,
             "max_subagent_steps": max_subagent_steps,
+            "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
         }
-        if backend not in ("gold", "scripted"):
+        if not is_scripted(backend):
             if config_file is None:
                 # Reproducible model runs: greedy by default, the eval seed as the sampling seed.
                 sampling = SamplingParams(
@@ -203,6 +228,8 @@ def eval_command(
         raise typer.Exit(2) from None
 
     def progress(row: EpisodeRow) -> None:
+        if quiet:
+            return
         err.print(
             f"  {escape(row.task_id)} {escape(f'[{row.mode}]')} {row.status}: {wl.metric}={row.metric:.3f} "
             f"critical={row.critical_steps} total={row.total_steps} {row.wall_time_s:.1f}s"
@@ -257,17 +284,15 @@ def backend_resolver(
     """The backends of each episode: ``gold``/``scripted`` build the workload's gold policy per task;
     any other name builds one backend pair (like ``swarm run``) that every episode shares."""
     wl = get_workload(wl_name)
-    if backend in ("gold", "scripted"):
+    if is_scripted(backend):
 
         def gold(task: Task, mode: Mode) -> BackendPair:
             policy = wl.gold_policy(task, mode, latency_s=latency)
             return policy.orchestrator, policy.subagent
 
         return gold
-    from orchestrator.cli import _build_backends
-
     opts = dict(extras.get("backend", {}))
-    orch, sub = _build_backends(
+    orch, sub = build_backends(
         kind=opts.pop("kind", None) or backend,
         model=model or opts.pop("model", None),
         base_url=base_url or opts.pop("base_url", None),
@@ -304,9 +329,9 @@ def run_workload(
     (as written by ``swarm eval --export-tasks``). Returns the exit code (0 ok, 1 an episode failed,
     2 bad input).
     """
+    from orchestrator.cli.live import summary_table
     from orchestrator.engine import Orchestrator
     from orchestrator.eval import episode_config
-    from orchestrator.live import summary_table
     from orchestrator.store import write_episode
     from orchestrator.tasks import load_tasks
     from swarm.records import EpisodeStatus

@@ -24,7 +24,12 @@ from tools.mcp import MCPServers, ServerStatus, load_mcp_config
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(name="mcp", help="MCP servers as tools: inspect what a config connects to.", no_args_is_help=True)
+mcp_app = typer.Typer(
+    name="mcp",
+    help="MCP servers as tools: inspect what a config connects to."
+    "\n\nExamples:\n\n\b\n  swarm mcp list --config mcp.json",
+    no_args_is_help=True,
+)
 _err = Console(stderr=True)
 
 
@@ -44,7 +49,14 @@ def list_servers(
     as_json: Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the stdio servers' own logs")] = False,
 ) -> None:
-    """Connect to every server in CONFIG and list its tools (as agents see them: server__tool)."""
+    """Connect to every server in CONFIG and list its tools (as agents see them: server__tool).
+
+    Examples:
+
+    \b
+      swarm mcp list --config mcp.json
+      swarm run --mcp-config mcp.json "Summarise the open issues"
+    """
     try:
         with open(os.devnull, "w") if not verbose else contextlib.nullcontext(sys.stderr) as server_stderr:
             status, tools = anyio.run(_collect, config, server_stderr)

@@ -28,7 +28,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli_eval import backend_resolver, parse_knobs
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.eval import backend_resolver, parse_knobs
+from orchestrator.cli.options import (
+    BackendOpt,
+    BaseUrlOpt,
+    EpisodeTimeoutOpt,
+    MaxConcurrencyOpt,
+    MaxCriticalStepsOpt,
+    MaxSubagentStepsOpt,
+    ModelOpt,
+    SubagentBackendOpt,
+    SubagentModelOpt,
+)
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -55,9 +67,7 @@ err = Console(stderr=True)
 
 def _backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
     # One backend resolver for every subcommand: the one `swarm run` uses.
-    from orchestrator.cli import _build_backends
-
-    return _build_backends(kind, **options)
+    return build_backends(kind, **options)
 
 
 def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardConfig:
@@ -163,8 +173,33 @@ def _workload_tasks(
     return task_list, problems
 
 
+def demo_tasks(tasks: list[Task]) -> list[Task]:
+    """The tasks a scripted rollout plays: each must be one of the built-in demo tasks, named by its
+    prompt (``"capitals"``), its full demo prompt, or ``metadata.demo``; a name becomes the demo's prompt.
+    Anything else is refused, as ``swarm run -b scripted`` refuses it: the script answers its own
+    tasks, not yours."""
+    from orchestrator.cli.demo import DEMO_TASKS
+
+    by_prompt = {t.prompt: name for name, t in DEMO_TASKS.items()}
+    out: list[Task] = []
+    for t in tasks:
+        named = t.metadata.get("demo")
+        name = named if isinstance(named, str) else by_prompt.get(t.prompt) or t.prompt.strip()
+        if not isinstance(name, str) or name not in DEMO_TASKS:
+            shown = t.prompt if len(t.prompt) <= 60 else t.prompt[:59] + "…"
+            raise UserError(
+                f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
+                f"task {t.id!r} ({shown!r}) is not one. Write a demo's name as the prompt (or metadata.demo), "
+                "or use a model backend for your own tasks"
+            )
+        demo_prompt = DEMO_TASKS[name].prompt
+        keep = t.prompt == demo_prompt or isinstance(named, str)  # metadata.demo keeps the prompt as written
+        out.append(t if keep else t.model_copy(update={"prompt": demo_prompt}))
+    return out
+
+
 def _demo_factory(latency: float) -> OrchestratorFactory:
-    from orchestrator.demo import demo
+    from orchestrator.cli.demo import demo
 
     d = demo("capitals", latency_s=latency)
     return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
@@ -194,10 +229,10 @@ def rollout(
         str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks \\[default: 10]")
+        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) \\[default: train]")
+        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
@@ -205,7 +240,7 @@ def rollout(
     mode: Annotated[str, typer.Option("--mode", help="workload: swarm, or single (no sub-agent actions)")] = "swarm",
     group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
     max_concurrent: Annotated[
-        int, typer.Option("--max-concurrent", min=1, help="episodes running at once over all tasks")
+        int, typer.Option("--concurrent-episodes", min=1, help="episodes running at once over all tasks")
     ] = 8,
     seed: Annotated[
         int,
@@ -230,39 +265,30 @@ def rollout(
         str | None, typer.Option("--parallel-form", help="r_parallel: any, count or width")
     ] = None,
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
-    backend: Annotated[
-        str,
-        typer.Option(
-            "--backend",
-            "-b",
-            envvar="SWARM_BACKEND",
-            help="local, openai, vllm, transformers, scripted (demo policy) or gold (a workload's gold policy)",
-        ),
-    ] = "local",
-    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
-    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
+    backend: BackendOpt = "local",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    subagent_backend: SubagentBackendOpt = None,
+    subagent_model: SubagentModelOpt = None,
     judge_model: Annotated[
         str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
     ] = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON: \\[swarm], \\[backend] and \\[reward] tables")
+        Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
     ] = None,
-    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
-    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
-    max_concurrency: Annotated[
-        int | None,
-        typer.Option("--max-concurrency", min=1, help="sub-agents running at once over all episodes of the run"),
-    ] = None,
-    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    max_critical_steps: MaxCriticalStepsOpt = None,
+    max_subagent_steps: MaxSubagentStepsOpt = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    episode_timeout: EpisodeTimeoutOpt = None,
     temperature: Annotated[
         float | None, typer.Option("--temperature", min=0.0, help="model backends: sampling temperature")
     ] = None,
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")
     ] = None,
-    latency: Annotated[float, typer.Option("--latency", min=0.0, help="gold: seconds per model call")] = 0.0,
+    latency: Annotated[
+        float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
+    ] = 0.0,
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -289,7 +315,18 @@ def rollout(
         ),
     ] = False,
 ) -> None:
-    """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable)."""
+    """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable).
+
+    Re-running the same command into the same --out resumes; a different group size, seed,
+    workload or reward configuration is refused instead of mixing episodes.
+
+    Examples:
+
+    \b
+      swarm rollout -w wide-lookup -b scripted -n 4 -k 4 -o runs/r1
+      swarm rollout -t tasks.jsonl -k 8 -o runs/r2 --lambda1 0.3 --json
+      swarm rollout -t tasks.jsonl -k 8 -o runs/r3 --concurrent-episodes 64 --ray
+    """
     try:
         if on_malformed not in ("skip", "fail"):
             raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
@@ -306,7 +343,10 @@ def rollout(
             if tasks is None:
                 raise UserError("give --tasks FILE or --workload NAME")
             if backend == "gold":
-                raise UserError("--backend gold plays a workload's gold policy; give --workload NAME")
+                raise UserError(
+                    "--backend gold plays a workload's gold policy; give --workload NAME "
+                    "(or -b scripted for the built-in demo tasks)"
+                )
             task_list, problems = load_task_file(tasks, on_malformed=malformed)
         else:
             if mode not in MODES:
@@ -325,7 +365,11 @@ def rollout(
             )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        base, extras = load_config(config_file, command="swarm rollout") if config_file else (None, {})
+        base, extras = (
+            load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
+            if config_file
+            else (None, {})
+        )
         reward_cfg = _reward_config(
             extras,
             {
@@ -366,7 +410,9 @@ def rollout(
                 "overrides": {k: v for k, v in overrides.items() if v is not None},
             }
         elif backend == "scripted":
-            from orchestrator.demo import demo
+            from orchestrator.cli.demo import demo
+
+            task_list = demo_tasks(task_list)
 
             demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
             build, build_args = _demo_factory, {"latency": demo_latency}
@@ -398,6 +444,8 @@ def rollout(
             factory = remote_factory(build, **build_args)
             executor = RayExecutor(None if ray == "local" else ray, actors=ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
+        # A resume must score its episodes as the first run did: the reward settings are part of the run.
+        settings = {**settings, "reward": {**reward_cfg.model_dump(mode="json"), "step": step}}
         cfg = RolloutConfig(
             group_size=group_size,
             max_concurrent_episodes=max_concurrent,

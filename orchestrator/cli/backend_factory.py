@@ -190,7 +190,7 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
             model, device=options.get("device") or "cpu", dtype=options.get("dtype") or "float32"
         )
     # scripted: the built-in demo policy
-    from orchestrator.demo import DEMO_TASKS, demo
+    from orchestrator.cli.demo import DEMO_TASKS, demo
 
     name = model or "capitals"
     if name not in DEMO_TASKS:
@@ -225,7 +225,7 @@ def build_backends(
     kind = kind or os.environ.get("SWARM_BACKEND") or "local"
     sub_url = options.pop("subagent_base_url", None) or os.environ.get("SWARM_SUBAGENT_BASE_URL")
     if kind == "scripted":
-        from orchestrator.demo import DEMO_TASKS, demo
+        from orchestrator.cli.demo import DEMO_TASKS, demo
 
         name = model or "capitals"
         if name not in DEMO_TASKS:

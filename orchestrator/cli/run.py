@@ -1,22 +1,21 @@
-"""The ``swarm`` command line (typer). The only place that may install OpenTelemetry's SDK.
+"""``swarm run``: one task, or every task of a task file, through the orchestrator.
 
-Machine output goes to stdout (``--json``); progress, the live view and errors go to stderr.
-Exit codes: 0 answered (or forced to answer by the budget), 1 the episode failed or timed out,
-2 bad input (missing task file, invalid config, unknown backend), 130 interrupted.
+What it resolves from its options (:class:`RunPlan`: tasks, config, backends, built-in tools, agent
+files) and how it runs them (:func:`execute`): the live tree of stages on a terminal, one line per
+event without one, records written for every ending, then the outputs (tree and summary, ``--json``,
+``--json-summary`` or ``-p``).
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import signal
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 import typer
@@ -24,44 +23,45 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
-from orchestrator.cli_eval import ADAPTER_OPTION, eval_command
-from orchestrator.cli_mcp import mcp_app
-from orchestrator.cli_models import models
-from orchestrator.cli_rollout import rollout
-from orchestrator.cli_traces import traces_app
-from orchestrator.cli_train import train_app
+from orchestrator.cli.backend_factory import build_backends
+from orchestrator.cli.eval import ADAPTER_OPTION, run_workload
+from orchestrator.cli.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
+from orchestrator.cli.options import (
+    BackendOpt,
+    BaseUrlOpt,
+    ConfigOpt,
+    EpisodeTimeoutOpt,
+    MaxConcurrencyOpt,
+    MaxCriticalStepsOpt,
+    MaxSubagentStepsOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SubagentBackendOpt,
+    SubagentModelOpt,
+    SubagentTimeoutOpt,
+    TemperatureOpt,
+    WorkloadOpt,
+    is_scripted,
+)
+from orchestrator.cli.telemetry_setup import TracingOptions, resolve_otlp, start_tracing
+from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
-from orchestrator.live import LiveState, summary_table
 from orchestrator.store import DEFAULT_ROOT, write_episode
 from orchestrator.tasks import large_task_warning, load_config, load_tasks
-from orchestrator.telemetry_setup import TracingOptions, claim_global_provider, resolve_otlp, start_tracing
-from swarm import __version__
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
-from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from swarm.records import AgentDefinition, EpisodeRecord, EpisodeStatus, Task
 from swarm.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["app", "main"]
+__all__ = ["Output", "RunPlan", "execute", "json_summary", "run"]
 
-app = typer.Typer(
-    name="swarm",
-    help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    pretty_exceptions_enable=False,
-)
 err = Console(stderr=True)
-app.add_typer(traces_app, name="traces")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(train_app, name="train")
-app.command("rollout")(rollout)
-app.command("eval")(eval_command)
-app.command("models")(models)
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -77,23 +77,16 @@ class RunPlan:
     config: SwarmConfig
     backend: ModelBackend
     subagent_backend: ModelBackend | None
-    tools: tuple[Tool, ...]
+    tools: tuple[Tool | Toolset, ...]
     extras: dict[str, Any]
     reward: RewardConfig | None = None
     """Scores each episode when set: the config's ``[reward]`` table, or defaults for tasks with verifiers."""
-
-
-BackendBuilder = Callable[..., tuple[ModelBackend, ModelBackend | None]]
-
-
-def _build_backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
-    """Resolve non-scripted backends through the backend factory."""
-    try:
-        from orchestrator.backend_factory import build_backends
-    except ImportError:  # pragma: no cover - only before the backends module exists
-        raise UserError(f"backend {kind!r} is not available in this installation; use --demo") from None
-    result: tuple[ModelBackend, ModelBackend | None] = build_backends(kind=kind, **options)
-    return result
+    agents: tuple[AgentDefinition, ...] = ()
+    """Ready sub-agent types (agent files)."""
+    subagent_backends: dict[str, ModelBackend] = field(default_factory=dict)
+    """Backends of the models agent files name."""
+    tools_note: str | None = None
+    """The built-in tools and workspace, for the summary."""
 
 
 def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
@@ -105,33 +98,35 @@ def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
         raise UserError(f"invalid option value: {exc}") from None
 
 
-@app.command()
 def run(
-    task: Annotated[str | None, typer.Argument(help="the task text (or use --task-file / --demo)")] = None,
-    task_file: Annotated[Path | None, typer.Option("--task-file", "-f", help=".jsonl, .json or text file")] = None,
+    task: Annotated[str | None, typer.Argument(help="the task text (or use --tasks FILE / --demo NAME)")] = None,
+    task_file: Annotated[
+        Path | None,
+        typer.Option("--tasks", "-t", "--task-file", "-f", help="task file: .jsonl (one task per line), .json or text"),
+    ] = None,
     demo: Annotated[
         str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
     ] = None,
-    backend: Annotated[
-        str,
-        typer.Option("--backend", "-b", envvar="SWARM_BACKEND", help="local, openai, vllm, transformers or scripted"),
-    ] = "local",
-    model: Annotated[str | None, typer.Option("--model", "-m", envvar="SWARM_MODEL")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", envvar="SWARM_BASE_URL")] = None,
-    subagent_backend: Annotated[str | None, typer.Option("--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND")] = None,
-    subagent_model: Annotated[str | None, typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", "-c", help="TOML/JSON config")] = None,
-    max_critical_steps: Annotated[int | None, typer.Option("--max-critical-steps", min=1)] = None,
+    backend: BackendOpt = "local",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    subagent_backend: SubagentBackendOpt = None,
+    subagent_model: SubagentModelOpt = None,
+    config_file: ConfigOpt = None,
+    max_critical_steps: MaxCriticalStepsOpt = None,
     max_subagents: Annotated[
-        int | None, typer.Option("--max-subagents", "-n", min=1, help="max sub-agents per stage")
+        int | None,
+        typer.Option("--max-subagents", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"),
     ] = None,
-    max_concurrency: Annotated[int | None, typer.Option("--max-concurrency", min=1)] = None,
-    max_subagent_steps: Annotated[int | None, typer.Option("--max-subagent-steps", min=1)] = None,
-    subagent_timeout: Annotated[float | None, typer.Option("--subagent-timeout", min=0.001)] = None,
-    episode_timeout: Annotated[float | None, typer.Option("--episode-timeout", min=0.001)] = None,
+    max_concurrency: MaxConcurrencyOpt = None,
+    max_subagent_steps: MaxSubagentStepsOpt = None,
+    subagent_timeout: SubagentTimeoutOpt = None,
+    episode_timeout: EpisodeTimeoutOpt = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="records go to OUT/<episode-id>/")] = DEFAULT_ROOT,
-    json_out: Annotated[bool, typer.Option("--json", help="print the episode record as JSON on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no live view")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the full episode record as JSON on stdout")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="no live view on a terminal, no event lines without one")
+    ] = False,
     otlp_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -147,9 +142,7 @@ def run(
         bool,
         typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
     ] = True,
-    workload: Annotated[
-        str | None, typer.Option("--workload", "-w", help="run a workload task (swarm eval --list)")
-    ] = None,
+    workload: WorkloadOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
     events: Annotated[
         Path | None, typer.Option("--events", help="stream runtime events to this JSONL file as they happen")
@@ -157,22 +150,63 @@ def run(
     mcp_config: Annotated[
         Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
     ] = None,
-    temperature: Annotated[
-        float | None,
+    temperature: TemperatureOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
+    tools: Annotated[
+        list[str] | None,
         typer.Option(
-            "--temperature", min=0.0, help="sampling temperature (default: the model family's, or --config's)"
+            "--tools",
+            help="built-in tools the orchestrator may call and grant to sub-agents, comma-separated: "
+            "python, files, search (default: none, or the config's [tools] enabled)",
         ),
     ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="completion tokens per turn (default: as --temperature)")
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="python/files work in WORKSPACE/<episode-id>/ (default: OUT/workspaces)"),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
+    search_corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--search-corpus", help="what --tools search searches: a directory of .md/.txt/.jsonl or a .jsonl"
+        ),
+    ] = None,
+    agents_dirs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--agents",
+            help="agent files (*.md with name/description/tools/model front matter; the body is the system "
+            "prompt) offered as ready sub-agent types; repeatable (default: ./.swarm/agents/ if it exists)",
+        ),
+    ] = None,
+    print_answer: Annotated[
+        bool, typer.Option("--print", "-p", help="print only the final answer on stdout (for scripts and pipes)")
+    ] = False,
+    json_summary: Annotated[
+        bool,
+        typer.Option(
+            "--json-summary",
+            help="print one small JSON object per episode: answer, status, critical/total steps, wall time, record",
+        ),
+    ] = False,
     orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
-    """Run one task (or every task of a task file) through the orchestrator."""
-    if workload is not None:
-        from orchestrator.cli_eval import run_workload
+    """Run one task (or every task of a task file) through the orchestrator.
 
+    A terminal shows a live tree of stages while the swarm works and keeps the final tree and a
+    summary; without one, each event is a line on stderr. Records go to OUT/<episode-id>/.
+    Exit codes: 0 answered, 1 failed or timed out, 2 bad input, 130 interrupted.
+
+    Examples:
+
+    \b
+      swarm run --demo capitals              # scripted: no model needed
+      swarm run "Compare the capitals of France and Japan"
+      swarm run -m path/to/model.gguf --tools python,files "Plot x^2 to x2.png"
+      swarm run -b openai --base-url http://localhost:8000/v1 -m MODEL -p "2+2?"
+      swarm run --tasks tasks.jsonl --json-summary --agents ./my-agents
+    """
+    if workload is not None:
         raise typer.Exit(
             run_workload(
                 workload,
@@ -197,6 +231,9 @@ def run(
     tracing = TracingOptions(
         otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol, capture_content=trace_content, trace_file=trace_file
     )
+    if sum((json_out, json_summary, print_answer)) > 1:
+        raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
+    output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
     try:
         resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
         plan = _plan(
@@ -218,6 +255,12 @@ def run(
                 "episode_timeout_s": episode_timeout,
             },
             sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
+            tools=tools,
+            workspace=workspace,
+            search_corpus=search_corpus,
+            agents_dirs=agents_dirs,
+            out=out,
+            mcp=mcp_config is not None,
             orchestrator_adapter=orchestrator_adapter,
         )
     except UserError as exc:
@@ -226,7 +269,7 @@ def run(
         mcp = load_mcp_config(mcp_config) if mcp_config is not None else None
     except UserError as exc:
         raise _fail(str(exc)) from None
-    code = _execute(plan, out=out, json_out=json_out, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
+    code = execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
     raise typer.Exit(code)
 
 
@@ -243,6 +286,12 @@ def _plan(
     config_file: Path | None,
     overrides: dict[str, Any],
     sampling: dict[str, Any] | None = None,
+    tools: Sequence[str] | None = None,
+    workspace: Path | None = None,
+    search_corpus: Path | None = None,
+    agents_dirs: Sequence[Path] | None = None,
+    out: Path = DEFAULT_ROOT,
+    mcp: bool = False,
     orchestrator_adapter: str | None = None,
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
@@ -250,9 +299,22 @@ def _plan(
         raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
     base, extras = load_config(config_file, command="swarm run") if config_file else (None, {})
     reward = _reward_config(extras.get("reward"))
-    if demo is not None or backend == "scripted":
-        from orchestrator.demo import DEMO_TASKS
-        from orchestrator.demo import demo as make_demo
+    table = tools_config(extras.get("tools"), str(config_file))
+    names = parse_tool_names(tools) if tools else table.enabled
+    corpus = search_corpus or table.search_corpus
+    if corpus is not None and "search" not in names:
+        raise UserError("--search-corpus is what --tools search searches; add search to --tools")
+    builtin = tuple(builtin_tools(names, search_corpus=corpus))
+    ws_root = (workspace or table.workspace or out / "workspaces") if names else None
+    if ws_root is not None:
+        overrides = {**overrides, "workspace_root": ws_root}
+    agent_defs = tuple(a.definition for a in agent_files(agents_dirs))
+    if not mcp:  # MCP servers' tools are known once they connect; the orchestrator checks them then
+        _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
+    notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
+    if demo is not None or is_scripted(backend):
+        from orchestrator.cli.demo import DEMO_TASKS
+        from orchestrator.cli.demo import demo as make_demo
 
         name = demo if demo is not None else (task or "")
         if name not in DEMO_TASKS:
@@ -261,14 +323,18 @@ def _plan(
                 f"got {name!r}. Use --demo NAME, or a real backend for your own task"
             )
         d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
+        if any(a.model for a in agent_defs):
+            raise UserError("agent files that name a model need a model backend; the scripted demo has none")
         return RunPlan(
             [d.task],
             _config_from(base or d.config, overrides),
             d.orchestrator_backend,
             d.subagent_backend,
-            d.tools,
+            (*d.tools, *builtin),
             extras,
             reward,
+            agents=agent_defs,
+            tools_note=notes,
         )
     tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
     if reward is None and any(t.verifier for t in tasks):
@@ -279,7 +345,7 @@ def _plan(
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
     backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent
-    orch, sub = _build_backends(
+    orch, sub = build_backends(
         kind=named["kind"] or backend,
         model=model or named["model"],
         base_url=base_url or named["base_url"],
@@ -287,7 +353,46 @@ def _plan(
         subagent_model=subagent_model or named["subagent_model"],
         **backend_opts,
     )
-    return RunPlan(tasks, _with_sampling(config, base, orch, sampling or {}), orch, sub, (), extras, reward)
+    default_sub = sub or orch
+    by_model: dict[str, ModelBackend] = {}
+    for m in sorted({a.model for a in agent_defs if a.model and a.model != default_sub.model}):
+        # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
+        by_model[m], _ = build_backends(
+            kind=subagent_backend or named["subagent_backend"] or named["kind"] or backend,
+            model=m,
+            base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or base_url or named["base_url"],
+            **backend_opts,
+        )
+    return RunPlan(
+        tasks,
+        _with_sampling(config, base, orch, sampling or {}),
+        orch,
+        sub,
+        builtin,
+        extras,
+        reward,
+        agents=agent_defs,
+        subagent_backends=by_model,
+        tools_note=notes,
+    )
+
+
+def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
+    """Every tool an agent file grants must be one this run has (before any model loads)."""
+    if demo_tools:
+        from orchestrator.cli.demo import demo as make_demo
+
+        tools = [*make_demo("capitals", latency_s=0).tools, *tools]
+    registry = ToolRegistry(tools)
+    have = set(registry.names) | set(registry.toolsets)
+    for a in agents:
+        missing = [t for t in a.tools if t not in have]
+        if missing:
+            raise UserError(
+                f"agent {a.name!r} grants {', '.join(map(repr, missing))}, which this run does not have "
+                f"(available: {', '.join(sorted(have)) or 'none'}); add built-in tools with "
+                "--tools python,files,search or MCP servers with --mcp-config"
+            )
 
 
 def _with_sampling(
@@ -346,12 +451,47 @@ class _EventWriter:
         self._f.close()
 
 
-def _execute(
+Output = Literal["human", "json", "summary", "print"]
+
+
+def json_summary(record: EpisodeRecord, path: str) -> dict[str, Any]:
+    """The small object ``--json-summary`` prints: what most scripts want from a run."""
+    return {
+        "episode_id": record.episode_id,
+        "task_id": record.task.id,
+        "status": record.status.value,
+        "answer": record.answer,
+        "error": record.error,
+        "critical_steps": record.dag.critical_steps,
+        "total_steps": record.dag.total_steps,
+        "wall_time_s": round(record.wall_time_s, 3),
+        "record": path,
+    }
+
+
+def _stderr_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _budget(record: EpisodeRecord) -> int | None:
+    budget = record.config.get("max_critical_steps")
+    return budget if isinstance(budget, int) else None
+
+
+def _tree_title(record: EpisodeRecord) -> Text:
+    d = record.dag
+    budget = _budget(record)
+    left = f" · {budget - d.critical_steps} of {budget} left" if budget is not None else ""
+    return Text.assemble(("stages ", "bold"), f"({len(record.stages)}) · critical steps {d.critical_steps}{left}")
+
+
+def execute(
     plan: RunPlan,
     *,
     out: Path,
-    json_out: bool,
-    quiet: bool,
+    output: Output = "human",
+    quiet: bool = False,
     tracing: TracingOptions | None = None,
     events: Path | None = None,
     mcp: MCPConfig | None = None,
@@ -363,13 +503,20 @@ def _execute(
     def persist(event: Event) -> None:
         # Runs for every ending, cancellation included, so an interrupted run keeps its record.
         if isinstance(event, EpisodeFinished):
-            records.append(event.record)
-            paths[event.record.episode_id] = write_episode(event.record, out)
+            record = event.record
+            if telemetry.otlp is not None and record.trace_id is not None:  # `swarm traces show` links to Jaeger
+                record = record.model_copy(
+                    update={"metadata": {**record.metadata, "otlp_endpoint": telemetry.otlp.endpoint}}
+                )
+            records.append(record)
+            paths[record.episode_id] = write_episode(record, out)
 
-    state = LiveState()
+    state = LiveState(budget=plan.config.max_critical_steps)
     observers: list[Callable[[Event], None]] = [persist]
     if live_enabled:
         observers.append(state)
+    elif not quiet:  # no terminal (a pipe, a log file, CI): one line per event as it happens
+        observers.append(EventLines(_stderr_line, budget=plan.config.max_critical_steps))
     writer = _EventWriter(events) if events is not None else None
     if writer is not None:
         observers.append(writer)
@@ -383,6 +530,8 @@ def _execute(
             plan.config,
             tools=ToolRegistry([*plan.tools, *extra]),
             subagent_backend=plan.subagent_backend,
+            subagent_backends=plan.subagent_backends,
+            agents=plan.agents,
             observers=observers,
             tracer_provider=telemetry.provider,
             capture_content=telemetry.capture_content,
@@ -421,6 +570,9 @@ def _execute(
                     anyio.run(main)
             else:
                 anyio.run(main)
+    except UserError as exc:  # e.g. an agent file granting an MCP tool no server offers
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
@@ -431,10 +583,20 @@ def _execute(
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:
-        if json_out:
+        path = str(paths.get(r.episode_id, ""))
+        if output == "json":
             sys.stdout.write(r.model_dump_json() + "\n")
+        elif output == "summary":
+            sys.stdout.write(json.dumps(json_summary(r, path), ensure_ascii=False) + "\n")
+        elif output == "print":
+            if r.answer is not None:
+                sys.stdout.write(r.answer + ("" if r.answer.endswith("\n") else "\n"))
         else:
-            Console().print(summary_table(r, str(paths.get(r.episode_id, ""))))
+            console = Console()
+            console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
+            tools = plan.tools_note.replace("<episode-id>", r.episode_id) if plan.tools_note else None
+            console.print(summary_table(r, path, tools=tools))
+        sys.stdout.flush()
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
@@ -445,63 +607,3 @@ def _execute(
             why = r.error or "no error message was recorded"
             err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)
     return 1 if any(r.status in bad for r in records) else 0
-
-
-@app.command()
-def version() -> None:
-    """Print the version."""
-    typer.echo(f"agent-swarm {__version__}")
-
-
-@app.command("demo-list")
-def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the built-in scripted demo tasks."""
-    from orchestrator.demo import DEMO_TASKS
-
-    if json_out:
-        typer.echo(json.dumps({k: v.prompt for k, v in DEMO_TASKS.items()}))
-        return
-    for name, t in DEMO_TASKS.items():
-        typer.echo(f"{name}\t{t.prompt}")
-
-
-# A wide fan-out allocates hundreds of thousands of short-lived objects per stage; with CPython's
-# default gen-0 threshold (700) the cyclic GC runs thousands of times per stage and costs ~20% of
-# the runtime's CPU per sub-agent step (bench/bench_runtime.py --gc-threshold). Like the tracing SDK,
-# process-wide settings belong to the CLI, never to library code.
-# gc.freeze() then moves everything imported so far (tens of thousands of module, class and
-# pydantic-schema objects) out of the collector's reach: full collections stop re-scanning them,
-# which cuts another ~15% of the CPU per step at a 1,000-way fan-out.
-GC_THRESHOLD = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-    """The CLI's process-wide GC settings (the benchmark's ``--cli-gc`` applies the same)."""
-    gc.collect()
-    gc.set_threshold(*GC_THRESHOLD)
-    gc.freeze()
-
-
-def optional_value(argv: list[str], command: str, option: str, value: str) -> list[str]:
-    """``swarm COMMAND ... OPTION`` with no value after it means ``OPTION value`` (click cannot say
-    "this option's value is optional"): ``swarm rollout --ray`` is ``--ray local``."""
-    if len(argv) < 2 or argv[1] != command:
-        return argv
-    out = list(argv)
-    for i, arg in enumerate(argv):
-        if arg == option and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
-            out.insert(i + 1 + (len(out) - len(argv)), value)
-    return out
-
-
-def main() -> None:
-    """Console-script entry point."""
-    sys.argv = optional_value(sys.argv, "rollout", "--ray", "local")
-    # Ctrl-C must stop a run even when the CLI was started with SIGINT ignored (a non-interactive
-    # shell starts `swarm … &` that way, and Python then keeps SIG_IGN): install the handler that
-    # raises KeyboardInterrupt ourselves, which is also what asyncio's runner needs to see to cancel
-    # the main task on Ctrl-C.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    tune_gc()
-    claim_global_provider()
-    app()

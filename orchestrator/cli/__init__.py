@@ -1,0 +1,5 @@
+"""The ``swarm`` command line: ``orchestrator.cli:main`` is the console script (see :mod:`.app`)."""
+
+from orchestrator.cli.app import GC_THRESHOLD, app, main, optional_value, tune_gc
+
+__all__ = ["GC_THRESHOLD", "app", "main", "optional_value", "tune_gc"]

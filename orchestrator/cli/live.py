@@ -1,0 +1,440 @@
+"""What the CLI shows of an episode: the live view, the final tree of stages, one line per event
+without a terminal, and the summary table.
+
+The live view and the final tree draw the same thing, a tree of stages: per stage, its actions
+(sub-agent types created, tasks assigned, direct tool calls), each with its outcome (completed,
+rejected and why, failed), steps, and the critical budget left after the stage. The live view folds
+runtime events into :class:`StageView` objects (:class:`LiveState`); the final tree builds them from
+the episode record (:func:`stages_from_record`), so what was on screen while the run went is what
+stays on the terminal after it.
+
+Everything a model or a user wrote (tasks, answers, errors, names) is shown as :class:`~rich.text.Text`,
+never as Rich markup: a model may write ``[/int]`` or ``[bold]``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rich.console import Group, RenderableType
+from rich.markdown import Markdown
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from swarm.events import (
+    ActionResolved,
+    EpisodeFinished,
+    EpisodeStarted,
+    Event,
+    StageFinished,
+    StageStarted,
+    SubagentFinished,
+    SubagentStarted,
+    SubagentStep,
+)
+from swarm.records import AgentStatus, EpisodeRecord, StageRecord, SubagentResult, ToolResult
+
+__all__ = [
+    "ActionView",
+    "EventLines",
+    "LiveState",
+    "StageView",
+    "stage_tree",
+    "stages_from_record",
+    "summary_table",
+]
+
+_STYLE = {
+    "completed": "green",
+    "created": "green",
+    "ok": "green",
+    "failed": "red",
+    "rejected": "red",
+    "timeout": "yellow",
+    "budget_exhausted": "magenta",
+    "cancelled": "dim",
+    "running": "cyan",
+}
+_ICON = {"create": "+", "assign": "→", "tool": "⚙"}
+_GROUP = {"create": 0, "assign": 1, "tool": 2}
+MAX_ROWS = 16
+"""Actions listed per stage; the rest of a wide stage is summarised by outcome."""
+
+CREATE, ASSIGN = "create_subagent", "assign_task"
+ActionKind = Literal["create", "assign", "tool"]
+
+
+def _short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass
+class ActionView:
+    """One action of a stage as shown: what it was, its outcome, and why when it did not succeed."""
+
+    kind: ActionKind
+    label: str
+    """The sub-agent type (create, rejected assign), instance id (assign that ran) or tool name."""
+    outcome: str = "running"
+    """``running``, ``created``, ``ok``, ``rejected``, or a sub-agent's status (``completed``, ``failed``, …)."""
+    detail: str = ""
+    """The assigned task, or the tool's result."""
+    reason: str | None = None
+    """Why it was rejected or failed (the message the orchestrator saw)."""
+    error_type: str | None = None
+    steps: int | None = None
+    cap: int | None = None
+    tools: list[str] = field(default_factory=list)
+    """Tools a running sub-agent called, most recent last (live view)."""
+
+
+@dataclass
+class StageView:
+    index: int
+    kind: str
+    width: int = 0
+    critical_steps: int | None = None
+    """Critical steps the stage cost (None while it runs)."""
+    budget_left: int | None = None
+    """Critical budget left after the stage (before it, while it runs)."""
+    actions: list[ActionView] = field(default_factory=list)
+    running: bool = False
+
+    def ordered(self) -> list[ActionView]:
+        return sorted(self.actions, key=lambda a: _GROUP[a.kind])
+
+
+def _kind_of(name: str) -> ActionKind:
+    return "create" if name == CREATE else "assign" if name == ASSIGN else "tool"
+
+
+def _created(text: str) -> str:
+    granted = re.search(r"\(([^()]*)\)$", text)  # "created sub-agent 'x' (tool, tool)"
+    return f"tools: {granted.group(1)}" if granted else text
+
+
+def _action_from_result(r: ToolResult) -> ActionView:
+    kind = _kind_of(r.call.name)
+    text = r.content[7:] if r.is_error and r.content.startswith("error: ") else r.content
+    if kind == "tool":
+        return ActionView(
+            "tool",
+            r.call.name,
+            outcome="failed" if r.is_error else "ok",
+            detail="" if r.is_error else text,
+            reason=text if r.is_error else None,
+            error_type=r.error_type,
+        )
+    target = r.call.arguments.get("agent" if kind == "assign" else "name", "")
+    label = target if isinstance(target, str) and target else "?"
+    task = r.call.arguments.get("task", "") if kind == "assign" else ""
+    if r.is_error:
+        return ActionView(
+            kind,
+            label,
+            outcome="rejected",
+            detail=task if isinstance(task, str) else "",
+            reason=text,
+            error_type=r.error_type,
+        )
+    return ActionView(kind, label, outcome="created", detail=_created(text))
+
+
+def _action_from_subagent(r: SubagentResult) -> ActionView:
+    failed = r.status is not AgentStatus.COMPLETED
+    return ActionView(
+        "assign",
+        r.agent_id,
+        outcome=r.status.value,
+        detail=r.task,
+        reason=(r.error or r.status.value) if failed else None,
+        error_type=r.error_type,
+        steps=r.steps,
+        cap=r.step_cap,
+    )
+
+
+def _stage_actions(stage: StageRecord, call_order: list[tuple[str, str]]) -> list[ActionView]:
+    """The stage's actions in call order: tool results by call id, sub-agent runs in the order of
+    the ``assign_task`` calls that were admitted."""
+    by_id = {r.call.id: r for r in stage.tool_results}
+    subs = iter(stage.subagents)
+    out: list[ActionView] = []
+    for call_id, name in call_order:
+        if call_id in by_id:
+            out.append(_action_from_result(by_id.pop(call_id)))
+        elif name == ASSIGN and (r := next(subs, None)) is not None:
+            out.append(_action_from_subagent(r))
+    out += [_action_from_result(r) for r in by_id.values()]
+    out += [_action_from_subagent(r) for r in subs]
+    return out
+
+
+def stages_from_record(record: EpisodeRecord) -> list[StageView]:
+    """The tree of stages of a finished episode, with the critical budget left after each stage."""
+    budget = record.config.get("max_critical_steps")
+    calls: dict[int, list[tuple[str, str]]] = {}
+    for turn in record.turns:
+        if turn.tool_calls:
+            calls[turn.stage] = [(c.id, c.name) for c in turn.tool_calls]
+    used = 0
+    views: list[StageView] = []
+    for stage in record.stages:
+        used += stage.critical_steps
+        views.append(
+            StageView(
+                index=stage.index,
+                kind=stage.kind,
+                width=stage.width,
+                critical_steps=stage.critical_steps,
+                budget_left=budget - used if isinstance(budget, int) else None,
+                actions=_stage_actions(stage, calls.get(stage.index, [])),
+            )
+        )
+    return views
+
+
+# -- rendering --------------------------------------------------------------------------------------
+
+
+def _action_line(a: ActionView) -> Text:
+    line = Text(f"{_ICON[a.kind]} ")
+    verb = {"create": "create ", "assign": "", "tool": ""}[a.kind]
+    line.append(f"{verb}{a.label}", style="bold")
+    line.append("  ")
+    line.append(a.outcome, style=_STYLE.get(a.outcome, ""))
+    if a.error_type and a.outcome in ("rejected", "failed") and a.error_type not in ("ToolError",):
+        line.append(f" ({a.error_type})", style=_STYLE.get(a.outcome, ""))
+    if a.steps is not None:
+        line.append(f"  {a.steps}/{a.cap} steps", style="dim")
+    if a.outcome == "running" and a.tools:
+        line.append(f"  {', '.join(a.tools[-3:])}", style="cyan")
+    if a.detail:
+        line.append(f"  {_short(a.detail, 70)}")
+    if a.reason and a.outcome != "running":
+        line.append(f"\n  {_short(a.reason, 160)}", style=_STYLE.get(a.outcome, "red"))
+    elif a.reason:  # a running sub-agent's latest error, as it happens
+        line.append(f"\n  last error: {_short(a.reason, 150)}", style="yellow")
+    return line
+
+
+def _stage_label(s: StageView, budget: int | None, elapsed: float | None = None) -> Text:
+    parts = [f"stage {s.index}", s.kind]
+    if s.kind in ("subagents", "mixed") or s.width:
+        parts.append(f"{s.width} sub-agent{'s' if s.width != 1 else ''}")
+    if s.critical_steps is not None:
+        parts.append(f"{s.critical_steps} critical step{'s' if s.critical_steps != 1 else ''}")
+    if s.budget_left is not None:
+        total = f"/{budget}" if budget is not None else ""
+        parts.append(f"budget left {s.budget_left}{total}")
+    if elapsed is not None:
+        parts.append(f"{elapsed:.1f}s")
+    return Text(" · ".join(parts), style="bold cyan" if s.running else "bold")
+
+
+def stage_tree(
+    stages: Iterable[StageView],
+    *,
+    title: Text | str = "stages",
+    budget: int | None = None,
+    max_rows: int = MAX_ROWS,
+    elapsed: float | None = None,
+) -> Tree:
+    """The tree of stages: a branch per stage, a leaf per action (at most ``max_rows`` per stage,
+    the rest counted by outcome)."""
+    tree = Tree(title if isinstance(title, Text) else Text(title, style="bold"), guide_style="dim")
+    for s in stages:
+        branch = tree.add(_stage_label(s, budget, elapsed if s.running else None))
+        actions = s.ordered()
+        if s.running:  # running sub-agents first, so a wide stage shows what is still going on
+            actions.sort(key=lambda a: a.outcome != "running")
+        for a in actions[:max_rows]:
+            branch.add(_action_line(a))
+        if len(actions) > max_rows:
+            counts = Counter(a.outcome for a in actions)
+            more = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+            branch.add(Text(f"… {len(actions) - max_rows} more ({len(actions)} actions: {more})", style="dim"))
+    return tree
+
+
+@dataclass
+class LiveState:
+    """Folds runtime events into the live view's tree of stages; ``__rich__`` renders it.
+
+    ``budget`` is the episode's critical-step budget (``max_critical_steps``), to show what is left.
+    """
+
+    budget: int | None = None
+    task: str = ""
+    stages: list[StageView] = field(default_factory=list)
+    critical: int = 0
+    started: float = field(default_factory=time.monotonic)
+    stage_started: float = field(default_factory=time.monotonic)
+    _agents: dict[str, ActionView] = field(default_factory=dict)
+
+    def _stage(self, index: int) -> StageView | None:
+        return self.stages[-1] if self.stages and self.stages[-1].index == index else None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, EpisodeStarted):
+            self.task, self.stages, self.critical, self._agents = event.task, [], 0, {}
+        elif isinstance(event, StageStarted):
+            self.critical = event.critical_so_far
+            left = self.budget - event.critical_so_far if self.budget is not None else None
+            self.stages.append(StageView(event.index, event.kind, event.width, budget_left=left, running=True))
+            self.stage_started = time.monotonic()
+            self._agents = {}
+        elif isinstance(event, ActionResolved):
+            if s := self._stage(event.stage):
+                view = _kind_of(event.name)
+                label = event.target or event.name if view != "tool" else event.name
+                ok = "created" if view == "create" else "ok"
+                s.actions.append(
+                    ActionView(
+                        view,
+                        label or "?",
+                        outcome=ok if event.ok else ("rejected" if view != "tool" else "failed"),
+                        detail=_created(event.detail)
+                        if event.ok and view == "create"
+                        else event.detail
+                        if event.ok
+                        else "",
+                        reason=None if event.ok else event.detail,
+                        error_type=event.error_type,
+                    )
+                )
+        elif isinstance(event, SubagentStarted):
+            if self.stages:
+                a = ActionView("assign", event.agent_id, detail=event.task, steps=0, cap=event.step_cap)
+                self._agents[event.agent_id] = a
+                self.stages[-1].actions.append(a)
+        elif isinstance(event, SubagentStep):
+            if (running := self._agents.get(event.agent_id)) is not None:
+                a = running
+                a.steps = event.step
+                a.tools.extend(event.tools)
+                if event.error:
+                    a.reason = event.error
+        elif isinstance(event, SubagentFinished):
+            if (finished := self._agents.get(event.agent_id)) is not None:
+                a = finished
+                done = _action_from_subagent(event.result)
+                a.outcome, a.steps, a.reason, a.error_type = done.outcome, done.steps, done.reason, done.error_type
+        elif isinstance(event, StageFinished):
+            self.critical = event.critical_so_far
+            if s := self._stage(event.index):
+                s.running, s.critical_steps = False, event.critical_steps
+                if self.budget is not None:
+                    s.budget_left = self.budget - event.critical_so_far
+
+    def __rich__(self) -> RenderableType:
+        head = Text.assemble(
+            ("swarm ", "bold"),
+            f"critical steps {self.critical}" + (f"/{self.budget}" if self.budget is not None else ""),
+            f" · {time.monotonic() - self.started:.1f}s",
+        )
+        running = [s for s in self.stages if s.running]
+        shown = self.stages[-3:]  # a long episode keeps its latest stages on screen
+        tree = stage_tree(shown, title=head, budget=self.budget, elapsed=time.monotonic() - self.stage_started)
+        if len(self.stages) > len(shown):
+            tree.label = Text.assemble(head, (f" · {len(self.stages) - len(shown)} earlier stage(s) above", "dim"))
+        parts: list[RenderableType] = [tree]
+        if running and any(a.outcome == "running" for a in running[-1].actions):
+            parts.append(Spinner("dots", text=Text("running", style="cyan")))
+        return Group(*parts)
+
+
+class EventLines:
+    """One plain line per event for a log or a pipe (``swarm run`` without a terminal): stage
+    started, action rejected or failed, sub-agent finished with its status, stage finished with the
+    budget left, episode finished. ``write`` takes each line (e.g. ``print`` to stderr)."""
+
+    def __init__(self, write: Callable[[str], None], budget: int | None = None) -> None:
+        self._write = write
+        self._budget = budget
+        self._t0 = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        self._write(f"[{time.monotonic() - self._t0:7.2f}s] {text}")
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, EpisodeStarted):
+            self._t0 = time.monotonic()
+            self._line(f"episode {event.episode_id} started: {_short(event.task)}")
+        elif isinstance(event, StageStarted):
+            left = f", {self._budget - event.critical_so_far} of {self._budget} left" if self._budget else ""
+            width = f", {event.width} sub-agent{'s' if event.width != 1 else ''}" if event.width else ""
+            self._line(
+                f"stage {event.index} started ({event.kind}{width}; critical steps {event.critical_so_far}{left})"
+            )
+        elif isinstance(event, ActionResolved):
+            what = f"{event.name} {event.target}".strip()
+            if event.ok:
+                if event.name == CREATE:
+                    self._line(f"  created sub-agent {event.target}")
+                else:
+                    self._line(f"  {what}: ok")
+            else:
+                verdict = "failed" if _kind_of(event.name) == "tool" else "rejected"
+                kind = f" ({event.error_type})" if event.error_type else ""
+                self._line(f"  {what} {verdict}{kind}: {_short(event.detail, 200)}")
+        elif isinstance(event, SubagentFinished):
+            r = event.result
+            why = f": {_short(r.error, 200)}" if r.error and r.status is not AgentStatus.COMPLETED else ""
+            self._line(f"  {r.agent_id} {r.status.value} after {r.steps}/{r.step_cap} steps{why}")
+        elif isinstance(event, StageFinished):
+            left = f", {self._budget - event.critical_so_far} left" if self._budget else ""
+            self._line(
+                f"stage {event.index} finished: {event.critical_steps} critical step(s), "
+                f"{event.critical_so_far} used{left}"
+            )
+        elif isinstance(event, EpisodeFinished):
+            rec = event.record
+            self._line(
+                f"episode {rec.episode_id} {rec.status.value}: {rec.dag.critical_steps} critical / "
+                f"{rec.dag.total_steps} total steps, {rec.wall_time_s:.2f}s"
+            )
+
+
+def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str | None = None) -> Table:
+    """The final summary printed after a run. The answer is rendered as Markdown; errors, ids and
+    paths are shown as written. ``tools`` names the built-in tools and workspace the run had."""
+    t = Table(title=Text(f"episode {record.episode_id}"), show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    if record.metadata.get("scripted") or record.task.metadata.get("scripted"):
+        t.add_row("policy", Text("SCRIPTED demo policy (no model)", style="yellow"))
+    t.add_row("status", record.status.value)
+    answer = record.answer if record.answer is not None else "(none)"
+    t.add_row("answer", Markdown(answer if len(answer) < 2000 else answer[:2000] + " …"))
+    if record.error:
+        t.add_row("error", Text(record.error, style="red"))
+    d = record.dag
+    t.add_row("critical steps", f"{d.critical_steps} (budget {record.config.get('max_critical_steps', '?')})")
+    t.add_row("total steps", f"{d.total_steps}  (speed-up ×{d.speedup:.2f}, widths {list(d.stage_widths)})")
+    counts = Counter(r.status.value for r in record.subagent_results)
+    t.add_row("sub-agents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
+    t.add_row("tokens", _tokens(record))
+    t.add_row("wall time", f"{record.wall_time_s:.2f}s (critical path {d.wall_critical_path_s:.2f}s)")
+    if record.drift_count:
+        t.add_row("token drift", Text(f"{record.drift_count} turn(s) re-tokenized", style="yellow"))
+    if tools:
+        t.add_row("tools", Text(tools))
+    if path:
+        t.add_row("record", Text(path))
+    return t
+
+
+def _tokens(record: EpisodeRecord) -> str:
+    if record.metadata.get("scripted") or record.task.metadata.get("scripted"):
+        return "not measured (a scripted policy has no tokenizer; its counts are stand-ins)"
+    tokens = record.usage + record.subagent_usage
+    return f"{tokens.prompt_tokens} in / {tokens.completion_tokens} out (orchestrator {record.usage.total_tokens})"

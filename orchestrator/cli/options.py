@@ -1,0 +1,131 @@
+"""Option declarations shared by ``swarm run``, ``swarm eval`` and ``swarm rollout``: one name,
+one meaning, one help line (with its default and unit) for each.
+
+Across the three commands: ``-n/--num-tasks`` is a number of tasks, ``-t/--tasks`` a task file,
+``-k/--group-size`` episodes per task (rollout), ``--knob`` a workload knob, ``--max-concurrency``
+sub-agents running at once, ``--concurrent-episodes`` episodes running at once, ``-b scripted`` a
+scripted policy (no model: the built-in demo, or a workload's gold policy; ``gold`` is the same).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = [
+    "SCRIPTED",
+    "BackendOpt",
+    "BaseUrlOpt",
+    "ConfigOpt",
+    "EpisodeTimeoutOpt",
+    "JsonOpt",
+    "MaxConcurrencyOpt",
+    "MaxCriticalStepsOpt",
+    "MaxSubagentStepsOpt",
+    "MaxTokensOpt",
+    "ModelOpt",
+    "SubagentBackendOpt",
+    "SubagentModelOpt",
+    "SubagentTimeoutOpt",
+    "TemperatureOpt",
+    "WorkloadOpt",
+    "is_scripted",
+]
+
+SCRIPTED = ("scripted", "gold")
+"""Backend names of a scripted policy (no model); ``gold`` is the workload spelling of ``scripted``."""
+
+
+def is_scripted(backend: str) -> bool:
+    return backend in SCRIPTED
+
+
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        "-b",
+        envvar="SWARM_BACKEND",
+        help="local (packaged GGUF model, llama.cpp), openai (any OpenAI-compatible server), vllm, transformers, "
+        "or scripted (no model: the built-in demo, or a workload's gold policy; alias: gold)",
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        envvar="SWARM_MODEL",
+        help="model name or path: a packaged model, path/to/file.gguf (local), or the server's model name "
+        "(openai) [default: the backend's default model]",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        envvar="SWARM_BASE_URL",
+        help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 (API key: OPENAI_API_KEY)",
+    ),
+]
+SubagentBackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND", help="sub-agents' backend [default: --backend]"
+    ),
+]
+SubagentModelOpt = Annotated[
+    str | None,
+    typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL", help="sub-agents' model [default: --model]"),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="TOML/JSON config: [swarm] budgets and sampling, [backend], [reward], [tools]"),
+]
+MaxCriticalStepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-critical-steps", min=1, help="episode budget in critical steps [default: 32, or the config's]"),
+]
+MaxSubagentStepsOpt = Annotated[
+    int | None,
+    typer.Option("--max-subagent-steps", min=1, help="step cap of one sub-agent [default: 8, or the config's]"),
+]
+MaxConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-concurrency",
+        min=1,
+        help="sub-agents running at once, over all episodes of the command [default: 64, or the config's]",
+    ),
+]
+SubagentTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--subagent-timeout", min=0.001, help="seconds one sub-agent may run [default: 300, or the config's]"),
+]
+EpisodeTimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--episode-timeout", min=0.001, help="seconds one episode may run [default: no limit]"),
+]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        min=0.0,
+        help="sampling temperature (0: greedy) [default: the model family's, or the config's]",
+    ),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="completion tokens per model turn [default: the model family's, or the config's]",
+    ),
+]
+WorkloadOpt = Annotated[
+    str | None,
+    typer.Option("--workload", "-w", help="a built-in workload: its tasks, tools and verifier (swarm eval --list)"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]

@@ -1,0 +1,128 @@
+"""Everyday conventions of the `swarm` CLI: --version, one meaning per flag across run/eval/rollout,
+help with defaults and examples that reads at 80 columns, and rollouts that refuse to mix rewards
+(issue 15)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from swarm import __version__
+
+runner = CliRunner()
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    for name, cmd in getattr(group, "commands", {}).items():
+        yield (*path, name), cmd
+        yield from _commands(cmd, (*path, name))
+
+
+COMMANDS = [p for p, _ in _commands(typer.main.get_command(app))]
+
+
+def test_version_flag_and_command() -> None:
+    for args in (["--version"], ["-V"], ["version"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0 and r.stdout.strip() == f"agent-swarm {__version__}"
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
+def test_every_command_has_examples_and_help_fits_80_columns(path: tuple[str, ...]) -> None:
+    r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    too_long = [line for line in r.stdout.splitlines() if len(line) > 80]
+    assert not too_long, too_long
+    examples = r.stdout.split("Examples", 1)[1].splitlines() if "Examples" in r.stdout else []
+    assert any(line.strip().startswith(f"swarm {path[0]}") for line in examples), r.stdout
+
+
+def _option_names(path: str) -> dict[str, tuple[str, ...]]:
+    cmd = typer.main.get_command(app)
+    for part in path.split():
+        cmd = cmd.commands[part]  # type: ignore[attr-defined]
+    return {o: tuple(p.opts) for p in cmd.params for o in p.opts}
+
+
+def test_one_meaning_per_flag_across_run_eval_and_rollout() -> None:
+    run, ev, ro = _option_names("run"), _option_names("eval"), _option_names("rollout")
+    # -n is a number of tasks wherever it exists; run's per-stage width has no short flag.
+    assert "-n" not in run and ev["-n"] == ("-n", "--num-tasks") and ro["-n"] == ("-n", "--num-tasks")
+    # --tasks / -t is a task file; --knob a workload knob; -k the rollout group size.
+    assert run["--tasks"][:2] == ("--tasks", "-t") and ro["--tasks"] == ("--tasks", "-t") and "--tasks" not in ev
+    assert "-k" not in ev and ev["--knob"] == ("--knob",) and ro["-k"] == ("--group-size", "-k")
+    # --max-concurrency is sub-agents at once in all three; episodes at once is its own name.
+    for names in (run, ev, ro):
+        assert names["--max-concurrency"] == ("--max-concurrency",)
+        assert names["-q"] == ("--quiet", "-q") and names["-o"] == ("--out", "-o") and names["-b"][0] == "--backend"
+        assert "--max-concurrent" not in names
+    assert "--concurrent-episodes" in ro
+    # the same shared options, with their defaults and units in the help
+    help_text = " ".join(runner.invoke(app, ["run", "--help"]).stdout.split())
+    assert "episode budget in critical steps [default: 32, or the config's]" in help_text
+    assert "seconds one sub-agent may run [default: 300" in help_text
+
+
+def test_scripted_and_gold_mean_the_same_scripted_policy(tmp_path: Path) -> None:
+    results = {}
+    for name in ("scripted", "gold"):
+        r = runner.invoke(
+            app, ["eval", "-w", "wide-lookup", "-b", name, "-n", "1", "--mode", "swarm", "-o", str(tmp_path), "--json"]
+        )
+        assert r.exit_code == 0, r.output
+        results[name] = json.loads(r.stdout)["summaries"]["swarm"]["metric"]
+    assert results["scripted"] == results["gold"] == 1.0
+    demo = runner.invoke(app, ["run", "-b", "gold", "capitals", "-o", str(tmp_path), "-q", "--json-summary"])
+    assert demo.exit_code == 0 and json.loads(demo.stdout)["status"] == "completed"
+
+
+def test_a_resumed_rollout_refuses_a_changed_reward(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "prompt": "capitals"}) + "\n")
+    args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "2", "-q"]
+    first = runner.invoke(app, [*args, "--lambda1", "0.5"])
+    assert first.exit_code == 0, first.output
+    same = runner.invoke(app, [*args, "--lambda1", "0.5", "--json"])
+    assert same.exit_code == 0 and json.loads(same.stdout.splitlines()[-1])["episodes_resumed"] == 2
+    changed = runner.invoke(app, [*args, "--lambda1", "0.1"])
+    assert changed.exit_code == 2
+    assert "lambda1" in changed.stderr and "new --out directory" in " ".join(changed.stderr.split())
+
+
+def test_scripted_policies_report_no_invented_token_counts(tmp_path: Path) -> None:
+    table = runner.invoke(
+        app,
+        ["eval", "-w", "wide-lookup", "-b", "scripted", "-n", "1", "--mode", "swarm", "-o", str(tmp_path)],
+        env={"COLUMNS": "200"},
+    )
+    assert table.exit_code == 0, table.output
+    assert "not measured (scripted)" in table.stdout
+    assert "critical=" in table.stderr  # a line per finished episode ...
+    quiet = runner.invoke(
+        app, ["eval", "-w", "wide-lookup", "-b", "scripted", "-n", "1", "--mode", "swarm", "-o", str(tmp_path), "-q"]
+    )
+    assert quiet.exit_code == 0 and "critical=" not in quiet.stderr  # ... unless --quiet
+    run = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), "-q"], env={"COLUMNS": "200"})
+    assert "not measured (a scripted policy has no tokenizer" in run.stdout and " in / " not in run.stdout
+
+
+def test_a_scripted_rollout_refuses_tasks_the_script_was_not_written_for(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"id": "mine", "prompt": "Summarise the news"}) + "\n")
+    args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "1", "-q"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and not (tmp_path / "o").exists()
+    assert "only plays the built-in demo tasks (budget, capitals)" in r.stderr and "'mine'" in r.stderr
+    tasks.write_text(json.dumps({"id": "b", "prompt": "budget"}) + "\n")  # a demo's name is its task
+    ok = runner.invoke(app, [*args, "--json"])
+    assert ok.exit_code == 0, ok.output
+    entry = json.loads((tmp_path / "o" / "episodes.jsonl").read_text().splitlines()[0])
+    assert entry["record"]["task"]["prompt"].startswith("Survey the capitals")
+    assert entry["record"]["status"] == "budget_exhausted"

@@ -22,12 +22,101 @@ from subagents.loop import call_signature, repeat_notice
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition
 
-__all__ = ["ASSIGN", "CREATE", "Admission", "Assignment", "admit", "call_signature", "repeat_notice", "resolve_agent"]
+__all__ = [
+    "ASSIGN",
+    "CREATE",
+    "SPLIT_NOTICE",
+    "Admission",
+    "Assignment",
+    "admit",
+    "call_signature",
+    "lists_items",
+    "repeat_notice",
+    "resolve_agent",
+    "split_items",
+    "split_notice",
+]
 
 CREATE = "create_subagent"
 ASSIGN = "assign_task"
 
 _INSTANCE_ID = re.compile(r"^(?P<name>.+)-\d+-\d+$")
+# "France and Japan", "a, b, c", "x & y", or a bulleted/numbered list of two or more lines.
+_LIST = re.compile(r"\S\s+(?:and|&)\s+\S|,[^,]+,|^\s*(?:[-*•]|\d+[.)])\s+.+\n\s*(?:[-*•]|\d+[.)])\s+", re.I | re.M)
+
+SPLIT_NOTICE = (
+    "not run yet: this task lists several items, and one sub-agent would do them one after another. "
+    "Give each item its own assign_task call, all in one message (they run in parallel), each task "
+    "complete on its own. If the task really cannot be split, assign it again unchanged."
+)
+
+_ITEM_WORD = re.compile(r"^(?:[A-Z0-9'\"‘“(]|[-+*/×=]$)")  # a name, a number, a quoted word, an operator
+_CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment
+_SENTENCE_END = re.compile(r"[.?!;]")
+
+
+def lists_items(text: str) -> bool:
+    """Whether a task names several items (``France and Japan``, ``a, b, c``, a bulleted list)."""
+    return _LIST.search(text) is not None
+
+
+def split_items(task: str, max_items: int = 8) -> list[str] | None:
+    """One self-contained task per item of the list in ``task``, or ``None`` when no list of 2 to
+    ``max_items`` items is found: ``Find the capitals of India, Kenya and Chile.`` gives ``Find the
+    capitals of India.``, ``… of Kenya.``, ``… of Chile.``; only the sentence holding the list is
+    kept. A suggestion shown to the model, never run by itself."""
+    text = " ".join(task.split())
+    for m in re.finditer(r"\s(?:and|&)\s", text):
+        left, right = text[: m.start()].rstrip(","), text[m.end() :]
+        left = left[max((e.end() for e in _SENTENCE_END.finditer(left)), default=0) :]
+        end = _SENTENCE_END.search(right)
+        mark = right[end.start()] if end else ""
+        right = right[: end.start()] if end else right
+        pieces = [p.strip() for p in left.split(",")]
+        head, middle = pieces[0], pieces[1:]
+        if any(not p or len(p.split()) > 4 for p in middle):
+            continue  # not a list of short items: try a later "and"
+        words = head[head.rfind(":") + 1 :].split()
+        run: list[str] = []
+        for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
+            if not _ITEM_WORD.match(w):
+                break
+            run.insert(0, w)
+        sizes = sorted(len(p.split()) for p in middle) or [len(right.split())]
+        k = sizes[len(sizes) // 2]
+        first = " ".join(run or words[-k:])
+        prefix = head[: head.rfind(first)] if first else ""
+        rwords = right.split()
+        last: list[str] = []
+        for i, w in enumerate(rwords):
+            following = rwords[i + 1] if i + 1 < len(rwords) else ""
+            if _ITEM_WORD.match(w) or (last and w.lower() in _CONNECTORS and _ITEM_WORD.match(following)):
+                last.append(w)
+            else:
+                break
+        last = last or rwords[:k]
+        if not prefix.strip() or not first or not last:
+            continue
+        rest = " ".join(rwords[len(last) :])
+        items = [first, *middle, " ".join(last)]
+        if not 2 <= len(items) <= max_items:
+            return None
+        suffix = (f" {rest}" if rest else "") + mark
+        return [f"{prefix}{item}{suffix}".strip() for item in items]
+    return None
+
+
+def split_notice(task: str, agent: str) -> str:
+    """The refusal of a whole list task given to one sub-agent, with the calls to send instead when
+    the list can be read from the task (small models copy a concrete call far better than they
+    follow a description)."""
+    parts = split_items(task)
+    if parts is None:
+        return SPLIT_NOTICE
+    calls = "\n".join(
+        json.dumps({"name": ASSIGN, "arguments": {"agent": agent, "task": p}}, ensure_ascii=False) for p in parts
+    )
+    return f"{SPLIT_NOTICE}\nFor this task, send these calls in one message:\n{calls}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +172,8 @@ def admit(
     subagents: bool = True,
     budget_note: str = "",
     completed: Mapping[tuple[str, str], str] | None = None,
+    split_task: str | None = None,
+    distinct: bool = False,
 ) -> Admission:
     """Sort one turn's calls (``create_subagent`` calls are handled before, and skipped here).
 
@@ -95,10 +186,18 @@ def admit(
     the model was told``: a finished sub-agent's report) is refused with that report, so a small
     model that re-issues its last stage is told to answer instead of paying for the same work again.
     Identical assignments within one turn all run (several samples of one task are a legitimate
-    use of parallelism).
+    use of parallelism) unless ``distinct`` is set: then only the first runs and the copies are
+    refused (a small model's degenerate loop writes the same call until its token cap).
+
+    ``split_task`` (the user's task, passed while the episode has run no sub-agent and has not been
+    nudged yet) refuses a turn's *only* assignment when both it and the user's task list several
+    items: a small model tends to hand a whole list to one sub-agent, one item after another, where
+    one sub-agent per item would run in parallel. The model is told how to split (or to assign the
+    same task again, which is then run).
     """
     out = Admission()
     completed = completed or {}
+    seen: set[tuple[str, str]] = set()
     known = ", ".join(sorted(agents)) or "(none yet: create one with create_subagent)"
     for c in calls:
         # Single-agent mode: the actions are unknown tools. An unparsed call gets its error there.
@@ -133,6 +232,14 @@ def admit(
             out.refused[c.id] = ("assign_task needs a non-empty string 'task'", "InvalidAction")
             continue
         key = (name, task.strip())
+        if distinct:
+            if (name, task.strip().casefold()) in seen:
+                out.refused[c.id] = (
+                    "the same task was already assigned in this message and runs once; this copy was not run.",
+                    "DuplicateTask",
+                )
+                continue
+            seen.add((name, task.strip().casefold()))
         if key in completed:
             out.refused[c.id] = (
                 f"this exact task already completed; its result: {completed[key]}\n"
@@ -157,4 +264,12 @@ def admit(
         definition = agents[name]
         agent_id = f"{definition.name}-{stage}-{len(out.assignments)}"
         out.assignments.append(Assignment(c, definition, task, agent_id, step_cap, note))
+    if (
+        split_task is not None
+        and len(out.assignments) == 1
+        and lists_items(split_task)
+        and lists_items(out.assignments[0].task)
+    ):
+        only = out.assignments.pop()
+        out.refused[only.call.id] = (split_notice(split_task, only.definition.name), "SplitTask")
     return out

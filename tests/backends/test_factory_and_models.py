@@ -16,6 +16,7 @@ from swarm.backends.local import (
     QWEN_SHA256,
     LocalBackend,
     assemble_qwen,
+    default_threads,
     model_available,
     resolve_model,
 )
@@ -38,6 +39,17 @@ def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.Monkey
     assert (orch.engine.threads, orch.engine.ctx_per_slot) == (1, 8192)
     explicit, _ = build_backends("local", "smollm2-135m", threads=2)
     assert isinstance(explicit, LocalBackend) and explicit.engine.threads == 2
+
+
+def test_default_threads_leave_busy_cores_to_the_jobs_holding_them() -> None:
+    # llama.cpp's spinning thread barrier stalls when another process holds one of its cores
+    # (10x slower at load 14 on 2 cores), so a busy machine gets fewer threads, never fewer than 1.
+    assert default_threads(2, 0.1) == 2
+    assert default_threads(2, 1.4) == 1
+    assert default_threads(2, 14.0) == 1
+    assert default_threads(16, 4.2) == 12
+    assert default_threads(16, 0.0) == 16
+    assert 1 <= default_threads() <= 1024
 
 
 def test_different_subagent_backend_and_model() -> None:

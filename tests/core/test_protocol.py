@@ -3,10 +3,12 @@ failures, token-cap feedback, budget refusals, prompt profiles and clean answers
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.admission import admit, resolve_agent
+from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent, split_items
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
@@ -230,6 +232,13 @@ async def test_the_forced_final_turn_tells_the_model_to_answer_and_its_answer_is
         ("Paris</tool_response> Please reply in plain text", "Paris"),
         ("<|im_start|>assistant\nParis<|im_end|>\n<|im_start|>user\nthanks", "Paris"),
         ("</tool_call>\nTokyo", "Tokyo"),
+        # A loop until the token cap (the last copy cut off) is kept once; short repeats are content.
+        (
+            "France: Paris. Japan: Tokyo." + " Also Paris, London." * 40 + " Also Par",
+            "France: Paris. Japan: Tokyo. Also Paris, London.",
+        ),
+        ("0, 0, 0, 0, 0, 0", "0, 0, 0, 0, 0, 0"),
+        ("Paris. Paris is big.", "Paris. Paris is big."),
     ],
 )
 async def test_answers_reach_the_user_without_template_tokens_or_json_wrappers(raw: str, clean: str) -> None:
@@ -242,6 +251,9 @@ async def test_a_subagent_report_is_clean_text() -> None:
     workers = ScriptedBackend(["Rome<|im_end|><|im_start|>user\nmore"])
     record = await Orchestrator(policy, subagent_backend=workers).run("go")
     assert record.subagent_results[0].report == "Rome"
+    looping = ScriptedBackend(["Rome is the capital. " + "It is in Italy. " * 20])
+    record = await Orchestrator(ScriptedBackend([[assign("a")], "done"]), subagent_backend=looping).run("go")
+    assert record.subagent_results[0].report == "Rome is the capital. It is in Italy."
 
 
 # -- prompt profiles -----------------------------------------------------------------------------------
@@ -283,6 +295,128 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     assert first.tool_choice == "required" and policy.calls[1].tool_choice == "auto"
     assert {t.name for t in first.tools} >= {"create_subagent", "assign_task"}
     assert next(t for t in first.tools if t.name == "assign_task").description == PROFILES["small"].assign_description
+
+
+# -- a whole list task handed to one sub-agent ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "listed"),
+    [
+        ("Find the capital cities of France and Japan.", True),
+        ("What are the currencies of Hungary, Poland, Thailand?", True),
+        ("Translate 'house' & 'window'", True),
+        ("Look up:\n- sodium\n- zinc", True),
+        ("What is the capital of France?", False),
+        ("What is 770 - 68?", False),
+    ],
+)
+def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
+    assert lists_items(text) is listed
+
+
+@pytest.mark.parametrize(
+    ("task", "parts"),
+    [
+        (
+            "Find the capitals of India, Kenya, South Korea and Chile.",
+            [f"Find the capitals of {c}." for c in ("India", "Kenya", "South Korea", "Chile")],
+        ),
+        ("Who wrote Jane Eyre and Crime and Punishment?", ["Who wrote Jane Eyre?", "Who wrote Crime and Punishment?"]),
+        (
+            "How do you say 'red' and 'book' in Spanish?",
+            ["How do you say 'red' in Spanish?", "How do you say 'book' in Spanish?"],
+        ),
+        ("What is 770 - 68, 256 - 87 and 171 + 73?", ["What is 770 - 68?", "What is 256 - 87?", "What is 171 + 73?"]),
+        (
+            "Symbols of these elements: sodium, zinc and iron.",
+            [f"Symbols of these elements: {e}." for e in ("sodium", "zinc", "iron")],
+        ),
+        ("What is the capital of France?", None),
+        ("Write code and test it.", None),
+    ],
+)
+def test_the_items_of_a_list_task_become_one_task_each(task: str, parts: list[str] | None) -> None:
+    assert split_items(task) == parts
+
+
+async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_to_split_it() -> None:
+    task = "Find the capital cities of France and Japan."
+    policy = ScriptedBackend(
+        [
+            [assign(task)],  # the whole list to one sub-agent: refused, nothing runs
+            [assign("capital of France?"), assign("capital of Japan?")],
+            "France: Paris. Japan: Tokyo.",
+        ],
+        model=SMALL,
+    )
+    workers = ScriptedBackend({"worker-1-0": ["Paris"], "worker-1-1": ["Tokyo"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    workers.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "France: Paris. Japan: Tokyo."
+    assert [s.width for s in record.stages] == [0, 2, 0]
+    # The refusal says why and shows the calls to send instead, one per item of the list.
+    (notice,) = last_tool_text(policy.calls[1])
+    assert notice.startswith(f"error: {SPLIT_NOTICE}")
+    suggested = [json.loads(line) for line in notice.splitlines() if line.startswith("{")]
+    assert [c["arguments"]["task"] for c in suggested] == [
+        "Find the capital cities of France.",
+        "Find the capital cities of Japan.",
+    ]
+    assert all(
+        c == {"name": "assign_task", "arguments": {"agent": WORKER, "task": c["arguments"]["task"]}} for c in suggested
+    )
+    assert record.stages[0].tool_results[0].error_type == "SplitTask"
+    # ... and its next turn must act (a small model otherwise answers from memory).
+    assert [r.tool_choice for r in policy.calls] == ["required", "required", "auto"]
+
+
+async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() -> None:
+    task = "Compare Python and Rust."
+    policy = ScriptedBackend([[assign(task)], [assign(task)], "Rust is faster."], model=SMALL)
+    workers = ScriptedBackend({"worker-1-0": ["Rust is faster."]})
+    record = await Orchestrator(policy, subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    assert [s.width for s in record.stages] == [0, 1, 0] and record.status is EpisodeStatus.COMPLETED
+    # The re-assignment is run, and is not reported as a repeat of a failed call.
+    assert "repeat" not in str(policy.calls[2].messages[-1].content)
+
+
+@pytest.mark.parametrize(
+    ("model", "task", "first", "width"),
+    [
+        (
+            "gpt-4o",
+            "Find the capitals of France and Japan.",
+            "Find the capitals of France and Japan.",
+            1,
+        ),  # default profile
+        (SMALL, "What is the capital of France?", "What is the capital of France?", 1),  # not a list
+        (SMALL, "Find the capitals of France and Japan.", "What is the capital of France?", 1),  # one item
+    ],
+)
+async def test_no_split_notice_where_nothing_lists_items_or_the_profile_trusts_the_model(
+    model: str, task: str, first: str, width: int
+) -> None:
+    policy = ScriptedBackend([[assign(first)], "Paris"], model=model)
+    record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Paris"])).run(task)
+    assert record.stages[0].width == width and record.status is EpisodeStatus.COMPLETED
+
+
+async def test_a_small_model_looping_over_the_same_assignments_runs_each_task_once() -> None:
+    looped = [assign(t) for _ in range(3) for t in ("capital of France?", "capital of Japan?")]
+    policy = ScriptedBackend([looped, "France: Paris. Japan: Tokyo."], model=SMALL)
+    workers = ScriptedBackend({"worker-0-0": ["Paris"], "worker-0-1": ["Tokyo"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("capitals of France and Japan")
+    workers.assert_consumed()
+    assert record.stages[0].width == 2 and record.status is EpisodeStatus.COMPLETED
+    assert [r.error_type for r in record.stages[0].tool_results] == ["DuplicateTask"] * 4
+    assert sum("runs once" in t for t in last_tool_text(policy.calls[1])) == 4
+    # A capable model's identical assignments are samples: all run.
+    default = ScriptedBackend([[assign("pick a number") for _ in range(3)], "7"])
+    record = await Orchestrator(default, subagent_backend=ScriptedBackend(["7", "3", "7"])).run("go")
+    assert record.stages[0].width == 3
 
 
 async def test_the_example_names_the_workloads_own_agent_type_first() -> None:

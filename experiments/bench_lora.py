@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -57,8 +58,10 @@ def _request(i: int, max_tokens: int) -> ModelRequest:
 
 
 async def _sample(backend: Any, n: int, max_tokens: int) -> dict[str, float]:
-    """``n`` concurrent requests; generated tokens per wall second over all of them."""
+    """``n`` concurrent requests; generated tokens per wall second over all of them (and the CPU
+    seconds of this process, which include llama.cpp's threads: it runs in-process)."""
     outs: list[Any] = []
+    c0 = time.process_time()
 
     async def one(i: int) -> None:
         outs.append(await backend.complete(_request(i, max_tokens)))
@@ -68,9 +71,18 @@ async def _sample(backend: Any, n: int, max_tokens: int) -> dict[str, float]:
         for i in range(n):
             tg.start_soon(one, i)
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     tokens = sum(len(c.token_ids or ()) for c in outs)
     prompt = sum(len(c.prompt_token_ids or ()) for c in outs)
-    return {"streams": n, "tokens": tokens, "prompt_tokens": prompt, "wall_s": wall, "tok_per_s": tokens / wall}
+    return {
+        "streams": n,
+        "tokens": tokens,
+        "prompt_tokens": prompt,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "tok_per_s": tokens / wall,
+        "tok_per_cpu_s": tokens / cpu if cpu else float("nan"),
+    }
 
 
 def bench_update(model: Any, lengths: list[int], repeats: int, train_frac: float) -> dict[str, Any]:
@@ -89,15 +101,17 @@ def bench_update(model: Any, lengths: list[int], repeats: int, train_frac: float
         mask = torch.zeros(1, n - 1)
         mask[:, int((n - 1) * (1 - train_frac)) :] = 1.0
         one = torch.ones(1)
-        times, fwd = [], []
+        times, fwd, cpu = [], [], []
         for r in range(repeats + 1):  # the first call warms up (allocations, kernels)
             model.train()
+            c0 = time.process_time()
             t0 = time.perf_counter()
             loss = ptx_loss(masked_logprobs(model, ids, mask, one), mask)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
             dt = time.perf_counter() - t0
+            dc = time.process_time() - c0
             model.eval()
             t1 = time.perf_counter()
             with torch.no_grad():
@@ -106,15 +120,23 @@ def bench_update(model: Any, lengths: list[int], repeats: int, train_frac: float
             if r > 0:
                 times.append(dt)
                 fwd.append(df)
+                cpu.append(dc)
         out[str(n)] = {
             "step_s": statistics.median(times),
             "step_s_all": times,
             "forward_s": statistics.median(fwd),
             "step_s_per_1k_tokens": statistics.median(times) * 1000 / n,
+            "step_cpu_s": statistics.median(cpu),
+            "step_cpu_s_per_1k_tokens": statistics.median(cpu) * 1000 / n,
             "trained_tokens": int(mask.sum()),
+            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "load": _load(),
         }
-        print(f"  {n} tokens: fwd+bwd+AdamW {out[str(n)]['step_s']:.2f} s, forward {out[str(n)]['forward_s']:.2f} s")
+        o = out[str(n)]
+        print(
+            f"  {n} tokens: fwd+bwd+AdamW {o['step_s']:.2f} s wall ({o['step_cpu_s']:.2f} CPU-s), "
+            f"forward {o['forward_s']:.2f} s, load {o['load']:.1f}, peak RSS {o['peak_rss_gb']:.1f} GB"
+        )
     return out
 
 
@@ -129,6 +151,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-checkpointing", action="store_true", help="keep every activation (more memory)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -148,7 +171,12 @@ def main() -> int:
     }
     print(f"{name}: load average {_load():.2f}")
     t0 = time.perf_counter()
-    spec = LoraSpec(r=args.rank, alpha=2 * args.rank, target_modules=tuple(args.targets.split(",")))
+    spec = LoraSpec(
+        r=args.rank,
+        alpha=2 * args.rank,
+        target_modules=tuple(args.targets.split(",")),
+        gradient_checkpointing=not args.no_checkpointing,
+    )
     policy = load_lora_policy(gguf, spec)
     res["load_policy_s"] = time.perf_counter() - t0
     trainable = sum(p.numel() for p in policy.hf_model.parameters() if p.requires_grad)
@@ -197,7 +225,10 @@ def main() -> int:
         res["sampling"] = anyio.run(samplers)
         engine.close()
     for k, v in res["sampling"].items():
-        print(f"  {k}: {v['tok_per_s']:.1f} tok/s ({v['tokens']} tokens in {v['wall_s']:.1f} s, load {v['load']:.1f})")
+        print(
+            f"  {k}: {v['tok_per_s']:.1f} tok/s, {v['tok_per_cpu_s']:.1f} tok/CPU-s "
+            f"({v['tokens']} tokens + {v['prompt_tokens']} prompt in {v['wall_s']:.1f} s, load {v['load']:.1f})"
+        )
     res["load_at_end"] = _load()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

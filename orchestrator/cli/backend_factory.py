@@ -19,7 +19,10 @@ Every option can come from the ``[backend]`` table of the config file (same name
 Explicit arguments win over the environment.
 
 When the sub-agents ask for the same kind, model and URL as the orchestrator, one backend (one
-engine) serves both, so a local model is loaded once and its slots batch every agent.
+engine) serves both, so a local model is loaded once and its slots batch every agent. A ``local``
+orchestrator runs with a trained LoRA adapter when ``orchestrator_adapter`` (``--orchestrator-adapter``)
+names one or a shipped adapter is the default for its model (:mod:`orchestrator.adapters`): the
+engine then loads it once, the orchestrator's requests apply it and the sub-agents' do not.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import os
 import sys
 from typing import Any
 
+from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
 from swarm.backend import ModelBackend
 from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
@@ -47,6 +51,7 @@ _OPTIONS = frozenset(
         "flavour",
         "max_concurrency",
         "max_retries",
+        "orchestrator_adapter",
         "progress",
         "retry_base_delay",
         "slots",
@@ -75,8 +80,50 @@ def _env_int(name: str) -> int | None:
     return None if v is None else int(v)
 
 
+def _local_slots(options: dict[str, Any]) -> int:
+    # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
+    return int(options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or min(int(options.get("fanout") or 8), 16))
+
+
+def _local_progress(options: dict[str, Any]) -> Any:
+    from swarm.backends.local import rich_progress
+
+    progress = options.get("progress")
+    if progress is None and sys.stderr.isatty():
+        progress = rich_progress()
+    return progress or None
+
+
+def _local_with_adapter(
+    model: str | None, adapter: OrchestratorAdapter, options: dict[str, Any]
+) -> tuple[ModelBackend, ModelBackend]:
+    """(orchestrator applying ``adapter``, sub-agents on the base model): one engine, whose slots
+    are the sub-agents' plus ``max(1, slots // 8)`` reserved for the orchestrator's requests."""
+    from swarm.backends.local import LocalBackend, LocalEngine
+
+    slots = _local_slots(options)
+    orch_slots = max(1, slots // 8)
+    engine = LocalEngine(
+        model,
+        slots=slots + orch_slots,
+        ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
+        threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
+        progress=_local_progress(options),
+        lora_adapters=[adapter.path],
+        adapter_version=adapter.version,
+        adapter_slots=orch_slots,
+    )
+    common: dict[str, Any] = {
+        "engine": engine,
+        "constrain_actions": bool(options.get("constrain_actions", True)),
+        "timeout": options.get("timeout") or _env_float("SWARM_TIMEOUT") or 600.0,
+    }
+    return LocalBackend(lora_scale=1.0, owns_engine=True, **common), LocalBackend(**common)
+
+
 def build_backend(kind: str, model: str | None = None, base_url: str | None = None, **options: Any) -> ModelBackend:
-    """One backend of ``kind``; ``options`` as in :func:`build_backends`."""
+    """One backend of ``kind``; ``options`` as in :func:`build_backends` (``orchestrator_adapter``
+    is applied by :func:`build_backends` only)."""
     if kind not in BACKEND_KINDS:
         raise UnknownNameError("backend", kind, BACKEND_KINDS)
     timeout = options.get("timeout") or _env_float("SWARM_TIMEOUT")
@@ -86,23 +133,17 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
                 "--backend local runs the model in-process and takes no --base-url; "
                 "use --backend openai --base-url URL for a running server"
             )
-        from swarm.backends.local import LocalBackend, rich_progress
+        from swarm.backends.local import LocalBackend
 
-        progress = options.get("progress")
-        if progress is None and sys.stderr.isatty():
-            progress = rich_progress()
         return LocalBackend(
             model,
-            # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
-            slots=int(
-                options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or min(int(options.get("fanout") or 8), 16)
-            ),
+            slots=_local_slots(options),
             ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
             threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
             # Small local models write far fewer broken calls with grammar-constrained actions.
             constrain_actions=bool(options.get("constrain_actions", True)),
             timeout=timeout or 600.0,
-            progress=progress or None,
+            progress=_local_progress(options),
         )
     if kind in ("openai", "vllm") and base_url:
         from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
@@ -172,7 +213,9 @@ def build_backends(
     429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto),
     ``constrain_actions`` (JSON schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local
     engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
-    (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal).
+    (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal),
+    ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
+    path; see :mod:`orchestrator.adapters`).
     """
     unknown = set(options) - _OPTIONS
     if unknown:
@@ -189,12 +232,35 @@ def build_backends(
             raise UnknownNameError("demo", name, DEMO_TASKS)
         d = demo(name)
         return d.orchestrator_backend, d.subagent_backend
-    orch = build_backend(kind, model, base_url, **options)
     s_kind = subagent_kind or kind
     s_model = subagent_model or model
     s_url = sub_url or (base_url if s_kind == kind else None)
+    adapter_choice = options.pop("orchestrator_adapter", None)
+    adapter = _orchestrator_adapter(kind, model, adapter_choice)
+    base_sub: ModelBackend | None = None
+    if adapter is not None:  # one engine: the orchestrator applies the adapter, base_sub does not
+        orch, base_sub = _local_with_adapter(model, adapter, options)
+    else:
+        orch = build_backend(kind, model, base_url, **options)
     if (s_kind, s_model, s_url) == (kind, model, base_url):
-        return orch, None
+        return orch, base_sub
     if s_kind == "scripted":
         raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
     return orch, build_backend(s_kind, s_model, s_url, **options)
+
+
+def _orchestrator_adapter(kind: str, model: str | None, choice: Any) -> OrchestratorAdapter | None:
+    """The adapter a ``local`` orchestrator on ``model`` runs with (``None``: the base model)."""
+    if choice is not None and not isinstance(choice, str):
+        raise ConfigError(f"orchestrator_adapter must be a string (default, none, shipped or a path); got {choice!r}")
+    if kind != "local":
+        if choice not in (None, "default", "none"):
+            raise ConfigError(
+                f"--orchestrator-adapter {choice} needs --backend local (llama.cpp in-process applies "
+                f"the adapter); with --backend {kind} serve the adapter from your server instead"
+            )
+        return None
+    from swarm.backends.local import planned_model_name
+
+    name = planned_model_name(model)
+    return resolve_orchestrator_adapter(choice, name) if name else None

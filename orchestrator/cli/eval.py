@@ -111,6 +111,21 @@ def report_table(report: EvalReport) -> Table:
     return t
 
 
+ADAPTER_OPTION = typer.Option(
+    "--orchestrator-adapter",
+    envvar="SWARM_ORCHESTRATOR_ADAPTER",
+    help="local backend: the orchestrator's LoRA adapter: default (the shipped trained adapter where it is the "
+    "default for the model), none (the base model), shipped, or a .gguf path; sub-agents run the base model",
+)
+
+
+def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
+    """``extras`` with ``[backend] orchestrator_adapter`` set to ``choice`` (unchanged when ``None``)."""
+    if choice is None:
+        return extras
+    return {**extras, "backend": {**extras.get("backend", {}), "orchestrator_adapter": choice}}
+
+
 def eval_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="workload name (see --list)")] = "",
     mode: Annotated[str, typer.Option("--mode", help="swarm, single or both")] = "both",
@@ -147,6 +162,7 @@ def eval_command(
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
+    orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
     """Run a workload in swarm and single-agent mode on the same tasks and compare them.
 
@@ -188,7 +204,7 @@ def eval_command(
             base_url=base_url,
             subagent_backend=subagent_backend,
             subagent_model=subagent_model,
-            extras=extras,
+            extras=with_adapter(extras, orchestrator_adapter),
         )
         overrides: dict[str, Any] = {
             "max_critical_steps": max_critical_steps,
@@ -305,6 +321,7 @@ def run_workload(
     out: Path,
     json_out: bool = False,
     overrides: dict[str, Any] | None = None,
+    orchestrator_adapter: str | None = None,
 ) -> int:
     """``swarm run --workload NAME``: run workload task(s) with their environment, score them, save records.
 
@@ -353,7 +370,7 @@ def run_workload(
                 base_url=base_url,
                 subagent_backend=subagent_backend,
                 subagent_model=subagent_model,
-                extras=extras,
+                extras=with_adapter(extras, orchestrator_adapter),
             )
             for wl_name in {str(t.metadata["workload"]) for t in tasks}
         }

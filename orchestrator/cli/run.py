@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from orchestrator.cli.backend_factory import build_backends
-from orchestrator.cli.eval import run_workload
+from orchestrator.cli.eval import ADAPTER_OPTION, run_workload
 from orchestrator.cli.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
 from orchestrator.cli.options import (
     BackendOpt,
@@ -189,6 +189,7 @@ def run(
             help="print one small JSON object per episode: answer, status, critical/total steps, wall time, record",
         ),
     ] = False,
+    orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
     """Run one task (or every task of a task file) through the orchestrator.
 
@@ -219,6 +220,7 @@ def run(
                 subagent_model=subagent_model,
                 out=out,
                 json_out=json_out,
+                orchestrator_adapter=orchestrator_adapter,
                 overrides={
                     "max_critical_steps": max_critical_steps,
                     "max_subagent_steps": max_subagent_steps,
@@ -259,6 +261,7 @@ def run(
             agents_dirs=agents_dirs,
             out=out,
             mcp=mcp_config is not None,
+            orchestrator_adapter=orchestrator_adapter,
         )
     except UserError as exc:
         raise _fail(str(exc)) from None
@@ -289,6 +292,7 @@ def _plan(
     agents_dirs: Sequence[Path] | None = None,
     out: Path = DEFAULT_ROOT,
     mcp: bool = False,
+    orchestrator_adapter: str | None = None,
 ) -> RunPlan:
     sources = [x for x in (task, task_file, demo) if x is not None]
     if len(sources) != 1:
@@ -336,6 +340,8 @@ def _plan(
     if reward is None and any(t.verifier for t in tasks):
         reward = RewardConfig()  # tasks that name a verifier get scored
     backend_opts = dict(extras.get("backend", {}))
+    if orchestrator_adapter is not None:
+        backend_opts["orchestrator_adapter"] = orchestrator_adapter
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
     backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent

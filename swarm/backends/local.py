@@ -62,6 +62,7 @@ __all__ = [
     "default_threads",
     "engine_available",
     "model_available",
+    "planned_model_name",
     "resolve_model",
     "rich_progress",
 ]
@@ -292,7 +293,7 @@ def resolve_model(name: str | None = None, progress: Progress | None = None) -> 
     )
 
 
-def _planned_name(model: str | None) -> str:
+def planned_model_name(model: str | None) -> str:
     """The name :func:`resolve_model` will give ``model``, without assembling or loading anything."""
     if model is None:
         try:
@@ -373,7 +374,7 @@ class LocalEngine:
         self.requested = model
         # Known before the model loads (a prompt profile is chosen from it when an orchestrator is
         # built, which is before the first request starts the engine).
-        self.name = _planned_name(model)
+        self.name = planned_model_name(model)
         self.slots = slots
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or default_threads()
@@ -505,6 +506,8 @@ class LocalBackend:
         lora_scale: apply the engine's first LoRA adapter at this scale to every request of this
             backend (the trained orchestrator), and carry the engine's ``adapter_version`` as each
             completion's ``weight_version``; ``None`` (default) serves the base model (sub-agents).
+        owns_engine: whether :meth:`aclose` stops the engine (default: when this backend created it;
+            pass ``True`` to hand a shared engine's lifetime to this backend).
     """
 
     def __init__(
@@ -519,8 +522,9 @@ class LocalBackend:
         timeout: float = 600.0,
         progress: Progress | None = None,
         lora_scale: float | None = None,
+        owns_engine: bool | None = None,
     ) -> None:
-        self._own_engine = engine is None
+        self._own_engine = engine is None if owns_engine is None else owns_engine
         self.engine = engine or LocalEngine(
             model, slots=slots, ctx_per_slot=ctx_per_slot, threads=threads, progress=progress
         )

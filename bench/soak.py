@@ -224,8 +224,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     _config(out / "soak.toml", url, args.fanout, args.timeout)
     cmd = [
         "rollout", "-t", str(out / "tasks.jsonl"), "-o", str(run_dir), "-c", str(out / "soak.toml"),
-        "-k", str(args.group_size), "--concurrent-episodes", str(args.max_concurrent), "--seed", str(args.seed), "-q",
-        "--json",
+        "-k", str(args.group_size), "--concurrent-episodes", str(args.concurrent_episodes),
+        "--seed", str(args.seed), "-q", "--json",
     ]  # fmt: skip
     rng = random.Random(args.seed)
     start = time.time()
@@ -472,7 +472,7 @@ def _report(
                 "subagent_tasks_max": max(sub_tasks, default=0),
             }
         )
-        if max(sub_tasks, default=0) > args.fanout * args.max_concurrent:
+        if max(sub_tasks, default=0) > args.fanout * args.concurrent_episodes:
             problems.append(f"more sub-agent tasks alive than can run: {max(sub_tasks)}")
         if max(s["fds"] for s in run_samples) > 64 + 200:
             problems.append(f"open fds reached {max(s['fds'] for s in run_samples)} (pool of 64 connections)")

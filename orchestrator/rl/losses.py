@@ -237,7 +237,7 @@ def masked_logprobs(
         return out
     if _BOOLEAN_LOGITS_TO_KEEP:  # only the kept positions reach the head: [N, V], row-major
         logits = model(input_ids=ids, logits_to_keep=keep).logits
-    else:  # transformers < 5 takes 1-D positions shared by the batch: the union of the rows' positions
+    else:  # transformers < 5.23 takes 1-D positions shared by the batch: the union of the rows' positions
         cols = keep.any(0).nonzero().squeeze(-1)
         logits = model(input_ids=ids, logits_to_keep=cols).logits
         if logits.dim() == 3 and logits.shape[1] == cols.numel():

@@ -538,4 +538,7 @@ async def _run_limited(
         raise
     finally:
         limiter.release()
+        # The run object outlives its task (the stage keeps it until every sibling ends): drop the
+        # finished task's handle (its cancel scope, event and coroutine) now, not at the stage's end.
+        run.handle = None
     finished(run, result)

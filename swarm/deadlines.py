@@ -54,6 +54,10 @@ class DeadlineWatch:
         self.running = False
         self.now: Callable[[], float] = anyio.current_time
         """The event loop's clock (``anyio.current_time``, read without anyio's per-call dispatch)."""
+        self.cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+        """Makes a deadline-free cancel scope: while running, the running backend's own cancel-scope
+        class, called directly (``anyio.CancelScope()`` looks the backend up through sniffio on every
+        call and then builds exactly this object)."""
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -71,6 +75,7 @@ class DeadlineWatch:
 
     async def run(self) -> None:
         self.now = _loop_clock()
+        self.cancel_scope = type(anyio.CancelScope())
         self.running = True
         try:
             while True:
@@ -86,3 +91,4 @@ class DeadlineWatch:
                 self._sleep = None
         finally:
             self.running = False
+            self.cancel_scope = anyio.CancelScope

@@ -308,7 +308,7 @@ class Tool:
         watched = deadlines is not None and deadlines.running
         due = (deadlines.now() if deadlines is not None and watched else anyio.current_time()) + self.timeout_s
         if deadlines is not None and watched:
-            guard = _ScopeGuard(anyio.CancelScope())
+            guard = _ScopeGuard(deadlines.cancel_scope())
             deadlines.add(due, guard)
             try:
                 with guard.scope:

@@ -270,7 +270,7 @@ class SubagentRun:
                 if self.timeout_s is None:
                     outcome = await self._loop()
                 elif self.watch is not None and self.watch.running and self.handle is not None:
-                    self.watch.add(self.watch.now() + self.timeout_s, self)
+                    self.watch.after(self.timeout_s, self)
                     outcome = await self._loop()
                 else:
                     # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.

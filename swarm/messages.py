@@ -73,7 +73,7 @@ def quick_init(cls: type[_T]) -> type[_T]:
     ns: dict[str, Any] = {"_NOTHING": object()}
     args: list[str] = []
     body: list[str] = []
-    for f in fields(cls):
+    for f in fields(cls):  # type: ignore[arg-type]
         if not (f.init and f.kw_only):
             raise TypeError(f"quick_init: field {cls.__name__}.{f.name} must be an init, keyword-only field")
         ns[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
@@ -96,7 +96,7 @@ def quick_init(cls: type[_T]) -> type[_T]:
     init.__module__ = cls.__module__
     init.__annotations__ = dict(cls.__init__.__annotations__)
     init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[misc]
+    setattr(cls, "__init__", init)  # noqa: B010 (mypy refuses to assign to a method)
     return cls
 
 

@@ -280,7 +280,8 @@ class Tool:
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
             )
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        return parsed.__dict__.copy()  # exactly the fields: the model forbids extras
+        kwargs: dict[str, Any] = parsed.__dict__.copy()  # exactly the fields: the model forbids extras
+        return kwargs
 
     async def invoke(
         self, arguments: Mapping[str, Any], ctx: ToolContext, *, deadlines: DeadlineWatch | None = None

@@ -48,6 +48,7 @@ from orchestrator import Orchestrator, SwarmConfig
 from swarm.backend import Completion, ModelRequest, Usage
 from swarm.messages import ToolCall, UserMessage
 from swarm.records import AgentDefinition, EpisodeRecord
+from swarm.tracing import Telemetry
 from tools import Tool
 
 LLM_S = 0.020
@@ -292,7 +293,9 @@ def canned_backends(stages: int, n: int, latency: bool) -> tuple[SimBackend, Sim
     return SimBackend(orch, "sim-orchestrator", latency), SimBackend(worker, "sim-subagent", latency), Tool(lookup)
 
 
-def make_runtime(stages: int, n: int, latency: bool, workload: str) -> Callable[[], Awaitable[EpisodeRecord]]:
+def make_runtime(
+    stages: int, n: int, latency: bool, workload: str, telemetry: Telemetry | None = None
+) -> Callable[[], Awaitable[EpisodeRecord]]:
     build = realistic_backends if workload == "realistic" else canned_backends
     orch, worker, lookup = build(stages, n, latency)
     cfg = SwarmConfig(
@@ -308,13 +311,18 @@ def make_runtime(stages: int, n: int, latency: bool, workload: str) -> Callable[
         tools=[lookup],
         agents=[AgentDefinition(name="w", system_prompt="work", tools=("lookup",))],
         subagent_backend=worker,
+        telemetry=telemetry,
     )
     return lambda: orch_.run("Report every customer's open-order figures.")
 
 
-def measure(impl: str, stages: int, n: int, latency: bool, workload: str = "realistic") -> tuple[Measure, object]:
+def measure(
+    impl: str, stages: int, n: int, latency: bool, workload: str = "realistic", telemetry: Telemetry | None = None
+) -> tuple[Measure, object]:
+    """One run of one implementation (``telemetry``: the runtime's, e.g. the CLI's tracing; default:
+    whatever is installed globally, so off unless a provider is)."""
     expected = stages * sum(steps_of(i) for i in range(n))
-    run = make_runtime(stages, n, latency, workload) if impl == "runtime" else None
+    run = make_runtime(stages, n, latency, workload, telemetry) if impl == "runtime" else None
     gc.collect()
     rss0 = rss_bytes()
     c0, w0 = time.process_time(), time.perf_counter()

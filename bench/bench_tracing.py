@@ -44,19 +44,23 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = ("off", "memory", "file", "sampled_out")
+VARIANTS = ("off", "memory", "file_all", "file", "sampled_out")
 GCS = ("default", "cli")
 
 
-def _child(variant: str, ns: list[int], stages: int, gc_mode: str) -> list[dict[str, Any]]:
+def _child(variant: str, ns: list[int], stages: int, gc_mode: str, latency: bool = False) -> list[dict[str, Any]]:
     sys.path.insert(0, str(HERE))
     import bench_runtime  # the runtime benchmark's workload and measurement
+
+    from swarm.tracing import Telemetry
 
     if gc_mode == "cli":
         from orchestrator.cli import GC_THRESHOLD
 
         gc.set_threshold(*GC_THRESHOLD)
     flush: Callable[[], object] | None = None
+    telemetry: Telemetry | None = None  # None: the globally installed provider, as a library user gets
+    per_stage: int | None = None
     out_dir = Path(tempfile.mkdtemp(prefix="bench-tracing-"))
     if variant == "memory":
         from opentelemetry import trace
@@ -70,36 +74,39 @@ def _child(variant: str, ns: list[int], stages: int, gc_mode: str) -> list[dict[
         provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), max_queue_size=QUEUE_SIZE))
         trace.set_tracer_provider(provider)
         flush = provider.force_flush
-    elif variant in ("file", "sampled_out"):  # the sampler comes from OTEL_TRACES_SAMPLER (set by main)
-        from orchestrator.cli.telemetry_setup import TracingOptions, start_tracing
+    elif variant in ("file", "file_all", "sampled_out"):  # the sampler comes from OTEL_TRACES_SAMPLER (set by main)
+        from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, start_tracing
 
+        per_stage = None if variant == "file_all" else DEFAULT_TRACED_SUBAGENTS
         tracing = start_tracing(
-            TracingOptions(),
+            TracingOptions(traced_subagents=per_stage),
             out=out_dir,
             env={"OTEL_TRACES_EXPORTER": "none"},
-            install_global=True,  # make_runtime() builds its Orchestrator without a provider
             capture_logs=False,
         )
         assert tracing.provider is not None and tracing.files is not None
         flush = tracing.provider.force_flush
+        telemetry = tracing.telemetry()  # exactly what `swarm run` hands its Orchestrator
 
-    bench_runtime.measure("runtime", stages, 8, False)  # warm-up: imports, caches
+    bench_runtime.measure("runtime", stages, 8, False, telemetry=telemetry)  # warm-up: imports, caches
     if flush is not None:
         flush()
     rows = []
     for n in ns:
         load = os.getloadavg()[0]
-        m, record = bench_runtime.measure("runtime", stages, n, False)
-        c0 = time.process_time()
+        m, record = bench_runtime.measure("runtime", stages, n, latency, telemetry=telemetry)
+        c0, w0 = time.process_time(), time.perf_counter()
         if flush is not None:
             flush()
         cpu = m.cpu_s + (time.process_time() - c0)
+        wall = m.wall_s + (time.perf_counter() - w0)
         trace_id = getattr(record, "trace_id", None)
         if (variant in ("off", "sampled_out")) != (trace_id is None):
             raise SystemExit(f"variant {variant!r} ran with trace id {trace_id!r}: tracing was not as intended")
         file_bytes = sum(p.stat().st_size for p in (out_dir / str(getattr(record, "episode_id", ""))).glob("*.jsonl"))
-        if variant == "file":  # outside the timing: every span must be in the file (none dropped)
-            written, expected = _spans_in(out_dir / str(getattr(record, "episode_id", ""))), _expected_spans(record)
+        if variant in ("file", "file_all"):  # outside the timing: every span sampled must be in the file
+            written = _spans_in(out_dir / str(getattr(record, "episode_id", "")))
+            expected = _expected_spans(record, per_stage)
             if written != expected:
                 raise SystemExit(f"the trace file holds {written} spans, expected {expected}")
         rows.append(
@@ -110,6 +117,7 @@ def _child(variant: str, ns: list[int], stages: int, gc_mode: str) -> list[dict[
                 "stages": stages,
                 "steps": m.subagent_steps,
                 "cpu_us_per_step": 1e6 * cpu / m.subagent_steps,
+                "wall_s": wall,
                 "file_bytes": file_bytes,
                 "load_avg_1min": load,
             }
@@ -126,10 +134,15 @@ def _spans_in(episode_dir: Path) -> int:
     )
 
 
-def _expected_spans(record: Any) -> int:
-    """Spans of the benchmark episode: root, orchestrator chats, stage spans, and per sub-agent its
-    invoke_agent span, one chat per step and one execute_tool per tool call."""
-    subs = [r for s in record.stages for r in s.subagents]
+def _expected_spans(record: Any, per_stage: int | None = None) -> int:
+    """Spans of the benchmark episode: root, orchestrator chats, stage spans, and per traced sub-agent
+    its invoke_agent span, one chat per step and one execute_tool per tool call (``per_stage``: the
+    CLI's :class:`WideStageSampler` keeps every ``ceil(width / per_stage)``-th sub-agent of a wider stage)."""
+    subs = []
+    for s in record.stages:
+        width = len(s.subagents)
+        stride = -(-width // per_stage) if per_stage is not None and width > per_stage else 1
+        subs += [r for i, r in enumerate(s.subagents) if i % stride == 0]
     per_agent: int = sum(1 + r.steps + sum(len(st.tool_results) for st in r.step_records) for r in subs)
     stage_spans = sum(1 for s in record.stages if s.kind not in ("answer", "retry"))
     return 1 + len(record.turns) + stage_spans + per_agent
@@ -324,28 +337,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--gc", choices=[*GCS, "both"], default="both")
     p.add_argument("--breakdown", action="store_true", help="also run the per-span micro-benchmarks")
+    p.add_argument(
+        "--latency",
+        choices=("0", "20ms"),
+        default="0",
+        help="simulated model/tool latency; with 20ms the wall time (flush included) is compared too",
+    )
+    p.add_argument("--variants", nargs="*", choices=VARIANTS, default=list(VARIANTS))
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        json.dump(_child(args.child, args.n, args.stages, args.gc), sys.stdout)
+        json.dump(_child(args.child, args.n, args.stages, args.gc, args.latency == "20ms"), sys.stdout)
         return 0
 
     gcs = GCS if args.gc == "both" else (args.gc,)
+    variants = [v for v in VARIANTS if v in args.variants or v == "off"]
     samples: dict[tuple[str, str, int], list[float]] = {}
+    walls: dict[tuple[str, str, int], list[float]] = {}
     loads: dict[tuple[str, int], list[float]] = {}
     bytes_per_step: dict[int, float] = {}
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     for _ in range(args.reps):
         for g in gcs:
-            for variant in VARIANTS:  # interleaved, so drift in machine load hits every variant alike
+            for variant in variants:  # interleaved, so drift in machine load hits every variant alike
                 env = dict(base_env, OTEL_TRACES_SAMPLER="always_off") if variant == "sampled_out" else base_env
                 cmd = [sys.executable, __file__, "--child", variant, "--gc", g, "--stages", str(args.stages)]
+                cmd += ["--latency", args.latency]
                 out = subprocess.run(
                     [*cmd, "--n", *map(str, args.n)], check=True, capture_output=True, text=True, env=env
                 )
                 for r in json.loads(out.stdout):
                     samples.setdefault((g, variant, r["n"]), []).append(r["cpu_us_per_step"])
+                    walls.setdefault((g, variant, r["n"]), []).append(r["wall_s"])
                     loads.setdefault((g, r["n"]), []).append(r["load_avg_1min"])
                     if variant == "file":
                         bytes_per_step[r["n"]] = r["file_bytes"] / r["steps"]
@@ -353,35 +377,49 @@ def main(argv: list[str] | None = None) -> int:
     table = []
     for g in gcs:
         for n in args.n:
-            med = {v: statistics.median(samples[(g, v, n)]) for v in VARIANTS}
-            low = {v: min(samples[(g, v, n)]) for v in VARIANTS}
+            med = {v: statistics.median(samples[(g, v, n)]) for v in variants}
+            low = {v: min(samples[(g, v, n)]) for v in variants}
+            wall = {v: statistics.median(walls[(g, v, n)]) for v in variants}
             table.append(
                 {
                     "gc": g,
                     "n": n,
                     "cpu_us_per_step": med,
                     "cpu_us_per_step_min": low,
-                    "increment_us_per_step": {v: med[v] - med["off"] for v in VARIANTS if v != "off"},
-                    "ratio_vs_off": {v: med[v] / med["off"] for v in VARIANTS if v != "off"},
+                    "increment_us_per_step": {v: med[v] - med["off"] for v in variants if v != "off"},
+                    "ratio_vs_off": {v: med[v] / med["off"] for v in variants if v != "off"},
+                    "wall_s": wall,
+                    "wall_ratio_vs_off": {v: wall[v] / wall["off"] for v in variants if v != "off"},
                     "file_bytes_per_step": bytes_per_step.get(n),
                     "load_avg_1min": (min(loads[(g, n)]), max(loads[(g, n)])),
                 }
             )
     if args.json:
-        doc = {"reps": args.reps, "stages": args.stages, "cpus": os.cpu_count(), "rows": table, "breakdown": breakdown}
+        doc = {
+            "reps": args.reps,
+            "stages": args.stages,
+            "latency": args.latency,
+            "cpus": os.cpu_count(),
+            "rows": table,
+            "breakdown": breakdown,
+        }
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
     print(
-        f"CPU µs per sub-agent step, 0-latency fan-out, {args.stages} stages, median of {args.reps} runs "
-        f"(min in brackets); + = increment over off; × = ratio to off; {os.cpu_count()} CPUs"
+        f"CPU µs per sub-agent step, {args.latency}-latency fan-out, {args.stages} stages, median of {args.reps} "
+        f"runs (min in brackets); + = increment over off; × = ratio to off; {os.cpu_count()} CPUs"
     )
     for r in table:
         c, lo, inc, x = r["cpu_us_per_step"], r["cpu_us_per_step_min"], r["increment_us_per_step"], r["ratio_vs_off"]
         cells = [f"off {c['off']:.0f} [{lo['off']:.0f}]"]
-        cells += [f"{v} {c[v]:.0f} [{lo[v]:.0f}] +{inc[v]:.0f} {x[v]:.2f}×" for v in VARIANTS if v != "off"]
+        cells += [f"{v} {c[v]:.0f} [{lo[v]:.0f}] +{inc[v]:.0f} {x[v]:.2f}×" for v in variants if v != "off"]
         la = r["load_avg_1min"]
         print(f"gc={r['gc']:<7} N={r['n']:>5} | " + " | ".join(cells) + f" | load {la[0]:.1f}-{la[1]:.1f}")
+        if args.latency != "0":
+            w, wx = r["wall_s"], r["wall_ratio_vs_off"]
+            cells = [f"off {w['off']:.3f} s"] + [f"{v} {w[v]:.3f} s {wx[v]:.2f}×" for v in variants if v != "off"]
+            print("   wall (flush included)    | " + " | ".join(cells))
     if bytes_per_step:
         print("trace file bytes per step: " + ", ".join(f"N={n}: {b:.0f}" for n, b in bytes_per_step.items()))
     if breakdown is not None:

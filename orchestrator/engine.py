@@ -561,7 +561,8 @@ class Orchestrator:
             plan.results[call_id] = self._error_result(st, by_id[call_id], message, error_type)
         plan.direct = admission.direct
         runtimes: dict[str | None, SubagentRuntime] = {}
-        for a in admission.assignments:
+        width = len(admission.assignments)
+        for position, a in enumerate(admission.assignments):
             rt = runtimes.get(a.definition.model)
             if rt is None:
                 rt = runtimes[a.definition.model] = self._runtime(st, a.definition.model)
@@ -575,6 +576,8 @@ class Orchestrator:
                 step_cap=a.step_cap,
                 timeout_s=cfg.subagent_timeout_s,
                 rt=rt,
+                index=position,
+                width=width,
             )
             plan.runs.append((a.call, run))
         return plan

@@ -243,6 +243,9 @@ class SubagentRun:
     _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
     _timed_tools: bool = False  # a granted tool has a timeout
     _ctx: ToolContext = field(default=None)  # type: ignore[assignment]
+    # Its place among its stage's sub-agents, when the caller knows (traced, for samplers of wide stages).
+    index: int | None = None
+    width: int | None = None
     # Set by a caller that runs this agent in a task of its own (``handle``) and enforces deadlines
     # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
     # cancels the task; its result is left in ``timed_out`` (the task handle absorbs the cancellation).
@@ -263,7 +266,12 @@ class SubagentRun:
         rt = self.rt
         self.started = rt.clock()
         with rt.telemetry.agent(
-            name=self.definition.name, agent_id=self.agent_id, model=rt.backend.model, episode_id=rt.episode_id
+            name=self.definition.name,
+            agent_id=self.agent_id,
+            model=rt.backend.model,
+            episode_id=rt.episode_id,
+            index=self.index,
+            width=self.width,
         ) as span:
             outcome: _Finish | _Fail
             try:

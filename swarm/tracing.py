@@ -103,6 +103,8 @@ class attr:  # a namespace of attribute-name constants
     CRITICAL_SO_FAR = "swarm.stage.critical_steps_so_far"
     STAGE_FAILED = "swarm.stage.failed_subagents"
     AGENT_STATUS = "swarm.agent.status"
+    AGENT_INDEX = "swarm.agent.index"
+    AGENT_STAGE_WIDTH = "swarm.agent.stage_width"
     AGENT_STEPS = "swarm.agent.steps"
     EPISODE_ID = "swarm.episode.id"
     EPISODE_STATUS = "swarm.episode.status"
@@ -381,11 +383,18 @@ class Telemetry:
         *,
         capture_content: bool = False,
         enabled: bool | None = None,
+        follow_parent_sampling: bool = False,
     ) -> None:
         if enabled is None:
             enabled = provider is not None or _global_provider_installed()
         self.enabled = enabled
         self.capture_content = capture_content and enabled
+        self.follow_parent_sampling = follow_parent_sampling
+        """Open no span under a span of this process that was sampled out (what a parent-based
+        sampler decides for it anyway, without the SDK's work for a span nobody records: a sampled-out
+        sub-agent of a wide stage then costs one non-recording span, not one per step). Set it only
+        with a sampler that drops the children of sampled-out local parents (the SDK's default
+        ``parentbased_*`` samplers do; the CLI's does)."""
         self._tracer: Tracer | None = (
             trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider) if enabled else None
         )
@@ -397,7 +406,7 @@ class Telemetry:
 
     def episode(self, *, episode_id: str, model: str, task_id: str) -> SpanScope:
         """``invoke_agent orchestrator``: the root span of one episode."""
-        if self._tracer is None:
+        if self._tracer is None or (self.follow_parent_sampling and _under_sampled_out()):
             return _NULL_SCOPE
         return _Scope(
             self._tracer,
@@ -419,7 +428,7 @@ class Telemetry:
 
     def stage(self, *, index: int, kind: str, width: int, critical_so_far: int) -> SpanScope:
         """``stage <index>``: one orchestrator turn's stage (direct tools and sub-agents in parallel)."""
-        if self._tracer is None:
+        if self._tracer is None or (self.follow_parent_sampling and _under_sampled_out()):
             return _NULL_SCOPE
         return _Scope(
             self._tracer,
@@ -435,11 +444,22 @@ class Telemetry:
             ),
         )
 
-    def agent(self, *, name: str, agent_id: str, model: str, episode_id: str) -> SpanScope:
-        """``invoke_agent <name>``: one sub-agent instance."""
-        if self._tracer is None:
+    def agent(
+        self,
+        *,
+        name: str,
+        agent_id: str,
+        model: str,
+        episode_id: str,
+        index: int | None = None,
+        width: int | None = None,
+    ) -> SpanScope:
+        """``invoke_agent <name>``: one sub-agent instance; ``index`` is its place among its stage's
+        ``width`` sub-agents (``swarm.agent.index``, ``swarm.agent.stage_width``: what a sampler that keeps
+        a sample of a very wide stage decides on)."""
+        if self._tracer is None or (self.follow_parent_sampling and _under_sampled_out()):
             return _NULL_SCOPE
-        attributes = {
+        attributes: dict[str, Any] = {
             attr.OPERATION: "invoke_agent",
             attr.PROVIDER: DEFAULT_PROVIDER,
             attr.AGENT_NAME: name,
@@ -448,6 +468,9 @@ class Telemetry:
         }
         if episode_id:
             attributes[attr.CONVERSATION_ID] = episode_id
+        if index is not None and width is not None:
+            attributes[attr.AGENT_INDEX] = index
+            attributes[attr.AGENT_STAGE_WIDTH] = width
         return _Scope(self._tracer, f"invoke_agent {name}", SpanKind.INTERNAL, _present(attributes))
 
     def chat(
@@ -464,7 +487,7 @@ class Telemetry:
         max_tokens: int | None = None,
     ) -> SpanScope:
         """``chat <model>``: one LLM call. ``messages`` are recorded only when content capture is on."""
-        if self._tracer is None:
+        if self._tracer is None or (self.follow_parent_sampling and _under_sampled_out()):
             return _NULL_SCOPE
         url = name = None
         if backend is not None:  # read every call: a local server's address may appear only once started
@@ -527,7 +550,7 @@ class Telemetry:
 
     def tool(self, *, name: str, call_id: str, arguments: Mapping[str, Any] | None = None) -> SpanScope:
         """``execute_tool <name>``: one tool call (arguments recorded only with content capture)."""
-        if self._tracer is None:
+        if self._tracer is None or (self.follow_parent_sampling and _under_sampled_out()):
             return _NULL_SCOPE
         base = self._tool_attrs.get(name)
         if base is None:
@@ -583,6 +606,12 @@ class Telemetry:
         if callable(value):
             value = value()
         handle.set(key, cap_content(value))
+
+
+def _under_sampled_out() -> bool:
+    """The current span is a sampled-out span of this process (not a remote parent, not "none")."""
+    ctx = trace.get_current_span().get_span_context()
+    return ctx.is_valid and not ctx.trace_flags.sampled and not ctx.is_remote
 
 
 def _global_provider_installed() -> bool:

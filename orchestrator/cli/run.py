@@ -45,7 +45,7 @@ from orchestrator.cli.options import (
     WorkloadOpt,
     is_scripted,
 )
-from orchestrator.cli.telemetry_setup import TracingOptions, resolve_otlp, start_tracing
+from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, resolve_otlp, start_tracing
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
@@ -142,6 +142,14 @@ def run(
         bool,
         typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
     ] = True,
+    trace_subagents: Annotated[
+        int,
+        typer.Option(
+            "--trace-subagents",
+            min=0,
+            help="trace at most this many sub-agents of a wider stage, spread over it (0: all; the record has all)",
+        ),
+    ] = DEFAULT_TRACED_SUBAGENTS,
     workload: WorkloadOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
     events: Annotated[
@@ -229,7 +237,11 @@ def run(
             )
         )
     tracing = TracingOptions(
-        otlp_endpoint=otlp_endpoint, otlp_protocol=otlp_protocol, capture_content=trace_content, trace_file=trace_file
+        otlp_endpoint=otlp_endpoint,
+        otlp_protocol=otlp_protocol,
+        capture_content=trace_content,
+        trace_file=trace_file,
+        traced_subagents=trace_subagents or None,
     )
     if sum((json_out, json_summary, print_answer)) > 1:
         raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
@@ -524,6 +536,8 @@ def execute(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
 
+    runtime_telemetry = telemetry.telemetry()
+
     def orchestrator(extra: Sequence[Tool | Toolset] = ()) -> Orchestrator:
         return Orchestrator(
             plan.backend,
@@ -533,8 +547,7 @@ def execute(
             subagent_backends=plan.subagent_backends,
             agents=plan.agents,
             observers=observers,
-            tracer_provider=telemetry.provider,
-            capture_content=telemetry.capture_content,
+            telemetry=runtime_telemetry,
             reward_fn=PARLReward(plan.reward) if plan.reward is not None else None,
         )
 

@@ -42,16 +42,21 @@ from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporte
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind, get_current_span
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
 
 from orchestrator.store import episode_dir
 from swarm import __version__
 from swarm.errors import ConfigError
-from swarm.tracing import attr
+from swarm.tracing import Telemetry, attr
 
 __all__ = [
     "CONTENT_BATCH_SIZE",
     "DEFAULT_GRPC_ENDPOINT",
     "DEFAULT_HTTP_ENDPOINT",
+    "DEFAULT_TRACED_SUBAGENTS",
     "QUEUE_SIZE",
     "SERVICE_NAME",
     "TRACE_FILE",
@@ -60,6 +65,7 @@ __all__ = [
     "Protocol",
     "Tracing",
     "TracingOptions",
+    "WideStageSampler",
     "claim_global_provider",
     "receiver_listening",
     "resolve_otlp",
@@ -78,6 +84,12 @@ of 64 keeps them few enough to die young (a whole 512-span batch measured ~10% s
 QUEUE_SIZE = 32_768
 """Spans a batch processor may hold before dropping (the SDK default, 2048, is less than one wide
 fan-out stage produces: 1024 sub-agents x 3 steps make ~6000 spans in about a second)."""
+
+DEFAULT_TRACED_SUBAGENTS = 32
+"""Sub-agents of one stage traced in full (spread evenly over the stage) when it is wider: a traced
+sub-agent step costs ~2 spans of SDK work and encoding (``bench/README.md``, "Tracing overhead"),
+which a 1,024-wide stage cannot pay and stay near its untraced wall time. Narrower stages are traced
+whole; the episode record always holds every sub-agent."""
 
 Protocol = Literal["grpc", "http/protobuf"]
 _PROTOCOLS: tuple[str, ...] = ("grpc", "http/protobuf")
@@ -109,6 +121,8 @@ class TracingOptions:
     trace_file: bool = True
     flush_timeout_s: float = 5.0
     probe_timeout_s: float = 0.2
+    traced_subagents: int | None = DEFAULT_TRACED_SUBAGENTS
+    """At most this many sub-agents of a stage are traced (see :class:`WideStageSampler`); ``None``: all."""
 
 
 def _with_traces_path(url: str) -> str:
@@ -307,6 +321,51 @@ class EpisodeTraceFiles(SpanProcessor):
         return self._batch.force_flush(timeout_millis)
 
 
+# -- sampling ---------------------------------------------------------------------------------------
+
+
+class WideStageSampler(Sampler):
+    """Traces at most ``per_stage`` sub-agents of a stage, spread evenly over it, and every other span
+    as ``base`` decides.
+
+    A sub-agent's ``invoke_agent`` span carries its place in its stage (``swarm.agent.index`` of
+    ``swarm.agent.stage_width``); in a stage wider than ``per_stage`` only every ``ceil(width / per_stage)``-th
+    sub-agent is sampled, with everything under it. The spans of a sampled-out sub-agent are dropped
+    with it (a span whose parent in this process was sampled out is dropped, whatever ``base`` is),
+    so the trace never holds a span without its parent. The episode, its turns, every stage span
+    (width, critical steps, failed sub-agents) and narrower stages stay complete.
+    """
+
+    def __init__(self, base: Sampler, per_stage: int) -> None:
+        if per_stage < 1:
+            raise ConfigError(f"traced sub-agents per stage must be at least 1, got {per_stage}")
+        self.base = base
+        self.per_stage = per_stage
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        parent = get_current_span(parent_context).get_span_context()
+        if parent.is_valid and not parent.is_remote and not parent.trace_flags.sampled:
+            return SamplingResult(Decision.DROP, None, parent.trace_state)
+        if attributes is not None:
+            index, width = attributes.get(attr.AGENT_INDEX), attributes.get(attr.AGENT_STAGE_WIDTH)
+            stride = -(-width // self.per_stage) if isinstance(width, int) and width > self.per_stage else 1
+            if isinstance(index, int) and index % stride:
+                return SamplingResult(Decision.DROP, None, parent.trace_state if parent.is_valid else None)
+        return self.base.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return f"WideStageSampler{{perStage:{self.per_stage},base:{self.base.get_description()}}}"
+
+
 # -- the installed SDK ------------------------------------------------------------------------------
 
 _process = {"owns_global_provider": False}
@@ -364,6 +423,14 @@ class Tracing:
 
     def trace_file(self, episode_id: str) -> Path | None:
         return self.files.path(episode_id) if self.files is not None else None
+
+    def telemetry(self) -> Telemetry:
+        """The runtime's :class:`~swarm.tracing.Telemetry` on this provider. It opens no span under a
+        sampled-out one (this provider's sampler drops those), so a sampled-out sub-agent of a wide
+        stage costs one non-recording span instead of one per step."""
+        if self.provider is None:  # a global provider someone else installed is still used
+            return Telemetry(capture_content=self.capture_content)
+        return Telemetry(self.provider, capture_content=self.capture_content, follow_parent_sampling=True)
 
     def shutdown(self, timeout_s: float | None = None) -> list[str]:
         """Flush and close exporters; returns warnings for the user (never raises, never hangs).
@@ -457,7 +524,11 @@ def start_tracing(
     if batch is not None and (configured := env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "").strip()).isdigit():
         batch = min(batch, max(1, int(configured)))
     queue = None if env.get("OTEL_BSP_MAX_QUEUE_SIZE", "").strip() else QUEUE_SIZE
-    provider = TracerProvider(resource=_resource(env))
+    sampler = None
+    if options.traced_subagents is not None:  # the SDK's sampler from OTEL_TRACES_SAMPLER, kept as the base
+        base = TracerProvider(shutdown_on_exit=False).sampler
+        sampler = WideStageSampler(base, options.traced_subagents)
+    provider = TracerProvider(resource=_resource(env), sampler=sampler)
     files = None
     if options.trace_file:
         files = EpisodeTraceFiles(out, max_export_batch_size=batch, max_queue_size=queue)

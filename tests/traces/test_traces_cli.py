@@ -77,6 +77,19 @@ def test_trace_content_and_no_trace_file_flags(tmp_path: Path, monkeypatch: pyte
     assert not list((tmp_path / "b").rglob(TRACE_FILE))
 
 
+def test_trace_subagents_samples_wide_stages_and_keeps_every_span_with_its_parent(tmp_path: Path) -> None:
+    record = run_demo(tmp_path, "--trace-subagents", "2")
+    spans = file_spans(tmp_path / record.episode_id / TRACE_FILE)
+    widths = [len(stage.subagents) for stage in record.stages if stage.subagents]
+    agents = [s for s in spans if s.name == "invoke_agent researcher"]
+    strides = [-(-w // 2) if w > 2 else 1 for w in widths]  # at most two per stage, spread over it
+    assert len(agents) == sum(len(range(0, w, k)) for w, k in zip(widths, strides, strict=True)) < sum(widths)
+    ids = {s.span_id for s in spans}
+    assert all(s.parent_span_id in ids for s in spans if s.parent_span_id)
+    assert all(any(k.parent_span_id == a.span_id for k in spans) for a in agents)  # each traced in full
+    assert len(record.subagent_results) == sum(widths)  # the record keeps them all
+
+
 def test_bad_otlp_endpoint_is_exit_code_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", "--demo", "capitals", "--out", str(tmp_path), "--otlp-endpoint", "jaeger"])
     assert result.exit_code == 2 and "must be a URL" in result.stderr

@@ -547,6 +547,9 @@ async def _run_limited(
     finally:
         limiter.release()
         # The run object outlives its task (the stage keeps it until every sibling ends): drop the
-        # finished task's handle (its cancel scope, event and coroutine) now, not at the stage's end.
+        # finished task's handle (its cancel scope, event and coroutine) now, not at the stage's end,
+        # and the watch, which holds the run until its deadline: run -> watch -> run is a cycle that
+        # only the cyclic GC would free (a stage's runs, transcripts and tool contexts).
         run.handle = None
+        run.watch = None
     finished(run, result)

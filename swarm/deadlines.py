@@ -44,7 +44,8 @@ class DeadlineWatch:
     """Enforces the deadlines of many concurrent operations with one task.
 
     Run :meth:`run` in a task group for as long as operations may register, then cancel it. While it
-    is not running, :attr:`running` is false and callers must enforce their deadlines themselves.
+    is not running, :attr:`running` is false and callers must enforce their deadlines themselves; when
+    it stops it forgets every deadline it held.
     """
 
     def __init__(self) -> None:
@@ -130,6 +131,9 @@ class DeadlineWatch:
         finally:
             self.running = False
             self.cancel_scope = anyio.CancelScope
+            # Forget everything: once stopped, callers enforce their own deadlines, and what is left
+            # (a stage's sub-agents) must not live on in the cancelled task's traceback cycle.
+            self._heap, self._fifos, self._sleep, self._target = [], {}, None, math.inf
 
 
 class _Fifo:

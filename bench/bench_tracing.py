@@ -10,7 +10,10 @@ subprocess, interleaved, repeated (median and minimum kept):
 - ``memory``  the CLI's provider (resource, ``BatchSpanProcessor`` with the CLI's queue) into an
   in-memory exporter;
 - ``file``    exactly what ``swarm run`` installs with no OTLP receiver: ``start_tracing`` writing the
-  per-episode OTLP JSON-lines file (``BatchSpanProcessor`` + the maintained ``FileSpanExporter``);
+  per-episode OTLP JSON-lines file (``BatchSpanProcessor`` + the maintained ``FileSpanExporter``),
+  its sampler tracing at most ``DEFAULT_TRACED_SUBAGENTS`` sub-agents of a wider stage, and the
+  runtime's ``Telemetry`` from ``Tracing.telemetry()``;
+- ``file_all`` the same with every sub-agent traced (``swarm run --trace-subagents 0``);
 - ``sampled_out`` the same with ``OTEL_TRACES_SAMPLER=always_off`` (what ratio sampling costs for
   the episodes it drops).
 
@@ -25,6 +28,7 @@ of several repeats): a sampled-out span, the raw SDK span with our attributes, t
 
     python bench/bench_tracing.py                        # N = 64, 256, 1024; 3 repetitions; both GCs
     python bench/bench_tracing.py --n 1024 --reps 5 --gc cli --breakdown
+    python bench/bench_tracing.py --n 1024 --reps 3 --gc default --latency 20ms   # wall, flush included
     python bench/bench_tracing.py --json
 """
 

@@ -189,6 +189,7 @@ class Completion:
             type(self.text) is str
             and type(self.tool_calls) is tuple
             and _TOOL_CALL.issuperset(map(type, self.tool_calls))
+            and type(self.finish_reason) is str
             and self.finish_reason in _FINISH_REASONS
             and type(self.usage) is Usage
             and type(self.model) is str

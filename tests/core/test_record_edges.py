@@ -101,7 +101,12 @@ def test_completions_and_usage_are_validated_where_a_backend_builds_them() -> No
     )
     assert c.tool_calls == (ToolCall(id="c", name="add", arguments={"a": 1}),) and c.token_ids == (1, 2)
     assert c.usage == Usage(prompt_tokens=3, completion_tokens=2) and c.usage.total_tokens == 5
-    for bad in ({"finish_reason": "bored"}, {"usage": {"prompt_tokens": "many"}}, {"logprobs": ("x",)}):
+    for bad in (
+        {"finish_reason": "bored"},
+        {"finish_reason": ["stop"]},
+        {"usage": {"prompt_tokens": "x"}},
+        {"logprobs": ("x",)},
+    ):
         with pytest.raises(ValidationError):
             Completion(**bad)  # type: ignore[arg-type]
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -84,6 +84,11 @@ async def call_model(
     means is the calling loop's decision. Cancellation propagates. ``messages``: the list the
     request's messages were taken from (the span reads it only when content capture is on).
     """
+    if not telemetry.enabled:  # what the null span would do, without entering it
+        try:
+            return await backend.complete(request)
+        except Exception as exc:
+            return exc
     with telemetry.chat(model=backend.model, backend=backend, sampling=request.sampling, messages=messages) as span:
         try:
             completion = await backend.complete(request)
@@ -183,6 +188,8 @@ async def _tool_call(
     clock: Callable[[], float],
     deadlines: DeadlineWatch | None,
 ) -> ToolResult:
+    if not telemetry.enabled:  # what the null span would do, without entering it
+        return await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
     with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
         r = await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
         if r.is_error:

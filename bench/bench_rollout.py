@@ -28,12 +28,12 @@ import anyio
 from orchestrator import PARLReward, RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
 from orchestrator.rollout import EpisodeEntry
 from swarm.backend import Completion, ModelRequest
-from swarm.export import JsonlWriter, read_jsonl
 from swarm.messages import ToolMessage
 from swarm.records import Task
-from swarm.rewards import group_mean_baseline
+from swarm.rl.export import JsonlWriter, read_jsonl
+from swarm.rl.rewards import group_mean_baseline
+from swarm.rl.trajectory import build_trajectory
 from swarm.testing import FunctionBackend, call
-from swarm.trajectory import build_trajectory
 from swarm.verifiers import ColumnRule, score_table
 
 

@@ -320,8 +320,8 @@ def _report(
     stop_times: list[float],
 ) -> dict[str, Any]:
     from orchestrator.rollout import EpisodeEntry, RolloutFailure, episode_seed
-    from swarm.export import read_jsonl
-    from swarm.trajectory import Trajectory
+    from swarm.rl.export import read_jsonl
+    from swarm.rl.trajectory import Trajectory
 
     run_dir = out / "rollout"
     problems: list[str] = []

@@ -90,7 +90,7 @@ def bench_update(model: Any, lengths: list[int], repeats: int, train_frac: float
     response; the prompt is context only), masked NLL, backward, AdamW on the adapter."""
     import torch
 
-    from orchestrator.rl.losses import masked_logprobs, ptx_loss
+    from swarm.rl.losses import masked_logprobs, ptx_loss
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)

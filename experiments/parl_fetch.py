@@ -54,10 +54,10 @@ from orchestrator.rollout import (  # noqa: E402
 )
 from swarm.backend import Completion, ModelRequest, ToolSpec  # noqa: E402
 from swarm.errors import BackendError  # noqa: E402
-from swarm.export import read_jsonl  # noqa: E402
 from swarm.messages import AssistantMessage, Message, ToolCall, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task  # noqa: E402
-from swarm.rewards import PARLReward  # noqa: E402
+from swarm.rl.export import read_jsonl  # noqa: E402
+from swarm.rl.rewards import PARLReward  # noqa: E402
 from swarm.testing import FunctionBackend  # noqa: E402
 
 PARTS = (3, 4, 5)

@@ -10,7 +10,7 @@ from orchestrator.rollout import (
     orchestrator_factory,
     trl_rollout_func,
 )
-from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
+from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 
 __all__ = [
     "Orchestrator",

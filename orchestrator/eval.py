@@ -32,7 +32,7 @@ from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.events import Observer
 from swarm.records import EpisodeRecord, RewardRecord, Task
-from swarm.rewards import PARLReward, parl_total
+from swarm.rl.rewards import PARLReward, parl_total
 from workloads import MODES, Episode, Mode, Workload, episode_for, finish_rate
 
 __all__ = [

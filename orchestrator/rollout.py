@@ -14,7 +14,7 @@ run uses the same seeds). The output directory holds:
 
 * ``episodes.jsonl`` — one :class:`EpisodeEntry` per finished episode (the full record, every
   ending included); a re-run into the same directory skips these (*resume*);
-* ``trajectories.jsonl`` — one :class:`~swarm.trajectory.Trajectory` per episode, written when its
+* ``trajectories.jsonl`` — one :class:`~swarm.rl.trajectory.Trajectory` per episode, written when its
   whole group is in, with the advantage of ``RolloutConfig.advantage`` (default ``r − group mean``);
 * ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
   (their model server was unreachable, kept answering errors or timing out — see
@@ -48,10 +48,10 @@ from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, TaskFileError, UnknownNameError
-from swarm.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
-from swarm.rewards import ADVANTAGES, PARLReward
-from swarm.trajectory import Trajectory, TrajectoryError, build_trajectory
+from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
+from swarm.rl.rewards import ADVANTAGES, PARLReward
+from swarm.rl.trajectory import Trajectory, TrajectoryError, build_trajectory
 from swarm.verifiers import validate_verifier_args
 
 __all__ = [
@@ -97,7 +97,8 @@ class RolloutConfig(BaseModel):
     max_concurrent_episodes: int = Field(8, ge=1, description="episodes running at once, over all tasks")
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
     advantage: str = Field(
-        "group_mean", description="advantage estimator, by name from swarm.rewards.ADVANTAGES (e.g. group_normalized)"
+        "group_mean",
+        description="advantage estimator, by name from swarm.rl.rewards.ADVANTAGES (e.g. group_normalized)",
     )
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
     retry_infrastructure_failures: bool = Field(
@@ -700,7 +701,7 @@ async def collect_rollouts(
 ) -> RolloutSummary:
     """Run ``group_size`` episodes per task into ``out_dir`` (resuming what is there) and summarise.
 
-    ``reward`` defaults to :class:`~swarm.rewards.PARLReward` with its default config. A runtime crash
+    ``reward`` defaults to :class:`~swarm.rl.rewards.PARLReward` with its default config. A runtime crash
     of one episode is recorded in ``failures.jsonl`` and does not stop the others; cancellation
     (Ctrl-C) stops the run with every finished episode already on disk.
 
@@ -831,11 +832,11 @@ def trl_rollout_func(
 
     TRL hands the function each prompt ``num_generations`` times in a row; every run of identical
     prompts becomes one group: one episode per copy (distinct seeds), PARL rewards, advantages, then
-    :func:`~swarm.export.to_trl_rollout` (``env_mask`` marks the orchestrator's own tokens, ``reward``
+    :func:`~swarm.rl.export.to_trl_rollout` (``env_mask`` marks the orchestrator's own tokens, ``reward``
     and ``advantage`` reach the reward functions). A prompt equal to a given task's prompt uses that
-    task (and its verifier). A :class:`~swarm.rewards.PARLReward` follows the trainer's
+    task (and its verifier). A :class:`~swarm.rl.rewards.PARLReward` follows the trainer's
     ``state.global_step`` so the λ schedules anneal with training. An episode that cannot become a
-    trajectory raises :class:`~swarm.trajectory.TrajectoryError` (TRL needs one completion per prompt).
+    trajectory raises :class:`~swarm.rl.trajectory.TrajectoryError` (TRL needs one completion per prompt).
     """
     advantage_fn = ADVANTAGES.get(advantage)  # an unknown name fails here, before any episode runs
     by_prompt = {t.prompt: t for t in tasks}

@@ -175,13 +175,13 @@ def load_config(
         if not isinstance(value, dict):
             raise ConfigError(f"config file {p}: {key!r} must be a table ([{key}]), got {type(value).__name__}")
     if "backend" in data:
-        from orchestrator.cli.backend_factory import BACKEND_TABLE_KEYS
+        from orchestrator.backend_factory import BACKEND_TABLE_KEYS
 
         for key in data["backend"]:
             if key not in BACKEND_TABLE_KEYS:
                 raise ConfigError(f"config file {p}: {_unknown_key('backend.', key, BACKEND_TABLE_KEYS)}")
     if "reward" in data:
-        from swarm.rewards import RewardConfig
+        from swarm.rl.rewards import RewardConfig
 
         try:
             RewardConfig.model_validate(data["reward"])

@@ -1,5 +1,12 @@
-"""A tiny name → function registry: RL maths (advantages, schedules, losses) is chosen by name from
-config and fails loudly on typos. One registry per kind, one implementation per name."""
+"""One generic name → item registry for everything chosen by name from a config, a task file or a flag:
+verifiers (:data:`swarm.verifiers.VERIFIERS`), workloads (:data:`workloads.WORKLOADS`), model backends
+(:data:`orchestrator.backend_factory.BACKENDS`) and the RL maths (:data:`swarm.rl.ADVANTAGES`,
+:data:`swarm.rl.SCHEDULES`, :data:`swarm.rl.losses.LOSSES`).
+
+A lookup of an unknown name raises :class:`~swarm.errors.UnknownNameError` listing the known names, so
+a typo stops a run before any compute is spent; registering a name twice is an error unless the caller
+says ``replace=True``.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +17,32 @@ from swarm.errors import ConfigError, UnknownNameError
 
 __all__ = ["Registry"]
 
-F = TypeVar("F", bound=Callable[..., object])
+T = TypeVar("T")
 
 
-class Registry(Generic[F]):
-    """Functions of one kind (advantage estimators, losses, schedules) keyed by name.
-
-    ``get`` raises :class:`~swarm.errors.UnknownNameError` listing the known names, so a typo in a
-    training config stops the run before any compute is spent.
-    """
+class Registry(Generic[T]):
+    """Items of one kind keyed by name: ``REG.add("name", item)`` or ``@REG.register("name")``."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._items: dict[str, F] = {}
+        self._items: dict[str, T] = {}
 
-    def register(self, name: str) -> Callable[[F], F]:
-        """Decorator: ``@ADVANTAGES.register("grpo")``. Registering a name twice is a bug."""
+    def add(self, name: str, item: T, *, replace: bool = False) -> T:
+        """Register ``item`` under ``name``; a taken name raises :class:`ConfigError` unless ``replace``."""
+        if name in self._items and not replace:
+            raise ConfigError(f"{self.kind} {name!r} is already registered; pass replace=True to override it")
+        self._items[name] = item
+        return item
 
-        def deco(fn: F) -> F:
-            if name in self._items:
-                raise ConfigError(f"{self.kind} {name!r} is already registered")
-            self._items[name] = fn
-            return fn
+    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
+        """Decorator form of :meth:`add`: ``@ADVANTAGES.register("group_mean")``."""
+
+        def deco(item: T) -> T:
+            return self.add(name, item, replace=replace)
 
         return deco
 
-    def get(self, name: str) -> F:
+    def get(self, name: str) -> T:
         try:
             return self._items[name]
         except KeyError:
@@ -43,6 +50,7 @@ class Registry(Generic[F]):
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The registered names, sorted."""
         return tuple(sorted(self._items))
 
     def __contains__(self, name: object) -> bool:
@@ -50,3 +58,9 @@ class Registry(Generic[F]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {list(self.names)})"

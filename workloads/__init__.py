@@ -6,6 +6,7 @@ Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks 
 
 from workloads.base import (
     MODES,
+    WORKLOADS,
     Episode,
     GoldPolicy,
     Knobs,
@@ -25,6 +26,7 @@ from workloads.tau2_batch import Tau2BatchWorkload
 
 __all__ = [
     "MODES",
+    "WORKLOADS",
     "Episode",
     "GoldPolicy",
     "Knobs",

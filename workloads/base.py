@@ -29,13 +29,15 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.backend import ModelBackend, ModelRequest
-from swarm.errors import ConfigError, UnknownNameError
+from swarm.errors import ConfigError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
+from swarm.registry import Registry
 from tools.registry import Tool
 
 __all__ = [
     "MODES",
+    "WORKLOADS",
     "Episode",
     "GoldPolicy",
     "Knobs",
@@ -157,28 +159,23 @@ class Workload(ABC):
             )
 
 
-_REGISTRY: dict[str, Callable[[], Workload]] = {}
+WORKLOADS: Registry[Callable[[], Workload]] = Registry("workload")
+"""Workload factories by name (``swarm rollout --workload NAME``, a task's ``metadata["workload"]``)."""
 
 
 def register_workload(name: str, factory: Callable[[], Workload], *, replace: bool = False) -> None:
     """Register a workload factory under ``name``."""
-    if name in _REGISTRY and not replace:
-        raise ConfigError(f"workload {name!r} is already registered; pass replace=True to override it")
-    _REGISTRY[name] = factory
+    WORKLOADS.add(name, factory, replace=replace)
 
 
 def workload_names() -> list[str]:
     """Names of the registered workloads, sorted."""
-    return sorted(_REGISTRY)
+    return list(WORKLOADS.names)
 
 
 def get_workload(name: str) -> Workload:
     """The workload called ``name``; an unknown name raises :class:`UnknownNameError` listing the known ones."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("workload", name, _REGISTRY) from None
-    return factory()
+    return WORKLOADS.get(name)()
 
 
 def episode_for(task: Task, mode: Mode = "swarm") -> Episode:

@@ -12,7 +12,6 @@ or timed out, 2 bad input (missing task file, invalid config, unknown backend), 
 
 from __future__ import annotations
 
-import gc
 import json
 import signal
 import sys
@@ -29,6 +28,7 @@ from orchestrator.cli.run import run
 from orchestrator.cli.telemetry_setup import claim_global_provider
 from orchestrator.cli.traces import traces_app
 from orchestrator.cli.train import train_app
+from orchestrator.process import GC_THRESHOLD, tune_gc
 from swarm import __version__
 
 __all__ = ["GC_THRESHOLD", "app", "main", "optional_value", "tune_gc"]
@@ -90,30 +90,13 @@ def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
       swarm demo-list
       swarm run --demo capitals
     """
-    from orchestrator.cli.demo import DEMO_TASKS
+    from orchestrator.demo import DEMO_TASKS
 
     if json_out:
         typer.echo(json.dumps({k: v.prompt for k, v in DEMO_TASKS.items()}))
         return
     for name, t in DEMO_TASKS.items():
         typer.echo(f"{name}\t{t.prompt}")
-
-
-# A wide fan-out allocates hundreds of thousands of short-lived objects per stage; with CPython's
-# default gen-0 threshold (700) the cyclic GC runs thousands of times per stage and costs ~20% of
-# the runtime's CPU per sub-agent step (bench/bench_runtime.py --gc-threshold). Like the tracing SDK,
-# process-wide settings belong to the CLI, never to library code.
-# gc.freeze() then moves everything imported so far (tens of thousands of module, class and
-# pydantic-schema objects) out of the collector's reach: full collections stop re-scanning them,
-# which cuts another ~15% of the CPU per step at a 1,000-way fan-out.
-GC_THRESHOLD = (50_000, 20, 20)
-
-
-def tune_gc() -> None:
-    """The CLI's process-wide GC settings (the benchmark's ``--cli-gc`` applies the same)."""
-    gc.collect()
-    gc.set_threshold(*GC_THRESHOLD)
-    gc.freeze()
 
 
 def optional_value(argv: list[str], command: str, option: str, value: str) -> list[str]:

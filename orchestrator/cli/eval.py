@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.backend_factory import build_backends
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,

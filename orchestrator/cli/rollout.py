@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.backend_factory import build_backends
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli.eval import backend_resolver, parse_knobs
 from orchestrator.cli.options import (
     BackendOpt,
@@ -57,7 +57,7 @@ from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
 from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
-from swarm.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
+from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 from workloads import MODES, Mode, get_workload
 
 __all__ = ["rollout"]
@@ -178,7 +178,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
     prompt (``"capitals"``), its full demo prompt, or ``metadata.demo``; a name becomes the demo's prompt.
     Anything else is refused, as ``swarm run -b scripted`` refuses it: the script answers its own
     tasks, not yours."""
-    from orchestrator.cli.demo import DEMO_TASKS
+    from orchestrator.demo import DEMO_TASKS
 
     by_prompt = {t.prompt: name for name, t in DEMO_TASKS.items()}
     out: list[Task] = []
@@ -199,7 +199,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
 
 
 def _demo_factory(latency: float) -> OrchestratorFactory:
-    from orchestrator.cli.demo import demo
+    from orchestrator.demo import demo
 
     d = demo("capitals", latency_s=latency)
     return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
@@ -410,7 +410,7 @@ def rollout(
                 "overrides": {k: v for k, v in overrides.items() if v is not None},
             }
         elif backend == "scripted":
-            from orchestrator.cli.demo import demo
+            from orchestrator.demo import demo
 
             task_list = demo_tasks(task_list)
 
@@ -508,7 +508,7 @@ def rollout(
     finally:
         signal.signal(signal.SIGTERM, previous)
     if parquet:
-        from swarm.export import read_trajectories, write_parquet
+        from swarm.rl.export import read_trajectories, write_parquet
 
         try:
             write_parquet(read_trajectories(out / TRAJECTORIES), out / "trajectories.parquet")

@@ -25,7 +25,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.cli.backend_factory import build_backends
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli.eval import ADAPTER_OPTION, run_workload
 from orchestrator.cli.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
 from orchestrator.cli.options import (
@@ -55,7 +55,7 @@ from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import AgentDefinition, EpisodeRecord, EpisodeStatus, Task
-from swarm.rewards import PARLReward, RewardConfig
+from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
@@ -313,8 +313,8 @@ def _plan(
         _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
     notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
     if demo is not None or is_scripted(backend):
-        from orchestrator.cli.demo import DEMO_TASKS
-        from orchestrator.cli.demo import demo as make_demo
+        from orchestrator.demo import DEMO_TASKS
+        from orchestrator.demo import demo as make_demo
 
         name = demo if demo is not None else (task or "")
         if name not in DEMO_TASKS:
@@ -380,7 +380,7 @@ def _plan(
 def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
     """Every tool an agent file grants must be one this run has (before any model loads)."""
     if demo_tools:
-        from orchestrator.cli.demo import demo as make_demo
+        from orchestrator.demo import demo as make_demo
 
         tools = [*make_demo("capitals", latency_s=0).tools, *tools]
     registry = ToolRegistry(tools)

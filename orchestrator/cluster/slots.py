@@ -411,7 +411,7 @@ class LeasingActor:
 
     def __init__(self, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         if gc_freeze:
-            from orchestrator.cli import tune_gc
+            from orchestrator.process import tune_gc
 
             tune_gc()  # the per-step costs measured in bench/ assume the CLI's GC settings
         self.actor_key = actor_key

@@ -1,18 +1,10 @@
-"""Orchestrator-only RL: policy losses, Toggle and the trainer.
+"""Orchestrator-only RL training: the loop that runs orchestrator episodes and updates the policy.
 
-Advantages and schedules have one home, :mod:`swarm.rewards` (``ADVANTAGES``, ``SCHEDULES``,
-``Schedule``), shared with rollout collection. Toggle is re-exported here; the losses
-(``orchestrator.rl.losses``), the tiny test model (``orchestrator.rl.tiny``) and the trainer
-(``orchestrator.rl.trainer``) need the ``rl`` extra (torch, transformers) and are imported from their
-modules.
+The trainer (:mod:`.trainer`, ``swarm train``), the SFT warm start (:mod:`.sft`), gold demonstrations
+(:mod:`.gold`), LoRA policies (:mod:`.lora`), weight pushes into vLLM (:mod:`.vllm_sync`), plots and the
+tiny test model. They need the ``rl`` extra (torch, transformers) and are imported from their modules.
+The maths they use — losses, advantages, schedules, Toggle, the PARL reward, trajectories — has one home,
+:mod:`swarm.rl`.
 """
 
-from orchestrator.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
-
-__all__ = [
-    "estimate_budgets",
-    "percentile",
-    "toggle_phase",
-    "toggle_rewards",
-    "update_budgets",
-]
+__all__: list[str] = []

@@ -35,10 +35,10 @@ from swarm.backends.openai_http import with_tools_in_prompt
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError
-from swarm.export import read_jsonl
 from swarm.messages import AssistantMessage
 from swarm.records import Task
-from swarm.trajectory import Trajectory
+from swarm.rl.export import read_jsonl
+from swarm.rl.trajectory import Trajectory
 from workloads import Mode, get_workload
 
 __all__ = ["ForcedBackend", "SftExample", "WorkloadTasks", "gold_examples", "read_examples", "write_examples"]

@@ -28,8 +28,8 @@ from typing import Any
 import anyio
 import torch
 
-from orchestrator.rl.losses import masked_logprobs, ptx_loss
 from swarm.errors import ConfigError
+from swarm.rl.losses import masked_logprobs, ptx_loss
 
 __all__ = ["run_sft", "sft_train"]
 

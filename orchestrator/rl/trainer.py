@@ -7,8 +7,8 @@ One iteration (a *step*):
    colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
    their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
 2. **rewards** — optionally Toggle (budget-limited / free phases), then group advantages
-   ``r − r̄`` (:data:`~swarm.rewards.ADVANTAGES`, the same registry rollout collection uses);
-3. **update** — with the engine paused, the policy loss (:data:`~orchestrator.rl.losses.LOSSES`,
+   ``r − r̄`` (:data:`~swarm.rl.rewards.ADVANTAGES`, the same registry rollout collection uses);
+3. **update** — with the engine paused, the policy loss (:data:`~swarm.rl.losses.LOSSES`,
    K2.5's by default) plus an optional PTX loss is minimised over ``minibatches × epochs`` optimizer
    steps, gradients clipped. π_old is the engine's sampling (behaviour) logprobs by default, so the
    K2.5 log-ratio mask and τ penalty act on the engine/trainer mismatch they exist for
@@ -61,9 +61,7 @@ from orchestrator.rl.lora import (
     load_lora_policy,
     load_tokenizer,
 )
-from orchestrator.rl.losses import LOSSES, LossParams, masked_logprobs, ptx_loss
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
-from orchestrator.rl.toggle import toggle_phase, toggle_rewards, update_budgets
 from orchestrator.rollout import (
     EpisodeEntry,
     OrchestratorFactory,
@@ -74,11 +72,13 @@ from orchestrator.rollout import (
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError, UserError
-from swarm.export import read_jsonl
 from swarm.messages import Message
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
-from swarm.rewards import ADVANTAGES, PARLReward, RewardConfig, Schedule
-from swarm.trajectory import TrajectoryError, build_trajectory
+from swarm.rl.export import read_jsonl
+from swarm.rl.losses import LOSSES, LossParams, masked_logprobs, ptx_loss
+from swarm.rl.rewards import ADVANTAGES, PARLReward, RewardConfig, Schedule
+from swarm.rl.toggle import toggle_phase, toggle_rewards, update_budgets
+from swarm.rl.trajectory import TrajectoryError, build_trajectory
 from tools.registry import Tool, ToolRegistry
 
 __all__ = [
@@ -265,7 +265,7 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
 @dataclass
 class Environment:
     """What episodes run in: tasks, tools, predefined sub-agents, the frozen sub-agent backend,
-    the reward (a :class:`~swarm.rewards.PARLReward`, whose ``step`` the trainer sets) and an
+    the reward (a :class:`~swarm.rl.rewards.PARLReward`, whose ``step`` the trainer sets) and an
     optional SFT set (conversations) for the PTX loss."""
 
     tasks: Sequence[Task]

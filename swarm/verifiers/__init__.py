@@ -19,6 +19,7 @@ from swarm.verifiers.judge import (
 )
 from swarm.verifiers.match import extract_answer, normalize_text, parse_number
 from swarm.verifiers.registry import (
+    VERIFIERS,
     Verdict,
     VerifierArgs,
     VerifierContext,
@@ -33,6 +34,7 @@ from swarm.verifiers.table import ColumnRule, TableScore, extract_markdown_table
 
 __all__ = [
     "K2_RUBRIC",
+    "VERIFIERS",
     "CodeArgs",
     "ColumnRule",
     "CriterionScore",

@@ -22,9 +22,11 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.backend import ModelBackend
-from swarm.errors import ConfigError, UnknownNameError
+from swarm.errors import ConfigError
+from swarm.registry import Registry
 
 __all__ = [
+    "VERIFIERS",
     "Verdict",
     "VerifierArgs",
     "VerifierContext",
@@ -82,7 +84,8 @@ class VerifierSpec(Generic[A]):
     description: str = ""
 
 
-_REGISTRY: dict[str, VerifierSpec[Any]] = {}
+VERIFIERS: Registry[VerifierSpec[Any]] = Registry("verifier")
+"""Every verifier by name (task files name them in ``verifier``)."""
 
 
 def register_verifier(
@@ -91,10 +94,9 @@ def register_verifier(
     """Decorator: register ``fn(answer, args, ctx) -> Verdict`` (sync or async) under ``name``."""
 
     def deco(fn: VerifierFn[A]) -> VerifierFn[A]:
-        if name in _REGISTRY and not replace:
-            raise ConfigError(f"verifier {name!r} is already registered; pass replace=True to override it")
         doc = inspect.getdoc(fn) or ""
-        _REGISTRY[name] = VerifierSpec(name=name, fn=fn, args_model=args_model, description=doc.split("\n")[0])
+        spec = VerifierSpec(name=name, fn=fn, args_model=args_model, description=doc.split("\n")[0])
+        VERIFIERS.add(name, spec, replace=replace)
         return fn
 
     return deco
@@ -102,15 +104,12 @@ def register_verifier(
 
 def verifier_names() -> list[str]:
     """Names of all registered verifiers, sorted."""
-    return sorted(_REGISTRY)
+    return list(VERIFIERS.names)
 
 
 def get_verifier(name: str) -> VerifierSpec[Any]:
     """Look a verifier up; an unknown name raises :class:`UnknownNameError` listing the known ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("verifier", name, _REGISTRY) from None
+    return VERIFIERS.get(name)
 
 
 def validate_verifier_args(name: str, args: Mapping[str, Any]) -> VerifierArgs:

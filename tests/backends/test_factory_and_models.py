@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli import app
-from orchestrator.cli.backend_factory import build_backends
 from swarm.backends.local import (
     LOCAL_MODELS,
     QWEN_SHA256,

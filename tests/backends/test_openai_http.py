@@ -184,8 +184,8 @@ async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_l
     soak episodes). The server here tokenizes each message word by word, as a template does."""
     from orchestrator import Orchestrator, SwarmConfig
     from swarm.records import EpisodeStatus
-    from swarm.rewards import PARLReward
-    from swarm.trajectory import build_trajectory
+    from swarm.rl.rewards import PARLReward
+    from swarm.rl.trajectory import build_trajectory
     from tools.registry import tool
 
     def ids(text: str) -> list[int]:

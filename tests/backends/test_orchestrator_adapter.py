@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.adapters import resolve_orchestrator_adapter, shipped_adapter
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli import app
-from orchestrator.cli.backend_factory import build_backends
 from swarm.backends.local import QWEN_SHA256, LocalBackend
 from swarm.errors import ConfigError
 

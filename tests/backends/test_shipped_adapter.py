@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from orchestrator.adapters import resolve_orchestrator_adapter, shipped_adapter
-from orchestrator.cli.backend_factory import build_backends
+from orchestrator.backend_factory import build_backends
 from orchestrator.engine import Orchestrator
 from swarm.backend import SamplingParams
 from swarm.backends.local import LocalBackend, model_available, resolve_model

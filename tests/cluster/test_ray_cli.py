@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app, optional_value
-from swarm.export import read_jsonl
+from swarm.rl.export import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

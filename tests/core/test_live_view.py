@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from orchestrator import Orchestrator
-from orchestrator.cli.demo import demo
 from orchestrator.cli.live import LiveState, summary_table
+from orchestrator.demo import demo
 
 
 def render(obj: object) -> str:

@@ -11,7 +11,7 @@ import pytest
 from orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig
 from swarm.errors import UnknownNameError
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
-from swarm.rewards import (
+from swarm.rl.rewards import (
     ADVANTAGES,
     FinishReward,
     ParallelReward,

@@ -18,7 +18,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.errors import BackendError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentStatus, EpisodeRecord
-from swarm.rewards import RewardConfig
+from swarm.rl.rewards import RewardConfig
 from swarm.testing import FunctionBackend, call
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

@@ -8,13 +8,13 @@ import random
 
 import pytest
 
-from orchestrator.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
 from swarm.errors import ConfigError, UnknownNameError
-from swarm.rewards import ADVANTAGES, Schedule, group_mean_baseline, group_normalized
+from swarm.rl.rewards import ADVANTAGES, Schedule, group_mean_baseline, group_normalized
+from swarm.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
 
 torch = pytest.importorskip("torch")
 
-from orchestrator.rl.losses import (  # noqa: E402
+from swarm.rl.losses import (  # noqa: E402
     LOSSES,
     LossParams,
     gather_logprobs,
@@ -238,8 +238,8 @@ def test_masked_logprobs_equal_the_full_computation_where_the_mask_is_set(tmp_pa
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM
 
-    from orchestrator.rl.losses import masked_logprobs
     from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+    from swarm.rl.losses import masked_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "m", TinyModelSpec(seed=3)))
     gen = torch.Generator().manual_seed(0)

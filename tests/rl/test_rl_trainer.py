@@ -29,7 +29,7 @@ from swarm.backends.transformers_backend import TransformersBackend  # noqa: E40
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
-from swarm.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
+from swarm.rl.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
 
 
 class HashReward(PARLReward):
@@ -296,8 +296,8 @@ def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
 def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
     """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
     other response token, and whose advantages are 0 (only the τ term can move the weights)."""
-    from orchestrator.rl.losses import masked_logprobs
     from orchestrator.rl.trainer import Sequence_
+    from swarm.rl.losses import masked_logprobs
 
     tok = trainer.policy.tokenizer
     seqs = []
@@ -347,7 +347,7 @@ def test_advantages_and_schedules_have_one_home(tmp_path: Path) -> None:
     import importlib.util
 
     from orchestrator.rollout import RolloutConfig
-    from swarm.rewards import SCHEDULES, Schedule
+    from swarm.rl.rewards import SCHEDULES, Schedule
 
     assert TrainConfig.model_fields["temperature"].annotation is Schedule
     assert RewardConfig.model_fields["lambda1"].annotation is Schedule
@@ -370,8 +370,8 @@ def _assigning_policy(model_dir: Path, out: Path, swarm: SwarmConfig) -> Path:
     from orchestrator.engine import Orchestrator
     from orchestrator.rl.gold import ForcedBackend
     from orchestrator.rl.sft import sft_train
+    from swarm.rl.trajectory import build_trajectory
     from swarm.testing import FunctionBackend, call
-    from swarm.trajectory import build_trajectory
 
     policy = TransformersBackend.from_pretrained(model_dir, name="orchestrator")
 

@@ -20,7 +20,7 @@ from swarm.backends.gguf_convert import convert  # noqa: E402
 from swarm.backends.local import model_available, resolve_model  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
 from swarm.records import EpisodeRecord, Task  # noqa: E402
-from swarm.rewards import PARLReward  # noqa: E402
+from swarm.rl.rewards import PARLReward  # noqa: E402
 from swarm.testing import FunctionBackend  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -17,7 +17,7 @@ def environment(config: Any, tokenizer: Any) -> Any:
     from orchestrator.rl.trainer import Environment
     from swarm.backend import Completion
     from swarm.records import EpisodeRecord, Task
-    from swarm.rewards import PARLReward
+    from swarm.rl.rewards import PARLReward
     from swarm.testing import FunctionBackend
 
     class HashReward(PARLReward):

@@ -24,9 +24,9 @@ from orchestrator.rollout import (
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import Task
-from swarm.rewards import PARLReward
+from swarm.rl.rewards import PARLReward
+from swarm.rl.trajectory import build_trajectory
 from swarm.testing import FunctionBackend, call
-from swarm.trajectory import build_trajectory
 
 
 def policy(request: ModelRequest) -> Completion:

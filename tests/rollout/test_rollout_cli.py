@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from swarm.export import read_jsonl, read_trajectories
+from swarm.rl.export import read_jsonl, read_trajectories
 
 runner = CliRunner()
 

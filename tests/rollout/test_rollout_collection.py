@@ -22,9 +22,9 @@ from orchestrator.engine import RewardFn
 from orchestrator.rollout import EpisodeEntry, RolloutFailure, RolloutProgress, episode_seed
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError, TaskFileError
-from swarm.export import read_jsonl, read_trajectories
 from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
+from swarm.rl.export import read_jsonl, read_trajectories
 from swarm.testing import FunctionBackend, call
 
 

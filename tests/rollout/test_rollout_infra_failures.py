@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.rollout import EpisodeEntry, RolloutFailure
-from swarm.export import read_jsonl
+from swarm.rl.export import read_jsonl
 
 runner = CliRunner()
 

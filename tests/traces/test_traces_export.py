@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.proto_json.trace.v1.trace import TracesData
 
 from orchestrator.config import SwarmConfig
-from orchestrator.cli.demo import demo
+from orchestrator.demo import demo
 from orchestrator.engine import Orchestrator
 from orchestrator.cli.telemetry_setup import (
     TRACE_FILE,

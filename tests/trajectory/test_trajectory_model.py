@@ -8,8 +8,7 @@ from pydantic import ValidationError
 from orchestrator import Orchestrator, PARLReward, SwarmConfig
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, ScriptedBackend, call, encode, render_prompt
-from swarm.trajectory import (
+from swarm.rl.trajectory import (
     Trajectory,
     TrajectoryError,
     TrajectoryTurn,
@@ -17,6 +16,7 @@ from swarm.trajectory import (
     flatten_turns,
     validate_trajectory,
 )
+from swarm.testing import FunctionBackend, ScriptedBackend, call, encode, render_prompt
 
 TASK = Task(id="cap", prompt="capitals of FR and JP", verifier="exact", verifier_args={"expected": "Paris, Tokyo"})
 

@@ -11,8 +11,8 @@ from orchestrator.cli import app
 from orchestrator.eval import BackendPair, run_eval, workload_orchestrator_factory
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion
-from swarm.export import read_jsonl, read_trajectories
 from swarm.records import Task
+from swarm.rl.export import read_jsonl, read_trajectories
 from swarm.testing import FunctionBackend
 from workloads import get_workload
 

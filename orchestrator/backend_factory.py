@@ -29,16 +29,27 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
 from swarm.backend import ModelBackend
 from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
+from swarm.registry import Registry
 
-__all__ = ["BACKEND_KINDS", "BACKEND_TABLE_KEYS", "build_backend", "build_backends"]
+if TYPE_CHECKING:
+    from orchestrator.demo import Demo
 
-BACKEND_KINDS = ("local", "openai", "vllm", "transformers", "scripted")
+__all__ = [
+    "BACKENDS",
+    "BACKEND_KINDS",
+    "BACKEND_TABLE_KEYS",
+    "BackendBuilder",
+    "build_backend",
+    "build_backends",
+]
+
 _FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
 _OPTIONS = frozenset(
     {
@@ -121,81 +132,118 @@ def _local_with_adapter(
     return LocalBackend(lora_scale=1.0, owns_engine=True, **common), LocalBackend(**common)
 
 
+BackendBuilder = Callable[[str | None, str | None, dict[str, Any]], ModelBackend]
+"""``builder(model, base_url, options) -> ModelBackend``: one entry of :data:`BACKENDS`."""
+
+BACKENDS: Registry[BackendBuilder] = Registry("backend")
+"""Backend builders by kind (``--backend`` / ``--subagent-backend`` / ``[backend] kind``)."""
+
+
 def build_backend(kind: str, model: str | None = None, base_url: str | None = None, **options: Any) -> ModelBackend:
     """One backend of ``kind``; ``options`` as in :func:`build_backends` (``orchestrator_adapter``
     is applied by :func:`build_backends` only)."""
-    if kind not in BACKEND_KINDS:
-        raise UnknownNameError("backend", kind, BACKEND_KINDS)
-    timeout = options.get("timeout") or _env_float("SWARM_TIMEOUT")
-    if kind == "local":
-        if base_url:
-            raise ConfigError(
-                "--backend local runs the model in-process and takes no --base-url; "
-                "use --backend openai --base-url URL for a running server"
-            )
-        from swarm.backends.local import LocalBackend
+    return BACKENDS.get(kind)(model, base_url, options)
 
-        return LocalBackend(
-            model,
-            slots=_local_slots(options),
-            ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
-            threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
-            # Small local models write far fewer broken calls with grammar-constrained actions.
-            constrain_actions=bool(options.get("constrain_actions", True)),
-            timeout=timeout or 600.0,
-            progress=_local_progress(options),
-        )
-    if kind in ("openai", "vllm") and base_url:
-        from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
 
-        flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
-        if flavour not in _FLAVOURS:
-            raise UnknownNameError("server flavour", str(flavour), _FLAVOURS)
-        return OpenAIBackend(
-            base_url,
-            model or "",
-            flavour=flavour,
-            api_key=options.get("api_key") or os.environ.get("SWARM_API_KEY") or os.environ.get("OPENAI_API_KEY"),
-            timeout=timeout or 120.0,
-            max_concurrency=int(options.get("max_concurrency") or 8),
-            constrain_actions=bool(options.get("constrain_actions", False)),
-            retry=RetryPolicy(
-                max_retries=int(options.get("max_retries", 4)),
-                base_delay=float(options.get("retry_base_delay", 0.5)),
-            ),
+def _timeout(options: dict[str, Any], default: float) -> float:
+    return float(options.get("timeout") or _env_float("SWARM_TIMEOUT") or default)
+
+
+@BACKENDS.register("local")
+def _build_local(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    if base_url:
+        raise ConfigError(
+            "--backend local runs the model in-process and takes no --base-url; "
+            "use --backend openai --base-url URL for a running server"
         )
-    if kind == "openai":
+    from swarm.backends.local import LocalBackend
+
+    return LocalBackend(
+        model,
+        slots=_local_slots(options),
+        ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or 4096),
+        threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
+        # Small local models write far fewer broken calls with grammar-constrained actions.
+        constrain_actions=bool(options.get("constrain_actions", True)),
+        timeout=_timeout(options, 600.0),
+        progress=_local_progress(options),
+    )
+
+
+def _build_http(kind: str, model: str | None, base_url: str, options: dict[str, Any]) -> ModelBackend:
+    from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+
+    flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
+    if flavour not in _FLAVOURS:
+        raise UnknownNameError("server flavour", str(flavour), _FLAVOURS)
+    return OpenAIBackend(
+        base_url,
+        model or "",
+        flavour=flavour,
+        api_key=options.get("api_key") or os.environ.get("SWARM_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        timeout=_timeout(options, 120.0),
+        max_concurrency=int(options.get("max_concurrency") or 8),
+        constrain_actions=bool(options.get("constrain_actions", False)),
+        retry=RetryPolicy(
+            max_retries=int(options.get("max_retries", 4)),
+            base_delay=float(options.get("retry_base_delay", 0.5)),
+        ),
+    )
+
+
+@BACKENDS.register("openai")
+def _build_openai(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    if not base_url:
         raise ConfigError(
             "--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1) or SWARM_BASE_URL; "
             "for a model in this process use --backend local"
         )
-    if kind == "vllm":
-        if not model:
-            raise ConfigError(
-                "--backend vllm needs --base-url of a running `vllm serve`, or --model DIR to run vLLM in-process"
-            )
-        from swarm.backends.vllm_engine import VLLMEngineBackend
+    return _build_http("openai", model, base_url, options)
 
-        return VLLMEngineBackend(model)
-    if kind == "transformers":
-        if not model:
-            raise ConfigError("--backend transformers needs --model DIR (a local transformers model directory)")
-        try:
-            from swarm.backends.transformers_backend import TransformersBackend
-        except ImportError as exc:  # pragma: no cover - depends on the installed extras
-            raise ConfigError(
-                f"the transformers backend is unavailable ({exc}); pip install 'agent-swarm[rl]'"
-            ) from None
-        return TransformersBackend.from_pretrained(
-            model, device=options.get("device") or "cpu", dtype=options.get("dtype") or "float32"
+
+@BACKENDS.register("vllm")
+def _build_vllm(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    if base_url:
+        return _build_http("vllm", model, base_url, options)
+    if not model:
+        raise ConfigError(
+            "--backend vllm needs --base-url of a running `vllm serve`, or --model DIR to run vLLM in-process"
         )
-    # scripted: the built-in demo policy
-    from orchestrator.cli.demo import DEMO_TASKS, demo
+    from swarm.backends.vllm_engine import VLLMEngineBackend
+
+    return VLLMEngineBackend(model)
+
+
+@BACKENDS.register("transformers")
+def _build_transformers(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    if not model:
+        raise ConfigError("--backend transformers needs --model DIR (a local transformers model directory)")
+    try:
+        from swarm.backends.transformers_backend import TransformersBackend
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise ConfigError(f"the transformers backend is unavailable ({exc}); pip install 'agent-swarm[rl]'") from None
+    return TransformersBackend.from_pretrained(
+        model, device=options.get("device") or "cpu", dtype=options.get("dtype") or "float32"
+    )
+
+
+def _scripted_demo(model: str | None) -> Demo:
+    from orchestrator.demo import DEMO_TASKS, demo
 
     name = model or "capitals"
     if name not in DEMO_TASKS:
         raise UnknownNameError("demo", name, DEMO_TASKS)
-    return demo(name).orchestrator_backend
+    return demo(name)
+
+
+@BACKENDS.register("scripted")
+def _build_scripted(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    """The built-in scripted demo policy (``--model`` names the demo)."""
+    return _scripted_demo(model).orchestrator_backend
+
+
+BACKEND_KINDS = BACKENDS.names
+"""The registered backend kinds (kept for callers of 0.1)."""
 
 
 def build_backends(
@@ -225,12 +273,7 @@ def build_backends(
     kind = kind or os.environ.get("SWARM_BACKEND") or "local"
     sub_url = options.pop("subagent_base_url", None) or os.environ.get("SWARM_SUBAGENT_BASE_URL")
     if kind == "scripted":
-        from orchestrator.cli.demo import DEMO_TASKS, demo
-
-        name = model or "capitals"
-        if name not in DEMO_TASKS:
-            raise UnknownNameError("demo", name, DEMO_TASKS)
-        d = demo(name)
+        d = _scripted_demo(model)
         return d.orchestrator_backend, d.subagent_backend
     s_kind = subagent_kind or kind
     s_model = subagent_model or model

@@ -86,6 +86,10 @@ FINAL_NOTICE = {
 }
 
 
+def _already_done(result: ToolResult | None) -> bool:
+    return result is not None and result.error_type == "AlreadyDone"
+
+
 # -- tagged next steps ------------------------------------------------------------------------------
 
 
@@ -664,9 +668,7 @@ class Orchestrator:
                     "tokens; anything after the last complete call was lost. Keep calls short."
                 )
             )
-        if calls and st.stop is None and all(
-            (r := results.get(c.id)) is not None and r.error_type == "AlreadyDone" for c in calls
-        ):
+        if calls and st.stop is None and all(_already_done(results.get(c.id)) for c in calls):
             st.stop = EpisodeStatus.COMPLETED  # it only re-assigned finished work: it has every result
         st.stuck_turns = st.stuck_turns + 1 if calls and repeats == failures == len(calls) else 0
         if st.stuck_turns >= cfg.max_repeated_failures:

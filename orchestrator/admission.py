@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from subagents.loop import call_signature, repeat_notice
+from swarm.errors import ErrorType
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition
 
@@ -215,7 +216,7 @@ def admit(
                 )
                 out.refused[c.id] = (
                     f"{c.name!r} is a sub-agent type, not a tool. Run it with assign_task: {example}",
-                    "AgentCalledAsTool",
+                    ErrorType.AGENT_CALLED_AS_TOOL,
                 )
             else:
                 out.direct.append(c)
@@ -225,18 +226,18 @@ def admit(
         if name is None:
             out.refused[c.id] = (
                 f"unknown sub-agent {agent!r}. Pass one of these types as agent: {known}.",
-                "InvalidAction",
+                ErrorType.INVALID_ACTION,
             )
             continue
         if not isinstance(task, str) or not task.strip():
-            out.refused[c.id] = ("assign_task needs a non-empty string 'task'", "InvalidAction")
+            out.refused[c.id] = ("assign_task needs a non-empty string 'task'", ErrorType.INVALID_ACTION)
             continue
         key = (name, task.strip())
         if distinct:
             if (name, task.strip().casefold()) in seen:
                 out.refused[c.id] = (
                     "the same task was already assigned in this message and runs once; this copy was not run.",
-                    "DuplicateTask",
+                    ErrorType.DUPLICATE_TASK,
                 )
                 continue
             seen.add((name, task.strip().casefold()))
@@ -244,21 +245,21 @@ def admit(
             out.refused[c.id] = (
                 f"this exact task already completed; its result: {completed[key]}\n"
                 "Do not assign it again: answer the user now if you have every part.",
-                "AlreadyDone",
+                ErrorType.ALREADY_DONE,
             )
             continue
         if step_cap < 1:
             out.refused[c.id] = (
                 f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "
                 "Answer the user now in plain text with what you have.",
-                "BudgetExhausted",
+                ErrorType.BUDGET_EXHAUSTED,
             )
             continue
         if len(out.assignments) >= max_width:
             out.refused[c.id] = (
                 f"stage width limit of {max_width} sub-agents reached; this assignment was not run. "
                 "Assign it in a later stage.",
-                "WidthLimit",
+                ErrorType.WIDTH_LIMIT,
             )
             continue
         definition = agents[name]
@@ -271,5 +272,5 @@ def admit(
         and lists_items(out.assignments[0].task)
     ):
         only = out.assignments.pop()
-        out.refused[only.call.id] = (split_notice(split_task, only.definition.name), "SplitTask")
+        out.refused[only.call.id] = (split_notice(split_task, only.definition.name), ErrorType.SPLIT_TASK)
     return out

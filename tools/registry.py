@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from swarm.backend import ToolSpec
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import ConfigError, ModelOutputError, ToolError, ToolTimeoutError, UnknownNameError
+from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
 
@@ -453,7 +453,7 @@ async def execute_tool(
             content=f"error: this tool call could not be parsed and was not run ({call.error}). "
             "Call the tool again with its arguments as one JSON object.",
             is_error=True,
-            error_type=ModelOutputError.__name__,
+            error_type=ErrorType.MODEL_OUTPUT,
             started=started,
             ended=clock(),
         )
@@ -464,7 +464,7 @@ async def execute_tool(
             call=call,
             content=f"error: unknown tool {call.name!r}; available tools: {available}",
             is_error=True,
-            error_type="UnknownTool",
+            error_type=ErrorType.UNKNOWN_TOOL,
             started=started,
             ended=clock(),
         )
@@ -475,7 +475,7 @@ async def execute_tool(
             call=call,
             content=f"error: {exc}",
             is_error=True,
-            error_type=type(exc).__name__,
+            error_type=ErrorType.of(exc),
             started=started,
             ended=clock(),
         )
@@ -484,7 +484,7 @@ async def execute_tool(
             call=call,
             content=f"error: tool {call.name!r} raised {type(exc).__name__}: {exc}",
             is_error=True,
-            error_type=type(exc).__name__,
+            error_type=ErrorType.of(exc),
             started=started,
             ended=clock(),
         )

@@ -42,7 +42,7 @@ from swarm.backends.toolparse import (
     parse_arguments,
     parse_tool_calls,
 )
-from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError, ModelOutputError
 from swarm.limits import Limiter, endpoint_key, limiter
 from swarm.messages import (
     AssistantMessage,
@@ -441,9 +441,9 @@ def _server_calls(raw_calls: Any) -> list[ToolCall]:
         name, cid = fn.get("name"), str(raw.get("id") or new_call_id())
         try:
             if not isinstance(name, str) or not name:
-                raise ValueError("a tool call has no function name")
+                raise ModelOutputError("a tool call has no function name")
             calls.append(ToolCall(id=cid, name=name, arguments=parse_arguments(fn.get("arguments"), name)))
-        except ValueError as exc:
+        except ModelOutputError as exc:
             wrote = json.dumps(raw, ensure_ascii=False)
             wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
             bad = name if isinstance(name, str) else ""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.backend import ToolSpec
+from swarm.errors import ModelOutputError
 from swarm.messages import ToolCall
 
 __all__ = [
@@ -61,7 +62,7 @@ def new_call_id() -> str:
 def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
     """Arguments as a dict: accepts a dict, a JSON string of an object, or ``None`` (no arguments).
 
-    Raises ``ValueError`` with a message the model can act on.
+    Raises :class:`~swarm.errors.ModelOutputError` with a message the model can act on.
     """
     if raw is None or raw == "":
         return {}
@@ -71,24 +72,24 @@ def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(
+            raise ModelOutputError(
                 f"arguments of tool call {name!r} are not valid JSON ({exc.msg} at char {exc.pos})"
             ) from None
         if isinstance(value, dict):
             return value
-        raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(value).__name__}")
-    raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(raw).__name__}")
+        raise ModelOutputError(f"arguments of tool call {name!r} must be a JSON object, got {type(value).__name__}")
+    raise ModelOutputError(f"arguments of tool call {name!r} must be a JSON object, got {type(raw).__name__}")
 
 
 def _call_from_obj(obj: Any) -> ToolCall:
-    """One call from a decoded object; ``ValueError`` if it is not a call's shape."""
+    """One call from a decoded object; ``ModelOutputError`` if it is not a call's shape."""
     if not isinstance(obj, dict):
-        raise ValueError(f"a tool call must be a JSON object, got {type(obj).__name__}")
+        raise ModelOutputError(f"a tool call must be a JSON object, got {type(obj).__name__}")
     if "function" in obj and isinstance(obj["function"], dict):  # the OpenAI wire shape
         obj = obj["function"]
     name = obj.get("name", obj.get("tool"))
     if not isinstance(name, str) or not name.strip():
-        raise ValueError('a tool call needs a "name" string, e.g. {"name": "tool", "arguments": {...}}')
+        raise ModelOutputError('a tool call needs a "name" string, e.g. {"name": "tool", "arguments": {...}}')
     raw = obj.get("arguments", obj.get("parameters", obj.get("args")))
     return ToolCall(id=new_call_id(), name=name.strip(), arguments=parse_arguments(raw, name.strip()))
 
@@ -174,7 +175,7 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
                     (),
                     f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
                 )
-            except ValueError as exc:
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
                 if cut_off:
                     break
                 return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
@@ -184,7 +185,7 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
         for a, b in spans:
             try:
                 calls.extend(_calls_from_value(json.loads(rest[a:b])))
-            except ValueError as exc:
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
                 return ParsedOutput(text, (), f"{exc}: {_clip(rest[a:b])}")
         return ParsedOutput(_cut(rest, spans), tuple(calls))
 
@@ -221,7 +222,7 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
         if _looks_like_call(value, known_tools):
             try:
                 calls.extend(_calls_from_value(value))
-            except ValueError as exc:
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
                 return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
             call_spans.append(m.span())
     if calls:
@@ -231,7 +232,7 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
         if _looks_like_call(value, known_tools):
             try:
                 calls.extend(_calls_from_value(value))
-            except ValueError as exc:
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
                 return ParsedOutput(text, (), f"{exc}: {_clip(text[start:end])}")
             call_spans.append((start, end))
     if calls:

@@ -25,7 +25,7 @@ from swarm.backends.lora_gguf import base_model_info, export_lora_gguf, read_lor
 from swarm.errors import ConfigError  # noqa: E402
 from swarm.messages import UserMessage  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 
 SAMPLE = SamplingParams(temperature=1.0, max_tokens=48, seed=11)
 

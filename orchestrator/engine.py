@@ -67,7 +67,7 @@ from swarm.records import (
     ToolResult,
 )
 from swarm.tracing import Telemetry, attr
-from tools.registry import Tool, ToolContext, ToolRegistry
+from tools.registry import Tool, ToolContext, ToolRegistry, Toolset
 
 __all__ = ["Orchestrator", "RewardFn"]
 
@@ -206,7 +206,7 @@ class Orchestrator:
         backend: ModelBackend,
         config: SwarmConfig | None = None,
         *,
-        tools: ToolRegistry | Iterable[Tool] | None = None,
+        tools: ToolRegistry | Iterable[Tool | Toolset] | None = None,
         agents: Iterable[AgentDefinition] = (),
         subagent_backend: ModelBackend | None = None,
         subagent_backends: Mapping[str, ModelBackend] | None = None,

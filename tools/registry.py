@@ -18,7 +18,7 @@ import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints, overload
 
 import anyio
 import anyio.to_thread
@@ -332,6 +332,22 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    blocking: bool | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -340,7 +356,7 @@ def tool(
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     blocking: bool | None = None,
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator: ``@tool`` or ``@tool(timeout_s=5)`` turns a typed function into a :class:`Tool`."""
 
     def wrap(f: Callable[..., Any]) -> Tool:

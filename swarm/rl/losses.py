@@ -15,7 +15,7 @@ batch is split into micro-batches, so accumulated gradients equal the full-batch
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -79,7 +79,20 @@ class LossOutput(BaseModel):
     metrics: dict[str, float]
 
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, LossParams, "float | None"], LossOutput]
+class LossFn(Protocol):
+    """A policy loss: ``(logprobs, old_logprobs, advantages, mask, params, num_tokens=None) -> LossOutput``."""
+
+    def __call__(
+        self,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        params: LossParams,
+        num_tokens: float | None = None,
+    ) -> LossOutput: ...
+
+
 LOSSES: Registry[LossFn] = Registry("policy loss")
 
 

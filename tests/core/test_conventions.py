@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from swarm.backend import Completion, ModelRequest
 from swarm.errors import AgentError, BackendUnavailableError, ErrorType, ModelOutputError, ToolError
 from swarm.records import EpisodeRecord
 
@@ -155,10 +156,27 @@ def _old_record_json() -> str:
     from orchestrator import Orchestrator, SwarmConfig
     from swarm.testing import FunctionBackend
 
-    def down(_: object) -> object:
+    def down(_: ModelRequest) -> Completion:
         raise BackendUnavailableError("server down")
 
     record = anyio.run(lambda: Orchestrator(FunctionBackend(down), SwarmConfig()).run("task"))
     text = record.model_dump_json()
     assert '"error_type":"BackendError"' in text
     return text
+
+
+def test_the_version_is_read_from_package_metadata_in_one_place() -> None:
+    import importlib.metadata as md
+
+    import swarm
+
+    assert swarm.__version__ == md.version("agent-swarm")
+    setters = [
+        str(p.relative_to(ROOT))
+        for p in _library_files()
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+    ]
+    assert setters == ["swarm/__init__.py", "swarm/__init__.py"]  # the metadata read and its fallback
+    literal = [str(p.relative_to(ROOT)) for p in _library_files() if f'"{swarm.__version__}"' in p.read_text()]
+    assert not literal, f"the version written out as a literal in {literal}"

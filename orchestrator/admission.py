@@ -2,9 +2,10 @@
 
 A pure function of the turn's calls and the episode's state (sub-agent types, remaining critical
 budget, width limit), so every rule is tested on its own. Each ``assign_task`` is admitted as a
-sub-agent run (with a step cap from the remaining critical budget, SPEC §3) or refused with a
-message that tells the model what to do instead; other calls run as direct tools. Refusals cost
-nothing but the orchestrator's own step: a stage never starts a sub-agent that cannot take a step.
+sub-agent run (with a step cap from the remaining critical budget, which keeps one critical step for the
+orchestrator's next turn) or refused with a message that tells the model what to do instead; other calls run
+as direct tools. Refusals cost nothing but the orchestrator's own step: a stage never starts a sub-agent that
+cannot take a step.
 
 Small models make a few mistakes again and again; where the intent is unambiguous the call is
 corrected and the model told so (:func:`resolve_agent`), and a call that repeats an earlier

@@ -1,4 +1,4 @@
-"""The step DAG of an episode and its statistics (SPEC §4).
+"""The step DAG of an episode and its statistics (critical steps: ARCHITECTURE.md, the episode's data path).
 
 Nodes are steps (``"<agent_id>#<index>"``) carrying agent id, step index, kind, stage, start/end and
 tokens. Edges: sequence within an agent; *fork* from the orchestrator step that opened a stage to the

@@ -1,6 +1,6 @@
 """One error hierarchy for the whole project.
 
-Two audiences (STYLE §8):
+Two audiences, so a caller can tell a bug in its own setup from a model's mistake:
 
 * errors for the *developer* using the library (bad config, bad task file, unknown backend, a test
   double used wrongly) derive from :class:`UserError` and are raised;

@@ -1,4 +1,4 @@
-"""Run untrusted Python in a separate, limited process (SPEC §8).
+"""Run untrusted Python in a separate, limited process (bubblewrap namespaces, rlimits, a cgroup).
 
 Used by the ``python`` tool and by code verifiers. :func:`run_python` never raises for anything the
 code does — crashes, timeouts, memory exhaustion, fork bombs, a full workspace and blocked syscalls all

@@ -1,4 +1,7 @@
-"""The orchestrator-only RL trainer (SPEC §7): rollout → rewards → update → push weights → repeat.
+"""The orchestrator-only RL trainer: rollout → rewards → update → push weights → repeat.
+
+PARL's update (Kimi K2.5 report §4.4.2, https://arxiv.org/abs/2602.02276): only the orchestrator's
+tokens are trained; the sub-agents stay frozen.
 
 One iteration (a *step*):
 

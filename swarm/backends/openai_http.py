@@ -1,6 +1,7 @@
 """A backend for any OpenAI-compatible chat-completions server: vLLM, llama.cpp, SGLang, OpenAI.
 
-What it adds over a plain client, all outside the agent loop (STYLE §2):
+What it adds over a plain client, all outside the agent loop (features wrap the loop, never grow
+inside it):
 
 * **exact tokens**: with vLLM it asks for ``return_token_ids`` and ``return_tokens_as_token_ids``
   and records the server's ``prompt_token_ids`` / ``token_ids``; with llama.cpp it reads the sampled

@@ -6,7 +6,7 @@ Every loss takes the same tensors and returns a scalar to *minimise* plus metric
 * ``old_logprobs`` ``[B, T]`` log π_old of the same tokens (no grad);
 * ``advantages``   ``[B]``    one advantage per sequence (``r − r̄`` of its group);
 * ``mask``         ``[B, T]`` 1 for tokens the orchestrator sampled, 0 for prompt, observations
-  (tool and sub-agent outputs) and padding (SPEC §6 ``response_mask``).
+  (tool and sub-agent outputs) and padding (the trajectory's ``response_mask``, :mod:`swarm.rl.trajectory`).
 
 ``num_tokens`` overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
 batch is split into micro-batches, so accumulated gradients equal the full-batch gradient.
@@ -152,7 +152,9 @@ def k2_squared_loss(
     params: LossParams,
     num_tokens: float | None = None,
 ) -> LossOutput:
-    """K2 (seed 002 §4.3): ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
+    """K2's loss: ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
+
+    Kimi K2 report §3.2.3 (https://arxiv.org/abs/2507.20534).
 
     The sequence log-ratio is the sum of token log-ratios over the orchestrator's tokens. The mean
     runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
@@ -205,7 +207,8 @@ def ppo_clip_loss(
 
 
 def ptx_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """PTX auxiliary loss (seed 002 §4.3): mean negative log-likelihood of a fixed SFT set's tokens.
+    """PTX auxiliary loss: mean negative log-likelihood of a fixed SFT set's tokens (Kimi K2 report
+    §3.2.3, https://arxiv.org/abs/2507.20534), against forgetting what SFT taught.
 
     The trainer adds ``ptx_coef · ptx_loss`` to the policy loss.
     """

@@ -1,4 +1,5 @@
-"""The orchestrator-only trajectory (SPEC §6): what an RL trainer consumes for one episode.
+"""The orchestrator-only trajectory: what an RL trainer consumes for one episode (the trained
+policy's tokens have mask 1; tool and sub-agent output is observation, mask 0).
 
 Built from an :class:`~swarm.records.EpisodeRecord`'s ``turns`` — the exact prompt and response
 token ids and logprobs of each orchestrator generation, as the engine sampled them. Text is never
@@ -76,7 +77,7 @@ class SubagentSide(_Frozen):
 
 
 class Trajectory(_Frozen):
-    """One episode, orchestrator tokens only, ready for a trainer (SPEC §6).
+    """One episode, orchestrator tokens only, ready for a trainer (what verl, TRL and JSONL/Parquet consumers load).
 
     ``advantage`` is filled by rollout collection once the whole group is in (``r − group mean``).
     """

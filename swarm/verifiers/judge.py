@@ -1,8 +1,8 @@
 """Rubric judge for open-ended tasks: an LLM scores answers against K2's self-critique rubric.
 
-The rubric (K2 tech report, seed 001): *core* values — clarity and relevance, conversational
-fluency, objective interaction — and *prescriptive* rules against reward hacking — no initial
-praise, no self-justification — plus task-specific items a task file adds.
+The rubric (Kimi K2 report §3.2.2, self-critique rubric reward, https://arxiv.org/abs/2507.20534): *core*
+values — clarity and relevance, conversational fluency, objective interaction — and *prescriptive* rules
+against reward hacking — no initial praise, no self-justification — plus task-specific items a task file adds.
 
 * :func:`judge_pointwise` asks for a 0–10 score per criterion as JSON and returns the weighted mean
   in [0, 1] with every criterion's score and reason;

@@ -536,7 +536,7 @@ async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_sti
 
 @pytest.mark.parametrize("where", ["tools", "model"])
 async def test_a_step_cut_by_a_timeout_or_cancel_is_recorded(where: str) -> None:
-    """Regression (issue 12, defect 8): the step a timeout interrupts used to vanish from the step
+    """Regression: the step a timeout interrupts used to vanish from the step
     records and the DAG while its model call's tokens stayed in usage and the transcript."""
 
     @tool(timeout_s=30)

@@ -1,4 +1,4 @@
-"""The parl_fetch experiment measures fan-out honestly (issue 19, defect 7)."""
+"""The parl_fetch experiment measures fan-out honestly."""
 
 from __future__ import annotations
 

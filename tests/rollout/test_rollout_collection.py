@@ -261,7 +261,7 @@ async def test_a_broken_factory_fails_once_before_anything_runs(tmp_path: Path) 
 
 async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_path: Path) -> None:
     """Every sub-agent's server failing (or the orchestrator's) says nothing about the policy: such
-    episodes go to failures.jsonl with their record and run again on resume (issue 12, defect 4)."""
+    episodes go to failures.jsonl with their record and run again on resume."""
     from swarm.errors import BackendUnavailableError
 
     def down(r: ModelRequest) -> Completion:
@@ -283,7 +283,7 @@ async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_pat
 
 
 async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp_path: Path) -> None:
-    """Regression (issue 12, defect 6): the cap was per Orchestrator, so `--concurrent-episodes 4` episodes
+    """Regression: the cap was per Orchestrator, so `--concurrent-episodes 4` episodes
     with max_concurrency=4 ran 16 sub-agents at once."""
     in_flight = peak = 0
 

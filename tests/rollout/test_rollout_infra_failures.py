@@ -1,5 +1,5 @@
 """`swarm rollout` / `swarm run` against a dead or wrong server: say what failed, exit non-zero, and
-run the failed episodes again once the server is fixed (issue 12, defect 4)."""
+run the failed episodes again once the server is fixed."""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ batch is split into micro-batches, so accumulated gradients equal the full-batch
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -39,6 +40,7 @@ __all__ = [
     "k2_squared_loss",
     "k25_loss",
     "masked_logprobs",
+    "pad_batch",
     "ppo_clip_loss",
     "ptx_loss",
 ]
@@ -106,6 +108,15 @@ def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: t
         raise ConfigError(f"advantages must be one per sequence: shape ({logprobs.shape[0]},), got {tuple(adv.shape)}")
 
 
+def _masked_log_ratio(
+    logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mask in the logprobs' dtype, per-token ``log π_θ − log π_old`` with no gradient through π_old),
+    after checking the shapes every loss needs."""
+    _check(logprobs, old, adv, mask)
+    return mask.to(logprobs.dtype), logprobs - old.detach()
+
+
 def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
     n = float(mask.sum().item()) if num_tokens is None else float(num_tokens)
     return max(n, 1.0)  # a batch without orchestrator tokens gives a zero loss, not NaN
@@ -125,9 +136,7 @@ def k25_loss(
     The indicator is token-level masking on the log-ratio (no gradient through it); the squared
     log-ratio penalty applies to every orchestrator token, masked or not.
     """
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs.detach()
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
     keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(logprobs.dtype).detach()
     per_token = keep * ratio * advantages.detach()[:, None] - params.tau * log_ratio.square()
@@ -160,9 +169,8 @@ def k2_squared_loss(
     runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
     is a sequence count, not a token count).
     """
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    seq_log_ratio = ((logprobs - old_logprobs.detach()) * mask).sum(dim=-1)
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1)
     has = (mask.sum(dim=-1) > 0).to(logprobs.dtype)
     err = advantages.detach() - params.tau * seq_log_ratio
     k = max(float(has.sum().item()), 1.0)
@@ -187,9 +195,7 @@ def ppo_clip_loss(
     num_tokens: float | None = None,
 ) -> LossOutput:
     """Plain PPO-clip: ``−(1/N) Σ_tokens min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)``."""
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs.detach()
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
     adv = advantages.detach()[:, None]
     clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
@@ -204,6 +210,17 @@ def ppo_clip_loss(
             "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
         }
     return LossOutput(loss=loss, metrics=metrics)
+
+
+def pad_batch(examples: Sequence[tuple[list[int], list[int]]], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad ``(token ids, loss mask)`` pairs into ``[B, T]`` tensors (ids 0, mask 0 past each end)."""
+    width = max(len(i) for i, _ in examples)
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    mask = torch.zeros(len(examples), width)
+    for k, (i, m) in enumerate(examples):
+        ids[k, : len(i)] = torch.tensor(i)
+        mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
+    return ids.to(device), mask.to(device)
 
 
 def ptx_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -180,3 +180,24 @@ def test_the_version_is_read_from_package_metadata_in_one_place() -> None:
     assert setters == ["swarm/__init__.py", "swarm/__init__.py"]  # the metadata read and its fallback
     literal = [str(p.relative_to(ROOT)) for p in _library_files() if f'"{swarm.__version__}"' in p.read_text()]
     assert not literal, f"the version written out as a literal in {literal}"
+
+
+def test_architecture_md_names_only_paths_and_registries_that_exist() -> None:
+    """ARCHITECTURE.md is the newcomer's map: every path and registry it names must be in the tree."""
+    import importlib
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    paths = {p for p in re.findall(r"`([\w./-]+/[\w./-]*)`", text) if not p.startswith(("http", "."))}
+    assert {"swarm/rl/", "swarm/rl/losses.py", "orchestrator/backend_factory.py"} <= paths
+    missing = sorted(p for p in paths if not (ROOT / p.split(" ")[0]).exists())
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+    for module, name in [
+        ("swarm.verifiers", "VERIFIERS"),
+        ("workloads", "WORKLOADS"),
+        ("orchestrator.backend_factory", "BACKENDS"),
+        ("swarm.rl", "ADVANTAGES"),
+        ("swarm.rl", "SCHEDULES"),
+        ("swarm.errors", "ErrorType"),
+    ]:
+        assert f"`{name}`" in text and hasattr(importlib.import_module(module), name), name

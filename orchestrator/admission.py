@@ -55,6 +55,8 @@ SPLIT_NOTICE = (
 _ITEM_WORD = re.compile(r"^(?:[A-Z0-9'\"‘“(]|[-+*/×=]$)")  # a name, a number, a quoted word, an operator
 _CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment
 _SENTENCE_END = re.compile(r"[.?!;]")
+_SENTENCES = re.compile(r".+?(?:[.?!;](?=\s|$)|$)")  # "3.5" and "v1.2" do not end a sentence
+_PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 
 
 def lists_items(text: str) -> bool:
@@ -62,50 +64,81 @@ def lists_items(text: str) -> bool:
     return _LIST.search(text) is not None
 
 
+def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str], str] | None:
+    """``(prefix, items, rest)`` of the list whose last separator sits between ``left`` and ``right``
+    (one sentence cut at its last "and"/"&" or, for a list of commas only, at its last comma)."""
+    pieces = [p.strip() for p in left.split(",")]
+    head, middle = pieces[0], pieces[1:]
+    if any(not p or len(p.split()) > 4 for p in middle):
+        return None  # not a list of short items
+    words = head[head.rfind(":") + 1 :].split()
+    run: list[str] = []
+    for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
+        if not _ITEM_WORD.match(w):
+            break
+        run.insert(0, w)
+    rwords = right.split()
+    last: list[str] = []
+    for i, w in enumerate(rwords):
+        following = rwords[i + 1] if i + 1 < len(rwords) else ""
+        if _ITEM_WORD.match(w) or (last and w.lower() in _CONNECTORS and _ITEM_WORD.match(following)):
+            last.append(w)
+        else:
+            break
+    if not middle and not (run and last):
+        return None  # "X and Y" is a list only of names, numbers or quoted words ("write code and test it" is not)
+    sizes = sorted(len(p.split()) for p in middle) or [len(rwords)]
+    k = sizes[len(sizes) // 2]
+    first = " ".join(run or words[-k:])
+    prefix = head[: head.rfind(first)] if first else ""
+    last = last or rwords[:k]
+    items = [first, *middle, " ".join(last)]
+    if not prefix.strip() or not first or not last or len(items) < min_items:
+        return None
+    return prefix, items, " ".join(rwords[len(last) :])
+
+
+def _lists_in(sentence: str) -> list[tuple[str, list[str], str]]:
+    """Every list in one sentence (no end mark): around each "and"/"&", and a list of commas only
+    (three or more items: ``customers: Ava Lopez, Ava Hernandez, Amelia Rossi``)."""
+    found = []
+    for m in re.finditer(r"\s(?:and|&)\s", sentence):
+        got = _list_around(sentence[: m.start()].rstrip(","), sentence[m.end() :], 2)
+        if got is not None:
+            found.append(got)
+    if not found and sentence.count(",") >= 2:
+        left, _, right = sentence.rpartition(",")
+        got = _list_around(left, right, 3)
+        if got is not None:
+            found.append(got)
+    return found
+
+
 def split_items(task: str, max_items: int = 8) -> list[str] | None:
-    """One self-contained task per item of the list in ``task``, or ``None`` when no list of 2 to
-    ``max_items`` items is found: ``Find the capitals of India, Kenya and Chile.`` gives ``Find the
-    capitals of India.``, ``… of Kenya.``, ``… of Chile.``; only the sentence holding the list is
-    kept. A suggestion shown to the model, never run by itself."""
+    """One self-contained task per item of the longest list in ``task``, or ``None`` when no list of
+    2 to ``max_items`` items is found: ``Find the capitals of India, Kenya and Chile.`` gives ``Find
+    the capitals of India.``, ``… of Kenya.``, ``… of Chile.``. The sentence holding the list is kept,
+    with the sentences after it that say what to do for each item (``For each one give: zip,
+    orders.``); the rest of the task (how to format the whole answer) is the orchestrator's. A
+    suggestion shown to the model, never run by itself."""
     text = " ".join(task.split())
-    for m in re.finditer(r"\s(?:and|&)\s", text):
-        left, right = text[: m.start()].rstrip(","), text[m.end() :]
-        left = left[max((e.end() for e in _SENTENCE_END.finditer(left)), default=0) :]
-        end = _SENTENCE_END.search(right)
-        mark = right[end.start()] if end else ""
-        right = right[: end.start()] if end else right
-        pieces = [p.strip() for p in left.split(",")]
-        head, middle = pieces[0], pieces[1:]
-        if any(not p or len(p.split()) > 4 for p in middle):
-            continue  # not a list of short items: try a later "and"
-        words = head[head.rfind(":") + 1 :].split()
-        run: list[str] = []
-        for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
-            if not _ITEM_WORD.match(w):
-                break
-            run.insert(0, w)
-        sizes = sorted(len(p.split()) for p in middle) or [len(right.split())]
-        k = sizes[len(sizes) // 2]
-        first = " ".join(run or words[-k:])
-        prefix = head[: head.rfind(first)] if first else ""
-        rwords = right.split()
-        last: list[str] = []
-        for i, w in enumerate(rwords):
-            following = rwords[i + 1] if i + 1 < len(rwords) else ""
-            if _ITEM_WORD.match(w) or (last and w.lower() in _CONNECTORS and _ITEM_WORD.match(following)):
-                last.append(w)
-            else:
-                break
-        last = last or rwords[:k]
-        if not prefix.strip() or not first or not last:
-            continue
-        rest = " ".join(rwords[len(last) :])
-        items = [first, *middle, " ".join(last)]
-        if not 2 <= len(items) <= max_items:
-            return None
-        suffix = (f" {rest}" if rest else "") + mark
-        return [f"{prefix}{item}{suffix}".strip() for item in items]
-    return None
+    sentences = [s for s in _SENTENCES.findall(text) if s.strip()]
+    best: tuple[int, tuple[str, list[str], str], str] | None = None
+    for i, sentence in enumerate(sentences):
+        body = sentence.rstrip()
+        mark = body[-1] if body and _SENTENCE_END.match(body[-1]) else ""
+        body = body[: len(body) - len(mark)]
+        for got in _lists_in(body):
+            if best is None or len(got[1]) > len(best[1][1]):
+                best = (i, got, mark)
+    if best is None:
+        return None
+    i, (prefix, items, rest), mark = best
+    if len(items) > max_items:
+        return None
+    per_item = [s.strip() for s in sentences[i + 1 :] if _PER_ITEM.match(s.strip())]
+    suffix = (f" {rest}" if rest else "") + mark + "".join(f" {s}" for s in per_item)
+    return [f"{prefix}{item}{suffix}".strip() for item in items]
 
 
 def split_notice(task: str, agent: str) -> str:

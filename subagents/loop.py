@@ -270,7 +270,7 @@ class SubagentRun:
                 if self.timeout_s is None:
                     outcome = await self._loop()
                 elif self.watch is not None and self.watch.running and self.handle is not None:
-                    self.watch.add(self.watch.now() + self.timeout_s, self)
+                    self.watch.after(self.timeout_s, self)
                     outcome = await self._loop()
                 else:
                     # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.
@@ -538,4 +538,7 @@ async def _run_limited(
         raise
     finally:
         limiter.release()
+        # The run object outlives its task (the stage keeps it until every sibling ends): drop the
+        # finished task's handle (its cancel scope, event and coroutine) now, not at the stage's end.
+        run.handle = None
     finished(run, result)

@@ -23,6 +23,7 @@ from swarm.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    quick_init,
     validate_fields,
 )
 
@@ -65,11 +66,13 @@ class SamplingParams(_Frozen):
     stop: tuple[str, ...] = ()
 
 
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_MESSAGE_TYPES = frozenset((SystemMessage, UserMessage, AssistantMessage, ToolMessage))
+_TOOL_SPEC = frozenset((ToolSpec,))
 _TOOL_CHOICES = ("auto", "none", "required")
 _DEFAULT_SAMPLING = SamplingParams()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything a backend needs for one generation.
@@ -98,8 +101,8 @@ class ModelRequest:
             and self.tool_choice in _TOOL_CHOICES
             and type(self.agent_id) is str
             and type(self.agent_name) is str
-            and all(type(m) in _MESSAGE_TYPES for m in self.messages)
-            and all(type(t) is ToolSpec for t in self.tools)
+            and _MESSAGE_TYPES.issuperset(map(type, self.messages))
+            and _TOOL_SPEC.issuperset(map(type, self.tools))
         ):
             validate_fields(self)
 
@@ -109,9 +112,25 @@ class ModelRequest:
         return replace(self, **(update or {}))
 
 
-class Usage(_Frozen):
+_RECORD_CONFIG = ConfigDict(extra="forbid")
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens of one generation (or a sum of them).
+
+    A plain frozen, slotted dataclass: every backend builds one per response and every record holds
+    them. Built from anything but ints (a server's JSON, floats, strings), it is validated by
+    pydantic like any backend output."""
+
+    __pydantic_config__ = _RECORD_CONFIG
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not (type(self.prompt_tokens) is int and type(self.completion_tokens) is int):
+            validate_fields(self)
 
     @property
     def total_tokens(self) -> int:
@@ -123,27 +142,68 @@ class Usage(_Frozen):
             completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Usage:
+        """A copy with the fields in ``update`` replaced, validated like a new one."""
+        return replace(self, **(update or {}))
+
 
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
+_FINISH_REASONS = frozenset(("stop", "length", "tool_calls", "error"))
+_NO_USAGE = Usage()
+_INT = frozenset((int,))
+_FLOAT = frozenset((float,))
+_TOOL_CALL = frozenset((ToolCall,))
 
 
-class Completion(_Frozen):
+def _ids_ok(ids: object, item: frozenset[type]) -> bool:
+    return ids is None or (type(ids) is tuple and item.issuperset(map(type, ids)))
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
     """One generation.
 
     ``parse_error`` is set when the model produced tool-call text the backend could not parse
     (broken JSON, unknown shape); the agent loop feeds it back to the model as a recoverable error.
+
+    A plain frozen, slotted dataclass (a backend builds one per response, the runtime reads it once)
+    with one validator where it enters: built from anything but exactly the declared types (lists,
+    dicts, a server's JSON values), it is validated and coerced by pydantic.
     """
 
+    __pydantic_config__ = _RECORD_CONFIG
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: FinishReason = "stop"
-    usage: Usage = Usage()
+    usage: Usage = _NO_USAGE
     model: str = ""
     prompt_token_ids: tuple[int, ...] | None = None
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     parse_error: str | None = None
     weight_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (
+            type(self.text) is str
+            and type(self.tool_calls) is tuple
+            and _TOOL_CALL.issuperset(map(type, self.tool_calls))
+            and self.finish_reason in _FINISH_REASONS
+            and type(self.usage) is Usage
+            and type(self.model) is str
+            and _ids_ok(self.prompt_token_ids, _INT)
+            and _ids_ok(self.token_ids, _INT)
+            and _ids_ok(self.logprobs, _FLOAT)
+            and (self.parse_error is None or type(self.parse_error) is str)
+            and (self.weight_version is None or type(self.weight_version) is str)
+        ):
+            validate_fields(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Completion:
+        """A copy with the fields in ``update`` replaced, validated like any new completion (the name
+        pydantic models give this, which backend code written for them calls)."""
+        return replace(self, **(update or {}))
 
 
 @runtime_checkable

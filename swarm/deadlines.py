@@ -2,8 +2,9 @@
 
 A cancel scope with a deadline arms an event-loop timer on entry and disarms it on exit; on the
 runtime's hot path (a sub-agent per task, a tool call per step, a thousand at once) that costs more
-than the rest of a cheap step. :class:`DeadlineWatch` keeps the deadlines in a heap instead, and one
-task sleeps until the earliest and expires what is due. What expires decides what that means: a
+than the rest of a cheap step. :class:`DeadlineWatch` keeps the deadlines instead (in a heap, or in
+one queue per delay for the common "``delay`` seconds from now", see :meth:`DeadlineWatch.after`),
+and one task sleeps until the earliest and expires what is due. What expires decides what that means: a
 sub-agent cancels its task, a tool call cancels its own (deadline-free) scope.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -47,6 +49,8 @@ class DeadlineWatch:
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Expirable]] = []
+        # delay -> [deadlines in order, compaction size] (see :meth:`after`)
+        self._fifos: dict[float, _Fifo] = {}
         self._seq = 0
         self._sleep: anyio.CancelScope | None = None
         self._target = math.inf
@@ -54,9 +58,13 @@ class DeadlineWatch:
         self.running = False
         self.now: Callable[[], float] = anyio.current_time
         """The event loop's clock (``anyio.current_time``, read without anyio's per-call dispatch)."""
+        self.cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+        """Makes a deadline-free cancel scope: while running, the running backend's own cancel-scope
+        class, called directly (``anyio.CancelScope()`` looks the backend up through sniffio on every
+        call and then builds exactly this object)."""
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._heap) + sum(len(f.items) for f in self._fifos.values())
 
     def add(self, deadline: float, item: Expirable) -> None:
         """Expire ``item`` once ``anyio.current_time()`` reaches ``deadline``."""
@@ -69,20 +77,66 @@ class DeadlineWatch:
         if deadline < self._target and self._sleep is not None:
             self._sleep.cancel()  # sleeping past this deadline: wake up and re-plan
 
+    def after(self, delay: float, item: Expirable) -> None:
+        """Expire ``item`` ``delay`` seconds from now (the loop clock, :attr:`now`).
+
+        The same as ``add(now() + delay, item)``, cheaper: the loop clock never goes back, so the
+        deadlines of one ``delay`` (every call of one tool, every sub-agent of one timeout) arrive in
+        order and wait in a queue of their own instead of the heap; finished work at its front is
+        dropped as new work arrives."""
+        deadline = self.now() + delay
+        fifo = self._fifos.get(delay)
+        if fifo is None:
+            fifo = self._fifos[delay] = _Fifo()
+        items = fifo.items
+        while items and items[0][1].done:
+            items.popleft()
+        items.append((deadline, item))
+        if len(items) >= fifo.compact_at:  # a long-running call at the front holds finished ones behind it
+            fifo.items = items = deque(e for e in items if not e[1].done)
+            fifo.compact_at = max(1024, 2 * len(items))
+        if deadline < self._target and self._sleep is not None:
+            self._sleep.cancel()  # sleeping past this deadline: wake up and re-plan
+
+    def _next_deadline(self) -> float:
+        nearest = self._heap[0][0] if self._heap else math.inf
+        for fifo in self._fifos.values():
+            if fifo.items and fifo.items[0][0] < nearest:
+                nearest = fifo.items[0][0]
+        return nearest
+
     async def run(self) -> None:
         self.now = _loop_clock()
+        self.cancel_scope = type(anyio.CancelScope())
         self.running = True
         try:
             while True:
                 now = self.now()
                 while self._heap and self._heap[0][0] <= now:
                     heapq.heappop(self._heap)[2].expire()
-                self._target = self._heap[0][0] if self._heap else math.inf
+                for fifo in self._fifos.values():
+                    items = fifo.items
+                    while items and items[0][0] <= now:
+                        item = items.popleft()[1]
+                        if not item.done:
+                            item.expire()
+                self._target = self._next_deadline()
                 with anyio.CancelScope() as self._sleep:
-                    if self._heap:
+                    if self._target < math.inf:
                         await anyio.sleep(self._target - now)
                     else:
                         await anyio.sleep_forever()
                 self._sleep = None
         finally:
             self.running = False
+            self.cancel_scope = anyio.CancelScope
+
+
+class _Fifo:
+    """The deadlines of one delay, in the order they were added (so in deadline order)."""
+
+    __slots__ = ("compact_at", "items")
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[float, Expirable]] = deque()
+        self.compact_at = 1024

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Annotated, Any, Literal
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, TypeAdapter
 
@@ -27,6 +27,7 @@ __all__ = [
 
 
 _CONFIG = ConfigDict(extra="forbid")
+_STR = frozenset((str,))
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
@@ -53,6 +54,53 @@ def validate_fields(obj: Any) -> None:
         object.__setattr__(obj, n, getattr(checked, n))  # frozen: a dataclass's post-init sets fields so
 
 
+_T = TypeVar("_T")
+
+
+def quick_init(cls: type[_T]) -> type[_T]:
+    """Give a frozen, slotted, keyword-only dataclass an equivalent ``__init__`` that is faster.
+
+    The ``__init__`` that :func:`dataclasses.dataclass` writes for a frozen class sets every field
+    through ``object.__setattr__``, a generic attribute lookup per field; on the runtime's hot path
+    (several records per sub-agent step, ten fields each) that is a third of building them. This one
+    sets each slot through its own descriptor: the same defaults, default factories and
+    ``__post_init__`` (and so the same validation), the same keyword-only signature, and the result
+    is the same frozen object. Apply it above the ``@dataclass`` decorator.
+    """
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    if not (params.frozen and "__slots__" in cls.__dict__):
+        raise TypeError(f"quick_init needs a frozen, slotted dataclass, not {cls.__name__}")
+    ns: dict[str, Any] = {"_NOTHING": object()}
+    args: list[str] = []
+    body: list[str] = []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if not (f.init and f.kw_only):
+            raise TypeError(f"quick_init: field {cls.__name__}.{f.name} must be an init, keyword-only field")
+        ns[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        value = f.name
+        if f.default is not MISSING:
+            ns[f"_default_{f.name}"] = f.default
+            args.append(f"{f.name}=_default_{f.name}")
+        elif f.default_factory is not MISSING:
+            ns[f"_factory_{f.name}"] = f.default_factory
+            args.append(f"{f.name}=_NOTHING")
+            value = f"_factory_{f.name}() if {f.name} is _NOTHING else {f.name}"
+        else:
+            args.append(f.name)
+        body.append(f"    _set_{f.name}(self, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    exec(f"def __init__(self, *, {', '.join(args)}):\n" + "\n".join(body or ["    pass"]), ns)
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__annotations__ = dict(cls.__init__.__annotations__)
+    init.__doc__ = cls.__init__.__doc__
+    setattr(cls, "__init__", init)  # noqa: B010 (mypy refuses to assign to a method)
+    return cls
+
+
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """One tool call emitted by a model: ``arguments`` is the parsed JSON object.
@@ -86,7 +134,7 @@ class ToolCall:
             and type(self.arguments) is dict
             and (self.error is None or type(self.error) is str)
             and (self.raw_arguments is None or type(self.raw_arguments) is str)
-            and all(type(k) is str for k in self.arguments)
+            and _STR.issuperset(map(type, self.arguments))
         ):
             validate_fields(self)
 
@@ -107,6 +155,7 @@ class ToolCall:
 # pydantic model holding messages, e.g. a request or a record read back from JSON) checks dicts and
 # JSON against these field types, and records are checked again when written out
 # (:func:`swarm.records.dump_record`).
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
     __pydantic_config__ = _CONFIG
@@ -117,6 +166,7 @@ class SystemMessage:
         return {"role": "system", "content": self.content}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     __pydantic_config__ = _CONFIG
@@ -127,6 +177,7 @@ class UserMessage:
         return {"role": "user", "content": self.content}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     __pydantic_config__ = _CONFIG
@@ -141,6 +192,7 @@ class AssistantMessage:
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolMessage:
     """The result of one tool call, as the model will see it. ``is_error`` marks a recoverable failure."""

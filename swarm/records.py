@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm.backend import Usage
-from swarm.messages import Message, ToolCall
+from swarm.messages import Message, ToolCall, quick_init
 
 __all__ = [
     "AgentDefinition",
@@ -85,6 +85,7 @@ _RECORD_CONFIG = ConfigDict(extra="forbid")
 _NO_USAGE = Usage()  # frozen: one shared default
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """One executed tool call as the agent saw it."""
@@ -101,6 +102,7 @@ class ToolResult:
 StepKind = Literal["orchestrator", "subagent"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
@@ -128,6 +130,7 @@ class StepRecord:
         return self.ended - self.started
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentResult:
     """What a sub-agent returns to the orchestrator, plus its transcript as side data."""

@@ -272,13 +272,16 @@ class Tool:
         if not arguments and self._no_params:
             return {}  # the common no-argument call skips pydantic entirely
         try:
-            parsed = self._model.model_validate(dict(arguments))
+            parsed = self._model.__pydantic_validator__.validate_python(
+                arguments if type(arguments) is dict else dict(arguments)
+            )
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
             )
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        return {k: getattr(parsed, k) for k in self._fields}
+        kwargs: dict[str, Any] = parsed.__dict__.copy()  # exactly the fields: the model forbids extras
+        return kwargs
 
     async def invoke(
         self, arguments: Mapping[str, Any], ctx: ToolContext, *, deadlines: DeadlineWatch | None = None
@@ -305,11 +308,9 @@ class Tool:
             work = out
         if self.timeout_s is None:
             return truncate(_stringify(await work), self.max_output_chars)
-        watched = deadlines is not None and deadlines.running
-        due = (deadlines.now() if deadlines is not None and watched else anyio.current_time()) + self.timeout_s
-        if deadlines is not None and watched:
-            guard = _ScopeGuard(anyio.CancelScope())
-            deadlines.add(due, guard)
+        if deadlines is not None and deadlines.running:
+            guard = _ScopeGuard(deadlines.cancel_scope())
+            deadlines.after(self.timeout_s, guard)
             try:
                 with guard.scope:
                     out = await work
@@ -318,7 +319,7 @@ class Tool:
             if guard.scope.cancelled_caught:
                 raise self._timed_out()
         else:
-            with anyio.CancelScope(deadline=due) as scope:
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
                 out = await work
             if scope.cancelled_caught:
                 raise self._timed_out()

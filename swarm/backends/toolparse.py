@@ -426,8 +426,15 @@ def collapse_repeats(text: str, *, min_period: int = 8, max_period: int = 300, c
     unchanged (trailing spaces stripped)."""
     t = text.rstrip()
     n = len(t)
-    for p in range(min_period, min(max_period, n // copies) + 1):
-        i = n - p - 1
+    top = min(max_period, n // copies)
+    if top < min_period:
+        return t
+    # Only a period p with t[n-1-p] == t[n-1] can loop: find those with rfind (C speed), shortest first.
+    low, last = n - 1 - top, t[-1]
+    q = t.rfind(last, low, n - min_period)
+    while q != -1:
+        p = n - 1 - q
+        i = q - 1
         while i >= 0 and t[i] == t[i + p]:
             i -= 1
         if n - (i + 1) >= copies * p:  # t[i+1:] has period p and holds `copies` full copies
@@ -435,4 +442,5 @@ def collapse_repeats(text: str, *, min_period: int = 8, max_period: int = 300, c
             if t[end] in ".!?;":  # the copy began just after its own closing punctuation
                 end += 1
             return t[:end].rstrip()
+        q = t.rfind(last, low, q)
     return t

@@ -515,6 +515,48 @@ async def test_deadline_watch_forgets_finished_work() -> None:
     assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after
 
 
+async def test_deadline_watch_after_expires_in_order_and_forgets_finished_work() -> None:
+    """``after(delay, item)`` (one queue per delay) expires exactly what ``add(now + delay)`` would:
+    unfinished items when due, in deadline order across delays, never finished ones."""
+    from swarm.deadlines import DeadlineWatch
+
+    expired: list[str] = []
+    three = anyio.Event()
+
+    class Item:
+        def __init__(self, name: str, done: bool = False) -> None:
+            self.name, self.done = name, done
+
+        def expire(self) -> None:
+            assert not self.done, "a finished item must not expire"
+            expired.append(self.name)
+            if len(expired) == 3:
+                three.set()
+
+    watch = DeadlineWatch()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch.run)
+        await anyio.sleep(0.01)
+        started = anyio.current_time()
+        watch.after(30, Item("far"))
+        finished = Item("finished")
+        watch.after(0.05, finished)
+        watch.after(0.05, Item("a"))
+        await anyio.sleep(0.01)
+        watch.after(0.02, Item("sooner"))  # a shorter delay added later: the watch wakes for it
+        watch.after(0.05, Item("b"))
+        finished.done = True
+        with anyio.fail_after(2):
+            await three.wait()
+        tg.cancel_scope.cancel()
+    assert expired == ["sooner", "a", "b"]
+    assert anyio.current_time() - started < 1.0
+    many = DeadlineWatch()
+    for i in range(5000):
+        many.after(1e9, Item(str(i), done=i % 10 != 0))
+    assert len(many) < 2048  # compacted: only the 500 unfinished items, plus what came after
+
+
 async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_still_run() -> None:
     """A create/assign call the backend could not parse is not run, and the model is told why."""
     from swarm.messages import ToolCall

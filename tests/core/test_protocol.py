@@ -332,8 +332,21 @@ def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
             "Symbols of these elements: sodium, zinc and iron.",
             [f"Symbols of these elements: {e}." for e in ("sodium", "zinc", "iron")],
         ),
+        ("What is 3.5 + 2 and 4.25 * 2?", ["What is 3.5 + 2?", "What is 4.25 * 2?"]),
+        # a list of commas only, with what to do for each item; "search and open tools" is not the list
+        (
+            "Build a table of these 3 retail customers: Ava Lopez, Ava Hernandez, Amelia Rossi.\n"
+            "For each one give: zip, orders. Look everything up with the search and open tools; do not guess.\n"
+            "Answer with one markdown table.",
+            [
+                f"Build a table of these 3 retail customers: {c}. For each one give: zip, orders."
+                for c in ("Ava Lopez", "Ava Hernandez", "Amelia Rossi")
+            ],
+        ),
         ("What is the capital of France?", None),
         ("Write code and test it.", None),
+        ("Look everything up with the search and open tools.", None),
+        ("For each one give: zip, orders.", None),
     ],
 )
 def test_the_items_of_a_list_task_become_one_task_each(task: str, parts: list[str] | None) -> None:

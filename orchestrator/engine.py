@@ -81,7 +81,13 @@ FINAL_NOTICE = {
     "Answer the user now in plain text with the results you have.",
     EpisodeStatus.STUCK: "Stop calling tools: your last calls repeated failed ones. "
     "Answer the user now in plain text with the results you have.",
+    EpisodeStatus.COMPLETED: "Every task you assigned has already completed; the results are above. "
+    "Answer the user now in plain text with those results.",
 }
+
+
+def _already_done(result: ToolResult | None) -> bool:
+    return result is not None and result.error_type == "AlreadyDone"
 
 
 # -- tagged next steps ------------------------------------------------------------------------------
@@ -666,6 +672,8 @@ class Orchestrator:
                     "tokens; anything after the last complete call was lost. Keep calls short."
                 )
             )
+        if calls and st.stop is None and all(_already_done(results.get(c.id)) for c in calls):
+            st.stop = EpisodeStatus.COMPLETED  # it only re-assigned finished work: it has every result
         st.stuck_turns = st.stuck_turns + 1 if calls and repeats == failures == len(calls) else 0
         if st.stuck_turns >= cfg.max_repeated_failures:
             st.stop = EpisodeStatus.STUCK
@@ -698,6 +706,7 @@ class Orchestrator:
             max_malformed=cfg.max_malformed_retries,
             max_completion_tokens=cfg.max_subagent_completion_tokens,
             observer=observer,
+            tool_first=self.profile.subagent_tool_first and self._delegate,
         )
 
     def _workspace(self, st: _EpisodeState) -> Path | None:

@@ -82,6 +82,8 @@ class PromptProfile:
     worker_tools_prompt: str
     create_description: str
     assign_description: str
+    subagent_tool_first: bool = False
+    """A sub-agent with tools must call one on its first step and answer on its last."""
 
     def orchestrator_prompt(self, agents: Sequence[AgentDefinition], extra: str | None = None) -> str:
         """The orchestrator's system prompt: the profile's text, the sub-agent types on offer (fixed
@@ -177,6 +179,8 @@ PROFILES: dict[str, PromptProfile] = {
         ),
         create_description="Define a new sub-agent type (only if no existing type fits).",
         assign_description="Run a sub-agent on one task. Calls in one message run in parallel.",
+        # A small sub-agent given search tools answers "NOT FOUND" from memory without searching.
+        subagent_tool_first=True,
     ),
 }
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from anyio import TaskHandle
@@ -140,6 +140,9 @@ class SubagentRuntime:
     max_malformed: int = 2
     max_completion_tokens: int | None = None
     observer: Observer | None = None
+    # A small model's sub-agent with tools calls one on its first step (else it answers from memory:
+    # "NOT FOUND" without a search) and answers on its last (else a tool call there ends it at its cap).
+    tool_first: bool = False
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
 
@@ -418,6 +421,13 @@ class SubagentRun:
                 )
             )
 
+    def _tool_choice(self) -> Literal["auto", "none", "required"]:
+        if not (self.rt.tool_first and self._tool_specs and self.step_cap > 1):
+            return "auto"
+        if not self.steps:
+            return "required"
+        return "none" if len(self.steps) >= self.step_cap - 1 else "auto"
+
     async def _step(self) -> _Next:
         rt = self.rt
         started = rt.clock()
@@ -425,6 +435,7 @@ class SubagentRun:
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
+            tool_choice=self._tool_choice(),
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )

@@ -194,6 +194,47 @@ async def test_a_completed_assignment_is_not_rerun_but_samples_in_one_turn_all_r
     assert "this exact task already completed; its result: [worker-0-1]" in again and "ra2" in again  # the latest
 
 
+async def test_a_turn_that_only_reassigns_finished_tasks_is_followed_by_the_answer_turn() -> None:
+    # A small model re-sent the same six finished assignments three turns in a row, until its
+    # context overflowed and the episode failed with every result in hand.
+    policy = ScriptedBackend([[assign("a"), assign("b")], [assign("a"), assign("b")], "A and B"])
+    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-0-1": ["rb"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    policy.assert_consumed()
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "A and B"
+    assert [s.width for s in record.stages] == [2, 0, 0]
+    last = policy.calls[2]
+    assert last.tool_choice == "none"
+    notice = last.messages[-1]
+    assert isinstance(notice, UserMessage) and "Every task you assigned has already completed" in notice.content
+    # A turn with new work beside a finished task is not cut short.
+    policy = ScriptedBackend([[assign("a")], [assign("a"), assign("c")], "done"])
+    workers = ScriptedBackend({"worker-0-0": ["ra"], "worker-1-0": ["rc"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run("go")
+    assert [s.width for s in record.stages] == [1, 1, 0] and policy.calls[2].tool_choice == "auto"
+
+
+@pytest.mark.parametrize("model", [SMALL, "gpt-4o"])
+async def test_a_small_models_subagent_with_tools_searches_first_and_answers_last(model: str) -> None:
+    @tool
+    def search(query: str) -> str:
+        """Search the documents."""
+        return f"doc about {query}"
+
+    policy = ScriptedBackend([[assign("zip of Ava Lopez")], "Ava Lopez: 92168"], model=model)
+    workers = ScriptedBackend(
+        {"worker-0-0": [[call("search", query="Ava Lopez")], [call("search", query="Ava")], "zip: 92168"]}
+    )
+    config = SwarmConfig(max_subagent_steps=3)
+    record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run("go")
+    workers.assert_consumed()
+    (result,) = record.subagent_results
+    assert result.status is AgentStatus.COMPLETED and result.steps == 3
+    choices = [r.tool_choice for r in workers.calls]
+    # small: a tool call first (not "NOT FOUND" from memory), the answer on the last step of its cap
+    assert choices == (["required", "auto", "none"] if model == SMALL else ["auto", "auto", "auto"])
+
+
 def test_admission_is_a_pure_function_of_calls_and_state() -> None:
     agents = {"worker": AgentDefinition(name="worker", system_prompt="p")}
     calls = [assign(f"t{i}") for i in range(4)] + [call("search", q="x"), call("worker", task="t9")]

@@ -87,7 +87,7 @@ FINAL_NOTICE = {
 
 
 def _already_done(result: ToolResult | None) -> bool:
-    return result is not None and result.error_type == "AlreadyDone"
+    return result is not None and result.error_type == ErrorType.ALREADY_DONE
 
 
 # -- tagged next steps ------------------------------------------------------------------------------

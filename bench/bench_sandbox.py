@@ -4,7 +4,7 @@ Each variant runs the same trivial program (``print(1)``) ``--runs`` times, sequ
 ``--parallel`` at a time; the report is the median latency per run and its ratio to the bare
 subprocess, so the numbers travel between machines. The isolated run (bubblewrap: namespaces, the
 root stage and the unprivileged stage when run as root, cgroup, seccomp, supervisor) must stay under
-150 ms median for ``print(1)`` (issue 18); the report says whether it does, with the load average.
+150 ms median for ``print(1)``; the report says whether it does, with the load average.
 
     python bench/bench_sandbox.py                 # table
     python bench/bench_sandbox.py --runs 20 --json

@@ -173,6 +173,59 @@ def _best_us(fn: Callable[[], object], reps: int, rounds: int = 15) -> float:
     return best
 
 
+def _raw_step(raw: Any, chat_attrs: Any, done_attrs: Any, tool_attrs: Any, agent_attrs: Any) -> Callable[[], None]:
+    """The spans of one traced step through the bare SDK API: 3 chats, 2 tools, 1 agent."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind
+    from opentelemetry.util.types import AnyValue
+
+    def raw_span(name: str, kind: SpanKind, attributes: dict[str, AnyValue], done: dict[str, AnyValue]) -> None:
+        span = raw.start_span(name, kind=kind, attributes=attributes)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        if done:
+            span.set_attributes(done)
+        otel_context.detach(token)
+        span.end()
+
+    def raw_step() -> None:  # the spans of `step` through the bare SDK API: 3 chats, 2 tools, 1 agent
+        span = raw.start_span("invoke_agent w", kind=SpanKind.INTERNAL, attributes=agent_attrs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        for i in range(3):
+            raw_span("chat m", SpanKind.CLIENT, chat_attrs, done_attrs)
+            if i < 2:
+                raw_span("execute_tool work", SpanKind.INTERNAL, tool_attrs, {})
+        span.set_attributes(done_attrs)
+        otel_context.detach(token)
+        span.end()
+
+    return raw_step
+
+
+def _traced_step(t: Any, backend: Any, sampling: Any, completion: Any) -> Callable[[], None]:
+    """One average sub-agent step of the benchmark: a chat, 2/3 of a tool call, 1/3 of an agent."""
+    from swarm.tracing import attr
+
+    def chat() -> None:
+        with t.chat(model="m", backend=backend, sampling=sampling, messages=()) as span:
+            t.completion(span, completion)
+
+    def tool() -> None:
+        with t.tool(name="work", call_id="w", arguments={}) as span:
+            t.content(span, attr.TOOL_RESULT, "ok")
+
+    def one() -> None:  # 3 steps: 3 chats, 2 tools, 1 agent
+        with t.agent(name="w", agent_id="w-0", model="m", episode_id="e") as span:
+            chat()
+            tool()
+            chat()
+            tool()
+            chat()
+            t.agent_result(span, status="completed", steps=3, input_tokens=300, output_tokens=60)
+
+    return one
+
+
 def _breakdown(reps: int = 1500) -> dict[str, float]:
     """µs per span (or per step) of each piece a traced sub-agent step pays for."""
     from opentelemetry import context as otel_context
@@ -220,26 +273,7 @@ def _breakdown(reps: int = 1500) -> dict[str, float]:
         return p
 
     def step(t: Telemetry) -> Callable[[], None]:
-        """One average sub-agent step of the benchmark: a chat, 2/3 of a tool call, 1/3 of an agent."""
-
-        def chat() -> None:
-            with t.chat(model="m", backend=backend, sampling=sampling, messages=()) as span:
-                t.completion(span, completion)
-
-        def tool() -> None:
-            with t.tool(name="work", call_id="w", arguments={}) as span:
-                t.content(span, attr.TOOL_RESULT, "ok")
-
-        def one() -> None:  # 3 steps: 3 chats, 2 tools, 1 agent
-            with t.agent(name="w", agent_id="w-0", model="m", episode_id="e") as span:
-                chat()
-                tool()
-                chat()
-                tool()
-                chat()
-                t.agent_result(span, status="completed", steps=3, input_tokens=300, output_tokens=60)
-
-        return one
+        return _traced_step(t, backend, sampling, completion)
 
     out: dict[str, float] = {}
     raw = provider().get_tracer("bench")
@@ -271,24 +305,7 @@ def _breakdown(reps: int = 1500) -> dict[str, float]:
         attr.CONVERSATION_ID: "e",
     }
 
-    def raw_span(name: str, kind: SpanKind, attributes: dict[str, AnyValue], done: dict[str, AnyValue]) -> None:
-        span = raw.start_span(name, kind=kind, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        if done:
-            span.set_attributes(done)
-        otel_context.detach(token)
-        span.end()
-
-    def raw_step() -> None:  # the spans of `step` through the bare SDK API: 3 chats, 2 tools, 1 agent
-        span = raw.start_span("invoke_agent w", kind=SpanKind.INTERNAL, attributes=agent_attrs)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        for i in range(3):
-            raw_span("chat m", SpanKind.CLIENT, chat_attrs, done_attrs)
-            if i < 2:
-                raw_span("execute_tool work", SpanKind.INTERNAL, tool_attrs, {})
-        span.set_attributes(done_attrs)
-        otel_context.detach(token)
-        span.end()
+    raw_step = _raw_step(raw, chat_attrs, done_attrs, tool_attrs, agent_attrs)
 
     out["sdk_chat_span_us"] = _best_us(raw_chat, reps)
     out["sdk_chat_span_current_us"] = _best_us(raw_chat_current, reps)

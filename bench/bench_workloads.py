@@ -23,7 +23,7 @@ from orchestrator.eval import BackendPair, EvalReport, run_eval
 from swarm.records import Task
 from workloads import Mode, get_workload
 
-# (label, workload, knobs): the targets of issue 7 are the first two rows.
+# (label, workload, knobs): the first two rows are the settings the workloads' speed-up targets are set on.
 SETTINGS: list[tuple[str, str, dict[str, Any]]] = [
     ("tau2-batch K=8 (5–6 actions/ticket)", "tau2-batch", {"k": 8}),
     ("wide-lookup N=16, M=3", "wide-lookup", {"entities": 16, "attributes": 3}),

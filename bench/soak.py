@@ -311,6 +311,103 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
     return None if var == 0 else 60 * sum((p[0] - mx) * (p[1] - my) for p in points) / var
 
 
+def _malformed_answered(records: list[Any]) -> int:
+    """Malformed tool calls the runtime answered (orchestrator and sub-agents) plus unparsed turns."""
+    return (
+        sum(1 for r in records for st in r.stages for tr in st.tool_results if tr.error_type == "ModelOutputError")
+        + sum(
+            1
+            for r in records
+            for s in r.subagent_results
+            for step in s.step_records
+            if step.error and step.error.startswith("malformed output")
+        )
+        + sum(
+            1
+            for r in records
+            for s in r.subagent_results
+            for step in s.step_records
+            for tr in step.tool_results
+            if tr.error_type == "ModelOutputError"
+        )
+        + sum(1 for r in records for t in r.turns if t.parse_error)
+    )
+
+
+def _memory(out: Path, args: argparse.Namespace, problems: list[str]) -> list[dict[str, Any]]:
+    """The probe's samples per process lifetime: RSS and fd slopes after warm-up, tasks by kind (problems
+    found are appended to ``problems``)."""
+    samples = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines() if x.strip()]
+    per_life: list[list[dict[str, Any]]] = []
+    for s in samples:
+        if not per_life or s["up_s"] < per_life[-1][-1]["up_s"]:
+            per_life.append([])
+        per_life[-1].append(s)
+    memory = []
+    for run_samples in per_life:
+        warm = [s for s in run_samples if s["up_s"] >= args.warmup_s]
+        sub_tasks = [s["by_kind"].get("Orchestrator._subagent", 0) for s in run_samples]
+        memory.append(
+            {
+                "minutes": round(run_samples[-1]["up_s"] / 60, 1),
+                "rss_mb_first_last_max": [
+                    run_samples[0]["rss_mb"],
+                    run_samples[-1]["rss_mb"],
+                    max(s["rss_mb"] for s in run_samples),
+                ],
+                "rss_slope_mb_per_min_after_warmup": _round(_slope([(s["up_s"], s["rss_mb"]) for s in warm])),
+                "fds_first_last_max": [
+                    run_samples[0]["fds"],
+                    run_samples[-1]["fds"],
+                    max(s["fds"] for s in run_samples),
+                ],
+                "fds_slope_per_min_after_warmup": _round(_slope([(s["up_s"], s["fds"]) for s in warm])),
+                "threads_max": max(s["threads"] for s in run_samples),
+                "tasks_first_last_max": [
+                    run_samples[0]["tasks"],
+                    run_samples[-1]["tasks"],
+                    max(s["tasks"] for s in run_samples),
+                ],
+                "subagent_tasks_max": max(sub_tasks, default=0),
+            }
+        )
+        if max(sub_tasks, default=0) > args.fanout * args.concurrent_episodes:
+            problems.append(f"more sub-agent tasks alive than can run: {max(sub_tasks)}")
+        if max(s["fds"] for s in run_samples) > 64 + 200:
+            problems.append(f"open fds reached {max(s['fds'] for s in run_samples)} (pool of 64 connections)")
+    return memory
+
+
+def _episode_requests(
+    reqs: list[dict[str, Any]], seed_of: dict[int, tuple[str, int]]
+) -> tuple[dict[tuple[str, int], list[float]], dict[tuple[str, int], float]]:
+    """Per (task, sample): when its episode's requests started, and its orchestrator's last request."""
+    started: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in reqs:
+        if r.get("task") and r.get("seed") in seed_of:
+            started[seed_of[r["seed"]]].append(r["t"])
+    last_request: dict[tuple[str, int], float] = {}
+    for r in reqs:
+        if r["k"] == "o" and r.get("seed") in seed_of:
+            key = seed_of[r["seed"]]
+            last_request[key] = max(last_request.get(key, 0.0), r["t"])
+    return started, last_request
+
+
+def _lifetime_problems(out: Path, lifetimes: list[dict[str, Any]]) -> list[str]:
+    """Rollout processes that ended other than by a kill, Ctrl-C or exit, or left a traceback."""
+    problems: list[str] = []
+    for life in lifetimes:
+        if life["stopped_by"] not in ("kill -9", "SIGINT", "exited") or (
+            life["stopped_by"] == "SIGINT" and life["returncode"] not in (130, 0, 1)
+        ):
+            problems.append(f"a rollout process ended unexpectedly: {life}")
+        text = (out / life["stderr"]).read_text(errors="replace")
+        if "Traceback" in text:
+            problems.append(f"{life['stderr']} holds a traceback")
+    return problems
+
+
 def _report(
     out: Path,
     args: argparse.Namespace,
@@ -368,15 +465,7 @@ def _report(
     if open_hangs:
         problems.append(f"{len(open_hangs)} hung requests were never given up by the client")
     seed_of = {episode_seed(args.seed, tid, j): (tid, j) for tid in expected for j in range(args.group_size)}
-    started: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for r in reqs:
-        if r.get("task") and r.get("seed") in seed_of:
-            started[seed_of[r["seed"]]].append(r["t"])
-    last_request: dict[tuple[str, int], float] = {}
-    for r in reqs:
-        if r["k"] == "o" and r.get("seed") in seed_of:
-            key = seed_of[r["seed"]]
-            last_request[key] = max(last_request.get(key, 0.0), r["t"])
+    started, last_request = _episode_requests(reqs, seed_of)
     # -- the rollout directory
     entries = read_jsonl(run_dir / "episodes.jsonl", EpisodeEntry)
     keys = [(e.group_id, e.sample_index) for e in entries]
@@ -408,74 +497,11 @@ def _report(
     records = [e.record for e in entries]
     statuses = Counter(r.status.value for r in records)
     sub = Counter(s.status.value for r in records for s in r.subagent_results)
-    malformed_answered = (
-        sum(1 for r in records for st in r.stages for tr in st.tool_results if tr.error_type == "ModelOutputError")
-        + sum(
-            1
-            for r in records
-            for s in r.subagent_results
-            for step in s.step_records
-            if step.error and step.error.startswith("malformed output")
-        )
-        + sum(
-            1
-            for r in records
-            for s in r.subagent_results
-            for step in s.step_records
-            for tr in step.tool_results
-            if tr.error_type == "ModelOutputError"
-        )
-        + sum(1 for r in records for t in r.turns if t.parse_error)
-    )
+    malformed_answered = _malformed_answered(records)
     widths = Counter(max(r.dag.stage_widths, default=0) for r in records)
     r_perf = [r.reward.r_perf for r in records if r.reward is not None]
-    for life in lifetimes:
-        if life["stopped_by"] not in ("kill -9", "SIGINT", "exited") or (
-            life["stopped_by"] == "SIGINT" and life["returncode"] not in (130, 0, 1)
-        ):
-            problems.append(f"a rollout process ended unexpectedly: {life}")
-        text = (out / life["stderr"]).read_text(errors="replace")
-        if "Traceback" in text:
-            problems.append(f"{life['stderr']} holds a traceback")
-    # -- the probe: RSS slope after warm-up, fds, tasks by kind, per process lifetime
-    samples = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines() if x.strip()]
-    per_life: list[list[dict[str, Any]]] = []
-    for s in samples:
-        if not per_life or s["up_s"] < per_life[-1][-1]["up_s"]:
-            per_life.append([])
-        per_life[-1].append(s)
-    memory = []
-    for run_samples in per_life:
-        warm = [s for s in run_samples if s["up_s"] >= args.warmup_s]
-        sub_tasks = [s["by_kind"].get("Orchestrator._subagent", 0) for s in run_samples]
-        memory.append(
-            {
-                "minutes": round(run_samples[-1]["up_s"] / 60, 1),
-                "rss_mb_first_last_max": [
-                    run_samples[0]["rss_mb"],
-                    run_samples[-1]["rss_mb"],
-                    max(s["rss_mb"] for s in run_samples),
-                ],
-                "rss_slope_mb_per_min_after_warmup": _round(_slope([(s["up_s"], s["rss_mb"]) for s in warm])),
-                "fds_first_last_max": [
-                    run_samples[0]["fds"],
-                    run_samples[-1]["fds"],
-                    max(s["fds"] for s in run_samples),
-                ],
-                "fds_slope_per_min_after_warmup": _round(_slope([(s["up_s"], s["fds"]) for s in warm])),
-                "threads_max": max(s["threads"] for s in run_samples),
-                "tasks_first_last_max": [
-                    run_samples[0]["tasks"],
-                    run_samples[-1]["tasks"],
-                    max(s["tasks"] for s in run_samples),
-                ],
-                "subagent_tasks_max": max(sub_tasks, default=0),
-            }
-        )
-        if max(sub_tasks, default=0) > args.fanout * args.concurrent_episodes:
-            problems.append(f"more sub-agent tasks alive than can run: {max(sub_tasks)}")
-        if max(s["fds"] for s in run_samples) > 64 + 200:
-            problems.append(f"open fds reached {max(s['fds'] for s in run_samples)} (pool of 64 connections)")
+    problems.extend(_lifetime_problems(out, lifetimes))
+    memory = _memory(out, args, problems)
     report = {
         "command": " ".join(sys.argv),
         "start_time": stop_times[0] - lifetimes[0]["ended"] if lifetimes else None,

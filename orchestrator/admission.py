@@ -2,9 +2,10 @@
 
 A pure function of the turn's calls and the episode's state (sub-agent types, remaining critical
 budget, width limit), so every rule is tested on its own. Each ``assign_task`` is admitted as a
-sub-agent run (with a step cap from the remaining critical budget, SPEC §3) or refused with a
-message that tells the model what to do instead; other calls run as direct tools. Refusals cost
-nothing but the orchestrator's own step: a stage never starts a sub-agent that cannot take a step.
+sub-agent run (with a step cap from the remaining critical budget, which keeps one critical step for the
+orchestrator's next turn) or refused with a message that tells the model what to do instead; other calls run
+as direct tools. Refusals cost nothing but the orchestrator's own step: a stage never starts a sub-agent that
+cannot take a step.
 
 Small models make a few mistakes again and again; where the intent is unambiguous the call is
 corrected and the model told so (:func:`resolve_agent`), and a call that repeats an earlier
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from subagents.loop import call_signature, repeat_notice
+from swarm.errors import ErrorType
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition
 
@@ -248,7 +250,7 @@ def admit(
                 )
                 out.refused[c.id] = (
                     f"{c.name!r} is a sub-agent type, not a tool. Run it with assign_task: {example}",
-                    "AgentCalledAsTool",
+                    ErrorType.AGENT_CALLED_AS_TOOL,
                 )
             else:
                 out.direct.append(c)
@@ -258,18 +260,18 @@ def admit(
         if name is None:
             out.refused[c.id] = (
                 f"unknown sub-agent {agent!r}. Pass one of these types as agent: {known}.",
-                "InvalidAction",
+                ErrorType.INVALID_ACTION,
             )
             continue
         if not isinstance(task, str) or not task.strip():
-            out.refused[c.id] = ("assign_task needs a non-empty string 'task'", "InvalidAction")
+            out.refused[c.id] = ("assign_task needs a non-empty string 'task'", ErrorType.INVALID_ACTION)
             continue
         key = (name, task.strip())
         if distinct:
             if (name, task.strip().casefold()) in seen:
                 out.refused[c.id] = (
                     "the same task was already assigned in this message and runs once; this copy was not run.",
-                    "DuplicateTask",
+                    ErrorType.DUPLICATE_TASK,
                 )
                 continue
             seen.add((name, task.strip().casefold()))
@@ -277,21 +279,21 @@ def admit(
             out.refused[c.id] = (
                 f"this exact task already completed; its result: {completed[key]}\n"
                 "Do not assign it again: answer the user now if you have every part.",
-                "AlreadyDone",
+                ErrorType.ALREADY_DONE,
             )
             continue
         if step_cap < 1:
             out.refused[c.id] = (
                 f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "
                 "Answer the user now in plain text with what you have.",
-                "BudgetExhausted",
+                ErrorType.BUDGET_EXHAUSTED,
             )
             continue
         if len(out.assignments) >= max_width:
             out.refused[c.id] = (
                 f"stage width limit of {max_width} sub-agents reached; this assignment was not run. "
                 "Assign it in a later stage.",
-                "WidthLimit",
+                ErrorType.WIDTH_LIMIT,
             )
             continue
         definition = agents[name]
@@ -304,5 +306,5 @@ def admit(
         and lists_items(out.assignments[0].task)
     ):
         only = out.assignments.pop()
-        out.refused[only.call.id] = (split_notice(split_task, only.definition.name), "SplitTask")
+        out.refused[only.call.id] = (split_notice(split_task, only.definition.name), ErrorType.SPLIT_TASK)
     return out

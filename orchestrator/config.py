@@ -12,7 +12,7 @@ __all__ = ["SwarmConfig"]
 
 
 class SwarmConfig(BaseModel):
-    """Budgets are in *critical steps* (SPEC §3), not total steps.
+    """Budgets are in *critical steps* (Kimi K2.5 report, arXiv 2602.02276 §3), not total steps.
 
     Before a stage starts, each sub-agent's step cap is
     ``min(max_subagent_steps, remaining critical budget - 1)``, so a stage can never overrun the

@@ -37,7 +37,7 @@ from swarm import limits
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
-from swarm.errors import ConfigError, LargeInputWarning, ModelOutputError, UnknownNameError
+from swarm.errors import ConfigError, ErrorType, LargeInputWarning, ModelOutputError, UnknownNameError
 from swarm.events import (
     ActionResolved,
     EpisodeFinished,
@@ -67,7 +67,7 @@ from swarm.records import (
     ToolResult,
 )
 from swarm.tracing import Telemetry, attr
-from tools.registry import Tool, ToolContext, ToolRegistry
+from tools.registry import Tool, ToolContext, ToolRegistry, Toolset
 
 __all__ = ["Orchestrator", "RewardFn"]
 
@@ -87,7 +87,7 @@ FINAL_NOTICE = {
 
 
 def _already_done(result: ToolResult | None) -> bool:
-    return result is not None and result.error_type == "AlreadyDone"
+    return result is not None and result.error_type == ErrorType.ALREADY_DONE
 
 
 # -- tagged next steps ------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Orchestrator:
         backend: ModelBackend,
         config: SwarmConfig | None = None,
         *,
-        tools: ToolRegistry | Iterable[Tool] | None = None,
+        tools: ToolRegistry | Iterable[Tool | Toolset] | None = None,
         agents: Iterable[AgentDefinition] = (),
         subagent_backend: ModelBackend | None = None,
         subagent_backends: Mapping[str, ModelBackend] | None = None,
@@ -330,15 +330,17 @@ class Orchestrator:
                             EpisodeStatus.TIMEOUT,
                             self._partial_answer(st),
                             f"episode timed out after {timeout:g}s",
-                            "TimeoutError",
+                            ErrorType.TIMEOUT,
                         )
             except anyio.get_cancelled_exc_class():
-                st.finish(EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled", "Cancelled")
+                st.finish(
+                    EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled", ErrorType.CANCELLED
+                )
                 self._close(st, span)
                 raise
             except Exception as exc:
                 # A bug in the runtime or a tool layer: keep everything that ran, then raise.
-                st.finish(EpisodeStatus.FAILED, None, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+                st.finish(EpisodeStatus.FAILED, None, f"{type(exc).__name__}: {exc}", ErrorType.of(exc))
                 self._close(st, span)
                 raise
             if self.reward_fn is not None:
@@ -395,7 +397,9 @@ class Orchestrator:
             self._record_stage(st, outcome, kind, (), ())
             if isinstance(nxt, _Answer):
                 stuck = nxt.status is EpisodeStatus.STUCK
-                st.finish(nxt.status, nxt.text, st.stop_error if stuck else None, "ActionLoopError" if stuck else None)
+                st.finish(
+                    nxt.status, nxt.text, st.stop_error if stuck else None, ErrorType.ACTION_LOOP if stuck else None
+                )
             elif isinstance(nxt, _Fail):
                 st.finish(EpisodeStatus.FAILED, None, nxt.error, nxt.error_type)
 
@@ -457,7 +461,7 @@ class Orchestrator:
     def _decide(self, st: _EpisodeState, outcome: _TurnOutcome, final: bool) -> _Next:
         c = outcome.completion
         if c is None:
-            return _Fail(f"orchestrator model call failed: {outcome.error}", "BackendError")
+            return _Fail(f"orchestrator model call failed: {outcome.error}", ErrorType.BACKEND)
         if final:
             # Tools are disabled on the last turn: whatever it says is the answer.
             return _Answer(clean_answer(c.text), st.stop or EpisodeStatus.BUDGET_EXHAUSTED)
@@ -471,7 +475,7 @@ class Orchestrator:
                 max_retries=self.config.max_malformed_retries,
                 who="orchestrator",
             )
-            return _Retry(c.parse_error) if failure is None else _Fail(failure, ModelOutputError.__name__)
+            return _Retry(c.parse_error) if failure is None else _Fail(failure, ErrorType.MODEL_OUTPUT)
         if not c.tool_calls:
             st.messages.append(AssistantMessage(content=c.text))
             return _Answer(clean_answer(c.text), EpisodeStatus.COMPLETED)
@@ -498,28 +502,28 @@ class Orchestrator:
         return tuple(out), bad
 
     def _create(self, st: _EpisodeState, call: ToolCall) -> str:
-        """Handle create_subagent; returns the tool message text or raises ValueError (model's error)."""
+        """Handle create_subagent; returns the tool message text or raises ModelOutputError (the model's mistake)."""
         a = call.arguments
         name, prompt = a.get("name"), a.get("system_prompt")
         if not isinstance(name, str) or not name.strip():
-            raise ValueError("create_subagent needs a non-empty string 'name'")
+            raise ModelOutputError("create_subagent needs a non-empty string 'name'")
         if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("create_subagent needs a non-empty string 'system_prompt'")
+            raise ModelOutputError("create_subagent needs a non-empty string 'system_prompt'")
         name = name.strip()
         if name in st.agents:
-            raise ValueError(f"a sub-agent named {name!r} already exists; assign tasks to it or pick a new name")
+            raise ModelOutputError(f"a sub-agent named {name!r} already exists; assign tasks to it or pick a new name")
         tools = a.get("tools") or []
         if isinstance(tools, str):
             tools = [tools]
         if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-            raise ValueError("'tools' must be a list of tool names")
+            raise ModelOutputError("'tools' must be a list of tool names")
         expanded, bad = self._expand_grant(tools)
         if bad:
             allowed = ", ".join(sorted([*self._grantable, *self._grantable_sets])) or "(none)"
-            raise ValueError(f"tools {bad} cannot be granted in this episode; allowed: {allowed}")
+            raise ModelOutputError(f"tools {bad} cannot be granted in this episode; allowed: {allowed}")
         model = a.get("model")
         if model is not None and model not in self.subagent_backends:
-            raise ValueError(f"unknown model {model!r}; available: {', '.join(sorted(self.subagent_backends))}")
+            raise ModelOutputError(f"unknown model {model!r}; available: {', '.join(sorted(self.subagent_backends))}")
         st.agents[name] = AgentDefinition(name=name, system_prompt=prompt, tools=expanded, model=model)
         granted = ", ".join(expanded) or "no tools"
         return f"created sub-agent {name!r} ({granted})"
@@ -542,8 +546,8 @@ class Orchestrator:
                 try:
                     now = st.clock()
                     plan.results[c.id] = ToolResult(call=c, content=self._create(st, c), started=now, ended=st.clock())
-                except ValueError as exc:
-                    plan.results[c.id] = self._error_result(st, c, str(exc), "InvalidAction")
+                except ModelOutputError as exc:
+                    plan.results[c.id] = self._error_result(st, c, str(exc), ErrorType.INVALID_ACTION)
         admission = admit(
             calls,
             st.agents,
@@ -558,7 +562,7 @@ class Orchestrator:
             else None,
             distinct=self.profile.distinct_tasks,
         )
-        st.must_act = any(e == "SplitTask" for _, e in admission.refused.values())
+        st.must_act = any(e == ErrorType.SPLIT_TASK for _, e in admission.refused.values())
         st.split_nudged = st.split_nudged or st.must_act
         by_id: dict[str, ToolCall] = {}
         for c in calls if admission.refused else ():
@@ -616,7 +620,7 @@ class Orchestrator:
                 for c, run in runs:
                     if c.id not in done:
                         done[c.id] = run.result(
-                            AgentStatus.CANCELLED, error="cancelled with the episode", error_type="Cancelled"
+                            AgentStatus.CANCELLED, error="cancelled with the episode", error_type=ErrorType.CANCELLED
                         )
                 subs = tuple(done[c.id] for c in plan.calls if c.id in done)
                 self._record_stage(st, outcome, kind, tuple(results.values()), subs, span)

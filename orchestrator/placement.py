@@ -23,6 +23,7 @@ from typing import Protocol
 from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
 from swarm import limits
 from swarm.backend import ModelBackend, SamplingParams
+from swarm.errors import ErrorType
 from swarm.records import AgentDefinition, AgentStatus, SubagentResult
 from swarm.tracing import Telemetry
 from tools.registry import Tool, ToolRegistry
@@ -151,7 +152,7 @@ async def run_batch(
                 if backend is None
                 else f"tools {missing} do not exist where the sub-agent was placed; give the placement's kit them"
             )
-            finished(p.agent_id, placement_failure(batch, p, why, "PlacementError"))
+            finished(p.agent_id, placement_failure(batch, p, why, ErrorType.PLACEMENT))
             continue
         rt = runtimes.get(model)
         if rt is None:

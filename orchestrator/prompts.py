@@ -1,5 +1,5 @@
-"""The orchestrator's action tools (SPEC §2), its prompts per model family, and how results are shown
-to it.
+"""The orchestrator's action tools (``create_subagent``, ``assign_task``), its prompts per model family,
+and how results are shown to it.
 
 A :class:`PromptProfile` is what a model family needs to follow the protocol: the orchestrator's
 system prompt (built from the sub-agent types the episode offers), the built-in ``worker`` type's

@@ -47,7 +47,7 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
-from swarm.errors import ConfigError, TaskFileError, UnknownNameError
+from swarm.errors import ConfigError, ErrorType, TaskFileError, UnknownNameError
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
 from swarm.rl.rewards import ADVANTAGES, PARLReward
@@ -278,7 +278,7 @@ def episode_seed(run_seed: int, task_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-_BACKEND_ERRORS = frozenset({"BackendError", "BackendTimeoutError", "BackendUnavailableError"})
+_BACKEND_ERRORS = frozenset({ErrorType.BACKEND, ErrorType.BACKEND_TIMEOUT, ErrorType.BACKEND_UNAVAILABLE})
 
 
 def infrastructure_failure(record: EpisodeRecord) -> str | None:
@@ -468,7 +468,7 @@ class EpisodeRunner:
             orch = self.factory(base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
             record = await orch.run(job.task, episode_id=job.episode_id)
         except Exception as exc:  # a runtime bug in one episode must not end the others
-            return episode_crash(job, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+            return episode_crash(job, f"{type(exc).__name__}: {exc}", ErrorType.of(exc))
         entry = EpisodeEntry(group_id=job.task.id, sample_index=job.sample_index, seed=job.seed, record=record)
         reason = infrastructure_failure(record)
         failure = None
@@ -481,7 +481,7 @@ class EpisodeRunner:
                 seed=job.seed,
                 episode_id=job.episode_id,
                 error=reason,
-                error_type=record.error_type or "BackendError",
+                error_type=record.error_type or ErrorType.BACKEND,
                 record=record if retry else None,
             )
             if retry:
@@ -670,7 +670,7 @@ class _Run:
             self.exported.add(key)
             e = self.unexported.pop(key)
             if e.trajectory is None:
-                message, kind = e.trajectory_error or ("no trajectory", TrajectoryError.__name__)
+                message, kind = e.trajectory_error or ("no trajectory", ErrorType.TRAJECTORY)
                 f = RolloutFailure(
                     kind="trajectory",
                     group_id=group_id,

@@ -22,7 +22,7 @@ from anyio import TaskHandle
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import BackendError, BudgetExhaustedError, ModelOutputError
+from swarm.errors import BackendError, ErrorType
 from swarm.events import Observer, SubagentStep
 from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -196,7 +196,7 @@ async def _tool_call(
     with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
         r = await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
         if r.is_error:
-            span.fail(r.error_type or "ToolError", r.content)
+            span.fail(r.error_type or ErrorType.TOOL, r.content)
         telemetry.content(span, attr.TOOL_RESULT, r.content)
     return r
 
@@ -333,7 +333,7 @@ class SubagentRun:
         return _Fail(
             AgentStatus.TIMEOUT,
             f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
-            "TimeoutError",
+            ErrorType.TIMEOUT,
         )
 
     def _end(self, span: SpanHandle, outcome: _Finish | _Fail) -> SubagentResult:
@@ -390,7 +390,7 @@ class SubagentRun:
                 return _Fail(
                     AgentStatus.BUDGET_EXHAUSTED,
                     f"step cap of {self.step_cap} reached before the sub-agent answered",
-                    BudgetExhaustedError.__name__,
+                    ErrorType.STEP_BUDGET,
                 )
             nxt = await self._step()
             if not isinstance(nxt, _Continue):
@@ -400,7 +400,7 @@ class SubagentRun:
                 return _Fail(
                     AgentStatus.BUDGET_EXHAUSTED,
                     f"completion-token limit of {limit} reached ({self.completion_tokens} used)",
-                    BudgetExhaustedError.__name__,
+                    ErrorType.STEP_BUDGET,
                 )
 
     def _record(
@@ -460,7 +460,7 @@ class SubagentRun:
             self._record(started, None, error=_INTERRUPTED.format("during its model call"))
             raise
         if isinstance(completion, Exception):  # a failing model is this agent's failure, never its siblings'
-            kind = type(completion).__name__
+            kind = ErrorType.of(completion)
             self._record(started, None, error=f"{kind}: {completion}")
             what = "model call failed" if isinstance(completion, BackendError) else "model backend raised"
             return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {completion}", kind)
@@ -479,7 +479,7 @@ class SubagentRun:
             )
             self._record(started, completion, error=f"malformed output: {completion.parse_error}")
             if failure is not None:
-                return _Fail(AgentStatus.FAILED, failure, ModelOutputError.__name__)
+                return _Fail(AgentStatus.FAILED, failure, ErrorType.MODEL_OUTPUT)
             return _CONTINUE
 
         if not completion.tool_calls:

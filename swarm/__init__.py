@@ -1,5 +1,7 @@
 """The swarm kernel: messages, the model backend protocol, records, the step DAG, errors, tracing."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.dag import build_dag, critical_steps_formula, dag_stats
 from swarm.errors import (
@@ -10,6 +12,7 @@ from swarm.errors import (
     BudgetExhaustedError,
     ClusterError,
     ConfigError,
+    ErrorType,
     ModelOutputError,
     ScriptError,
     SwarmError,
@@ -36,7 +39,10 @@ from swarm.records import (
 )
 from swarm.tracing import Telemetry
 
-__version__ = "0.1.0"
+try:  # the one place the version is read: pyproject.toml via the installed distribution's metadata
+    __version__ = version("agent-swarm")
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AgentDefinition",
@@ -53,6 +59,7 @@ __all__ = [
     "DagStats",
     "EpisodeRecord",
     "EpisodeStatus",
+    "ErrorType",
     "Message",
     "ModelBackend",
     "ModelOutputError",

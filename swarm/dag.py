@@ -1,4 +1,4 @@
-"""The step DAG of an episode and its statistics (SPEC §4).
+"""The step DAG of an episode and its statistics (critical steps: ARCHITECTURE.md, the episode's data path).
 
 Nodes are steps (``"<agent_id>#<index>"``) carrying agent id, step index, kind, stage, start/end and
 tokens. Edges: sequence within an agent; *fork* from the orchestrator step that opened a stage to the
@@ -175,8 +175,18 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
                 best_n, end = n, node
     if end is None:
         return 0, [], 0.0
+    return best_n, _walk_back(end, back, chains), best_secs
+
+
+def _walk_back(
+    end: tuple[str, int],
+    back: dict[tuple[str, int], tuple[str, int] | None],
+    chains: dict[tuple[str, int], SubagentResult],
+) -> list[str]:
+    """The critical path's node names, first to last: from ``end`` along ``back``, a chain exit
+    standing for all of its sub-agent's steps."""
     path: list[str] = []
-    cur: Node | None = end
+    cur: tuple[str, int] | None = end
     while cur is not None:
         chain = chains.get(cur)
         if chain is None:
@@ -185,7 +195,7 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
             path.extend(f"{r.agent_id}#{r.index}" for r in reversed(chain.step_records))
         cur = back[cur]
     path.reverse()
-    return best_n, path, best_secs
+    return path
 
 
 def dag_stats(stages: Sequence[StageRecord], graph: nx.DiGraph | None = None) -> DagStats:

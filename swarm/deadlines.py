@@ -10,7 +10,6 @@ sub-agent cancels its task, a tool call cancels its own (deadline-free) scope.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import math
 from collections import deque
@@ -19,15 +18,16 @@ from typing import Protocol
 
 import anyio
 
+from swarm._aio import running_loop
+
 __all__ = ["DeadlineWatch", "Expirable"]
 
 
 def _loop_clock() -> Callable[[], float]:
     """The running loop's clock function: what ``anyio.current_time()`` returns, as a direct call."""
-    try:
-        return asyncio.get_running_loop().time  # anyio's asyncio backend reads exactly this clock
-    except RuntimeError:  # another backend (trio)
-        return anyio.current_time
+    loop = running_loop()
+    # anyio's asyncio backend reads exactly this clock; another backend (trio) has its own.
+    return anyio.current_time if loop is None else loop.time
 
 
 class Expirable(Protocol):

@@ -1,6 +1,6 @@
 """One error hierarchy for the whole project.
 
-Two audiences (STYLE §8):
+Two audiences, so a caller can tell a bug in its own setup from a model's mistake:
 
 * errors for the *developer* using the library (bad config, bad task file, unknown backend, a test
   double used wrongly) derive from :class:`UserError` and are raised;
@@ -36,6 +36,7 @@ constructors never log. Messages name what failed, the value and what to do.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
 
 __all__ = [
     "AgentError",
@@ -45,6 +46,7 @@ __all__ = [
     "BudgetExhaustedError",
     "ClusterError",
     "ConfigError",
+    "ErrorType",
     "LargeInputWarning",
     "ModelOutputError",
     "ScriptError",
@@ -164,3 +166,47 @@ class SwarmWarning(UserWarning):
 
 class LargeInputWarning(SwarmWarning):
     """An input is so large that records, trajectories or memory grow by a multiple of it."""
+
+
+class ErrorType(StrEnum):
+    """Why an action, a step, a sub-agent or an episode failed: the ``error_type`` of records, of
+    ``failures.jsonl`` lines and of trace spans (``error.type``).
+
+    The values are the strings records on disk already hold, so old records load unchanged and a
+    member compares equal to its string (``ErrorType.WIDTH_LIMIT == "WidthLimit"``). Work failed by
+    an exception records the exception's class name (:meth:`of`): one of the members below for the
+    project's own errors, or the class name of whatever a tool raised (``KeyError``), which is kept
+    as written so a tool's failure stays diagnosable.
+    """
+
+    # The orchestrator's actions the engine refused (orchestrator.admission, orchestrator.engine).
+    INVALID_ACTION = "InvalidAction"
+    AGENT_CALLED_AS_TOOL = "AgentCalledAsTool"
+    DUPLICATE_TASK = "DuplicateTask"
+    ALREADY_DONE = "AlreadyDone"
+    SPLIT_TASK = "SplitTask"
+    WIDTH_LIMIT = "WidthLimit"
+    BUDGET_EXHAUSTED = "BudgetExhausted"
+    UNKNOWN_TOOL = "UnknownTool"
+    # How work ended without an exception of its own.
+    CANCELLED = "Cancelled"
+    TIMEOUT = "TimeoutError"
+    ACTION_LOOP = "ActionLoopError"
+    PLACEMENT = "PlacementError"
+    # The project's exceptions, by class name.
+    AGENT = "AgentError"
+    BACKEND = "BackendError"
+    BACKEND_TIMEOUT = "BackendTimeoutError"
+    BACKEND_UNAVAILABLE = "BackendUnavailableError"
+    MODEL_OUTPUT = "ModelOutputError"
+    TOOL = "ToolError"
+    TOOL_TIMEOUT = "ToolTimeoutError"
+    STEP_BUDGET = "BudgetExhaustedError"
+    TRAJECTORY = "TrajectoryError"
+
+    @classmethod
+    def of(cls, exc: BaseException) -> str:
+        """The ``error_type`` of work that ``exc`` failed: its class name (a member when it is one)."""
+        name = type(exc).__name__
+        member: ErrorType | None = cls._value2member_map_.get(name)  # type: ignore[assignment]
+        return name if member is None else member

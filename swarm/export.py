@@ -1,29 +1,7 @@
-"""Re-export of :mod:`swarm.rl.export`, this module's home since 0.2 (README.md documented ``swarm.export``)."""
+"""Re-export of :mod:`swarm.rl.export`, this module's home since the layout of ARCHITECTURE.md (README.md
+documented ``swarm.export``, so the old import path keeps working)."""
 
-from swarm.rl.export import (
-    JsonlProblem,
-    JsonlWriter,
-    iter_jsonl,
-    read_jsonl,
-    read_parquet,
-    read_trajectories,
-    repair_jsonl,
-    to_agl_triplets,
-    to_trl_rollout,
-    to_verl_agent_loop_output,
-    write_parquet,
-)
+from swarm.rl import export as _home
+from swarm.rl.export import *  # noqa: F403  (the whole public surface, as listed in its __all__)
 
-__all__ = [
-    "JsonlProblem",
-    "JsonlWriter",
-    "iter_jsonl",
-    "read_jsonl",
-    "read_parquet",
-    "read_trajectories",
-    "repair_jsonl",
-    "to_agl_triplets",
-    "to_trl_rollout",
-    "to_verl_agent_loop_output",
-    "write_parquet",
-]
+__all__ = _home.__all__

@@ -1,4 +1,4 @@
-"""Run untrusted Python in a separate, limited process (SPEC §8).
+"""Run untrusted Python in a separate, limited process (bubblewrap namespaces, rlimits, a cgroup).
 
 Used by the ``python`` tool and by code verifiers. :func:`run_python` never raises for anything the
 code does — crashes, timeouts, memory exhaustion, fork bombs, a full workspace and blocked syscalls all
@@ -665,9 +665,10 @@ def _parse_report(run: _Run) -> dict[str, str] | None:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def _result(
-    run: _Run, limits: SandboxLimits, *, isolated: bool, why_plain: str, uid: int, channel: bool, layers: list[str]
-) -> SandboxResult:
+def _isolation_notes(
+    limits: SandboxLimits, *, isolated: bool, why_plain: str, uid: int, layers: list[str]
+) -> list[str]:
+    """What the run was isolated from (the first notes of every result)."""
     notes: list[str] = []
     if isolated:
         notes.append(
@@ -681,6 +682,13 @@ def _result(
         notes.append("network access allowed by the limits (network=True)")
     elif not isolated:
         notes.append("network NOT isolated: the code can open sockets (plain mode)")
+    return notes
+
+
+def _result(
+    run: _Run, limits: SandboxLimits, *, isolated: bool, why_plain: str, uid: int, channel: bool, layers: list[str]
+) -> SandboxResult:
+    notes = _isolation_notes(limits, isolated=isolated, why_plain=why_plain, uid=uid, layers=layers)
     stdout, cut_out = _decode(run.out, limits.max_output_chars)
     stderr, cut_err = _decode(run.err, limits.max_output_chars)
     if cut_out or cut_err:

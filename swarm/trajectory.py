@@ -1,23 +1,7 @@
-"""Re-export of :mod:`swarm.rl.trajectory`, this module's home since 0.2 (README.md documented ``swarm.trajectory``)."""
+"""Re-export of :mod:`swarm.rl.trajectory`, this module's home since the layout of ARCHITECTURE.md (README.md
+documented ``swarm.trajectory``, so the old import path keeps working)."""
 
-from swarm.rl.trajectory import (
-    SCHEMA_VERSION,
-    SubagentSide,
-    Trajectory,
-    TrajectoryError,
-    TrajectoryTurn,
-    build_trajectory,
-    flatten_turns,
-    validate_trajectory,
-)
+from swarm.rl import trajectory as _home
+from swarm.rl.trajectory import *  # noqa: F403  (the whole public surface, as listed in its __all__)
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "SubagentSide",
-    "Trajectory",
-    "TrajectoryError",
-    "TrajectoryTurn",
-    "build_trajectory",
-    "flatten_turns",
-    "validate_trajectory",
-]
+__all__ = _home.__all__

@@ -1,4 +1,11 @@
-"""Fixtures of the CLI tests.
+"""Guards every test shares, and fixtures of the CLI tests.
+
+Hermetic by default: a test sees an empty model cache (``SWARM_CACHE_DIR`` points at a temporary
+directory), so a model the developer once assembled into ``~/.cache/swarm`` can neither make a skip
+guard pass nor change which model is the default. A test may not load a real model nor call a server
+off this machine unless it is marked ``integration`` (or ``vllm``/``gpu``): those are the tests that
+use the installed local models, and they see the user's cache as the CLI would. Everything else
+scripts its model (:mod:`swarm.testing`, or a scripted OpenAI-compatible server on loopback).
 
 ``openai_script``: a scripted OpenAI-compatible server that ``swarm run -b openai --base-url URL``
 talks to over real HTTP, and a policy function of the request body decides each reply (text or
@@ -11,6 +18,7 @@ body, so a test can check what the model was shown (system prompt, tools).
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import threading
@@ -18,9 +26,81 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from swarm.backends.local import LocalEngine
+
+REAL_BACKEND_MARKERS = ("integration", "vllm", "gpu")
+"""Markers that allow a test to load a real model or reach a real server (and see the user's model cache)."""
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+_now: dict[str, Any] = {"test": "", "real": True}
+"""The running test and whether its markers allow real backends (set before its fixtures are)."""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Runs before the item's fixtures are set up, so a session fixture that starts a model while an
+    # unmarked test asked for it is caught too.
+    _now["test"] = item.nodeid
+    _now["real"] = any(item.get_closest_marker(m) for m in REAL_BACKEND_MARKERS)
+
+
+def _forbidden(what: str) -> None:
+    pytest.fail(
+        f"{_now['test']} {what} but is not marked {' / '.join(REAL_BACKEND_MARKERS)}: script the model "
+        "(swarm.testing, a scripted server on 127.0.0.1 or an httpx.MockTransport) or mark the test",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_backend_guard() -> Iterator[None]:
+    """Fail any unmarked test that loads a real model or calls a server off this machine."""
+    mp = pytest.MonkeyPatch()
+    real_start = LocalEngine.start
+    real_send = httpx.AsyncHTTPTransport.handle_async_request
+
+    def start(self: LocalEngine) -> LocalEngine:
+        if not _now["real"]:
+            _forbidden(f"loads the real model {self.requested!r} (LocalEngine.start)")
+        return real_start(self)
+
+    async def send(self: httpx.AsyncHTTPTransport, req: httpx.Request) -> httpx.Response:
+        if not _now["real"] and not _loopback(req.url.host):
+            _forbidden(f"calls {req.url.host} over the network")
+        return await real_send(self, req)
+
+    mp.setattr(LocalEngine, "start", start)
+    mp.setattr(httpx.AsyncHTTPTransport, "handle_async_request", send)
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def hermetic_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The empty model cache every unmarked test sees as ``SWARM_CACHE_DIR``."""
+    return tmp_path_factory.mktemp("swarm-cache")
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_cache(monkeypatch: pytest.MonkeyPatch, hermetic_cache_dir: Path) -> None:
+    """Unmarked tests never see the user's model cache (integration tests do, as the CLI would)."""
+    if not _now["real"]:
+        monkeypatch.setenv("SWARM_CACHE_DIR", str(hermetic_cache_dir))
+
 
 Reply = tuple[str, list[tuple[str, dict[str, Any]]]]
 Policy = Callable[[dict[str, Any]], Reply]

@@ -18,7 +18,7 @@ import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints, overload
 
 import anyio
 import anyio.to_thread
@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from swarm.backend import ToolSpec
 from swarm.deadlines import DeadlineWatch
-from swarm.errors import ConfigError, ModelOutputError, ToolError, ToolTimeoutError, UnknownNameError
+from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
 
@@ -333,6 +333,22 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    blocking: bool | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -341,7 +357,7 @@ def tool(
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     blocking: bool | None = None,
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator: ``@tool`` or ``@tool(timeout_s=5)`` turns a typed function into a :class:`Tool`."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
@@ -454,7 +470,7 @@ async def execute_tool(
             content=f"error: this tool call could not be parsed and was not run ({call.error}). "
             "Call the tool again with its arguments as one JSON object.",
             is_error=True,
-            error_type=ModelOutputError.__name__,
+            error_type=ErrorType.MODEL_OUTPUT,
             started=started,
             ended=clock(),
         )
@@ -465,7 +481,7 @@ async def execute_tool(
             call=call,
             content=f"error: unknown tool {call.name!r}; available tools: {available}",
             is_error=True,
-            error_type="UnknownTool",
+            error_type=ErrorType.UNKNOWN_TOOL,
             started=started,
             ended=clock(),
         )
@@ -476,7 +492,7 @@ async def execute_tool(
             call=call,
             content=f"error: {exc}",
             is_error=True,
-            error_type=type(exc).__name__,
+            error_type=ErrorType.of(exc),
             started=started,
             ended=clock(),
         )
@@ -485,7 +501,7 @@ async def execute_tool(
             call=call,
             content=f"error: tool {call.name!r} raised {type(exc).__name__}: {exc}",
             is_error=True,
-            error_type=type(exc).__name__,
+            error_type=ErrorType.of(exc),
             started=started,
             ended=clock(),
         )

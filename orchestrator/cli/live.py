@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from swarm.errors import ErrorType
 from swarm.events import (
     ActionResolved,
     EpisodeFinished,
@@ -211,7 +212,7 @@ def _action_line(a: ActionView) -> Text:
     line.append(f"{verb}{a.label}", style="bold")
     line.append("  ")
     line.append(a.outcome, style=_STYLE.get(a.outcome, ""))
-    if a.error_type and a.outcome in ("rejected", "failed") and a.error_type not in ("ToolError",):
+    if a.error_type and a.outcome in ("rejected", "failed") and a.error_type != ErrorType.TOOL:
         line.append(f" ({a.error_type})", style=_STYLE.get(a.outcome, ""))
     if a.steps is not None:
         line.append(f"  {a.steps}/{a.cap} steps", style="dim")

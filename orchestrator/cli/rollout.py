@@ -215,6 +215,56 @@ def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) ->
     return workload_orchestrator_factory(backend_resolver(**resolver), mode=mode, overrides=overrides)
 
 
+def _factory_and_executor(
+    build: Any, build_args: dict[str, Any], ray: str | None, ray_actors: int | None
+) -> tuple[Any, Any]:
+    """(orchestrator factory, executor): in this process, or on Ray actors (``None``: in-process)."""
+    if ray is None:
+        return build(**build_args), None
+    # Each Ray actor builds its own backends (clients, engines) from the same options.
+    from orchestrator.cluster import RayExecutor, remote_factory
+
+    return remote_factory(build, **build_args), RayExecutor(None if ray == "local" else ray, actors=ray_actors)
+
+
+def _select_tasks(
+    tasks: Path | None,
+    workload: str | None,
+    *,
+    n: int | None,
+    split: str | None,
+    knob: list[str] | None,
+    mode: str,
+    seed: int,
+    backend: str,
+    malformed: Literal["skip", "fail"],
+) -> tuple[list[Task], list[Any]]:
+    """The run's tasks: from ``--tasks`` alone, or a workload's (generated, or its task file)."""
+    if workload is None:
+        if n is not None or split is not None or knob or mode != "swarm":
+            raise UserError("-n, --split, --knob and --mode choose workload tasks; give --workload NAME")
+        if tasks is None:
+            raise UserError("give --tasks FILE or --workload NAME")
+        if backend == "gold":
+            raise UserError(
+                "--backend gold plays a workload's gold policy; give --workload NAME "
+                "(or -b scripted for the built-in demo tasks)"
+            )
+        return load_task_file(tasks, on_malformed=malformed)
+    if mode not in MODES:
+        raise UserError(f"--mode must be swarm or single for a workload rollout; got {mode!r}")
+    return _workload_tasks(
+        workload,
+        task_file=tasks,
+        n=n,
+        seed=seed,
+        split=split,
+        knobs=parse_knobs(knob or []),
+        mode="single" if mode == "single" else "swarm",
+        on_malformed=malformed,
+    )
+
+
 def rollout(
     out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
     tasks: Annotated[
@@ -337,32 +387,10 @@ def rollout(
             "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
         }
-        if workload is None:
-            if n is not None or split is not None or knob or mode != "swarm":
-                raise UserError("-n, --split, --knob and --mode choose workload tasks; give --workload NAME")
-            if tasks is None:
-                raise UserError("give --tasks FILE or --workload NAME")
-            if backend == "gold":
-                raise UserError(
-                    "--backend gold plays a workload's gold policy; give --workload NAME "
-                    "(or -b scripted for the built-in demo tasks)"
-                )
-            task_list, problems = load_task_file(tasks, on_malformed=malformed)
-        else:
-            if mode not in MODES:
-                raise UserError(f"--mode must be swarm or single for a workload rollout; got {mode!r}")
-            wl_mode: Mode = "single" if mode == "single" else "swarm"
-            knobs = parse_knobs(knob or [])
-            task_list, problems = _workload_tasks(
-                workload,
-                task_file=tasks,
-                n=n,
-                seed=seed,
-                split=split,
-                knobs=knobs,
-                mode=wl_mode,
-                on_malformed=malformed,
-            )
+        wl_mode: Mode = "single" if mode == "single" else "swarm"
+        task_list, problems = _select_tasks(
+            tasks, workload, n=n, split=split, knob=knob, mode=mode, seed=seed, backend=backend, malformed=malformed
+        )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
         base, extras = (
@@ -434,15 +462,7 @@ def rollout(
             )
             swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
-        executor: Any = None
-        if ray is None:
-            factory = build(**build_args)
-        else:
-            # Each Ray actor builds its own backends (clients, engines) from the same options.
-            from orchestrator.cluster import RayExecutor, remote_factory
-
-            factory = remote_factory(build, **build_args)
-            executor = RayExecutor(None if ray == "local" else ray, actors=ray_actors)
+        factory, executor = _factory_and_executor(build, build_args, ray, ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
         # A resume must score its episodes as the first run did: the reward settings are part of the run.
         settings = {**settings, "reward": {**reward_cfg.model_dump(mode="json"), "step": step}}

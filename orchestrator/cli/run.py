@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TextIO
 
 import anyio
 import typer
@@ -524,14 +524,9 @@ def execute(
             paths[record.episode_id] = write_episode(record, out)
 
     state = LiveState(budget=plan.config.max_critical_steps)
-    observers: list[Callable[[Event], None]] = [persist]
-    if live_enabled:
-        observers.append(state)
-    elif not quiet:  # no terminal (a pipe, a log file, CI): one line per event as it happens
-        observers.append(EventLines(_stderr_line, budget=plan.config.max_critical_steps))
-    writer = _EventWriter(events) if events is not None else None
-    if writer is not None:
-        observers.append(writer)
+    observers, writer = _observers(
+        persist, state if live_enabled else None, quiet, plan.config.max_critical_steps, events
+    )
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
@@ -552,21 +547,7 @@ def execute(
         )
 
     async def main() -> None:
-        if mcp is None:
-            orch = orchestrator()
-            for t in plan.tasks:
-                await orch.run(t)
-            return
-        from tools.mcp import MCPServers
-
-        # MCP connections live for the whole run, owned by this task, closed on exit or Ctrl-C.
-        async with MCPServers(mcp, server_stderr=mcp_log) as servers:
-            for st in servers.status:
-                if not st.connected:
-                    err.print(f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}")
-            orch = orchestrator(servers.toolsets())
-            for t in plan.tasks:
-                await orch.run(t)
+        await _run_tasks(plan.tasks, orchestrator, mcp, mcp_log)
 
     mcp_log = None
     if mcp is not None:  # servers' own logs go to a file so they never garble the live view
@@ -596,26 +577,74 @@ def execute(
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in records:
-        path = str(paths.get(r.episode_id, ""))
-        if output == "json":
-            sys.stdout.write(r.model_dump_json() + "\n")
-        elif output == "summary":
-            sys.stdout.write(json.dumps(json_summary(r, path), ensure_ascii=False) + "\n")
-        elif output == "print":
-            if r.answer is not None:
-                sys.stdout.write(r.answer + ("" if r.answer.endswith("\n") else "\n"))
-        else:
-            console = Console()
-            console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
-            tools = plan.tools_note.replace("<episode-id>", r.episode_id) if plan.tools_note else None
-            console.print(summary_table(r, path, tools=tools))
-        sys.stdout.flush()
+        _print_record(r, str(paths.get(r.episode_id, "")), output, plan.tools_note)
+    return _exit_code(records, paths, interrupted)
+
+
+def _observers(
+    persist: Callable[[Event], None], live: LiveState | None, quiet: bool, budget: int, events: Path | None
+) -> tuple[list[Callable[[Event], None]], _EventWriter | None]:
+    """The run's event observers: the record writer, the live view or one line per event, the events file."""
+    observers: list[Callable[[Event], None]] = [persist]
+    if live is not None:
+        observers.append(live)
+    elif not quiet:  # no terminal (a pipe, a log file, CI): one line per event as it happens
+        observers.append(EventLines(_stderr_line, budget=budget))
+    writer = _EventWriter(events) if events is not None else None
+    if writer is not None:
+        observers.append(writer)
+    return observers, writer
+
+
+async def _run_tasks(
+    tasks: Sequence[Task],
+    orchestrator: Callable[[Sequence[Tool | Toolset]], Orchestrator],
+    mcp: MCPConfig | None,
+    mcp_log: TextIO | None,
+) -> None:
+    """Run the tasks one after another; with MCP servers connected for the whole run."""
+    if mcp is None:
+        orch = orchestrator(())
+        for t in tasks:
+            await orch.run(t)
+        return
+    from tools.mcp import MCPServers
+
+    # MCP connections live for the whole run, owned by this task, closed on exit or Ctrl-C.
+    async with MCPServers(mcp, server_stderr=mcp_log) as servers:
+        for st in servers.status:
+            if not st.connected:
+                err.print(f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}")
+        orch = orchestrator(servers.toolsets())
+        for t in tasks:
+            await orch.run(t)
+
+
+def _print_record(r: EpisodeRecord, path: str, output: Output, tools_note: str | None) -> None:
+    """One finished episode on stdout, in the chosen output form."""
+    if output == "json":
+        sys.stdout.write(r.model_dump_json() + "\n")
+    elif output == "summary":
+        sys.stdout.write(json.dumps(json_summary(r, path), ensure_ascii=False) + "\n")
+    elif output == "print":
+        if r.answer is not None:
+            sys.stdout.write(r.answer + ("" if r.answer.endswith("\n") else "\n"))
+    else:
+        console = Console()
+        console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
+        tools = tools_note.replace("<episode-id>", r.episode_id) if tools_note else None
+        console.print(summary_table(r, path, tools=tools))
+    sys.stdout.flush()
+
+
+def _exit_code(records: list[EpisodeRecord], paths: dict[str, Path], interrupted: bool) -> int:
+    """130 interrupted, 1 when an episode failed (said on stderr too), else 0."""
     if interrupted:
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
     bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
-    for r in records:  # the tables above go to stdout; what went wrong belongs on stderr too
+    for r in records:  # the tables go to stdout; what went wrong belongs on stderr too
         if r.status in bad:
             why = r.error or "no error message was recorded"
             err.print(f"[red]error:[/red] episode {r.episode_id} {r.status.value}: {escape(why)}", soft_wrap=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from swarm._aio import running_loop
 from swarm.errors import ConfigError
 
 __all__ = [
@@ -42,12 +42,8 @@ def require_ray() -> ModuleType:
 
 def require_asyncio(what: str) -> None:
     """Ray's object refs are awaited on asyncio; trio cannot drive them."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        raise ConfigError(
-            f"{what} runs on asyncio (Ray's event loop); start it with anyio.run(..., backend='asyncio')"
-        ) from None
+    if running_loop() is None:
+        raise ConfigError(f"{what} runs on asyncio (Ray's event loop); start it with anyio.run(..., backend='asyncio')")
 
 
 _remote_classes: dict[type, Any] = {}

@@ -47,7 +47,7 @@ from orchestrator.cluster._ray import (
 )
 from orchestrator.cluster.slots import LeasingActor, SlotPool
 from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
-from swarm.errors import ClusterError, ConfigError
+from swarm.errors import ClusterError, ConfigError, ErrorType
 
 __all__ = ["RayExecutor"]
 
@@ -229,7 +229,7 @@ class _Scheduler:
                         job,
                         f"the Ray actor running it died {n} time(s), the last {where}; "
                         f"last error: {type(exc).__name__}: {first}",
-                        type(exc).__name__,
+                        ErrorType.of(exc),
                     )
                 )
                 continue

@@ -48,7 +48,7 @@ from orchestrator.placement import (
     placement_failure,
     run_batch,
 )
-from swarm.errors import ConfigError
+from swarm.errors import ConfigError, ErrorType
 from swarm.limits import current_limits
 from swarm.records import SubagentResult
 
@@ -228,12 +228,12 @@ class RayPlacement:
                 self.stats["actor_errors"] += 1
                 problem = (f"its Ray actor died ({attempt} time(s)): {str(exc).splitlines()[0]}", type(exc).__name__)
             except ray.exceptions.RayError as exc:
-                problem = (f"the placed batch failed: {type(exc).__name__}: {exc}", type(exc).__name__)
+                problem = (f"the placed batch failed: {type(exc).__name__}: {exc}", ErrorType.of(exc))
                 attempt = self.max_attempts
             if not pending:
                 return
             if problem is None:  # the batch ended without results for these: a bug, recorded
-                problem = ("the placed batch ended without their results", "PlacementError")
+                problem = ("the placed batch ended without their results", ErrorType.PLACEMENT)
                 attempt = self.max_attempts
             if attempt < self.max_attempts:
                 self.stats["reruns"] += len(pending)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import anyio
 
 from orchestrator.cluster.recipe import FactoryRecipe, OrchestratorFactory, Recipe, remote_factory
+from orchestrator.placement import SubagentKit
 from orchestrator.rollout import orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolCall, ToolMessage, UserMessage
@@ -137,8 +138,6 @@ def build_sim_subagents(latency: float, tool_latency: float) -> tuple[dict[str, 
     ]
 
 
-def sim_subagents(
-    latency: float = 0.02, tool_latency: float = 0.002
-) -> Recipe[tuple[dict[str, SimBackend], list[Tool]]]:
+def sim_subagents(latency: float = 0.02, tool_latency: float = 0.002) -> Recipe[SubagentKit]:
     """The simulated sub-agents' backends and tools, for a placement that runs them elsewhere."""
-    return Recipe(build_sim_subagents, latency, tool_latency)
+    return Recipe[SubagentKit](build_sim_subagents, latency, tool_latency)

@@ -20,7 +20,6 @@ driver drops the leases of actors that are gone for good.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import uuid
@@ -33,6 +32,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from swarm import _aio
 from swarm.errors import ClusterError
 from swarm.limits import Limiter, use_limits
 
@@ -46,7 +46,7 @@ __all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool"]
 class _Ask:
     holder: str
     want: int
-    future: asyncio.Future[int]
+    future: _aio.Future[int]
 
 
 @dataclass(slots=True)
@@ -106,11 +106,11 @@ class SlotPool:
         p = self._pool(key, capacity)
         if not p.queue and p.used < capacity:
             return p.grant(holder, want), p.share()
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        fut: _aio.Future[int] = _aio.get_running_loop().create_future()
         p.queue.append(_Ask(holder, max(1, want), fut))
         try:
             n = await fut
-        except asyncio.CancelledError:
+        except _aio.CancelledError:
             if fut.done() and not fut.cancelled():
                 p.give_back(holder, fut.result())
                 p.serve()
@@ -181,15 +181,15 @@ class _LeasedLimiter:
         self._owner = owner
         self._key = key
         self._capacity = capacity
-        self._loop = asyncio.get_running_loop()
+        self._loop = _aio.get_running_loop()
         self._leased = 0
         self._in_use = 0
         self._share = capacity
         self._waiters: deque[_Waiter] = deque()
         self._asking = False
-        self._ask_soon: asyncio.Handle | None = None
-        self._flush_at: asyncio.TimerHandle | None = None
-        self._refresh_at: asyncio.TimerHandle | None = None
+        self._ask_soon: _aio.Handle | None = None
+        self._flush_at: _aio.TimerHandle | None = None
+        self._refresh_at: _aio.TimerHandle | None = None
         self._error: ClusterError | None = None
 
     # -- the Limiter interface ----------------------------------------------------------------------

@@ -29,19 +29,9 @@ import anyio
 import torch
 
 from swarm.errors import ConfigError
-from swarm.rl.losses import masked_logprobs, ptx_loss
+from swarm.rl.losses import masked_logprobs, pad_batch, ptx_loss
 
 __all__ = ["run_sft", "sft_train"]
-
-
-def _batch(examples: Sequence[tuple[list[int], list[int]]], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(i) for i, _ in examples)
-    ids = torch.zeros(len(examples), width, dtype=torch.long)
-    mask = torch.zeros(len(examples), width)
-    for k, (i, m) in enumerate(examples):
-        ids[k, : len(i)] = torch.tensor(i)
-        mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
-    return ids.to(device), mask.to(device)
 
 
 def sft_train(
@@ -80,7 +70,7 @@ def sft_train(
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for i in range(0, len(batch), mb):
-            ids, mask = _batch(batch[i : i + mb], device)
+            ids, mask = pad_batch(batch[i : i + mb], device)
             lp = masked_logprobs(model, ids, mask[:, 1:], torch.ones(ids.shape[0], device=device))
             part = ptx_loss(lp, mask[:, 1:]) * (float(mask[:, 1:].sum().item()) / n_tokens)
             part.backward()  # type: ignore[no-untyped-call]

@@ -1,4 +1,7 @@
-"""The orchestrator-only RL trainer (SPEC §7): rollout → rewards → update → push weights → repeat.
+"""The orchestrator-only RL trainer: rollout → rewards → update → push weights → repeat.
+
+PARL's update (Kimi K2.5 report §4.4.2, https://arxiv.org/abs/2602.02276): only the orchestrator's
+tokens are trained; the sub-agents stay frozen.
 
 One iteration (a *step*):
 
@@ -75,7 +78,7 @@ from swarm.errors import ConfigError, UserError
 from swarm.messages import Message
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
 from swarm.rl.export import read_jsonl
-from swarm.rl.losses import LOSSES, LossParams, masked_logprobs, ptx_loss
+from swarm.rl.losses import LOSSES, LossParams, masked_logprobs, pad_batch, ptx_loss
 from swarm.rl.rewards import ADVANTAGES, PARLReward, RewardConfig, Schedule
 from swarm.rl.toggle import toggle_phase, toggle_rewards, update_budgets
 from swarm.rl.trajectory import TrajectoryError, build_trajectory
@@ -807,7 +810,7 @@ class Trainer:
                     masked.append(out.metrics["masked_token_frac"])
                 if cfg.ptx is not None and self._sft:
                     picks = [self._sft[self.rng.randrange(len(self._sft))] for _ in range(cfg.ptx.batch_size)]
-                    ids, mask = _pad_plain(picks, device)
+                    ids, mask = pad_batch(picks, device)
                     lp = masked_logprobs(model, ids, mask[:, 1:], torch.ones(ids.shape[0], device=device))
                     px = ptx_loss(lp, mask[:, 1:]) * cfg.ptx.coef
                     px.backward()  # type: ignore[no-untyped-call]
@@ -1111,18 +1114,6 @@ def _pad(batch: Sequence[Sequence_], device: torch.device) -> tuple[torch.Tensor
     adv = torch.tensor([s.advantage for s in batch])
     temps = torch.tensor([s.temperature for s in batch])
     return ids.to(device), mask.to(device), beh.to(device), adv.to(device), temps.to(device)
-
-
-def _pad_plain(
-    examples: Sequence[tuple[list[int], list[int]]], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(i) for i, _ in examples)
-    ids = torch.zeros(len(examples), width, dtype=torch.long)
-    mask = torch.zeros(len(examples), width)
-    for k, (i, m) in enumerate(examples):
-        ids[k, : len(i)] = torch.tensor(i)
-        mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
-    return ids.to(device), mask.to(device)
 
 
 def _mean_details(rewards: Sequence[Any]) -> dict[str, float]:

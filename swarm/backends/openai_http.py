@@ -1,6 +1,7 @@
 """A backend for any OpenAI-compatible chat-completions server: vLLM, llama.cpp, SGLang, OpenAI.
 
-What it adds over a plain client, all outside the agent loop (STYLE §2):
+What it adds over a plain client, all outside the agent loop (features wrap the loop, never grow
+inside it):
 
 * **exact tokens**: with vLLM it asks for ``return_token_ids`` and ``return_tokens_as_token_ids``
   and records the server's ``prompt_token_ids`` / ``token_ids``; with llama.cpp it reads the sampled
@@ -42,7 +43,7 @@ from swarm.backends.toolparse import (
     parse_arguments,
     parse_tool_calls,
 )
-from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError, ModelOutputError
 from swarm.limits import Limiter, endpoint_key, limiter
 from swarm.messages import (
     AssistantMessage,
@@ -441,9 +442,9 @@ def _server_calls(raw_calls: Any) -> list[ToolCall]:
         name, cid = fn.get("name"), str(raw.get("id") or new_call_id())
         try:
             if not isinstance(name, str) or not name:
-                raise ValueError("a tool call has no function name")
+                raise ModelOutputError("a tool call has no function name")
             calls.append(ToolCall(id=cid, name=name, arguments=parse_arguments(fn.get("arguments"), name)))
-        except ValueError as exc:
+        except ModelOutputError as exc:
             wrote = json.dumps(raw, ensure_ascii=False)
             wrote = wrote if len(wrote) <= 300 else wrote[:300] + "…"
             bad = name if isinstance(name, str) else ""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.backend import ToolSpec
+from swarm.errors import ModelOutputError
 from swarm.messages import ToolCall
 
 __all__ = [
@@ -61,7 +62,7 @@ def new_call_id() -> str:
 def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
     """Arguments as a dict: accepts a dict, a JSON string of an object, or ``None`` (no arguments).
 
-    Raises ``ValueError`` with a message the model can act on.
+    Raises :class:`~swarm.errors.ModelOutputError` with a message the model can act on.
     """
     if raw is None or raw == "":
         return {}
@@ -71,24 +72,24 @@ def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ValueError(
+            raise ModelOutputError(
                 f"arguments of tool call {name!r} are not valid JSON ({exc.msg} at char {exc.pos})"
             ) from None
         if isinstance(value, dict):
             return value
-        raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(value).__name__}")
-    raise ValueError(f"arguments of tool call {name!r} must be a JSON object, got {type(raw).__name__}")
+        raise ModelOutputError(f"arguments of tool call {name!r} must be a JSON object, got {type(value).__name__}")
+    raise ModelOutputError(f"arguments of tool call {name!r} must be a JSON object, got {type(raw).__name__}")
 
 
 def _call_from_obj(obj: Any) -> ToolCall:
-    """One call from a decoded object; ``ValueError`` if it is not a call's shape."""
+    """One call from a decoded object; ``ModelOutputError`` if it is not a call's shape."""
     if not isinstance(obj, dict):
-        raise ValueError(f"a tool call must be a JSON object, got {type(obj).__name__}")
+        raise ModelOutputError(f"a tool call must be a JSON object, got {type(obj).__name__}")
     if "function" in obj and isinstance(obj["function"], dict):  # the OpenAI wire shape
         obj = obj["function"]
     name = obj.get("name", obj.get("tool"))
     if not isinstance(name, str) or not name.strip():
-        raise ValueError('a tool call needs a "name" string, e.g. {"name": "tool", "arguments": {...}}')
+        raise ModelOutputError('a tool call needs a "name" string, e.g. {"name": "tool", "arguments": {...}}')
     raw = obj.get("arguments", obj.get("parameters", obj.get("args")))
     return ToolCall(id=new_call_id(), name=name.strip(), arguments=parse_arguments(raw, name.strip()))
 
@@ -152,58 +153,94 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
     ``truncated``: the output was cut at the token limit, so an unfinished last call is dropped (the
     calls before it stand; the caller tells the model about the cut) instead of failing the turn.
     """
-    # 1. hermes tags: unambiguous intent, so broken JSON inside is a parse error.
     if "<tool_call>" in text:
-        calls: list[ToolCall] = []
-        matches = list(_TAG.finditer(text))
-        for i, m in enumerate(matches):
-            body = m.group(1).strip()
-            fenced = _FENCE.fullmatch(body)
-            if fenced:
-                body = fenced.group(1).strip()
-            cut_off = truncated and i == len(matches) - 1 and not m.group(0).rstrip().endswith("</tool_call>")
-            if cut_off and not calls:
-                return ParsedOutput(text, (), f"the tool call was cut off before it was complete: {_clip(body)}")
-            try:
-                calls.extend(_calls_from_value(json.loads(body)))
-            except json.JSONDecodeError as exc:
-                if cut_off:
-                    break
-                return ParsedOutput(
-                    text,
-                    (),
-                    f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
-                )
-            except ValueError as exc:
-                if cut_off:
-                    break
-                return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
-        rest = _TAG.sub("", text).strip()
-        # Calls written without tags between tagged ones (the action grammar allows both).
-        spans = [(a, b) for a, b, value in _bare_objects(rest) if _looks_like_call(value, known_tools)]
-        for a, b in spans:
-            try:
-                calls.extend(_calls_from_value(json.loads(rest[a:b])))
-            except ValueError as exc:
-                return ParsedOutput(text, (), f"{exc}: {_clip(rest[a:b])}")
-        return ParsedOutput(_cut(rest, spans), tuple(calls))
-
-    # 2. the schema-constrained action object, or fenced / bare JSON.
-    stripped = text.strip()
-    if stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            whole = json.loads(stripped)
-        except json.JSONDecodeError:
-            whole = None
-        if isinstance(whole, dict) and "answer" in whole and "name" not in whole:
-            answer = whole.get("answer")
-            if isinstance(answer, str):
-                tc = whole.get("tool_calls") or []
-                if not tc:
-                    return ParsedOutput(answer, (), answer=answer)
-
+        return _parse_tagged(text, known_tools, truncated)
+    answer = _answer_object(text)
+    if answer is not None:
+        return answer
+    calls: list[ToolCall] = []
     call_spans: list[tuple[int, int]] = []
-    calls = []
+    problem = _fenced_calls(text, known_tools, calls, call_spans)
+    if problem is not None:
+        return problem
+    if calls:
+        return ParsedOutput(_cut(text, call_spans), tuple(calls))
+    for start, end, value in _bare_objects(text):
+        if _looks_like_call(value, known_tools):
+            try:
+                calls.extend(_calls_from_value(value))
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
+                return ParsedOutput(text, (), f"{exc}: {_clip(text[start:end])}")
+            call_spans.append((start, end))
+    if calls:
+        return ParsedOutput(_cut(text, call_spans), tuple(calls))
+    if _mentions_call(text) and known_tools and any(f'"{n}"' in text for n in known_tools):
+        return ParsedOutput(
+            text,
+            (),
+            'the tool call is not valid JSON; write {"name": "<tool>", "arguments": {...}} '
+            f"inside <tool_call></tool_call> tags: {_clip(text)}",
+        )
+    return ParsedOutput(text, ())
+
+
+def _parse_tagged(text: str, known_tools: Collection[str] | None, truncated: bool) -> ParsedOutput:
+    """1. hermes tags: unambiguous intent, so broken JSON inside is a parse error."""
+    calls: list[ToolCall] = []
+    matches = list(_TAG.finditer(text))
+    for i, m in enumerate(matches):
+        body = m.group(1).strip()
+        fenced = _FENCE.fullmatch(body)
+        if fenced:
+            body = fenced.group(1).strip()
+        cut_off = truncated and i == len(matches) - 1 and not m.group(0).rstrip().endswith("</tool_call>")
+        if cut_off and not calls:
+            return ParsedOutput(text, (), f"the tool call was cut off before it was complete: {_clip(body)}")
+        try:
+            calls.extend(_calls_from_value(json.loads(body)))
+        except json.JSONDecodeError as exc:
+            if cut_off:
+                break
+            return ParsedOutput(
+                text,
+                (),
+                f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
+            )
+        except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
+            if cut_off:
+                break
+            return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
+    rest = _TAG.sub("", text).strip()
+    # Calls written without tags between tagged ones (the action grammar allows both).
+    spans = [(a, b) for a, b, value in _bare_objects(rest) if _looks_like_call(value, known_tools)]
+    for a, b in spans:
+        try:
+            calls.extend(_calls_from_value(json.loads(rest[a:b])))
+        except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
+            return ParsedOutput(text, (), f"{exc}: {_clip(rest[a:b])}")
+    return ParsedOutput(_cut(rest, spans), tuple(calls))
+
+
+def _answer_object(text: str) -> ParsedOutput | None:
+    """2. the schema-constrained action object when it holds an answer and no calls."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        whole = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(whole, dict) and "answer" in whole and "name" not in whole:
+        answer = whole.get("answer")
+        if isinstance(answer, str) and not (whole.get("tool_calls") or []):
+            return ParsedOutput(answer, (), answer=answer)
+    return None
+
+
+def _fenced_calls(
+    text: str, known_tools: Collection[str] | None, calls: list[ToolCall], call_spans: list[tuple[int, int]]
+) -> ParsedOutput | None:
+    """3. calls in fenced JSON blocks, added to ``calls``/``call_spans``; a broken one's error output."""
     for m in _FENCE.finditer(text):
         body = m.group(1).strip()
         if not body.startswith(("{", "[")):
@@ -221,29 +258,10 @@ def parse_tool_calls(text: str, known_tools: Collection[str] | None = None, *, t
         if _looks_like_call(value, known_tools):
             try:
                 calls.extend(_calls_from_value(value))
-            except ValueError as exc:
+            except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
                 return ParsedOutput(text, (), f"{exc}: {_clip(body)}")
             call_spans.append(m.span())
-    if calls:
-        return ParsedOutput(_cut(text, call_spans), tuple(calls))
-
-    for start, end, value in _bare_objects(text):
-        if _looks_like_call(value, known_tools):
-            try:
-                calls.extend(_calls_from_value(value))
-            except ValueError as exc:
-                return ParsedOutput(text, (), f"{exc}: {_clip(text[start:end])}")
-            call_spans.append((start, end))
-    if calls:
-        return ParsedOutput(_cut(text, call_spans), tuple(calls))
-    if _mentions_call(text) and known_tools and any(f'"{n}"' in text for n in known_tools):
-        return ParsedOutput(
-            text,
-            (),
-            'the tool call is not valid JSON; write {"name": "<tool>", "arguments": {...}} '
-            f"inside <tool_call></tool_call> tags: {_clip(text)}",
-        )
-    return ParsedOutput(text, ())
+    return None
 
 
 def _cut(text: str, spans: list[tuple[int, int]]) -> str:

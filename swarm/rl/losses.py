@@ -6,7 +6,7 @@ Every loss takes the same tensors and returns a scalar to *minimise* plus metric
 * ``old_logprobs`` ``[B, T]`` log π_old of the same tokens (no grad);
 * ``advantages``   ``[B]``    one advantage per sequence (``r − r̄`` of its group);
 * ``mask``         ``[B, T]`` 1 for tokens the orchestrator sampled, 0 for prompt, observations
-  (tool and sub-agent outputs) and padding (SPEC §6 ``response_mask``).
+  (tool and sub-agent outputs) and padding (the trajectory's ``response_mask``, :mod:`swarm.rl.trajectory`).
 
 ``num_tokens`` overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
 batch is split into micro-batches, so accumulated gradients equal the full-batch gradient.
@@ -15,7 +15,8 @@ batch is split into micro-batches, so accumulated gradients equal the full-batch
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -39,6 +40,7 @@ __all__ = [
     "k2_squared_loss",
     "k25_loss",
     "masked_logprobs",
+    "pad_batch",
     "ppo_clip_loss",
     "ptx_loss",
 ]
@@ -79,7 +81,20 @@ class LossOutput(BaseModel):
     metrics: dict[str, float]
 
 
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, LossParams, "float | None"], LossOutput]
+class LossFn(Protocol):
+    """A policy loss: ``(logprobs, old_logprobs, advantages, mask, params, num_tokens=None) -> LossOutput``."""
+
+    def __call__(
+        self,
+        logprobs: torch.Tensor,
+        old_logprobs: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        params: LossParams,
+        num_tokens: float | None = None,
+    ) -> LossOutput: ...
+
+
 LOSSES: Registry[LossFn] = Registry("policy loss")
 
 
@@ -91,6 +106,15 @@ def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: t
         )
     if adv.shape != (logprobs.shape[0],):
         raise ConfigError(f"advantages must be one per sequence: shape ({logprobs.shape[0]},), got {tuple(adv.shape)}")
+
+
+def _masked_log_ratio(
+    logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mask in the logprobs' dtype, per-token ``log π_θ − log π_old`` with no gradient through π_old),
+    after checking the shapes every loss needs."""
+    _check(logprobs, old, adv, mask)
+    return mask.to(logprobs.dtype), logprobs - old.detach()
 
 
 def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
@@ -112,9 +136,7 @@ def k25_loss(
     The indicator is token-level masking on the log-ratio (no gradient through it); the squared
     log-ratio penalty applies to every orchestrator token, masked or not.
     """
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs.detach()
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
     keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(logprobs.dtype).detach()
     per_token = keep * ratio * advantages.detach()[:, None] - params.tau * log_ratio.square()
@@ -139,15 +161,16 @@ def k2_squared_loss(
     params: LossParams,
     num_tokens: float | None = None,
 ) -> LossOutput:
-    """K2 (seed 002 §4.3): ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
+    """K2's loss: ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
+
+    Kimi K2 report §3.2.3 (https://arxiv.org/abs/2507.20534).
 
     The sequence log-ratio is the sum of token log-ratios over the orchestrator's tokens. The mean
     runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
     is a sequence count, not a token count).
     """
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    seq_log_ratio = ((logprobs - old_logprobs.detach()) * mask).sum(dim=-1)
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1)
     has = (mask.sum(dim=-1) > 0).to(logprobs.dtype)
     err = advantages.detach() - params.tau * seq_log_ratio
     k = max(float(has.sum().item()), 1.0)
@@ -172,9 +195,7 @@ def ppo_clip_loss(
     num_tokens: float | None = None,
 ) -> LossOutput:
     """Plain PPO-clip: ``−(1/N) Σ_tokens min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)``."""
-    _check(logprobs, old_logprobs, advantages, mask)
-    mask = mask.to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs.detach()
+    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
     adv = advantages.detach()[:, None]
     clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
@@ -191,8 +212,20 @@ def ppo_clip_loss(
     return LossOutput(loss=loss, metrics=metrics)
 
 
+def pad_batch(examples: Sequence[tuple[list[int], list[int]]], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad ``(token ids, loss mask)`` pairs into ``[B, T]`` tensors (ids 0, mask 0 past each end)."""
+    width = max(len(i) for i, _ in examples)
+    ids = torch.zeros(len(examples), width, dtype=torch.long)
+    mask = torch.zeros(len(examples), width)
+    for k, (i, m) in enumerate(examples):
+        ids[k, : len(i)] = torch.tensor(i)
+        mask[k, : len(m)] = torch.tensor(m, dtype=torch.float32)
+    return ids.to(device), mask.to(device)
+
+
 def ptx_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """PTX auxiliary loss (seed 002 §4.3): mean negative log-likelihood of a fixed SFT set's tokens.
+    """PTX auxiliary loss: mean negative log-likelihood of a fixed SFT set's tokens (Kimi K2 report
+    §3.2.3, https://arxiv.org/abs/2507.20534), against forgetting what SFT taught.
 
     The trainer adds ``ptx_coef · ptx_loss`` to the policy loss.
     """

@@ -1,4 +1,4 @@
-"""The PARL reward (SPEC §5) and the λ schedules that anneal its auxiliary terms.
+"""The PARL reward (Kimi K2.5 report, arXiv 2602.02276 §3) and the λ schedules that anneal its auxiliary terms.
 
 ``r_PARL = λ1 · r_parallel + λ2 · r_finish + r_perf``
 
@@ -23,7 +23,7 @@ trainer step, so the final policy optimises ``r_perf`` alone. :class:`PARLReward
 ``Orchestrator(reward_fn=...)`` and the :class:`~swarm.records.RewardRecord` it returns keeps every
 component, both λs and the step.
 
-:data:`ADVANTAGES` holds the group advantage estimators of SPEC §7 (``r − r̄``, optionally divided by
+:data:`ADVANTAGES` holds PARL's group advantage estimators (Kimi K2.5 report §4.4.2) (``r − r̄``, optionally divided by
 the group's standard deviation), by name. This module is the one home of schedules and advantages:
 rollout collection (``orchestrator.rollout``) and the trainer (``orchestrator.rl``) both use it.
 """
@@ -129,7 +129,7 @@ class Schedule(BaseModel):
         return self.value(step)
 
 
-# -- group advantages (SPEC §7) ---------------------------------------------------------------------
+# -- group advantages (PARL, K2.5 §4.4.2) ---------------------------------------------------------------------
 
 AdvantageFn = Callable[[Sequence[float], Sequence[Hashable]], list[float]]
 """``fn(rewards, group_ids) -> advantages``: ``rewards[i]`` belongs to group ``group_ids[i]`` (the K

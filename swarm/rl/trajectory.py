@@ -1,4 +1,5 @@
-"""The orchestrator-only trajectory (SPEC §6): what an RL trainer consumes for one episode.
+"""The orchestrator-only trajectory: what an RL trainer consumes for one episode (the trained
+policy's tokens have mask 1; tool and sub-agent output is observation, mask 0).
 
 Built from an :class:`~swarm.records.EpisodeRecord`'s ``turns`` — the exact prompt and response
 token ids and logprobs of each orchestrator generation, as the engine sampled them. Text is never
@@ -76,7 +77,7 @@ class SubagentSide(_Frozen):
 
 
 class Trajectory(_Frozen):
-    """One episode, orchestrator tokens only, ready for a trainer (SPEC §6).
+    """One episode, orchestrator tokens only, ready for a trainer (what verl, TRL and JSONL/Parquet consumers load).
 
     ``advantage`` is filled by rollout collection once the whole group is in (``r − group mean``).
     """
@@ -129,6 +130,12 @@ def validate_trajectory(t: Trajectory) -> list[str]:
     first turn's prompt; each later turn's prompt equals ``prompt_ids`` + the flattened tokens before
     that turn's response (token continuity); logprobs of mask-0 tokens are 0.0.
     """
+    problems = _layout_problems(t)
+    return problems if problems else _continuity_problems(t)
+
+
+def _layout_problems(t: Trajectory) -> list[str]:
+    """Lengths, mask values and per-turn shapes; the continuity walk needs these to hold."""
     problems: list[str] = []
     n = len(t.response_ids)
     if len(t.response_mask) != n or len(t.response_logprobs) != n:
@@ -150,8 +157,12 @@ def validate_trajectory(t: Trajectory) -> list[str]:
             problems.append(
                 f"turn {turn.index}: {len(turn.response_ids)} response ids but {len(turn.response_logprobs)} logprobs"
             )
-    if problems:
-        return problems
+    return problems
+
+
+def _continuity_problems(t: Trajectory) -> list[str]:
+    """Each turn's prompt continues the flattened tokens before it; observations masked 0, responses 1."""
+    problems: list[str] = []
     pos = 0
     for k, turn in enumerate(t.turns):
         if k > 0:
@@ -176,8 +187,8 @@ def validate_trajectory(t: Trajectory) -> list[str]:
         if t.response_logprobs[r] != turn.response_logprobs:
             problems.append(f"turn {turn.index}: flattened logprobs differ from the turn's")
         pos += len(turn.response_ids)
-    if pos != n:
-        problems.append(f"{n - pos} trailing tokens after the last turn's response")
+    if pos != len(t.response_ids):
+        problems.append(f"{len(t.response_ids) - pos} trailing tokens after the last turn's response")
     return problems
 
 

@@ -121,6 +121,18 @@ def send(v):
     return enc(v, _not_plain)
 
 
+def _dec_handle(v):
+    """A handle to an object living in the answer's process: a local proxy, or a local exception class."""
+    h = v["h"]
+    if type(h) is not int:
+        raise AnswerError("malformed handle")
+    if v.get("k") == "exception_class":
+        return _local_exception(h, str(v.get("base", "Exception")), str(v.get("n", "")))
+    if h not in _proxies:
+        _proxies[h] = Remote(h, str(v.get("r", "object"))[:200], str(v.get("k", "object")))
+    return _proxies[h]
+
+
 def dec(v, depth=0):
     """Untrusted reply -> value: only plain data and handles, never code."""
     if depth > 60:
@@ -132,14 +144,7 @@ def dec(v, depth=0):
     if type(v) is not dict or len(v) < 1:
         raise AnswerError("malformed reply from the answer's process")
     if "h" in v:
-        h = v["h"]
-        if type(h) is not int:
-            raise AnswerError("malformed handle")
-        if v.get("k") == "exception_class":
-            return _local_exception(h, str(v.get("base", "Exception")), str(v.get("n", "")))
-        if h not in _proxies:
-            _proxies[h] = Remote(h, str(v.get("r", "object"))[:200], str(v.get("k", "object")))
-        return _proxies[h]
+        return _dec_handle(v)
     key = next(iter(v))
     val = v[key]
     if key == "t" and type(val) is list:

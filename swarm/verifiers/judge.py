@@ -1,8 +1,8 @@
 """Rubric judge for open-ended tasks: an LLM scores answers against K2's self-critique rubric.
 
-The rubric (K2 tech report, seed 001): *core* values — clarity and relevance, conversational
-fluency, objective interaction — and *prescriptive* rules against reward hacking — no initial
-praise, no self-justification — plus task-specific items a task file adds.
+The rubric (Kimi K2 report §3.2.2, self-critique rubric reward, https://arxiv.org/abs/2507.20534): *core*
+values — clarity and relevance, conversational fluency, objective interaction — and *prescriptive* rules
+against reward hacking — no initial praise, no self-justification — plus task-specific items a task file adds.
 
 * :func:`judge_pointwise` asks for a 0–10 score per criterion as JSON and returns the weighted mean
   in [0, 1] with every criterion's score and reason;
@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm.backend import ModelBackend, ModelRequest, SamplingParams
-from swarm.errors import ConfigError
+from swarm.errors import ConfigError, ModelOutputError
 from swarm.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
@@ -123,10 +123,10 @@ def _json_object(text: str) -> dict[str, Any]:
         body = fence.group(1)
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end <= start:
-        raise ValueError("no JSON object found")
+        raise ModelOutputError("no JSON object found")
     obj = json.loads(body[start : end + 1])
     if not isinstance(obj, dict):
-        raise ValueError("the JSON value is not an object")
+        raise ModelOutputError("the JSON value is not an object")
     return obj
 
 
@@ -134,7 +134,7 @@ def _parse_pointwise(text: str, rubric: Sequence[RubricCriterion]) -> list[Crite
     obj = _json_object(text)
     table = obj.get("criteria", obj)
     if not isinstance(table, dict):
-        raise ValueError("'criteria' must be an object mapping criterion name to score")
+        raise ModelOutputError("'criteria' must be an object mapping criterion name to score")
     lookup = {str(k).strip().casefold(): v for k, v in table.items()}
     out, missing = [], []
     for c in rubric:
@@ -144,12 +144,12 @@ def _parse_pointwise(text: str, rubric: Sequence[RubricCriterion]) -> list[Crite
             continue
         score, reason = (v.get("score"), v.get("reason", "")) if isinstance(v, dict) else (v, "")
         if isinstance(score, bool) or not isinstance(score, int | float):
-            raise ValueError(f"score of {c.name!r} is not a number: {score!r}")
+            raise ModelOutputError(f"score of {c.name!r} is not a number: {score!r}")
         if not 0 <= score <= 10:
-            raise ValueError(f"score of {c.name!r} is {score}, outside 0..10")
+            raise ModelOutputError(f"score of {c.name!r} is {score}, outside 0..10")
         out.append(CriterionScore(name=c.name, score=float(score), reason=str(reason)))
     if missing:
-        raise ValueError(f"missing criteria: {', '.join(missing)}")
+        raise ModelOutputError(f"missing criteria: {', '.join(missing)}")
     return out
 
 
@@ -177,7 +177,7 @@ async def _ask(
         raws.append(completion.text)
         try:
             return parse(completion.text), attempt, raws, None
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, ModelOutputError) as exc:  # JSON syntax, or the judge's mistake
             error = f"unparseable judge output: {exc}"
             messages = [
                 *messages,
@@ -223,7 +223,7 @@ def _parse_pairwise(text: str) -> tuple[Literal["A", "B", "tie"], str]:
     winner = str(obj.get("winner", "")).strip()
     norm = {"a": "A", "b": "B", "tie": "tie"}.get(winner.casefold())
     if norm is None:
-        raise ValueError(f'\'winner\' must be "A", "B" or "tie", got {winner!r}')
+        raise ModelOutputError(f'\'winner\' must be "A", "B" or "tie", got {winner!r}')
     return norm, str(obj.get("reason", ""))  # type: ignore[return-value]
 
 

@@ -262,6 +262,36 @@ def _f1(p: float, r: float) -> float:
 # -- scoring ----------------------------------------------------------------------------------------
 
 
+def _check_spec(required: list[str], keys: list[str], rules: Mapping[str, ColumnRule]) -> None:
+    """Bad scorer arguments (the task author's mistake) raise :class:`ConfigError`."""
+    if not keys:
+        raise ConfigError("key_columns must name at least one column (the table's primary key)")
+    missing_keys = [k for k in keys if k not in required]
+    if missing_keys:
+        raise ConfigError(f"key columns {missing_keys} are not among the required columns {required}")
+    unknown_rules = sorted(set(rules) - set(required))
+    if unknown_rules:
+        raise ConfigError(f"rules given for columns {unknown_rules} that are not required: {required}")
+
+
+def _response_table(
+    response: str | Sequence[Mapping[str, Any]], aliases: Mapping[str, str], required: list[str]
+) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the text."""
+    if isinstance(response, str):
+        parsed = extract_markdown_table(response)
+        if parsed is None:
+            return None
+        header, body = parsed
+        resp_header = [aliases.get(norm_column(h), norm_column(h)) for h in header]
+        return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
+    resp_rows: list[dict[str, Any]] = [
+        {aliases.get(norm_column(k), norm_column(k)): "" if v is None else str(v) for k, v in row.items()}
+        for row in response
+    ]
+    return (list(resp_rows[0]) if resp_rows else list(required)), resp_rows
+
+
 def score_table(
     response: str | Sequence[Mapping[str, Any]],
     gold: str | Sequence[Mapping[str, Any]],
@@ -284,15 +314,8 @@ def score_table(
     gold_header, gold_dicts = _gold_rows(gold)
     required = [norm_column(c) for c in (columns or gold_header)]
     keys = [norm_column(k) for k in key_columns]
-    if not keys:
-        raise ConfigError("key_columns must name at least one column (the table's primary key)")
-    missing_keys = [k for k in keys if k not in required]
-    if missing_keys:
-        raise ConfigError(f"key columns {missing_keys} are not among the required columns {required}")
     norm_rules = {norm_column(k): v for k, v in (rules or {}).items()}
-    unknown_rules = sorted(set(norm_rules) - set(required))
-    if unknown_rules:
-        raise ConfigError(f"rules given for columns {unknown_rules} that are not required: {required}")
+    _check_spec(required, keys, norm_rules)
     rule_of = {c: norm_rules.get(c, ColumnRule()) for c in required}
     aliases = {norm_column(a): norm_column(c) for a, c in (column_aliases or {}).items()}
     gold_rows = [{norm_column(k): v for k, v in row.items()} for row in gold_dicts]
@@ -301,20 +324,10 @@ def score_table(
         raise ConfigError(f"gold table lacks rows or required columns {gold_missing}")
     fallback = tuple(c for c in required if "llm_judge" in rule_of[c].metrics)
 
-    # Response table.
-    if isinstance(response, str):
-        parsed = extract_markdown_table(response)
-        if parsed is None:
-            return TableScore(gold_rows=len(gold_rows), error="no markdown table found in the response")
-        header, body = parsed
-        resp_header = [aliases.get(norm_column(h), norm_column(h)) for h in header]
-        resp_rows = [dict(zip(resp_header, r, strict=True)) for r in body]
-    else:
-        resp_rows = [
-            {aliases.get(norm_column(k), norm_column(k)): "" if v is None else str(v) for k, v in row.items()}
-            for row in response
-        ]
-        resp_header = list(resp_rows[0]) if resp_rows else list(required)
+    table = _response_table(response, aliases, required)
+    if table is None:
+        return TableScore(gold_rows=len(gold_rows), error="no markdown table found in the response")
+    resp_header, resp_rows = table
     got, want = set(resp_header), set(required)
     if got != want and not (allow_extra_columns and want <= got):
         return TableScore(

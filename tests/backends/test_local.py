@@ -14,6 +14,9 @@ from swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMes
 from swarm.records import AgentStatus, EpisodeStatus
 from swarm.testing import ScriptedBackend, call
 
+# The real SmolLM2 engine (tests/backends/conftest.py): the hermetic guard in tests/conftest.py requires the mark.
+pytestmark = pytest.mark.integration
+
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=7)
 WEATHER = ToolSpec(
     name="get_weather",

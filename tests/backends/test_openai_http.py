@@ -146,7 +146,7 @@ async def test_one_broken_call_among_valid_ones_stays_in_place_with_its_error() 
 
 
 async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_episode() -> None:
-    """Regression (issue 12, defect 3): the bad call used to vanish; the stage ran 2 of 3 calls."""
+    """Regression: the bad call used to vanish; the stage ran 2 of 3 calls."""
     from orchestrator import Orchestrator, SwarmConfig
     from swarm.records import EpisodeStatus
     from tools.registry import tool
@@ -178,7 +178,7 @@ async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_e
 
 
 async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_last_one() -> None:
-    """Regression (issue 12, found by the soak): a call whose arguments did not parse went back to the
+    """Regression (found by the soak): a call whose arguments did not parse went back to the
     server as ``{}``, so the next prompt's token ids no longer extended the previous prompt + response:
     the turn was flagged as drifted and the episode could not become a trajectory (3 of the first 70
     soak episodes). The server here tokenizes each message word by word, as a template does."""

@@ -13,6 +13,9 @@ from swarm.backends.local import LocalEngine
 from swarm.backends.openai_http import OpenAIBackend
 from swarm.messages import UserMessage
 
+# The real SmolLM2 engine (tests/backends/conftest.py): the hermetic guard in tests/conftest.py requires the mark.
+pytestmark = pytest.mark.integration
+
 GREEDY = SamplingParams(temperature=0.0, max_tokens=20, seed=3)
 
 

@@ -34,7 +34,9 @@ def _random_adapter(model: str, out: Path) -> Path:
 
     _, path = resolve_model(model)
     info = base_model_info(path)
-    width = int(gguf.GGUFReader(str(path)).get_field(f"{info.arch}.embedding_length").contents())
+    field = gguf.GGUFReader(str(path)).get_field(f"{info.arch}.embedding_length")
+    assert field is not None
+    width = int(field.contents())
     rng = np.random.default_rng(0)
     tensors = {}
     for i in range(info.n_blocks):
@@ -50,6 +52,7 @@ async def _orchestrator_and_subagents_vs_base(model: str, adapter: str, ctx: int
     orch, sub = build_backends("local", model, slots=2, ctx=ctx, orchestrator_adapter=adapter)
     base, none = build_backends("local", model, slots=1, ctx=ctx, orchestrator_adapter="none")
     assert isinstance(orch, LocalBackend) and isinstance(sub, LocalBackend) and none is None
+    assert isinstance(base, LocalBackend)
     assert orch.engine is sub.engine
     probe = ScriptedBackend(["done"], model=model)  # named as the model: its prompt profile, tools and all
     await Orchestrator(probe).run("What are the capital cities of Peru, Norway and Egypt?")

@@ -10,8 +10,9 @@ import json
 import sys
 
 import anyio
+from pydantic import TypeAdapter
 
-from swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
 from swarm.backends.vllm_engine import VLLMEngineBackend
 from swarm.messages import AssistantMessage, UserMessage
 
@@ -36,8 +37,8 @@ async def main(model: str) -> dict[str, object]:
         c2 = await backend.complete(second)
         decoded = backend._tokenizer.decode(list(c1.token_ids or ()), skip_special_tokens=False)
     return {
-        "c1": c1.model_dump(mode="json"),
-        "c2": c2.model_dump(mode="json"),
+        "c1": TypeAdapter(Completion).dump_python(c1, mode="json"),  # Completion is a dataclass
+        "c2": TypeAdapter(Completion).dump_python(c2, mode="json"),
         "decoded": decoded,
         "continued": backend.memory.continued,
     }

@@ -87,7 +87,7 @@ def _sigint_ignored() -> None:
 @pytest.mark.parametrize("ignored", [False, True], ids=["interactive", "sigint-ignored-at-start"])
 def test_ctrl_c_still_writes_the_record(tmp_path: Path, ignored: bool) -> None:
     """Also when started with SIGINT ignored (`cmd &` in a script): the CLI installs its handler
-    (issue 12, defect 10)."""
+    ."""
     env = {**os.environ, "SWARM_DEMO_LATENCY": "0.5", "PYTHONUNBUFFERED": "1"}
     events = tmp_path / "events.jsonl"
     proc = subprocess.Popen(

@@ -1,6 +1,5 @@
 """Everyday conventions of the `swarm` CLI: --version, one meaning per flag across run/eval/rollout,
-help with defaults and examples that reads at 80 columns, and rollouts that refuse to mix rewards
-(issue 15)."""
+help with defaults and examples that reads at 80 columns, and rollouts that refuse to mix rewards."""
 
 from __future__ import annotations
 

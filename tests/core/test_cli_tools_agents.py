@@ -1,5 +1,5 @@
 """`swarm run --tools`, agent files (`--agents DIR`, ./.swarm/agents/), `swarm agents list`, and the
-scripting outputs `-p/--print` and `--json-summary` (issue 15)."""
+scripting outputs `-p/--print` and `--json-summary`."""
 
 from __future__ import annotations
 

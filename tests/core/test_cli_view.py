@@ -1,5 +1,5 @@
 """What `swarm run` shows of the swarm at work: the tree of stages left on the terminal, the live
-view in a terminal, and one line per event on stderr without one (issue 15)."""
+view in a terminal, and one line per event on stderr without one."""
 
 from __future__ import annotations
 

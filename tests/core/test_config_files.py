@@ -1,4 +1,4 @@
-"""Config files: every key and table is either used or rejected by name (issue 12, defect 5)."""
+"""Config files: every key and table is either used or rejected by name."""
 
 from __future__ import annotations
 

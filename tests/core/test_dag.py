@@ -189,7 +189,7 @@ def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 async def test_wall_critical_path_never_exceeds_the_episode_wall_time(seed: int) -> None:
-    """Regression (issue 12, defect 7): a stage with direct tool calls beside sub-agents stretched the
+    """Regression: a stage with direct tool calls beside sub-agents stretched the
     orchestrator step to the tools' end and then started the sub-agents' branch after it, counting
     the overlap twice (up to 1.9× the episode's wall time)."""
     import anyio

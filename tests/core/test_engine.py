@@ -9,17 +9,17 @@ from orchestrator import Orchestrator, SwarmConfig
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import BackendUnavailableError
 from swarm.events import EpisodeFinished, Event, SubagentStarted
-from swarm.messages import ToolMessage
+from swarm.messages import ToolCall, ToolMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
 from swarm.testing import FunctionBackend, ScriptedBackend, call, malformed
 from tools import tool
 
 
-def create(name: str = "w", tools: list[str] | None = None) -> object:
+def create(name: str = "w", tools: list[str] | None = None) -> ToolCall:
     return call("create_subagent", name=name, system_prompt=f"you are {name}", tools=tools or [])
 
 
-def assign(task: str, agent: str = "w") -> object:
+def assign(task: str, agent: str = "w") -> ToolCall:
     return call("assign_task", agent=agent, task=task)
 
 
@@ -179,7 +179,7 @@ async def test_episode_never_exceeds_its_critical_budget(budget: int) -> None:
         first = not tool_messages(request)
         calls = [create()] if first else []
         n = len(tool_messages(request))  # new tasks each turn (a completed task is not run again)
-        return Completion(tool_calls=(*calls, assign(f"x{n}"), assign(f"y{n}")))  # type: ignore[arg-type]
+        return Completion(tool_calls=(*calls, assign(f"x{n}"), assign(f"y{n}")))
 
     def worker(request: ModelRequest) -> Completion:
         done = len(tool_messages(request))
@@ -301,7 +301,7 @@ async def test_malformed_orchestrator_output_is_retried_then_fails() -> None:
     assert record.status is EpisodeStatus.FAILED and record.error_type == "ModelOutputError"
     assert [s.kind for s in record.stages] == ["retry", "retry", "answer"]
     # The model was told what went wrong before each retry.
-    assert "could not be parsed" in policy.calls[1].messages[-1].content  # type: ignore[union-attr]
+    assert "could not be parsed" in policy.calls[1].messages[-1].content
 
 
 async def test_orchestrator_model_failure_still_yields_a_record() -> None:
@@ -435,7 +435,7 @@ async def test_concurrency_limit_is_shared_by_concurrent_episodes() -> None:
     def policy(request: ModelRequest) -> Completion:
         if tool_messages(request):
             return Completion(text="done")
-        return Completion(tool_calls=(create(), *(assign(f"t{i}") for i in range(4))))  # type: ignore[arg-type]
+        return Completion(tool_calls=(create(), *(assign(f"t{i}") for i in range(4))))
 
     orch = Orchestrator(
         FunctionBackend(policy), SwarmConfig(max_concurrency=3), subagent_backend=FunctionBackend(worker)
@@ -578,7 +578,7 @@ async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_sti
 
 @pytest.mark.parametrize("where", ["tools", "model"])
 async def test_a_step_cut_by_a_timeout_or_cancel_is_recorded(where: str) -> None:
-    """Regression (issue 12, defect 8): the step a timeout interrupts used to vanish from the step
+    """Regression: the step a timeout interrupts used to vanish from the step
     records and the DAG while its model call's tokens stayed in usage and the transcript."""
 
     @tool(timeout_s=30)

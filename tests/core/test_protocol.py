@@ -12,7 +12,7 @@ from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_age
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
-from swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
 from swarm.testing import ScriptedBackend, call
 from tools import tool
@@ -20,7 +20,7 @@ from tools import tool
 SMALL = "qwen2.5-coder-0.5b"
 
 
-def assign(task: str, agent: str = WORKER) -> object:
+def assign(task: str, agent: str = WORKER) -> ToolCall:
     return call("assign_task", agent=agent, task=task)
 
 

@@ -95,7 +95,7 @@ def test_completions_and_usage_are_validated_where_a_backend_builds_them() -> No
     from swarm.backend import Completion, Usage
 
     c = Completion(
-        tool_calls=[{"id": "c", "name": "add", "arguments": {"a": 1}}],  # type: ignore[list-item]
+        tool_calls=[{"id": "c", "name": "add", "arguments": {"a": 1}}],  # type: ignore[arg-type]
         usage={"prompt_tokens": "3", "completion_tokens": 2.0},  # type: ignore[arg-type]
         token_ids=[1, 2],  # type: ignore[arg-type]
     )
@@ -108,7 +108,7 @@ def test_completions_and_usage_are_validated_where_a_backend_builds_them() -> No
         {"logprobs": ("x",)},
     ):
         with pytest.raises(ValidationError):
-            Completion(**bad)  # type: ignore[arg-type]
+            Completion(**bad)
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.text = "changed"  # type: ignore[misc]
     assert c.model_copy(update={"text": "t"}) == dataclasses.replace(c, text="t")
@@ -136,12 +136,12 @@ def test_quick_init_builds_what_the_dataclass_init_builds() -> None:
                 raise ValueError("a must not be negative")
 
     for kwargs in ({"a": 1}, {"a": 1, "b": "x"}, {"a": 2, "c": [3]}):
-        assert dataclasses.astuple(Quick(**kwargs)) == dataclasses.astuple(Plain(**kwargs))  # type: ignore[arg-type]
+        assert dataclasses.astuple(Quick(**kwargs)) == dataclasses.astuple(Plain(**kwargs))
     assert Quick(a=1).c is not Quick(a=1).c  # a fresh default per instance
     with pytest.raises(ValueError, match="negative"):
         Quick(a=-1)
     with pytest.raises(TypeError):
-        Quick(1)  # type: ignore[misc]
+        Quick(1)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Quick(b="x")  # type: ignore[call-arg]
     with pytest.raises(dataclasses.FrozenInstanceError):

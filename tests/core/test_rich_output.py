@@ -1,5 +1,5 @@
 """Text that did not come from us — answers, errors, tasks, tool and agent names, paths — is printed
-as written, never read as Rich markup; help texts show their brackets (issue 12, defect 9)."""
+as written, never read as Rich markup; help texts show their brackets."""
 
 from __future__ import annotations
 

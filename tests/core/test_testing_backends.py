@@ -52,7 +52,7 @@ async def test_exceptions_in_scripts_are_raised() -> None:
 
 async def test_function_backend_sync_and_async() -> None:
     async def fn(r: ModelRequest) -> Completion:
-        return Completion(text=r.messages[-1].content.upper())  # type: ignore[union-attr]
+        return Completion(text=r.messages[-1].content.upper())
 
     b = FunctionBackend(fn, model="f")
     out = await b.complete(req("abc"))

@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from typing import Any
 
 import pytest
 
 from orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig
 from swarm.errors import UnknownNameError
+from swarm.messages import ToolCall
 from swarm.records import EpisodeRecord, EpisodeStatus, Task
 from swarm.rl.rewards import (
     ADVANTAGES,
@@ -23,24 +25,24 @@ from swarm.rl.rewards import (
 from swarm.testing import ScriptedBackend, call
 
 
-def create(name: str = "w") -> object:
+def create(name: str = "w") -> ToolCall:
     return call("create_subagent", name=name, system_prompt=f"you are {name}")
 
 
-def assign(task: str, agent: str = "w") -> object:
+def assign(task: str, agent: str = "w") -> ToolCall:
     return call("assign_task", agent=agent, task=task)
 
 
 async def episode(
-    policy_turns: list[object],
-    workers: dict[str, list[object]] | None = None,
+    policy_turns: list[Any],
+    workers: dict[str, list[Any]] | None = None,
     *,
     task: Task | None = None,
     reward: PARLReward | None = None,
     config: SwarmConfig | None = None,
 ) -> EpisodeRecord:
-    policy = ScriptedBackend(policy_turns)  # type: ignore[arg-type]
-    sub = ScriptedBackend(workers or {})  # type: ignore[arg-type]
+    policy = ScriptedBackend(policy_turns)
+    sub = ScriptedBackend(workers or {})
     orch = Orchestrator(policy, config, subagent_backend=sub, reward_fn=reward)
     return await orch.run(task or Task(id="t", prompt="go"))
 
@@ -97,7 +99,7 @@ def test_reward_config_round_trips_schedules_by_kind() -> None:
 async def test_serial_episode_earns_no_parallel_reward_and_empty_finish_rate() -> None:
     rec = await episode(["I did it myself"])
     for form in ("any", "count", "width"):
-        assert r_parallel(rec, ParallelReward(form=form)) == 0.0  # type: ignore[arg-type]
+        assert r_parallel(rec, ParallelReward(form=form)) == 0.0
     assert r_finish(rec) == 0.0
     assert r_finish(rec, FinishReward(empty_value=1.0)) == 1.0
 

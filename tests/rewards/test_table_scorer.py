@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from swarm.errors import ConfigError
-from swarm.verifiers import ColumnRule, extract_markdown_table, score_table, verify
+from swarm.verifiers import ColumnRule, TableScore, extract_markdown_table, score_table, verify
 from swarm.verifiers.table import parse_date
 
 GOLD = [
@@ -50,8 +52,8 @@ PERFECT = [
 ]
 
 
-def score(resp: str, **kw: object) -> object:
-    return score_table(resp, GOLD, key_columns=["Country"], rules=RULES, **kw)  # type: ignore[arg-type]
+def score(resp: str, **kw: Any) -> TableScore:
+    return score_table(resp, GOLD, key_columns=["Country"], rules=RULES, **kw)
 
 
 def test_extraction_prefers_the_markdown_block_and_drops_separators() -> None:

@@ -25,7 +25,7 @@ from swarm.backends.lora_gguf import base_model_info, export_lora_gguf, read_lor
 from swarm.errors import ConfigError  # noqa: E402
 from swarm.messages import UserMessage  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 
 SAMPLE = SamplingParams(temperature=1.0, max_tokens=48, seed=11)
 
@@ -115,7 +115,8 @@ def _hf_logprobs(model: Any, prompt: tuple[int, ...], ids: tuple[int, ...]) -> l
     full = torch.tensor([list(prompt) + list(ids)])
     with torch.no_grad():
         logits = model(input_ids=full).logits[0, len(prompt) - 1 : -1].float()
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
+    out: list[float] = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
+    return out
 
 
 async def test_one_engine_serves_the_adapter_to_the_orchestrator_only(served: LocalEngine, policy: Any) -> None:
@@ -131,7 +132,7 @@ async def test_one_engine_serves_the_adapter_to_the_orchestrator_only(served: Lo
     assert a.token_ids != b.token_ids, "the adapter did not change the orchestrator's output"
     assert b.token_ids == c.token_ids, "scale 0 must be the base model"
     assert (a.weight_version, b.weight_version) == ("1:test", None)
-    assert a.logprobs and b.logprobs and a.prompt_token_ids and a.token_ids and b.token_ids
+    assert a.logprobs and b.logprobs and a.prompt_token_ids and a.token_ids and b.token_ids and b.prompt_token_ids
     # llama.cpp (quantised matmuls) with the adapter agrees with transformers + peft on its own samples
     # within the quantisation gap, and is far from the base model: the export is the trained adapter.
     with_adapter = _hf_logprobs(policy.hf_model, a.prompt_token_ids, a.token_ids)

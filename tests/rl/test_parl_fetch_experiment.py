@@ -1,4 +1,4 @@
-"""The parl_fetch experiment measures fan-out honestly (issue 19, defect 7)."""
+"""The parl_fetch experiment measures fan-out honestly."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def pf() -> Any:
 
 async def _fetch(pf: Any, task: str) -> str:
     req = ModelRequest(messages=(UserMessage(content=task),))
-    return (await pf.fetcher().complete(req)).text
+    text: str = (await pf.fetcher().complete(req)).text
+    return text
 
 
 async def test_the_fetcher_fails_parts_that_do_not_exist(pf: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,9 @@ def _batch(
     return lp, old, adv, mask
 
 
-def _tensors(lp: list[list[float]], old: list[list[float]], adv: list[float], mask: list[list[float]]):  # type: ignore[no-untyped-def]
+def _tensors(
+    lp: list[list[float]], old: list[list[float]], adv: list[float], mask: list[list[float]]
+) -> tuple[Any, Any, Any, Any]:  # torch tensors (torch is imported by importorskip)
     return (
         torch.tensor(lp, dtype=torch.float64, requires_grad=True),
         torch.tensor(old, dtype=torch.float64),

@@ -252,7 +252,7 @@ def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
     assert all(x["ratio_mismatch"] < 1e-3 for x in lines)
 
 
-# -- issue 19 defects ---------------------------------------------------------------------------------
+# -- regressions of the trainer ----------------------------------------------------------------------
 
 
 def _scored(task: str, perf: float, length: int, total: float) -> EpisodeRecord:

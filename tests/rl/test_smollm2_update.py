@@ -23,7 +23,7 @@ from swarm.records import EpisodeRecord, Task  # noqa: E402
 from swarm.rl.rewards import PARLReward  # noqa: E402
 from swarm.testing import FunctionBackend  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 class LengthReward(PARLReward):

@@ -23,7 +23,7 @@ from orchestrator.rl.gold import read_examples
 from swarm.backends.local import engine_available, model_available
 from swarm.backends.lora_gguf import file_sha256, read_lora_gguf
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 
 runner = CliRunner()
 

@@ -66,7 +66,7 @@ async def test_random_model_completion_carries_exact_ids_and_recomputable_logpro
     assert c.token_ids in [x.token_ids for x in batch if x.prompt_token_ids == c.prompt_token_ids]
 
 
-class ScriptedLM(torch.nn.Module):
+class ScriptedLM(torch.nn.Module):  # type: ignore[misc,name-defined]  # torch comes from importorskip
     """A causal-LM test double: each row emits ``script(prompt text)`` then the end token, greedily.
 
     It speaks the interface the backend's decode loop uses (prefill, then one token per call with a

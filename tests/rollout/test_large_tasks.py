@@ -1,6 +1,6 @@
 """A very large task makes every orchestrator turn's record carry its whole prompt's token ids (exact
 ids for RL): the runtime says so, once per task, instead of silently writing tens of MB per episode
-(issue 12, defect 11)."""
+."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from orchestrator.cli import app
 from swarm.rl.export import read_jsonl, read_trajectories
@@ -35,7 +35,7 @@ def task_file(tmp_path: Path, extra_lines: tuple[str, ...] = ()) -> Path:
     return p
 
 
-def rollout(*args: str) -> object:
+def rollout(*args: str) -> Result:
     return runner.invoke(app, ["rollout", "--backend", "scripted", "--quiet", *args])
 
 

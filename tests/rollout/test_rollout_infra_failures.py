@@ -1,5 +1,5 @@
 """`swarm rollout` / `swarm run` against a dead or wrong server: say what failed, exit non-zero, and
-run the failed episodes again once the server is fixed (issue 12, defect 4)."""
+run the failed episodes again once the server is fixed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from orchestrator.cli import app
 from orchestrator.rollout import EpisodeEntry, RolloutFailure
@@ -85,7 +85,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
     return tasks, config
 
 
-def _rollout(url: str, tasks: Path, config: Path, out: Path, *extra: str) -> object:
+def _rollout(url: str, tasks: Path, config: Path, out: Path, *extra: str) -> Result:
     args = ["rollout", "-b", "openai", "--base-url", url, "-m", "m", "-t", str(tasks), "-c", str(config)]
     return runner.invoke(app, [*args, "-o", str(out), "-k", "2", "-q", "--json", *extra])
 

@@ -1,4 +1,4 @@
-"""The process sandbox stops and reports hostile code (issue 4; issue 18's attacks: test_sandbox_attacks.py)."""
+"""The process sandbox stops and reports hostile code (the attacks: test_sandbox_attacks.py)."""
 
 from __future__ import annotations
 

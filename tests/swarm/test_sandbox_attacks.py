@@ -103,7 +103,9 @@ async def test_a_program_over_16_mib_still_runs_isolated(workspace: Path) -> Non
     assert after.isolation == "isolated" and after.status == "error"
 
 
-def _run_in_subprocess(env: dict[str, str], ws: Path, limits: str = "SandboxLimits()") -> subprocess.CompletedProcess:
+def _run_in_subprocess(
+    env: dict[str, str], ws: Path, limits: str = "SandboxLimits()"
+) -> subprocess.CompletedProcess[str]:
     script = (
         "import anyio, pathlib, sys\n"
         "from swarm.sandbox import run_python, SandboxLimits, SandboxUnavailableError\n"

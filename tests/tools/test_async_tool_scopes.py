@@ -1,7 +1,7 @@
 """Async tools that open cancel scopes (fail_after, move_on_after, task groups, httpx clients) work
 inside episodes, as direct orchestrator tools and as sub-agent tools, with and without timeouts.
 
-Regression (issue 12, defect 1): the registry used to step a tool's coroutine once by hand, outside
+Regression: the registry used to step a tool's coroutine once by hand, outside
 the task's cancel scope, so any tool that entered a scope before its first await crashed the whole
 episode with "Attempted to exit a cancel scope that isn't the current task's current cancel scope".
 """

@@ -8,12 +8,15 @@ from pathlib import Path
 import pytest
 
 from swarm.messages import ToolCall
+from swarm.records import ToolResult
 from tools.builtin import files_toolset
-from tools.registry import ToolContext, ToolRegistry, execute_tool
+from tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
+
+Env = tuple[Path, Path, ToolContext, dict[str, Tool]]
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> tuple[Path, Path, ToolContext, dict]:
+def env(tmp_path: Path) -> Env:
     ws = tmp_path / "ws"
     ws.mkdir()
     outside = tmp_path / "outside.txt"
@@ -22,11 +25,11 @@ def env(tmp_path: Path) -> tuple[Path, Path, ToolContext, dict]:
     return ws, outside, ToolContext(episode_id="e", agent_id="a", workspace=ws), reg.resolve(["files"])
 
 
-async def call(tools: dict, ctx: ToolContext, name: str, **args: object):
+async def call(tools: dict[str, Tool], ctx: ToolContext, name: str, **args: object) -> ToolResult:
     return await execute_tool(ToolCall(id="c", name=name, arguments=args), tools, ctx)
 
 
-async def test_write_read_list_search_roundtrip(env) -> None:
+async def test_write_read_list_search_roundtrip(env: Env) -> None:
     ws, _, ctx, tools = env
     r = await call(tools, ctx, "write_file", path="notes/a.txt", content="alpha\nBeta gamma\n")
     assert not r.is_error, r.content
@@ -46,7 +49,7 @@ async def test_write_read_list_search_roundtrip(env) -> None:
     "path",
     ["/etc/passwd", "../outside.txt", "notes/../../outside.txt", "~/x", "a\x00b"],
 )
-async def test_traversal_and_absolute_paths_are_refused(env, path: str) -> None:
+async def test_traversal_and_absolute_paths_are_refused(env: Env, path: str) -> None:
     _ws, outside, ctx, tools = env
     for name, args in [
         ("read_file", {"path": path}),
@@ -60,7 +63,7 @@ async def test_traversal_and_absolute_paths_are_refused(env, path: str) -> None:
     assert outside.read_text() == "secret outside"
 
 
-async def test_symlinks_out_of_the_workspace_are_refused(env) -> None:
+async def test_symlinks_out_of_the_workspace_are_refused(env: Env) -> None:
     ws, outside, ctx, tools = env
     os.symlink(outside, ws / "link.txt")
     os.symlink(outside.parent, ws / "dirlink")

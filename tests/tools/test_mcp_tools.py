@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.integration
 SERVER = Path(__file__).parent / "mcp_servers" / "calc_server.py"
 
 
-def stdio(**extra: object) -> dict[str, object]:
-    return {"command": sys.executable, "args": [str(SERVER), *extra.pop("args", [])], **extra}  # type: ignore[list-item]
+def stdio(**extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(SERVER), *extra.pop("args", [])], **extra}
 
 
 async def call(tools: dict[str, Tool], tool_name: str, **args: object) -> ToolResult:
@@ -81,7 +82,7 @@ async def test_stdio_server_tools_results_errors_hang_and_crash() -> None:
         # Calls from tasks other than the one that entered the context (the owner task serves them).
         results: dict[str, ToolResult] = {}
 
-        async def run(key: str, tool_name: str, args: dict[str, object]) -> None:
+        async def run(key: str, tool_name: str, args: dict[str, Any]) -> None:
             results[key] = await call(tools, tool_name, **args)
 
         async with anyio.create_task_group() as tg:

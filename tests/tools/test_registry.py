@@ -64,7 +64,7 @@ def chatty() -> str:
     return "x" * 100
 
 
-async def run(t: Tool, args: dict[str, object], ctx: ToolContext | None = None):
+async def run(t: Tool, args: dict[str, object], ctx: ToolContext | None = None) -> ToolResult:
     return await execute_tool(ToolCall(id="1", name=t.name, arguments=args), {t.name: t}, ctx or ToolContext())
 
 

@@ -1,5 +1,5 @@
 """`swarm traces show` names each stage's actions and rejections; `swarm traces list` finds the
-episodes of `swarm eval` and `swarm rollout` too; the Jaeger link only for exported runs (issue 15)."""
+episodes of `swarm eval` and `swarm rollout` too; the Jaeger link only for exported runs."""
 
 from __future__ import annotations
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
+from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.records import Task
 from swarm.testing import FunctionBackend, call
 from workloads import get_workload
-from workloads.base import Mode, tool_messages
+from workloads.base import MODES, Mode, tool_messages
 from workloads.bfcl import BfclItem, _by_id, _items, call_f1, call_matches, split_of
 
 WL = get_workload("bfcl-parallel")
@@ -31,7 +33,9 @@ FUNCS = (
         },
     },
 )
-GOLD = {"spotify.play": {"artist": ["Taylor Swift"], "duration": [20], "volume": [0.5, ""], "shuffle": [False, ""]}}
+GOLD: dict[str, dict[str, list[Any]]] = {
+    "spotify.play": {"artist": ["Taylor Swift"], "duration": [20], "volume": [0.5, ""], "shuffle": [False, ""]}
+}
 
 
 def test_matching_follows_bfcl_rules() -> None:
@@ -45,7 +49,9 @@ def test_matching_follows_bfcl_rules() -> None:
     assert not ok("spotify.play", {"artist": "Maroon 5", "duration": 20}, GOLD, FUNCS)
     assert not ok("spotify_play", {"artist": "Taylor Swift", "duration": 20}, GOLD, FUNCS)  # name must be equal
     assert not ok("spotify.play", {"artist": "Taylor Swift", "duration": 20, "shuffle": 0}, GOLD, FUNCS)
-    gold_int_for_float = {"spotify.play": {"artist": ["x"], "duration": [1], "volume": [5]}}
+    gold_int_for_float: dict[str, dict[str, list[Any]]] = {
+        "spotify.play": {"artist": ["x"], "duration": [1], "volume": [5]}
+    }
     assert ok("spotify.play", {"artist": "x", "duration": 1, "volume": 5}, gold_int_for_float, FUNCS)
 
 
@@ -67,13 +73,13 @@ def test_call_f1_is_order_free_and_one_to_one() -> None:
     assert call_f1([], item)[:3] == (0.0, 0.0, 0.0)
 
 
-async def _run(task: Task, mode: Mode, orch: object = None) -> tuple[float, bool, dict[str, object]]:
+async def _run(task: Task, mode: Mode, orch: ModelBackend | None = None) -> tuple[float, bool, dict[str, Any]]:
     ep = WL.episode(task, mode)
     gold = WL.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
         SwarmConfig(**ep.config),
-        tools=ep.tools,  # type: ignore[arg-type]
+        tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,
         reward_fn=ep.reward,
@@ -87,8 +93,8 @@ async def test_gold_policies_score_one_on_parallel_items_and_controls() -> None:
     tasks = WL.tasks(30, seed=1, categories=["parallel", "parallel_multiple", "simple_python", "multiple"])
     assert {t.metadata["category"] for t in tasks} >= {"parallel", "parallel_multiple"}
     for task in tasks:
-        for mode in ("swarm", "single"):
-            metric, success, d = await _run(task, mode)  # type: ignore[arg-type]
+        for mode in MODES:
+            metric, success, d = await _run(task, mode)
             assert (metric, success) == (1.0, True), (task.id, mode, d)
             if mode == "swarm":
                 # One sub-agent per call; the single-call controls are answered without sub-agents.

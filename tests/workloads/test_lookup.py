@@ -6,13 +6,13 @@ import pytest
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
+from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend
 from swarm.verifiers import verify
 from workloads import get_workload
-from workloads.base import Mode
+from workloads.base import Mode, Workload
 
 pytest.importorskip("bm25s")  # the 'search' extra; CI installs it
 
@@ -20,13 +20,13 @@ WIDE = get_workload("wide-lookup")
 DEEP = get_workload("deep-lookup")
 
 
-async def _run(wl: object, task: Task, mode: Mode, orch: object = None) -> EpisodeRecord:
-    ep = wl.episode(task, mode)  # type: ignore[attr-defined]
-    gold = wl.gold_policy(task, mode)  # type: ignore[attr-defined]
+async def _run(wl: Workload, task: Task, mode: Mode, orch: ModelBackend | None = None) -> EpisodeRecord:
+    ep = wl.episode(task, mode)
+    gold = wl.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
         SwarmConfig(**ep.config),
-        tools=ep.tools,  # type: ignore[arg-type]
+        tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,
         reward_fn=ep.reward,

@@ -12,7 +12,7 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
-from swarm.messages import ToolCall
+from swarm.messages import ToolCall, ToolMessage
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
 from workloads import get_workload
@@ -215,7 +215,7 @@ def test_gold_replay_is_deterministic_and_changes_the_db() -> None:
 
 async def test_every_gold_tool_call_goes_through_the_real_tools(k8_task: Task) -> None:
     rec, _ = await _run(k8_task, "swarm")
-    calls = [m for s in rec.subagent_results for m in s.transcript if getattr(m, "role", "") == "tool"]
+    calls = [m for s in rec.subagent_results for m in s.transcript if isinstance(m, ToolMessage)]
     writes = [m for m in calls if m.name in ("exchange_delivered_order_items", "return_delivered_order_items")]
     assert writes and all('"status"' in m.content for m in writes)
     # The orchestrator's table reports what the tools returned.

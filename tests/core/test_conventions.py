@@ -1,0 +1,203 @@
+"""Project conventions that a reviewer would otherwise have to remember, checked on the source tree.
+
+* ``error_type`` values come from :class:`swarm.errors.ErrorType`, never free strings: a typo in a
+  free string ("WidthLimt") would silently split a failure class in every report and reward.
+* Model mistakes (broken tool-call JSON, bad ``create_subagent`` arguments, unparseable judge output)
+  raise the project's :class:`~swarm.errors.AgentError` subclasses, which the runtime records as a
+  step error, never a bare ``ValueError`` that a caller cannot tell from a bug.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import AgentError, BackendUnavailableError, ErrorType, ModelOutputError, ToolError
+from swarm.records import EpisodeRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("swarm", "tools", "subagents", "orchestrator", "workloads")
+# Where a model's output is parsed or acted on: these raise AgentError subclasses for its mistakes.
+MODEL_FACING = (
+    "swarm/backends/toolparse.py",
+    "swarm/backends/openai_http.py",
+    "swarm/backends/local.py",
+    "swarm/verifiers/judge.py",
+    "orchestrator/engine.py",
+    "orchestrator/admission.py",
+    "subagents/loop.py",
+    "tools/registry.py",
+)
+_VALIDATORS = {"field_validator", "model_validator"}  # pydantic wants ValueError from these
+_BUILTIN = {"ValueError", "TypeError", "KeyError", "RuntimeError", "Exception"}
+
+
+def _library_files() -> Iterator[Path]:
+    for pkg in PACKAGES:
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def _free_error_type_strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    values = {e.value for e in ErrorType}
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skip.add(id(node.value))  # docstrings
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            skip.update(id(n) for n in ast.walk(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in values and id(node) not in skip:
+            yield node.lineno, node.value
+
+
+def test_error_types_are_enum_members_not_free_strings() -> None:
+    found = [
+        f"{p.relative_to(ROOT)}:{line}: {value!r} (use ErrorType.{ErrorType(value).name})"
+        for p in _library_files()
+        if p.name != "errors.py"
+        for line, value in _free_error_type_strings(ast.parse(p.read_text()))
+    ]
+    assert not found, "free error_type strings:\n" + "\n".join(found)
+
+
+def _bare_raises(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    def walk(node: ast.AST, in_validator: bool) -> Iterator[tuple[int, str]]:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names = {
+                getattr(d.func if isinstance(d, ast.Call) else d, "id", None)
+                or getattr(d.func if isinstance(d, ast.Call) else d, "attr", None)
+                for d in node.decorator_list
+            }
+            in_validator = bool(names & _VALIDATORS)
+        if isinstance(node, ast.Raise) and node.exc is not None and not in_validator:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id in _BUILTIN:
+                yield node.lineno, exc.id
+        for child in ast.iter_child_nodes(node):
+            yield from walk(child, in_validator)
+
+    yield from walk(tree, False)
+
+
+@pytest.mark.parametrize("path", MODEL_FACING)
+def test_model_mistakes_raise_agent_errors_not_bare_builtins(path: str) -> None:
+    found = [f"{path}:{line}: raise {name}" for line, name in _bare_raises(ast.parse((ROOT / path).read_text()))]
+    assert not found, "raise a swarm.errors.AgentError subclass (ModelOutputError…) instead:\n" + "\n".join(found)
+
+
+def test_the_scanners_see_what_they_forbid() -> None:
+    bad = ast.parse('def f(r):\n    r.error_type = "WidthLimit"\n    raise ValueError("x")\n')
+    assert list(_free_error_type_strings(bad)) == [(2, "WidthLimit")]
+    assert list(_bare_raises(bad)) == [(3, "ValueError")]
+    ok = ast.parse(
+        '"""WidthLimit"""\n__all__ = ["ToolError"]\n@field_validator("x")\ndef v(c, x):\n    raise ValueError\n'
+    )
+    assert not list(_free_error_type_strings(ok)) and not list(_bare_raises(ok))
+
+
+def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
+    # The serialized values are a file format: renaming one would break every stored record.
+    assert {e.name: e.value for e in ErrorType} == {
+        "INVALID_ACTION": "InvalidAction",
+        "AGENT_CALLED_AS_TOOL": "AgentCalledAsTool",
+        "DUPLICATE_TASK": "DuplicateTask",
+        "ALREADY_DONE": "AlreadyDone",
+        "SPLIT_TASK": "SplitTask",
+        "WIDTH_LIMIT": "WidthLimit",
+        "BUDGET_EXHAUSTED": "BudgetExhausted",
+        "UNKNOWN_TOOL": "UnknownTool",
+        "CANCELLED": "Cancelled",
+        "TIMEOUT": "TimeoutError",
+        "ACTION_LOOP": "ActionLoopError",
+        "PLACEMENT": "PlacementError",
+        "AGENT": "AgentError",
+        "BACKEND": "BackendError",
+        "BACKEND_TIMEOUT": "BackendTimeoutError",
+        "BACKEND_UNAVAILABLE": "BackendUnavailableError",
+        "MODEL_OUTPUT": "ModelOutputError",
+        "TOOL": "ToolError",
+        "TOOL_TIMEOUT": "ToolTimeoutError",
+        "STEP_BUDGET": "BudgetExhaustedError",
+        "TRAJECTORY": "TrajectoryError",
+    }
+    for e in ErrorType:  # the members named after our exceptions are those exceptions' names
+        if e.value.endswith("Error") and e.value not in ("TimeoutError", "ActionLoopError", "PlacementError"):
+            import swarm.errors
+            import swarm.rl.trajectory
+
+            cls = getattr(swarm.errors, e.value, None) or getattr(swarm.rl.trajectory, e.value)
+            assert cls.__name__ == e.value
+
+
+def test_error_type_of_an_exception_and_a_record_round_trip() -> None:
+    assert ErrorType.of(ModelOutputError("x")) is ErrorType.MODEL_OUTPUT
+    assert ErrorType.of(ToolError("x")) is ErrorType.TOOL
+    assert ErrorType.of(KeyError("k")) == "KeyError"  # a tool's own exception keeps its class name
+    assert issubclass(ModelOutputError, AgentError)
+
+    # error_type read back from JSON is a plain string (as in every record written before ErrorType): it
+    # compares equal to the member, and a record holding the member writes the same bytes.
+    old = EpisodeRecord.model_validate_json(_old_record_json())
+    assert old.error_type == ErrorType.BACKEND and old.error_type is not None
+    again = json.loads(old.model_dump_json())
+    assert again["error_type"] == "BackendError"
+    made = old.model_copy(update={"error_type": ErrorType.BACKEND})
+    assert made.model_dump_json() == old.model_dump_json()
+
+
+def _old_record_json() -> str:
+    import anyio
+
+    from orchestrator import Orchestrator, SwarmConfig
+    from swarm.testing import FunctionBackend
+
+    def down(_: ModelRequest) -> Completion:
+        raise BackendUnavailableError("server down")
+
+    record = anyio.run(lambda: Orchestrator(FunctionBackend(down), SwarmConfig()).run("task"))
+    text = record.model_dump_json()
+    assert '"error_type":"BackendError"' in text
+    return text
+
+
+def test_the_version_is_read_from_package_metadata_in_one_place() -> None:
+    import importlib.metadata as md
+
+    import swarm
+
+    assert swarm.__version__ == md.version("agent-swarm")
+    setters = [
+        str(p.relative_to(ROOT))
+        for p in _library_files()
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+    ]
+    assert setters == ["swarm/__init__.py", "swarm/__init__.py"]  # the metadata read and its fallback
+    literal = [str(p.relative_to(ROOT)) for p in _library_files() if f'"{swarm.__version__}"' in p.read_text()]
+    assert not literal, f"the version written out as a literal in {literal}"
+
+
+def test_architecture_md_names_only_paths_and_registries_that_exist() -> None:
+    """ARCHITECTURE.md is the newcomer's map: every path and registry it names must be in the tree."""
+    import importlib
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    paths = {p for p in re.findall(r"`([\w./-]+/[\w./-]*)`", text) if not p.startswith(("http", "."))}
+    assert {"swarm/rl/", "swarm/rl/losses.py", "orchestrator/backend_factory.py"} <= paths
+    missing = sorted(p for p in paths if not (ROOT / p.split(" ")[0]).exists())
+    assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
+    for module, name in [
+        ("swarm.verifiers", "VERIFIERS"),
+        ("workloads", "WORKLOADS"),
+        ("orchestrator.backend_factory", "BACKENDS"),
+        ("swarm.rl", "ADVANTAGES"),
+        ("swarm.rl", "SCHEDULES"),
+        ("swarm.errors", "ErrorType"),
+    ]:
+        assert f"`{name}`" in text and hasattr(importlib.import_module(module), name), name

@@ -19,6 +19,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.records import AgentDefinition, EpisodeRecord
 from swarm.testing import FunctionBackend, call
 from swarm.tracing import Telemetry
+from tools import Tool
 
 
 def lookup(n: int) -> str:
@@ -46,7 +47,7 @@ def wide_episode(width: int, telemetry: Telemetry) -> EpisodeRecord:
     o = Orchestrator(
         FunctionBackend(policy, model="policy"),
         SwarmConfig(max_subagents_per_stage=width, max_concurrency=width),
-        tools=[lookup],
+        tools=[Tool(lookup)],
         agents=[AgentDefinition(name="w", system_prompt="look it up", tools=("lookup",))],
         subagent_backend=FunctionBackend(worker, model="worker"),
         telemetry=telemetry,

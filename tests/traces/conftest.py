@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1 import trace_pb2
+from opentelemetry.proto_json.trace.v1.trace import TracesData
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -144,3 +146,23 @@ def memory() -> Iterator[Memory]:
         yield Memory(provider, exporter)
     finally:
         provider.shutdown()
+
+
+SpanReader = Callable[[Path], list[Any]]
+"""Reads the spans of a per-episode OTLP JSON-lines trace file (what ``swarm run`` writes)."""
+
+
+def _file_spans(path: Path) -> list[Any]:
+    return [
+        s
+        for line in path.read_text(encoding="utf-8").splitlines()
+        for rs in TracesData.from_json(line).resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
+
+
+@pytest.fixture
+def file_spans() -> SpanReader:
+    """The spans of a per-episode OTLP trace file, in file order."""
+    return _file_spans

@@ -8,16 +8,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.proto_json.trace.v1.trace import TracesData
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.store import read_episode, write_episode
 from orchestrator.cli.telemetry_setup import TRACE_FILE
+from orchestrator.store import read_episode, write_episode
 
 runner = CliRunner()
 
@@ -28,16 +28,6 @@ def _no_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
         if key.startswith("OTEL_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("SWARM_DEMO_LATENCY", "0")
-
-
-def file_spans(path: Path) -> list[Any]:
-    return [
-        s
-        for line in path.read_text(encoding="utf-8").splitlines()
-        for rs in TracesData.from_json(line).resource_spans
-        for ss in rs.scope_spans
-        for s in ss.spans
-    ]
 
 
 def value(v: Any) -> Any:
@@ -56,7 +46,7 @@ def run_demo(out: Path, *args: str, name: str = "capitals") -> Any:
     return read_episode(out / json.loads(result.stdout.splitlines()[-1])["episode_id"])
 
 
-def test_run_writes_the_trace_file_beside_the_record(tmp_path: Path) -> None:
+def test_run_writes_the_trace_file_beside_the_record(file_spans: Callable[[Path], list[Any]], tmp_path: Path) -> None:
     record = run_demo(tmp_path)
     spans = file_spans(tmp_path / record.episode_id / TRACE_FILE)
     root = next(s for s in spans if not s.parent_span_id)
@@ -66,7 +56,9 @@ def test_run_writes_the_trace_file_beside_the_record(tmp_path: Path) -> None:
     assert not any("gen_ai.input.messages" in attrs(s) for s in spans)  # content is opt-in
 
 
-def test_trace_content_and_no_trace_file_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trace_content_and_no_trace_file_flags(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record = run_demo(tmp_path / "a", "--trace-content")
     spans = file_spans(tmp_path / "a" / record.episode_id / TRACE_FILE)
     chat = next(s for s in spans if s.name == "chat scripted-subagent")
@@ -77,7 +69,9 @@ def test_trace_content_and_no_trace_file_flags(tmp_path: Path, monkeypatch: pyte
     assert not list((tmp_path / "b").rglob(TRACE_FILE))
 
 
-def test_trace_subagents_samples_wide_stages_and_keeps_every_span_with_its_parent(tmp_path: Path) -> None:
+def test_trace_subagents_samples_wide_stages_and_keeps_every_span_with_its_parent(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path
+) -> None:
     record = run_demo(tmp_path, "--trace-subagents", "2")
     spans = file_spans(tmp_path / record.episode_id / TRACE_FILE)
     widths = [len(stage.subagents) for stage in record.stages if stage.subagents]
@@ -96,7 +90,9 @@ def test_bad_otlp_endpoint_is_exit_code_2(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
-def test_episode_timeout_still_flushes_its_spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_episode_timeout_still_flushes_its_spans(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SWARM_DEMO_LATENCY", "0.2")
     result = runner.invoke(
         app, ["run", "--demo", "budget", "--out", str(tmp_path), "--json", "--episode-timeout", "0.5"]
@@ -115,7 +111,9 @@ def _sigint_ignored() -> None:
 
 
 @pytest.mark.parametrize("ignored", [False, True], ids=["interactive", "sigint-ignored-at-start"])
-def test_ctrl_c_flushes_spans_to_the_file_and_the_otlp_receiver(tmp_path: Path, otlp_http: Any, ignored: bool) -> None:
+def test_ctrl_c_flushes_spans_to_the_file_and_the_otlp_receiver(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path, otlp_http: Any, ignored: bool
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env |= {
         "SWARM_DEMO_LATENCY": "0.5",

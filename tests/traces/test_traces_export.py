@@ -13,9 +13,6 @@ from typing import Any
 import pytest
 from opentelemetry.proto_json.trace.v1.trace import TracesData
 
-from orchestrator.config import SwarmConfig
-from orchestrator.demo import demo
-from orchestrator.engine import Orchestrator
 from orchestrator.cli.telemetry_setup import (
     TRACE_FILE,
     OtlpTarget,
@@ -24,6 +21,9 @@ from orchestrator.cli.telemetry_setup import (
     resolve_otlp,
     start_tracing,
 )
+from orchestrator.config import SwarmConfig
+from orchestrator.demo import demo
+from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
 from swarm.records import EpisodeRecord

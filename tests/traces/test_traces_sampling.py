@@ -3,10 +3,10 @@ nothing in the trace lacks its parent, and sampled-out spans cost the runtime no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.proto_json.trace.v1.trace import TracesData
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -55,21 +55,13 @@ def wide_episode(width: int, telemetry: Telemetry) -> EpisodeRecord:
     return o.run_sync("look everything up")
 
 
-def file_spans(path: Path) -> list[Any]:
-    return [
-        s
-        for line in path.read_text(encoding="utf-8").splitlines()
-        for rs in TracesData.from_json(line).resource_spans
-        for ss in rs.scope_spans
-        for s in ss.spans
-    ]
-
-
 def attrs(span: Any) -> dict[str, Any]:
     return {kv.key: kv.value.string_value or kv.value.int_value for kv in span.attributes}
 
 
-def test_a_wide_stage_traces_an_even_sample_of_its_subagents_each_in_full(tmp_path: Path) -> None:
+def test_a_wide_stage_traces_an_even_sample_of_its_subagents_each_in_full(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path
+) -> None:
     tracing = start_tracing(TracingOptions(traced_subagents=3), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
     record = wide_episode(10, tracing.telemetry())
     tracing.shutdown()
@@ -91,7 +83,9 @@ def test_a_wide_stage_traces_an_even_sample_of_its_subagents_each_in_full(tmp_pa
     }
 
 
-def test_stages_no_wider_than_the_limit_and_an_unlimited_cli_trace_every_subagent(tmp_path: Path) -> None:
+def test_stages_no_wider_than_the_limit_and_an_unlimited_cli_trace_every_subagent(
+    file_spans: Callable[[Path], list[Any]], tmp_path: Path
+) -> None:
     for limit, width in ((3, 3), (None, 10)):
         tracing = start_tracing(
             TracingOptions(traced_subagents=limit), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"}

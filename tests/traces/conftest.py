@@ -7,6 +7,7 @@ Jaeger v2's OTLP receiver (the collector's ``otlpreceiver``) parses, fed by the 
 from __future__ import annotations
 
 import gzip
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -166,3 +167,14 @@ def _file_spans(path: Path) -> list[Any]:
 def file_spans() -> SpanReader:
     """The spans of a per-episode OTLP trace file, in file order."""
     return _file_spans
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's tracing as a user without OTel settings gets it: no OTEL_* variables, no Jaeger UI
+    link configured, and the demo without simulated latency."""
+    for key in list(os.environ):
+        if key.startswith("OTEL_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("SWARM_DEMO_LATENCY", "0")
+    monkeypatch.delenv("SWARM_JAEGER_UI", raising=False)

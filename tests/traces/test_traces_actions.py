@@ -4,7 +4,6 @@ episodes of `swarm eval` and `swarm rollout` too; the Jaeger link only for expor
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,7 @@ from orchestrator.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _no_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("SWARM_DEMO_LATENCY", "0")
-    monkeypatch.delenv("SWARM_JAEGER_UI", raising=False)
+pytestmark = pytest.mark.usefixtures("cli_env")
 
 
 def _policy(body: dict[str, Any]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:

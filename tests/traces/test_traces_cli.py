@@ -22,12 +22,7 @@ from orchestrator.store import read_episode, write_episode
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _no_otel_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("OTEL_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("SWARM_DEMO_LATENCY", "0")
+pytestmark = pytest.mark.usefixtures("cli_env")
 
 
 def value(v: Any) -> Any:

@@ -80,15 +80,7 @@ def train(
 
     try:
         cfg = load_train_config(config, steps=steps, run_dir=str(run_dir.resolve()) if run_dir else None)
-        with Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            console=_err,
-            disable=not progress,
-        ) as bar:
+        with _progress("train", progress) as bar:
             task = bar.add_task("train", total=cfg.steps, info="")
 
             def on_step(m: StepMetrics) -> None:
@@ -108,6 +100,19 @@ def train(
     except UserError as exc:
         raise _fail(str(exc)) from None
     _err.print(escape(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}"))
+
+
+def _progress(label: str, enabled: bool) -> Progress:
+    """The bar of a training stage on stderr: steps done of all, the latest metrics, elapsed time."""
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=_err,
+        disable=not enabled,
+    )
 
 
 @train_app.command("sft")
@@ -135,15 +140,7 @@ def sft(
         cfg = load_train_config(config, run_dir=str(run_dir.resolve()) if run_dir else None)
         if steps is not None:
             cfg = cfg.model_copy(update={"sft": cfg.sft.model_copy(update={"steps": steps})})
-        with Progress(
-            TextColumn("[bold]sft"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            console=_err,
-            disable=not progress,
-        ) as bar:
+        with _progress("sft", progress) as bar:
             task = bar.add_task("sft", total=cfg.sft.steps, info="generating gold transcripts")
 
             def on_step(step: int, loss: float) -> None:

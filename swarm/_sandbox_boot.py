@@ -174,6 +174,9 @@ class _Watch:
             return _descendants(self.me)
         return [p for p in _pids() if p != self.me]
 
+    def over_processes(self) -> bool:
+        return self.nproc > 0 and len(self.others()) >= self.nproc
+
     def check(self) -> str | None:
         """Why the run must be stopped now, if it must."""
         now = time.monotonic()
@@ -185,7 +188,7 @@ class _Watch:
                 pass
         if self.nproc > 0 and now >= self.next_proc:
             self.next_proc = now + (_PROC_EVERY_S if not self.plain else 4 * _PROC_EVERY_S)
-            if len(self.others()) >= self.nproc:
+            if self.over_processes():
                 return "processes"
         if self.mem > 0 and now >= self.next_mem:
             self.next_mem = now + _MEM_EVERY_S
@@ -241,6 +244,10 @@ def main() -> None:
                 result["signal"] = os.WTERMSIG(status)
             else:
                 result["exit"] = os.WEXITSTATUS(status)
+            # A fork bomb whose first process died (a fork refused, between two polls) leaves its
+            # children over the limit: that is the process limit, not the code's own error.
+            if watch.over_processes():
+                result["killed"] = "processes"
             break
         if wpid != 0:
             continue  # reaped an orphan; look again at once

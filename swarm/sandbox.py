@@ -70,6 +70,8 @@ __all__ = [
 ]
 
 _BOOT = Path(__file__).with_name("_sandbox_boot.py")
+# A fork or thread the process limit refused, fatal to the code (its traceback's last lines).
+_FORK_REFUSED_RE = re.compile(r"fork\(.*\n.*BlockingIOError: \[Errno 11\]|RuntimeError: can't start new thread")
 _MEMORY_RE = re.compile(r"^[\w.]*MemoryError\b", re.MULTILINE)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _DRAIN_GRACE_S = 2.0
@@ -731,6 +733,9 @@ def _result(
         elif sig is not None:
             status = "killed"
             notes.append(f"killed by signal {signal.Signals(sig).name}")
+        elif exit_code != 0 and _FORK_REFUSED_RE.search(stderr[-2000:]):
+            status = "killed"
+            notes.append(f"process limit of {limits.max_processes} reached: a fork was refused and the code died of it")
         elif exit_code == 0:
             status = "ok"
         else:

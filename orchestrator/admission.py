@@ -56,6 +56,12 @@ _ITEM_WORD = re.compile(r"^(?:[A-Z0-9'\"‘“(]|[-+*/×=]$)")  # a name, a numb
 _CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment
 _SENTENCE_END = re.compile(r"[.?!;]")
 _SENTENCES = re.compile(r".+?(?:[.?!;](?=\s|$)|$)")  # "3.5" and "v1.2" do not end a sentence
+# "these 6 customers: Ava Lopez." and "both France." misstate one item's task: the count goes.
+_COUNT = re.compile(
+    r"\b(these|those|the|all|following)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
+    r"|\bboth\s+$",
+    re.I,
+)
 _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 
 
@@ -138,6 +144,7 @@ def split_items(task: str, max_items: int = 8) -> list[str] | None:
         return None
     per_item = [s.strip() for s in sentences[i + 1 :] if _PER_ITEM.match(s.strip())]
     suffix = (f" {rest}" if rest else "") + mark + "".join(f" {s}" for s in per_item)
+    prefix = _COUNT.sub(lambda m: f"{m[1]} " if m[1] else "", prefix)
     return [f"{prefix}{item}{suffix}".strip() for item in items]
 
 

@@ -710,6 +710,7 @@ class Orchestrator:
             max_completion_tokens=cfg.max_subagent_completion_tokens,
             observer=observer,
             tool_first=self.profile.subagent_tool_first and self._delegate,
+            one_call=self.profile.subagent_one_call and self._delegate,
         )
 
     def _workspace(self, st: _EpisodeState) -> Path | None:

@@ -84,6 +84,8 @@ class PromptProfile:
     assign_description: str
     subagent_tool_first: bool = False
     """A sub-agent with tools must call one on its first step and answer on its last."""
+    subagent_one_call: bool = False
+    """A sub-agent's turn runs its first tool call only; the others are answered "not run"."""
 
     def orchestrator_prompt(self, agents: Sequence[AgentDefinition], extra: str | None = None) -> str:
         """The orchestrator's system prompt: the profile's text, the sub-agent types on offer (fixed
@@ -181,6 +183,9 @@ PROFILES: dict[str, PromptProfile] = {
         assign_description="Run a sub-agent on one task. Calls in one message run in parallel.",
         # A small sub-agent given search tools answers "NOT FOUND" from memory without searching.
         subagent_tool_first=True,
+        # ... and writes `search` and `open` in one turn, inventing the id `open` needs
+        # ("1234567890") before the search result exists: one call per turn, the next after it.
+        subagent_one_call=True,
     ),
 }
 

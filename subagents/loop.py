@@ -45,6 +45,10 @@ __all__ = [
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
+_ONE_CALL = (
+    "error: not run: call one tool per turn. It was written before the result of your {} call "
+    "existed; if you still need it, call it again next turn with values from that result."
+)
 
 
 def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
@@ -148,6 +152,9 @@ class SubagentRuntime:
     # A small model's sub-agent with tools calls one on its first step (else it answers from memory:
     # "NOT FOUND" without a search) and answers on its last (else a tool call there ends it at its cap).
     tool_first: bool = False
+    # A small model writes `search` and `open` in one turn, inventing the id `open` needs before the
+    # search result exists: with this, a turn runs its first call and answers the others "not run".
+    one_call: bool = False
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
 
@@ -491,16 +498,35 @@ class SubagentRun:
             return _Finish(report)
 
         self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
+        calls = completion.tool_calls
+        held = calls[1:] if rt.one_call else ()
         try:
             results = await run_tool_calls(
-                completion.tool_calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
+                calls[:1] if held else calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
             )
         except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
             self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
             raise
+        if held:
+            now = rt.clock()
+            notice = _ONE_CALL.format(calls[0].name)
+            results = [
+                *results,
+                *(
+                    ToolResult(
+                        call=c,
+                        content=notice,
+                        is_error=True,
+                        error_type=ErrorType.ONE_CALL_PER_TURN,
+                        started=now,
+                        ended=now,
+                    )
+                    for c in held
+                ),
+            ]
         for r in results:
             content = r.content
-            if r.is_error:  # a call that failed before, verbatim, is named as a repeat
+            if r.is_error and r.error_type != ErrorType.ONE_CALL_PER_TURN:  # a repeated failure is named so
                 failed = self._failed if self._failed is not None else set()
                 self._failed = failed
                 sig = call_signature(r.call)

@@ -188,6 +188,7 @@ class ErrorType(StrEnum):
     WIDTH_LIMIT = "WidthLimit"
     BUDGET_EXHAUSTED = "BudgetExhausted"
     UNKNOWN_TOOL = "UnknownTool"
+    ONE_CALL_PER_TURN = "OneCallPerTurn"  # a sub-agent's extra call, not run (subagents.loop)
     # How work ended without an exception of its own.
     CANCELLED = "Cancelled"
     TIMEOUT = "TimeoutError"

@@ -235,6 +235,43 @@ async def test_a_small_models_subagent_with_tools_searches_first_and_answers_las
     assert choices == (["required", "auto", "none"] if model == SMALL else ["auto", "auto", "auto"])
 
 
+@pytest.mark.parametrize("model", [SMALL, "gpt-4o"])
+async def test_a_small_models_subagent_runs_one_tool_call_per_turn(model: str) -> None:
+    # A 1.5B researcher wrote search and open in one turn, opening ids it invented ("1234567890")
+    # before the search result existed; every open failed and the sub-agents timed out retrying.
+    opened: list[str] = []
+
+    @tool
+    def search(query: str) -> str:
+        """Search the documents."""
+        return f"[1] retail/user/{query.lower()}_1 | {query}"
+
+    @tool
+    def open_doc(doc_id: str) -> str:
+        """Open a document."""
+        opened.append(doc_id)
+        return "zip: 92168"
+
+    turn = [call("search", query="ava"), call("open_doc", doc_id="1234567890")]
+    policy = ScriptedBackend([[assign("zip of Ava")], "Ava: 92168"], model=model)
+    workers = ScriptedBackend({"worker-0-0": [turn, [call("open_doc", doc_id="retail/user/ava_1")], "zip: 92168"]})
+    config = SwarmConfig(max_subagent_steps=3)
+    record = await Orchestrator(policy, config, tools=[search, open_doc], subagent_backend=workers).run("go")
+    workers.assert_consumed()
+    (result,) = record.subagent_results
+    assert result.status is AgentStatus.COMPLETED
+    first = result.step_records[0].tool_results
+    if model != SMALL:  # a capable model's parallel calls all run
+        assert opened == ["1234567890", "retail/user/ava_1"] and not any(r.is_error for r in first)
+        return
+    assert opened == ["retail/user/ava_1"]  # the invented id was never opened
+    assert [r.call.name for r in first] == ["search", "open_doc"]  # both calls stay in the record
+    assert not first[0].is_error and first[1].is_error and first[1].error_type == "OneCallPerTurn"
+    seen = last_tool_text(workers.calls[1])
+    assert seen[0].startswith("[1] retail/user/ava_1") and "call one tool per turn" in seen[1]
+    assert "search" in seen[1]  # says which result to wait for
+
+
 def test_admission_is_a_pure_function_of_calls_and_state() -> None:
     agents = {"worker": AgentDefinition(name="worker", system_prompt="p")}
     calls = [assign(f"t{i}") for i in range(4)] + [call("search", q="x"), call("worker", task="t9")]
@@ -374,13 +411,22 @@ def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
             [f"Symbols of these elements: {e}." for e in ("sodium", "zinc", "iron")],
         ),
         ("What is 3.5 + 2 and 4.25 * 2?", ["What is 3.5 + 2?", "What is 4.25 * 2?"]),
+        # the count of the whole list does not belong to one item's task
+        (
+            "Find the capitals of both France and Japan.",
+            ["Find the capitals of France.", "Find the capitals of Japan."],
+        ),
+        (
+            "Give the authors of the two books Emma and Dracula.",
+            ["Give the authors of the books Emma.", "Give the authors of the books Dracula."],
+        ),
         # a list of commas only, with what to do for each item; "search and open tools" is not the list
         (
             "Build a table of these 3 retail customers: Ava Lopez, Ava Hernandez, Amelia Rossi.\n"
             "For each one give: zip, orders. Look everything up with the search and open tools; do not guess.\n"
             "Answer with one markdown table.",
             [
-                f"Build a table of these 3 retail customers: {c}. For each one give: zip, orders."
+                f"Build a table of these retail customers: {c}. For each one give: zip, orders."
                 for c in ("Ava Lopez", "Ava Hernandez", "Amelia Rossi")
             ],
         ),

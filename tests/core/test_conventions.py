@@ -111,6 +111,7 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
         "WIDTH_LIMIT": "WidthLimit",
         "BUDGET_EXHAUSTED": "BudgetExhausted",
         "UNKNOWN_TOOL": "UnknownTool",
+        "ONE_CALL_PER_TURN": "OneCallPerTurn",
         "CANCELLED": "Cancelled",
         "TIMEOUT": "TimeoutError",
         "ACTION_LOOP": "ActionLoopError",

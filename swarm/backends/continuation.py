@@ -72,11 +72,18 @@ def _digest(messages: tuple[Message, ...]) -> str:
 
 
 class TurnMemory:
-    """A bounded LRU of generations keyed by the conversation that prompted them."""
+    """A bounded LRU of generations keyed by the conversation that prompted them.
 
-    def __init__(self, capacity: int = 4096) -> None:
+    One prompt can have several generations: the K samples of an RL group share their first prompt
+    (and greedy runs of one task share every prompt), so each key keeps a short list and the one
+    that produced the conversation's last assistant message is continued. Keeping only the latest
+    generation per prompt made K - 1 of every K samples re-render their turn and drift."""
+
+    def __init__(self, capacity: int = 4096, per_prompt: int = 64) -> None:
         self.capacity = capacity
-        self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self.per_prompt = per_prompt
+        self._turns: OrderedDict[str, list[_Turn]] = OrderedDict()
+        self._size = 0
         self.continued = 0
         """Prompts built by continuation (the rest were rendered fresh)."""
 
@@ -87,8 +94,11 @@ class TurnMemory:
         if last is None:
             return None
         key = _digest(messages[:last])
-        prev = self._turns.get(key)
-        if prev is None or not prev.produced(messages[last]):
+        turns = self._turns.get(key)
+        if turns is None:
+            return None
+        prev = next((t for t in reversed(turns) if t.produced(messages[last])), None)
+        if prev is None:
             return None
         self._turns.move_to_end(key)
         probe = (*messages[:last], AssistantMessage(content=SENTINEL), *messages[last + 1 :])
@@ -99,12 +109,24 @@ class TurnMemory:
         end-of-turn token when the generation ended on one, else ``""``."""
         if completion.prompt_token_ids is None or completion.token_ids is None:
             return
-        self._turns[_digest(messages)] = _Turn(
+        turn = _Turn(
             completion.prompt_token_ids,
             completion.token_ids,
             eog_text,
             (raw_text, completion.text),
             tuple(c.id for c in completion.tool_calls),
         )
-        while len(self._turns) > self.capacity:
-            self._turns.popitem(last=False)
+        key = _digest(messages)
+        turns = self._turns.get(key)
+        if turns is None:
+            turns = self._turns[key] = []
+        else:
+            self._turns.move_to_end(key)
+        turns.append(turn)
+        self._size += 1
+        if len(turns) > self.per_prompt:
+            del turns[0]
+            self._size -= 1
+        while self._size > self.capacity:
+            _, dropped = self._turns.popitem(last=False)
+            self._size -= len(dropped)

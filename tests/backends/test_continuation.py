@@ -57,3 +57,41 @@ def test_memory_is_bounded_and_skips_turns_without_ids() -> None:
     assert mem.continuation((UserMessage(content="2"), AssistantMessage(content="", tool_calls=(CALL,)))) is not None
     mem.remember((UserMessage(content="x"),), Completion(text="t"), raw_text="t", eog_text="")
     assert mem.continuation((UserMessage(content="x"), AssistantMessage(content="t"))) is None
+
+
+def test_every_sample_of_one_prompt_is_continued_not_only_the_last() -> None:
+    # An RL group samples K turns from one prompt at once: keeping only the latest generation per
+    # prompt made 3 of 4 samples of a real 0.5B group re-render their first turn and drift.
+    mem = TurnMemory()
+    samples = [
+        Completion(
+            text=f"junk {k}",
+            tool_calls=(ToolCall(id=f"c{k}", name="f", arguments={"k": k}),),
+            prompt_token_ids=(1, 2, 3),
+            token_ids=(10 + k, 99),
+        )
+        for k in range(4)
+    ]
+    for c in samples:
+        mem.remember(START, c, raw_text=f"raw {c.text}", eog_text="")
+    for k, c in enumerate(samples):
+        follow = (
+            *START,
+            AssistantMessage(content=c.text, tool_calls=c.tool_calls),
+            ToolMessage(tool_call_id=f"c{k}", name="f", content="ok"),
+        )
+        cont = mem.continuation(follow)
+        assert cont is not None and cont.base_ids == (1, 2, 3, 10 + k, 99)
+
+
+def test_the_bound_counts_generations_not_prompts() -> None:
+    mem = TurnMemory(capacity=3, per_prompt=2)
+    calls = [ToolCall(id=f"c{k}", name="f", arguments={}) for k in range(3)]
+    for c in calls:  # one prompt, three samples: the oldest is dropped
+        mem.remember(START, Completion(text="", tool_calls=(c,), prompt_token_ids=(1,), token_ids=(2,)), "", "")
+    assert mem.continuation((*START, AssistantMessage(content="", tool_calls=(calls[0],)))) is None
+    assert mem.continuation((*START, AssistantMessage(content="", tool_calls=(calls[2],)))) is not None
+    for i in range(2):  # two more prompts: the first prompt's two samples go with it
+        mem.remember((UserMessage(content=str(i)),), DONE, raw_text="", eog_text="")
+    assert mem.continuation((*START, AssistantMessage(content="", tool_calls=(calls[2],)))) is None
+    assert mem.continuation((UserMessage(content="1"), AssistantMessage(content="", tool_calls=(CALL,)))) is not None

@@ -45,6 +45,7 @@ import anyio.to_thread
 from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
 from swarm.backends.continuation import TurnMemory
 from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
+from swarm.backends.repeats import RepeatGuard
 from swarm.backends.toolparse import action_grammar, constrained_answer, parse_tool_calls
 from swarm.errors import BackendError, ConfigError
 from swarm.messages import Message, to_openai_messages
@@ -508,6 +509,10 @@ class LocalBackend:
             completion's ``weight_version``; ``None`` (default) serves the base model (sub-agents).
         owns_engine: whether :meth:`aclose` stops the engine (default: when this backend created it;
             pass ``True`` to hand a shared engine's lifetime to this backend).
+        stop_repeats: stream each generation and stop it once it repeats one block of tokens
+            verbatim for 128 tokens (:class:`~swarm.backends.repeats.RepeatGuard`); the turn ends
+            as if cut at the token cap (``finish_reason="length"``). Output that does not loop is
+            unchanged. ``False`` decodes to the cap.
     """
 
     def __init__(
@@ -523,6 +528,7 @@ class LocalBackend:
         progress: Progress | None = None,
         lora_scale: float | None = None,
         owns_engine: bool | None = None,
+        stop_repeats: bool = True,
     ) -> None:
         self._own_engine = engine is None if owns_engine is None else owns_engine
         self.engine = engine or LocalEngine(
@@ -531,6 +537,9 @@ class LocalBackend:
         self.constrain_actions = constrain_actions
         self.timeout = timeout
         self.lora_scale = lora_scale
+        self.stop_repeats = stop_repeats
+        self.repeats_stopped = 0
+        """Generations stopped because they repeated themselves."""
         self._http: OpenAIBackend | None = None
         self._generation = 0
         self.memory = TurnMemory()
@@ -620,7 +629,7 @@ class LocalBackend:
         async with self.engine.slot(bool(self.lora_scale)) as slot_id:
             if slot_id is not None:
                 body["id_slot"] = slot_id
-            data = await http.post_json("/completion", body)
+            data = await (self._stream(http, body) if self.stop_repeats else http.post_json("/completion", body))
         eog = await self._eog_text(http, data)
         completion = self._parse(request, prompt_ids, data, offered)
         if self.lora_scale is not None:
@@ -721,6 +730,33 @@ class LocalBackend:
         if not isinstance(prompt, str):
             raise BackendError(f"llama.cpp /apply-template answered without a prompt: {json.dumps(rendered)[:200]}")
         return await self._tokenize(http, prompt, first=True), False
+
+    async def _stream(self, http: OpenAIBackend, body: dict[str, Any]) -> dict[str, Any]:
+        """``/completion`` streamed and stopped by a :class:`RepeatGuard`, merged into the shape of
+        one non-streamed answer (a stopped loop reads ``stop_type: "limit"``, like the token cap)."""
+        guard = RepeatGuard()
+
+        def keep_going(event: dict[str, Any]) -> bool:
+            tokens = event.get("tokens")
+            return guard.feed(tokens) if isinstance(tokens, list) else True
+
+        events = await http.post_stream("/completion", {**body, "stream": True}, keep_going)
+        last = events[-1]
+        probs: list[Any] = []
+        for e in events:
+            probs.extend(e.get("completion_probabilities") or ())
+        merged = {
+            **last,
+            "content": "".join(str(e.get("content") or "") for e in events),
+            "tokens": [t for e in events for t in (e.get("tokens") or ())],
+            "completion_probabilities": probs,
+        }
+        if guard.looped:
+            self.repeats_stopped += 1
+            merged["stop_type"] = "limit"
+        elif last.get("stop") is not True:
+            raise BackendError("llama.cpp's stream ended before its last event; the generation is incomplete")
+        return merged
 
     def _parse(
         self, request: ModelRequest, prompt_ids: tuple[int, ...], data: dict[str, Any], offered: bool

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -246,6 +246,74 @@ class OpenAIBackend:
         if failure.kind == "body":
             raise BackendError(msg + "; check that base_url points at an OpenAI-compatible server")
         raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
+
+    async def post_stream(
+        self, path: str, body: dict[str, Any], keep_going: Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]]:
+        """POST a streaming request (server-sent events) and return its ``data:`` objects in order.
+
+        Reading stops at the server's last event (``"stop": true``), or as soon as ``keep_going``
+        returns ``False`` for an event: the connection is then closed, which ends the server's
+        generation (llama.cpp stops a slot whose client went away). Retried like :meth:`post_json`
+        while no event has arrived; a stream broken after that fails, since its tokens were sampled.
+        """
+        url = f"{self.root}{path}"
+        attempts = self.retry.max_retries + 1
+        failure = _Failure("unavailable", "")
+        for attempt in range(attempts):
+            events: list[dict[str, Any]] = []
+            out = await self._stream_attempt(url, body, keep_going, events)
+            if out is None:
+                return events
+            failure = out
+            if failure.kind == "fatal" or events:
+                raise BackendError(f"{url}: {failure.message}")
+            if attempt + 1 < attempts:
+                await anyio.sleep(self.retry.delay(attempt, failure.retry_after))
+        msg = f"{url} failed after {attempts} attempt(s); last error: {failure.message}"
+        if failure.kind == "timeout":
+            raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
+        raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
+
+    async def _stream_attempt(
+        self,
+        url: str,
+        body: dict[str, Any],
+        keep_going: Callable[[dict[str, Any]], bool],
+        events: list[dict[str, Any]],
+    ) -> _Failure | None:
+        """One streaming request into ``events``; ``None`` when it ended (or was stopped) cleanly."""
+        async with self.limiter():
+            with anyio.move_on_after(self.timeout):
+                try:
+                    async with self._http().stream(
+                        "POST", url, json=body, headers=self._headers, timeout=self.timeout
+                    ) as resp:
+                        if resp.status_code != 200:
+                            await resp.aread()
+                            decoded = _decode(url, resp)
+                            return decoded if isinstance(decoded, _Failure) else _Failure("body", "no event stream")
+                        async for line in resp.aiter_lines():
+                            if not line.startswith("data:"):
+                                continue
+                            payload = line[5:].strip()
+                            if payload == "[DONE]":
+                                return None
+                            try:
+                                event = json.loads(payload)
+                            except ValueError:
+                                return _Failure("body", f"an event that is not JSON: {payload[:200]!r}")
+                            if not isinstance(event, dict):
+                                return _Failure("body", f"an event that is not a JSON object: {payload[:200]!r}")
+                            events.append(event)
+                            if event.get("stop") is True or not keep_going(event):
+                                return None
+                        return None if events else _Failure("body", "the stream ended without an event")
+                except httpx.TimeoutException as exc:
+                    return _Failure("timeout", f"no answer within {self.timeout:g} s ({type(exc).__name__})")
+                except httpx.TransportError as exc:
+                    return _Failure("unavailable", f"connection failed: {type(exc).__name__}: {exc}")
+        return _Failure("timeout", f"no complete answer within {self.timeout:g} s")
 
     async def _attempt(self, url: str, body: dict[str, Any]) -> dict[str, Any] | _Failure:
         """One request: a limiter slot and a total deadline for exactly as long as it is in flight."""

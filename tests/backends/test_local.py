@@ -271,3 +271,26 @@ async def test_action_grammar_is_enforced_and_an_uncompilable_one_is_reported(sm
         with pytest.warns(RuntimeWarning, match=r"could not compile the action grammar for tools \['odd'\]"):
             await b.complete(req.model_copy(update={"tools": (odd,)}))
         assert [ok for k, ok in smol_engine.grammars.items() if k not in checked].count(False) == 1
+
+
+async def test_a_looping_generation_is_stopped_early_and_everything_else_is_unchanged(smol_engine: LocalEngine) -> None:
+    loops = ModelRequest(
+        messages=(UserMessage(content="Write the word cat 300 times."),),
+        sampling=SamplingParams(temperature=0.0, max_tokens=400, seed=7),
+    )
+    counts = loops.model_copy(update={"messages": (UserMessage(content="Count from 1 to 500 separated by commas."),)})
+    async with (
+        LocalBackend(engine=smol_engine, stop_repeats=False) as full,
+        LocalBackend(engine=smol_engine) as guarded,
+    ):
+        whole, cut = await full.complete(loops), await guarded.complete(loops)
+        assert whole.usage.completion_tokens == 400 and whole.finish_reason == "length"
+        # Stopped once it repeated itself for 128 tokens: the same ids and logprobs, a prefix.
+        assert 128 <= len(cut.token_ids) < 200 and cut.finish_reason == "length"
+        assert whole.token_ids[: len(cut.token_ids)] == cut.token_ids
+        assert whole.logprobs is not None and cut.logprobs == whole.logprobs[: len(cut.token_ids)]
+        assert guarded.repeats_stopped == 1
+        # Output that does not loop (a long count) is exactly what the engine decodes unguarded.
+        a, b = await full.complete(counts), await guarded.complete(counts)
+        assert a.token_ids == b.token_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        assert guarded.repeats_stopped == 1

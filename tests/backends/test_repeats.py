@@ -1,0 +1,102 @@
+"""A generation that repeats itself verbatim is stopped early; one that does not is never cut."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import httpx
+import pytest
+
+from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from swarm.backends.repeats import RepeatGuard
+from swarm.errors import BackendError, BackendUnavailableError
+
+
+def _fed_until_stop(guard: RepeatGuard, ids: list[int]) -> int | None:
+    for i, t in enumerate(ids):
+        if not guard.feed([t]):
+            return i + 1
+    return None
+
+
+def test_a_digit_loop_is_stopped_soon_after_the_span() -> None:
+    # A 1.5B sub-agent wrote doc_id "123456789012345678901234…" until its 512-token cap.
+    ids = [7, 8, 9] + list(range(10)) * 50
+    stopped = _fed_until_stop(RepeatGuard(), ids)
+    assert stopped is not None and 128 <= stopped <= 3 + 128 + 8
+
+
+@pytest.mark.parametrize("period", [1, 2, 17, 40])
+def test_every_period_up_to_the_limit_is_caught(period: int) -> None:
+    block = list(range(1000, 1000 + period))
+    assert _fed_until_stop(RepeatGuard(), block * (400 // period + 1)) is not None
+
+
+def test_output_that_does_not_loop_is_never_cut() -> None:
+    rng = random.Random(0)
+    assert _fed_until_stop(RepeatGuard(), [rng.randrange(50) for _ in range(5000)]) is None
+    # Fan-out: the same call shape again and again with a different item each time is not a loop.
+    calls = []
+    for item in range(40):
+        calls += [11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 2000 + item, 21, 22]
+    assert _fed_until_stop(RepeatGuard(), calls) is None
+    # A block longer than max_period repeating is left alone (a legitimately repeated paragraph).
+    para = list(range(3000, 3060))
+    assert _fed_until_stop(RepeatGuard(), para * 5) is None
+
+
+def _sse(events: list[dict[str, object]]) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+async def test_post_stream_stops_reading_when_told_and_returns_the_events_so_far() -> None:
+    events = [{"content": str(i), "tokens": [i], "stop": False} for i in range(10)] + [{"stop": True}]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content)["stream"] is True
+        return httpx.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
+
+    b = OpenAIBackend("http://llama.test", "m", client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    got = await b.post_stream("/completion", {"stream": True}, lambda e: e["tokens"] != [4])
+    assert [e["tokens"] for e in got] == [[0], [1], [2], [3], [4]]
+    whole = await b.post_stream("/completion", {"stream": True}, lambda e: True)
+    assert len(whole) == 11 and whole[-1] == {"stop": True}
+
+
+async def test_post_stream_retries_before_the_first_event_and_fails_after_it() -> None:
+    calls = {"n": 0}
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return httpx.Response(503, text="busy")
+        return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": True}]))
+
+    b = OpenAIBackend(
+        "http://llama.test",
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(flaky)),
+        retry=RetryPolicy(max_retries=2, base_delay=0.0),
+    )
+    assert (await b.post_stream("/completion", {}, lambda e: True))[0]["content"] == "a"
+    assert calls["n"] == 2
+
+    def broken(request: httpx.Request) -> httpx.Response:  # an event, then something that is not JSON
+        return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": False}]) + b"data: <html>\n\n")
+
+    b = OpenAIBackend("http://llama.test", "m", client=httpx.AsyncClient(transport=httpx.MockTransport(broken)))
+    with pytest.raises(BackendError, match="not JSON"):
+        await b.post_stream("/completion", {}, lambda e: True)
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    b = OpenAIBackend(
+        "http://llama.test",
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(down)),
+        retry=RetryPolicy(max_retries=1, base_delay=0.0),
+    )
+    with pytest.raises(BackendUnavailableError, match="refused"):
+        await b.post_stream("/completion", {}, lambda e: True)

@@ -284,6 +284,7 @@ async def test_a_looping_generation_is_stopped_early_and_everything_else_is_unch
         LocalBackend(engine=smol_engine) as guarded,
     ):
         whole, cut = await full.complete(loops), await guarded.complete(loops)
+        assert whole.token_ids is not None and cut.token_ids is not None
         assert whole.usage.completion_tokens == 400 and whole.finish_reason == "length"
         # Stopped once it repeated itself for 128 tokens: the same ids and logprobs, a prefix.
         assert 128 <= len(cut.token_ids) < 200 and cut.finish_reason == "length"

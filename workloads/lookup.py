@@ -351,9 +351,12 @@ class WideLookupWorkload(Workload):
         agent = AgentDefinition(
             name=AGENT,
             tools=tuple(t.name for t in tools),
-            system_prompt="You look things up in a document collection with the search and open tools. Find the "
-            "document of the entity your task names (check its title), open it, and report the requested "
-            f"attributes as 'name: value' lines. If the entity is not in the collection, report {NOT_FOUND}.",
+            # The steps spelled out in order: a 1.5B researcher told only to "find and open" the
+            # document opened ids it made up ("retail_customers_ava_lopez") before any search.
+            system_prompt="You look things up in a document collection. First call search with the name of the "
+            "entity your task names; then call open with the id of the result whose title is that entity; then "
+            "report the requested attributes as 'name: value' lines. If no result is that entity, report "
+            f"{NOT_FOUND}.",
         )
         if mode == "swarm":
             instructions = (
@@ -362,8 +365,8 @@ class WideLookupWorkload(Workload):
             )
         else:
             instructions = (
-                "You are a research assistant. Work alone: look up every entity yourself with the search and "
-                "open tools, then answer with the table."
+                "You are a research assistant. Work alone: look up every entity yourself (search its name, then "
+                "open the id of the result whose title is that entity), then answer with the table."
             )
         args = task.verifier_args
         rules = {k: ColumnRule.model_validate(v) for k, v in args.get("rules", {}).items()}

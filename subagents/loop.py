@@ -153,7 +153,9 @@ class SubagentRuntime:
     # "NOT FOUND" without a search) and answers on its last (else a tool call there ends it at its cap).
     tool_first: bool = False
     # A small model writes `search` and `open` in one turn, inventing the id `open` needs before the
-    # search result exists: with this, a turn runs its first call and answers the others "not run".
+    # search result exists: with this, its requests ask for one call (parallel_tool_calls=False; the
+    # local engine's grammar then admits one) and a turn that still has several runs its first only,
+    # the others answered "not run".
     one_call: bool = False
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
@@ -458,6 +460,7 @@ class SubagentRun:
             tools=self._tool_specs,
             sampling=rt.sampling,
             tool_choice=self._tool_choice(),
+            parallel_tool_calls=not rt.one_call,
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )

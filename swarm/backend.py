@@ -90,6 +90,9 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...] = ()
     sampling: SamplingParams = _DEFAULT_SAMPLING
     tool_choice: Literal["auto", "none", "required"] = "auto"
+    parallel_tool_calls: bool = True
+    """``False``: at most one tool call in the reply (OpenAI's ``parallel_tool_calls``; the local
+    backend's action grammar admits one call)."""
     agent_id: str = ""
     agent_name: str = ""
 
@@ -99,6 +102,7 @@ class ModelRequest:
             and type(self.tools) is tuple
             and type(self.sampling) is SamplingParams
             and self.tool_choice in _TOOL_CHOICES
+            and type(self.parallel_tool_calls) is bool
             and type(self.agent_id) is str
             and type(self.agent_name) is str
             and _MESSAGE_TYPES.issuperset(map(type, self.messages))

@@ -623,7 +623,13 @@ class LocalBackend:
         if s.stop:
             body["stop"] = list(s.stop)
         if self.constrain_actions and request.tools:
-            grammar = await self._grammar(http, request.tools if offered else (), request.tool_choice, body.get("lora"))
+            grammar = await self._grammar(
+                http,
+                request.tools if offered else (),
+                request.tool_choice,
+                body.get("lora"),
+                one_call=not request.parallel_tool_calls,
+            )
             if grammar is not None:
                 body["grammar"] = grammar
         async with self.engine.slot(bool(self.lora_scale)) as slot_id:
@@ -641,7 +647,13 @@ class LocalBackend:
     # -- constrained actions ------------------------------------------------------------------------
 
     async def _grammar(
-        self, http: OpenAIBackend, tools: tuple[ToolSpec, ...], choice: str, lora: Any = None
+        self,
+        http: OpenAIBackend,
+        tools: tuple[ToolSpec, ...],
+        choice: str,
+        lora: Any = None,
+        *,
+        one_call: bool = False,
     ) -> str | None:
         """The action grammar for this turn, or ``None`` when llama.cpp cannot enforce it.
 
@@ -651,7 +663,9 @@ class LocalBackend:
         is dropped with a warning and the turn is decoded freely (the tolerant parser still reads it).
         """
         open_tag, close_tag = self.engine.tool_tags
-        grammar = action_grammar(tools, allow_answer=choice != "required", open_tag=open_tag, close_tag=close_tag)
+        grammar = action_grammar(
+            tools, allow_answer=choice != "required", open_tag=open_tag, close_tag=close_tag, one_call=one_call
+        )
         if not tools:
             return grammar
         forced = action_grammar(tools, allow_answer=False, open_tag=open_tag, close_tag=close_tag)

@@ -364,10 +364,14 @@ class OpenAIBackend:
         if offered and not self.tools_in_prompt and not self.constrain_actions:
             body["tools"] = [t.to_openai() for t in request.tools]
             body["tool_choice"] = request.tool_choice
-            body["parallel_tool_calls"] = True
+            body["parallel_tool_calls"] = request.parallel_tool_calls
         if self.constrain_actions and request.tools:
             # Tools disabled (the final turn): the schema allows only {"answer": ...}.
-            schema = action_schema(request.tools if offered else (), allow_answer=request.tool_choice != "required")
+            schema = action_schema(
+                request.tools if offered else (),
+                allow_answer=request.tool_choice != "required",
+                one_call=not request.parallel_tool_calls,
+            )
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "action", "schema": schema},

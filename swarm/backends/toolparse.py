@@ -298,14 +298,15 @@ def _closed(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> dict[str, Any]:
+def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True, one_call: bool = False) -> dict[str, Any]:
     """A JSON schema for one action: one tool call, several tool calls, or a final answer.
 
     Engines with grammar-constrained decoding (llama.cpp ``response_format``, vLLM structured
     outputs) use it so a small model always writes a parseable action. A single call may be the bare
     ``{"name": ..., "arguments": ...}`` object that chat templates (Qwen's, Hermes') teach; without
     it a model trained on that format is forced off its own call syntax and mostly answers instead.
-    With no tools it allows only the answer (the final turn, when tools are disabled).
+    With no tools it allows only the answer (the final turn, when tools are disabled); ``one_call``
+    leaves out the list of calls (``parallel_tool_calls=False``).
     """
     call_variants = [
         {
@@ -328,7 +329,7 @@ def action_schema(tools: Collection[ToolSpec], *, allow_answer: bool = True) -> 
         "required": ["answer"],
         "additionalProperties": False,
     }
-    variants = [*call_variants, calls] if call_variants else []
+    variants = [*call_variants, *(() if one_call else (calls,))] if call_variants else []
     variants += [answer] if allow_answer or not call_variants else []
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
@@ -350,6 +351,7 @@ def action_grammar(
     allow_answer: bool = True,
     open_tag: str | int = "<tool_call>",
     close_tag: str | int = "</tool_call>",
+    one_call: bool = False,
 ) -> str:
     """An llguidance (Lark) grammar for one action in the hermes format chat templates teach.
 
@@ -362,6 +364,7 @@ def action_grammar(
 
     ``open_tag``/``close_tag`` are token ids when the tokenizer has the tags as single tokens (pass
     them: a grammar that spells the tag out in characters forces token sequences the model never saw).
+    ``one_call`` admits a single call (``parallel_tool_calls=False``): the turn ends after it.
     """
     variants = [
         {
@@ -379,7 +382,7 @@ def action_grammar(
     body = variants[0] if len(variants) == 1 else {"anyOf": variants}
     lines += ["start: calls | ANSWER", f"ANSWER: {_ANSWER_TERMINAL}"] if allow_answer else ["start: calls"]
     lines += [
-        'calls: call ("\\n" call)* "\\n"?',
+        'calls: call "\\n"?' if one_call else 'calls: call ("\\n" call)* "\\n"?',
         f'call: {_lark_atom(open_tag)} "\\n" body "\\n" {_lark_atom(close_tag)} | body',
         f"body: %json {json.dumps(body, ensure_ascii=False)}",
     ]

@@ -273,6 +273,20 @@ async def test_action_grammar_is_enforced_and_an_uncompilable_one_is_reported(sm
         assert [ok for k, ok in smol_engine.grammars.items() if k not in checked].count(False) == 1
 
 
+async def test_one_call_per_reply_is_enforced_by_the_grammar(smol_engine: LocalEngine) -> None:
+    req = ModelRequest(
+        messages=(UserMessage(content="What is the weather in Paris, in Oslo and in Rome? Call the tool for each."),),
+        tools=(WEATHER,),
+        tool_choice="required",
+        parallel_tool_calls=False,
+        sampling=GREEDY.model_copy(update={"max_tokens": 120}),
+    )
+    async with LocalBackend(engine=smol_engine, constrain_actions=True) as b:
+        c = await b.complete(req)
+    assert [t.name for t in c.tool_calls] == ["get_weather"], c.text  # one call, then the turn ended
+    assert c.finish_reason == "tool_calls" and c.usage.completion_tokens < 120
+
+
 async def test_a_looping_generation_is_stopped_early_and_everything_else_is_unchanged(smol_engine: LocalEngine) -> None:
     loops = ModelRequest(
         messages=(UserMessage(content="Write the word cat 300 times."),),

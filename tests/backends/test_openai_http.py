@@ -93,6 +93,9 @@ async def test_vllm_response_gives_exact_ids_logprobs_and_parallel_calls() -> No
     assert sent["return_token_ids"] is True and sent["return_tokens_as_token_ids"] is True
     assert sent["logprobs"] is True and sent["parallel_tool_calls"] is True and sent["tool_choice"] == "auto"
     assert sent["tools"] == [WEATHER.to_openai()] and sent["model"] == "smol"
+    # A caller that wants one call per reply says so to the server (OpenAI's parallel_tool_calls).
+    await b.complete(REQ.model_copy(update={"parallel_tool_calls": False}))
+    assert json.loads(seen[1].content)["parallel_tool_calls"] is False
 
 
 async def test_token_ids_from_logprob_strings_when_token_ids_are_absent() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from swarm.backend import ToolSpec
@@ -147,3 +149,13 @@ def test_action_grammar_admits_calls_tagged_or_bare_or_a_plain_answer() -> None:
     assert "start: calls\n" in forced and "ANSWER" not in forced
     assert 'call: "<tool_call>" "\\n"' in forced  # no single-token tag: the literal text
     assert action_grammar([]) == "%llguidance {}\nstart: /[^\\s<{\\[`](.|\\n)*/\n"  # final turn: text only
+    # parallel_tool_calls=False: one call, then the turn ends; the answer stays allowed
+    one = action_grammar([spec], one_call=True)
+    assert 'calls: call "\\n"?' in one and "start: calls | ANSWER" in one and 'call ("\\n" call)*' not in one
+
+
+def test_one_call_schema_has_no_list_of_calls() -> None:
+    spec = ToolSpec(name="f", parameters={"type": "object", "properties": {}})
+    assert "tool_calls" in json.dumps(action_schema([spec]))
+    one = action_schema([spec], one_call=True)
+    assert "tool_calls" not in json.dumps(one) and {v["required"][0] for v in one["anyOf"]} == {"name", "answer"}

@@ -258,6 +258,8 @@ async def test_a_small_models_subagent_runs_one_tool_call_per_turn(model: str) -
     config = SwarmConfig(max_subagent_steps=3)
     record = await Orchestrator(policy, config, tools=[search, open_doc], subagent_backend=workers).run("go")
     workers.assert_consumed()
+    # A small model's sub-agent asks its backend for one call per reply (parallel_tool_calls=False).
+    assert [r.parallel_tool_calls for r in workers.calls] == [model != SMALL] * 3
     (result,) = record.subagent_results
     assert result.status is AgentStatus.COMPLETED
     first = result.step_records[0].tool_results

@@ -383,6 +383,7 @@ class Outbox(Generic[T]):
         self.closed = False
         self.count = 0
         self.event = anyio.Event()
+        self.error: BaseException | None = None
 
     def put(self, item: T) -> None:
         self.items.append(item)
@@ -393,11 +394,18 @@ class Outbox(Generic[T]):
         self.closed = True
         self.event.set()
 
+    def fail(self, error: BaseException) -> None:
+        """Nothing more will be put, because of ``error``: the next :meth:`take` raises it."""
+        self.error = error
+        self.event.set()
+
     async def take(self, linger_s: float) -> tuple[list[T], bool]:
         """Everything put since the last take (waiting for at least one, then ``linger_s`` more for
         company), and whether the box is closed."""
-        if not self.items and not self.closed:
+        if not self.items and not self.closed and self.error is None:
             await self.event.wait()
+        if self.error is not None and not self.items:
+            raise self.error
         if not self.closed and linger_s:
             await anyio.sleep(linger_s)
         out, self.items = self.items, []

@@ -10,7 +10,7 @@ from orchestrator import RolloutConfig, SwarmConfig
 from orchestrator.cluster.executor import EpisodeWorker
 from orchestrator.cluster.sim import sim_factory, sim_tasks
 from orchestrator.cluster.slots import Outbox
-from orchestrator.rollout import EpisodeJob, EpisodeRunner, PreparedEpisode
+from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, PreparedEpisode
 from swarm.errors import ClusterError
 from swarm.rl.rewards import PARLReward
 
@@ -29,7 +29,7 @@ def worker() -> EpisodeWorker:
 async def test_one_exchange_starts_episodes_and_returns_those_finished_meanwhile() -> None:
     w = worker()
     jobs = [EpisodeJob(t, j, 100 * i + j) for i, t in enumerate(sim_tasks(3, width=4)) for j in range(2)]
-    got: list[PreparedEpisode] = []
+    got: list[EpisodeOutcome] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(w.serve, "run")
         first = await w.exchange("run", jobs[:4], 0.5)  # long enough for all four to finish

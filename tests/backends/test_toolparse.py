@@ -159,3 +159,21 @@ def test_one_call_schema_has_no_list_of_calls() -> None:
     assert "tool_calls" in json.dumps(action_schema([spec]))
     one = action_schema([spec], one_call=True)
     assert "tool_calls" not in json.dumps(one) and {v["required"][0] for v in one["anyOf"]} == {"name", "answer"}
+
+
+def test_several_call_objects_in_one_fence_are_several_calls() -> None:
+    # The 1.5B as a single agent on BFCL wrote two bare objects in one ```json fence; the whole
+    # episode failed as "malformed" after two retries.
+    text = (
+        '```json\n{\n  "name": "math_gcd",\n  "arguments": {"num1": 36, "num2": 48}\n}\n'
+        '{\n  "name": "math_gcd",\n  "arguments": {"num1": 60, "num2": 96}\n}\n```'
+    )
+    out = parse_tool_calls(text, ["math_gcd"])
+    assert out.parse_error is None
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [
+        ("math_gcd", {"num1": 36, "num2": 48}),
+        ("math_gcd", {"num1": 60, "num2": 96}),
+    ]
+    # Text between the objects is not a list of calls: still the error the model is told about.
+    broken = parse_tool_calls('```json\n{"name": "math_gcd", "arguments": {}} and {"name": "x"}\n```', ["math_gcd"])
+    assert broken.tool_calls == () and broken.parse_error is not None and "invalid" in broken.parse_error

@@ -336,7 +336,8 @@ async def test_answered_requests_are_freed_without_waiting_for_the_cyclic_gc() -
     try:
         for _ in range(20):
             assert (await b.complete(REQ)).token_ids == (57, 5248, 2)
-        left = sum(isinstance(o, (httpx.Response, httpx.Request)) for o in gc.get_objects())
+        # type(), not isinstance(): no attribute lookup on whatever objects other modules left (proxies warn)
+        left = sum(type(o) in (httpx.Response, httpx.Request) for o in gc.get_objects())
     finally:
         gc.enable()
         await client.aclose()

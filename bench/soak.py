@@ -6,10 +6,11 @@
 What runs: ``bench/fault_server.py`` (a separate process, the model) answers every chat request with a
 fresh fan-out policy and injects faults (5 % HTTP 500, 2 % 429, 2 % non-JSON 200 bodies, 2 % malformed
 tool calls, 1 % hangs past the client's timeout). ``swarm rollout`` (the real CLI: ``orchestrator.cli.main``
-in a child process, with a probe thread sampling RSS, open fds, threads and asyncio tasks) collects
-K episodes per task into one output directory; each episode's first stage assigns ``--fanout`` tasks at
-once. At ``--kills`` random moments the child gets ``kill -9`` and the same command is started again
-(resume); at the end it gets SIGINT (Ctrl-C) and stops as a user's run would.
+in a child process, with a probe thread sampling RSS, the allocators' counts and GC passes (see
+``_MemoryProbe``), open fds, threads and asyncio tasks) collects K episodes per task into one output
+directory; each episode's first stage assigns ``--fanout`` tasks at once. At ``--kills`` random
+moments the child gets ``kill -9`` and the same command is started again (resume); at the end it gets
+SIGINT (Ctrl-C) and stops as a user's run would.
 
 What is checked (``--check`` exits 1 when one fails; the report is JSON on stdout and in OUT/report.json):
 

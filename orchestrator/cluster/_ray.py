@@ -80,15 +80,17 @@ class RayCluster:
             opts["runtime_env"] = self.runtime_env
         if address == "local":
             opts["num_cpus"] = self.num_cpus
-            # Results up to 8 MiB travel inside the reply instead of through the object store: a batch
-            # of episodes is a few hundred KiB, and the store's put/get cost ~1.2 ms of CPU per 120 KiB
-            # result on each side (bench_ray.py, measured on ray 2.60). Only a cluster we start can
-            # take this setting; a running cluster keeps its own.
+            # Results keep Ray's own limit for travelling inside the reply (100 KiB): larger ones go
+            # through the object store. An episode's lines are ≈ 180 KiB and an exchange brings back
+            # every episode finished since the last one (megabytes), which the store moves for less CPU
+            # than the gRPC reply (bench_ray.py rollout, ray 2.60: the driver spends 0.23 ms of CPU per
+            # episode against 0.32 ms with replies inline up to 8 MiB, and 2 actors run 3 % more
+            # episodes/s).
             # Ray lowers its workers' priority by 15 below the raylet's (so that a driver doing the work
             # stays responsive); here the actors do the work and the driver only writes files, so they
             # run at the driver's own priority: on a shared machine nice-15 actors were starved (a
             # 10,000-wide stage took 6× its ideal time beside the 3.9× of one process; bench_ray.py).
-            opts["_system_config"] = {"max_direct_call_object_size": 8 << 20, "worker_niceness": 0}
+            opts["_system_config"] = {"worker_niceness": 0}
         opts.update(self.init_options)
         # ray.init replaces the SIGTERM handler with sys.exit(); the caller's (the CLI stops like Ctrl-C,
         # keeping finished episodes) stays.

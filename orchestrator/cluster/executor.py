@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from orchestrator.cluster._ray import (
     RayCluster,
@@ -58,29 +59,63 @@ _SHIP_HINT = (
 
 
 class EpisodeWorker(LeasingActor):
-    """The Ray actor that runs episodes (``ray.remote`` is applied when a run starts)."""
+    """The Ray actor that runs episodes (``ray.remote`` is applied when a run starts).
+
+    One :meth:`serve` call per run holds the task group its episodes run in; :meth:`exchange` hands it
+    new episodes and returns the finished ones in the same round trip.
+    """
 
     def __init__(self, runner: EpisodeRunner, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         super().__init__(pool_name, actor_key, gc_freeze)
         self.runner = runner
         runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause
+        self._inboxes: dict[str, _Inbox] = {}
 
-    async def run_jobs(self, run_id: str, jobs: list[EpisodeJob]) -> None:
-        """Run the jobs concurrently; each outcome goes to the run's outbox as soon as it is known."""
-        box = self.outbox(run_id)
+    def _inbox(self, run_id: str) -> _Inbox:
+        box = self._inboxes.get(run_id)
+        if box is None:
+            box = self._inboxes[run_id] = _Inbox(*anyio.create_memory_object_stream[list[EpisodeJob]](math.inf))
+        return box
+
+    async def serve(self, run_id: str) -> None:
+        """Run the run's episodes, as :meth:`exchange` hands them in, until :meth:`finish`; each outcome
+        goes to the run's outbox as soon as it is known."""
+        box, inbox = self.outbox(run_id), self._inbox(run_id)
 
         async def one(job: EpisodeJob) -> None:
             box.put(await self.runner.run(job))
 
-        with await self.limited():
-            async with anyio.create_task_group() as tg:
-                for job in jobs:
-                    tg.start_soon(one, job)
+        try:
+            with await self.limited():
+                async with anyio.create_task_group() as tg, inbox.receive:
+                    async for jobs in inbox.receive:
+                        for job in jobs:
+                            tg.start_soon(one, job)
+        except Exception as exc:  # no episode can run here: the next exchange tells the driver why
+            box.fail(exc)
+            raise
+        else:
+            self.forget(run_id)
+        finally:
+            self._inboxes.pop(run_id, None)
 
-    async def drain(self, run_id: str, linger_s: float) -> list[EpisodeOutcome]:
-        """The run's outcomes since the last drain (waiting for at least one)."""
+    async def exchange(self, run_id: str, jobs: list[EpisodeJob], linger_s: float) -> list[EpisodeOutcome]:
+        """Start ``jobs``, then return the run's outcomes since the last exchange (waiting for at least one,
+        then ``linger_s`` more for company)."""
+        if jobs:
+            self._inbox(run_id).send.send_nowait(jobs)
         items, _ = await self.outbox(run_id).take(linger_s)
         return items
+
+    async def finish(self, run_id: str) -> None:
+        """The driver has every outcome of the run: its :meth:`serve` returns."""
+        self._inbox(run_id).send.close()
+
+
+@dataclass(slots=True)
+class _Inbox:
+    send: MemoryObjectSendStream[list[EpisodeJob]]
+    receive: MemoryObjectReceiveStream[list[EpisodeJob]]
 
 
 def _fitting(ray: Any, num_cpus: float) -> int:
@@ -105,8 +140,8 @@ class _Scheduler:
     """Keeps each live actor busy with up to its share of the episodes in flight, and reruns what a death
     lost.
 
-    Episodes go to an actor in batches (``run_jobs``) and come back in batches (``drain``): one round
-    trip carries every episode that finished meanwhile, and as many new ones go out, so Ray's per-call
+    Episodes go to an actor and come back in batches, both ways in one call (``exchange``): one round
+    trip carries every episode that finished meanwhile back, and as many new ones out, so Ray's per-call
     cost (about a millisecond of CPU, measured) is shared.
 
     When an actor dies, every episode it was running is lost, and which one killed it is unknown. So a
@@ -161,48 +196,51 @@ class _Scheduler:
     def _finished(self) -> bool:
         return not self.queue and not self.suspects and not any(a.in_flight for a in self.actors if a.alive)
 
-    def _refill(self, a: _Actor, share: int, run_id: str) -> None:
-        """Send ``a`` new episodes up to its share (or a suspect, alone, once it has drained)."""
+    def _refill(self, a: _Actor, share: int) -> list[EpisodeJob]:
+        """The episodes to send ``a`` with its next exchange: new ones up to its share, or a suspect, alone,
+        once it has drained. They count as in flight on ``a`` from here on."""
         if a.isolating:
-            return
+            return []
+        batch: list[EpisodeJob] = []
         if self.suspects:
             if not a.in_flight:
-                job = self.suspects.popleft()
+                batch.append(self.suspects.popleft())
                 a.isolating, a.draining = True, False
                 self.stats["isolated_runs"] += 1
-                self._send(a, run_id, [job])
-                return
-            if not any(b.draining for b in self.actors if b.alive):
+            elif not any(b.draining for b in self.actors if b.alive):
                 a.draining = True  # one actor at a time stops taking work to run the suspect alone
-        if a.draining:
-            return
-        batch: list[EpisodeJob] = []
-        while self.queue and len(a.in_flight) + len(batch) < share:
-            batch.append(self.queue.popleft())
-        if batch:
-            self._send(a, run_id, batch)
-
-    def _send(self, a: _Actor, run_id: str, jobs: list[EpisodeJob]) -> None:
-        for job in jobs:
+        if not a.draining and not a.isolating:
+            while self.queue and len(a.in_flight) + len(batch) < share:
+                batch.append(self.queue.popleft())
+        for job in batch:
             a.in_flight[job.episode_id] = job
-        a.handle.run_jobs.remote(run_id, jobs)  # its outcomes come back through drain
+        return batch
+
+    def _open(self, a: _Actor) -> str:
+        """Start a run on ``a`` (again, after a restart: a restarted actor starts empty); its id."""
+        run_id = uuid.uuid4().hex
+        a.handle.serve.remote(run_id)  # runs until finish(); errors come back through exchange
+        return run_id
 
     async def _serve(self, a: _Actor, share: int) -> None:
-        run_id = uuid.uuid4().hex
+        run_id = self._open(a)
         while a.alive:
-            self._refill(a, share, run_id)
+            jobs = self._refill(a, share)
             if not a.in_flight:
                 if self._finished():
+                    a.handle.finish.remote(run_id)
                     self._notify()
                     return
                 await self._changed.wait()
                 continue
             try:
-                outcomes = await a.handle.drain.remote(run_id, self.linger_s)
+                # One round trip sends the new episodes and brings back every one finished meanwhile.
+                outcomes = await a.handle.exchange.remote(run_id, jobs, self.linger_s)
             except self.ray.exceptions.RayActorError as exc:
                 self._lost(a, exc)
                 await self._health(a)
-                run_id = uuid.uuid4().hex  # a restarted actor starts with empty outboxes
+                if a.alive:
+                    run_id = self._open(a)
                 self._notify()
                 continue
             self.stats["round_trips"] += 1
@@ -342,14 +380,13 @@ class RayExecutor:
             shipped = EpisodeRunner(
                 runner.factory, runner.swarm_config, runner.reward_fn, runner.config, keep_records=False
             )
-            per_actor = math.ceil(max_concurrent / n_actors)
             worker = remote_class(EpisodeWorker)
             actors = []
             for i in range(n_actors):
                 key = f"episodes-{i}"
                 h = worker.options(
                     num_cpus=self.num_cpus,
-                    max_concurrency=per_actor + 8,
+                    max_concurrency=32,  # serve, exchange, and monitoring calls
                     max_restarts=self.max_restarts,
                     max_task_retries=0,  # the driver reruns, so nothing runs (or is written) twice
                 ).remote(shipped, pool_name, key, self.gc_freeze)

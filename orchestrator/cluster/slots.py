@@ -10,8 +10,9 @@ Asking the pool for every slot would cost a round trip per model call. Instead a
 * asks once for all its current waiters (a stage's fan-out is one request, not sixteen),
 * hands a released slot straight to a local waiter while it holds no more than its fair share
   (the whole capacity while nobody waits at the pool, else ``ceil(capacity / processes that hold or
-  want slots)``; refreshed every ``refresh_s``),
-* returns idle slots after ``linger_s`` (and excess over its share at once when others wait).
+  want slots)``; the pool answers a waiting ``watch`` call when it changes, so a holder learns that
+  others wait without polling, at most once every ``refresh_s``),
+* returns slots that stayed idle for ``linger_s`` (and excess over its share at once when others wait).
 
 The pool serves waiting requests first come, first served. A process that dies keeps no slots: its
 restarted incarnation registers under the same actor key, which frees what the dead one held, and the
@@ -57,6 +58,12 @@ class _Pool:
     granted: int = 0
     held: dict[str, int] = field(default_factory=dict)
     queue: deque[_Ask] = field(default_factory=deque)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) whenever who holds or waits changes: :meth:`SlotPool.watch` wakes on it."""
+
+    def touch(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
 
     def grant(self, holder: str, want: int) -> int:
         n = min(want, self.capacity - self.used)
@@ -108,6 +115,7 @@ class SlotPool:
             return p.grant(holder, want), p.share()
         fut: _aio.Future[int] = _aio.get_running_loop().create_future()
         p.queue.append(_Ask(holder, max(1, want), fut))
+        p.touch()  # someone waits: the holders' fair share shrinks
         try:
             n = await fut
         except _aio.CancelledError:
@@ -121,9 +129,19 @@ class SlotPool:
         p = self._pool(key, capacity)
         p.give_back(holder, n)
         p.serve()
+        p.touch()
 
     async def share(self, key: str, capacity: int) -> int:
         return self._pool(key, capacity).share()
+
+    async def watch(self, key: str, capacity: int, known: int, timeout_s: float) -> int:
+        """The fair share, as soon as it differs from ``known`` (or after ``timeout_s``): a holder learns
+        that others wait without asking every few milliseconds."""
+        p = self._pool(key, capacity)
+        with anyio.move_on_after(timeout_s):
+            while p.share() == known:
+                await p.changed.wait()
+        return p.share()
 
     async def register(self, actor_key: str, holder: str) -> None:
         """A process (re)started as ``actor_key``: whatever an earlier incarnation held is free again."""
@@ -143,6 +161,7 @@ class SlotPool:
                 if not ask.future.done():
                     ask.future.set_result(0)
             p.serve()
+            p.touch()
 
     async def drop_actor(self, actor_key: str) -> None:
         holder = self._actors.pop(actor_key, None)
@@ -184,12 +203,15 @@ class _LeasedLimiter:
         self._loop = _aio.get_running_loop()
         self._leased = 0
         self._in_use = 0
+        self._idle_low = 0
+        """The fewest idle leased slots since the last flush: those were not needed all that time."""
         self._share = capacity
         self._waiters: deque[_Waiter] = deque()
         self._asking = False
         self._ask_soon: _aio.Handle | None = None
         self._flush_at: _aio.TimerHandle | None = None
         self._refresh_at: _aio.TimerHandle | None = None
+        self._watching = False
         self._error: ClusterError | None = None
 
     # -- the Limiter interface ----------------------------------------------------------------------
@@ -205,11 +227,17 @@ class _LeasedLimiter:
     def acquire_nowait(self) -> None:
         if self._waiters or self._leased - self._in_use < 1:
             raise anyio.WouldBlock
+        self._take()
+
+    def _take(self) -> None:
         self._in_use += 1
+        idle = self._leased - self._in_use
+        if idle < self._idle_low:
+            self._idle_low = idle
 
     async def acquire(self) -> None:
         if not self._waiters and self._leased - self._in_use >= 1:
-            self._in_use += 1
+            self._take()
             return
         if self._error is not None:
             raise self._error
@@ -250,7 +278,7 @@ class _LeasedLimiter:
         while self._waiters and self._leased - self._in_use >= 1:
             w = self._waiters.popleft()
             w.granted = True
-            self._in_use += 1
+            self._take()
             w.event.set()
 
     def _want(self) -> None:
@@ -309,30 +337,40 @@ class _LeasedLimiter:
         self._flush_at = self._loop.call_later(delay, self._flush)
 
     def _flush(self) -> None:
-        """Give idle slots back: all of them when nobody here waits, else what exceeds our share."""
+        """Give idle slots back: what exceeds our share, and, when nobody here waits, the slots that stayed
+        idle since the last flush (a lease that follows the recent peak is not asked for again and again
+        as the demand swings: every ask is a round trip to the pool)."""
         self._flush_at = None
         idle = self._leased - self._in_use
-        give = idle if not self._waiters else min(idle, max(0, self._leased - self._share))
+        over = max(0, self._leased - self._share)
+        give = min(idle, over if self._waiters else max(over, self._idle_low))
         if give > 0:
             self._leased -= give
             self._owner.pool.release.remote(self._key, self._capacity, give, self._owner.holder)
+        self._idle_low = self._leased - self._in_use
+        if self._idle_low > 0 and not self._waiters:
+            self._schedule_flush(self._owner.linger_s)  # what is still idle a period from now goes back then
         if self._waiters:
             self._hand_out()
             if self._waiters:
                 self._want()
 
     def _schedule_refresh(self) -> None:
-        if self._refresh_at is None and self._leased > 0:
+        if self._refresh_at is None and not self._watching and self._leased > 0:
             self._refresh_at = self._loop.call_later(self._owner.refresh_s, self._refresh)
 
     def _refresh(self) -> None:
-        """While holding slots, learn the current fair share (others may have started waiting)."""
+        """While holding slots, learn when the fair share changes (others start waiting): one waiting call
+        that the pool answers on a change, at most one every ``refresh_s``."""
         self._refresh_at = None
         if self._leased <= 0:
             return
-        self._on_reply(self._owner.pool.share.remote(self._key, self._capacity).future(), self._shared)
+        self._watching = True
+        ref = self._owner.pool.watch.remote(self._key, self._capacity, self._share, self._owner.watch_s)
+        self._on_reply(ref.future(), self._shared)
 
     def _shared(self, fut: Future[Any]) -> None:
+        self._watching = False
         try:
             self._share = fut.result()
         except Exception as exc:
@@ -351,7 +389,7 @@ class ClusterLimits:
     """
 
     def __init__(
-        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.1, refresh_s: float = 0.05
+        self, pool: Any, holder: str, *, pool_name: str | None = None, linger_s: float = 0.5, refresh_s: float = 0.05
     ) -> None:
         self.pool = pool
         self.pool_name = pool_name
@@ -359,6 +397,8 @@ class ClusterLimits:
         self.holder = holder
         self.linger_s = linger_s
         self.refresh_s = refresh_s
+        self.watch_s = 5.0
+        """The longest a share watch waits in the pool before it is renewed."""
         self._limiters: dict[tuple[str, int], _LeasedLimiter] = {}
 
     def limiter(self, key: str, capacity: int) -> Limiter:
@@ -383,6 +423,7 @@ class Outbox(Generic[T]):
         self.closed = False
         self.count = 0
         self.event = anyio.Event()
+        self.error: BaseException | None = None
 
     def put(self, item: T) -> None:
         self.items.append(item)
@@ -393,11 +434,18 @@ class Outbox(Generic[T]):
         self.closed = True
         self.event.set()
 
+    def fail(self, error: BaseException) -> None:
+        """Nothing more will be put, because of ``error``: the next :meth:`take` raises it."""
+        self.error = error
+        self.event.set()
+
     async def take(self, linger_s: float) -> tuple[list[T], bool]:
         """Everything put since the last take (waiting for at least one, then ``linger_s`` more for
         company), and whether the box is closed."""
-        if not self.items and not self.closed:
+        if not self.items and not self.closed and self.error is None:
             await self.event.wait()
+        if self.error is not None and not self.items:
+            raise self.error
         if not self.closed and linger_s:
             await anyio.sleep(linger_s)
         out, self.items = self.items, []

@@ -68,6 +68,36 @@ async def test_ray_rollout_writes_what_an_in_process_rollout_writes(tmp_path: Pa
     assert ex.stats["limits"]  # the sub-agent cap was leased from the pool
 
 
+async def test_episodes_come_back_in_batches_each_written_once_and_a_cancelled_run_resumes(tmp_path: Path) -> None:
+    tasks = sim_tasks(8, width=4)
+    out = tmp_path / "o"
+    factory = sim_factory(latency=0.01, tool_latency=0.0)
+    config = RolloutConfig(group_size=3, max_concurrent_episodes=12)
+    ex = RayExecutor(actors=2, linger_s=0.1)
+    seen: list[int] = []
+    with anyio.CancelScope() as scope:  # the driver stops half-way, as on Ctrl-C
+
+        def stop_half_way(p: RolloutProgress) -> None:
+            seen.append(p.done)
+            if p.done == 12:
+                scope.cancel()
+
+        await collect_rollouts(
+            tasks, factory, out_dir=out, config=config, swarm_config=SWARM, executor=ex, progress=stop_half_way
+        )
+    assert seen[:12] == list(range(1, 13))
+    # Each round trip brought back several finished episodes, not one.
+    assert ex.stats["round_trips"] < len(seen)
+    kept = keys(lines(out / "episodes.jsonl"))
+    assert len(kept) == len(seen) >= 12 and max(kept.values()) == 1
+    again = RayExecutor(actors=2, linger_s=0.1)
+    s = await collect_rollouts(tasks, factory, out_dir=out, config=config, swarm_config=SWARM, executor=again)
+    assert (s.episodes_resumed, s.episodes_run, s.trajectories) == (len(kept), 24 - len(kept), 24)
+    assert keys(lines(out / "episodes.jsonl")) == Counter({(t.id, j): 1 for t in tasks for j in range(3)})
+    assert keys(lines(out / "trajectories.jsonl")) == keys(lines(out / "episodes.jsonl"))
+    assert again.stats["round_trips"] < s.episodes_run
+
+
 # -- faults -----------------------------------------------------------------------------------------
 
 

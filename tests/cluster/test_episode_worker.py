@@ -1,0 +1,58 @@
+"""The episode actor's protocol, run in this process (no Ray): ``exchange`` hands episodes to the run's
+``serve`` and brings back, in one call, every episode finished meanwhile; ``finish`` ends the run."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from orchestrator import RolloutConfig, SwarmConfig
+from orchestrator.cluster.executor import EpisodeWorker
+from orchestrator.cluster.sim import sim_factory, sim_tasks
+from orchestrator.cluster.slots import Outbox
+from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, PreparedEpisode
+from swarm.errors import ClusterError
+from swarm.rl.rewards import PARLReward
+
+
+def worker() -> EpisodeWorker:
+    runner = EpisodeRunner(
+        sim_factory(latency=0.01, tool_latency=0.0),
+        SwarmConfig(max_subagents_per_stage=4, max_concurrency=64),
+        PARLReward(),
+        RolloutConfig(group_size=2),
+        keep_records=False,
+    )
+    return EpisodeWorker(runner, None, "episodes-0", gc_freeze=False)
+
+
+async def test_one_exchange_starts_episodes_and_returns_those_finished_meanwhile() -> None:
+    w = worker()
+    jobs = [EpisodeJob(t, j, 100 * i + j) for i, t in enumerate(sim_tasks(3, width=4)) for j in range(2)]
+    got: list[EpisodeOutcome] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(w.serve, "run")
+        first = await w.exchange("run", jobs[:4], 0.5)  # long enough for all four to finish
+        assert len(first) == 4  # one reply, several episodes
+        got += first
+        while len(got) < len(jobs):
+            got += await w.exchange("run", jobs[4:] if len(got) == 4 else [], 0.0)
+        await w.finish("run")  # serve returns: the task group can close
+    assert sorted(o.episode_id for o in got) == sorted(j.episode_id for j in jobs)
+    assert all(isinstance(o, PreparedEpisode) and o.digest.r_perf == 1.0 and o.entry_json for o in got)
+
+
+async def test_a_finish_that_arrives_before_serve_still_ends_the_run() -> None:
+    w = worker()
+    await w.finish("early")
+    with anyio.fail_after(5):
+        await w.serve("early")
+
+
+async def test_an_outbox_whose_producer_failed_hands_over_what_it_holds_then_raises() -> None:
+    box: Outbox[int] = Outbox()
+    box.put(1)
+    box.fail(ClusterError("the limit service is gone"))
+    assert await box.take(0.0) == ([1], False)
+    with pytest.raises(ClusterError, match="limit service"):
+        await box.take(0.0)

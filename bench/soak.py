@@ -6,10 +6,11 @@
 What runs: ``bench/fault_server.py`` (a separate process, the model) answers every chat request with a
 fresh fan-out policy and injects faults (5 % HTTP 500, 2 % 429, 2 % non-JSON 200 bodies, 2 % malformed
 tool calls, 1 % hangs past the client's timeout). ``swarm rollout`` (the real CLI: ``orchestrator.cli.main``
-in a child process, with a probe thread sampling RSS, open fds, threads and asyncio tasks) collects
-K episodes per task into one output directory; each episode's first stage assigns ``--fanout`` tasks at
-once. At ``--kills`` random moments the child gets ``kill -9`` and the same command is started again
-(resume); at the end it gets SIGINT (Ctrl-C) and stops as a user's run would.
+in a child process, with a probe thread sampling RSS, the allocators' counts and GC passes (see
+``_MemoryProbe``), open fds, threads and asyncio tasks) collects K episodes per task into one output
+directory; each episode's first stage assigns ``--fanout`` tasks at once. At ``--kills`` random
+moments the child gets ``kill -9`` and the same command is started again (resume); at the end it gets
+SIGINT (Ctrl-C) and stops as a user's run would.
 
 What is checked (``--check`` exits 1 when one fails; the report is JSON on stdout and in OUT/report.json):
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
@@ -65,10 +67,12 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
     asyncio.set_event_loop_policy(Recording())
     out = open(probe_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - lives as long as the process
     t0 = time.time()
+    memory = _MemoryProbe()
 
     def sample() -> None:
         while True:
             time.sleep(interval)
+            memory.intervene()
             status = Path("/proc/self/status").read_text()
             rss = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS:")) / 1024
             kinds: Counter[str] = Counter()
@@ -88,6 +92,7 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
                 "t": round(time.time(), 2),
                 "up_s": round(time.time() - t0, 1),
                 "rss_mb": round(rss, 1),
+                **memory.sample(),
                 "fds": len(os.listdir("/proc/self/fd")),
                 "threads": threading.active_count(),
                 "tasks": sum(kinds.values()),
@@ -118,6 +123,82 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
     from orchestrator.cli import main
 
     main()
+
+
+def _glibc() -> Any:
+    """glibc through ctypes (``None`` elsewhere), with ``mallinfo2`` and ``malloc_trim`` typed."""
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        return None
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                         "fordblks", "keepcost")
+        ]  # fmt: skip
+
+    libc.mallinfo2.restype = MallInfo2
+    libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    return libc
+
+
+class _MemoryProbe:
+    """What the allocators hold, sampled from the probe thread: glibc's heap over all arenas (in use,
+    free, mmapped blocks: ``mallinfo2``), the process's anonymous memory (smaps_rollup), CPython's
+    allocated blocks, and every cyclic-GC pass by generation with the objects it freed (garbage that
+    reference counting could not free and that lives until such a pass comes).
+
+    Two diagnostics, off unless set in the environment: ``SWARM_SOAK_TRIM_S=N`` calls glibc's
+    ``malloc_trim(0)`` every N s (tells freed heap the allocator keeps from live native memory) and
+    ``SWARM_SOAK_COLLECT_S=N`` runs a full collection every N s (tells cyclic garbage from live objects).
+    """
+
+    def __init__(self) -> None:
+        self.libc = _glibc()
+        self.trim_s = float(os.environ.get("SWARM_SOAK_TRIM_S", "0") or 0)
+        self.collect_s = float(os.environ.get("SWARM_SOAK_COLLECT_S", "0") or 0)
+        self.trimmed = self.collected = time.time()
+        self.passes, self.freed = [0, 0, 0], [0, 0, 0]
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            self.passes[info["generation"]] += 1
+            self.freed[info["generation"]] += info["collected"]
+
+    def intervene(self) -> None:
+        now = time.time()
+        if self.collect_s and now - self.collected >= self.collect_s:
+            self.collected = now
+            gc.collect()
+        if self.trim_s and self.libc is not None and now - self.trimmed >= self.trim_s:
+            self.trimmed = now
+            self.libc.malloc_trim(0)
+
+    def sample(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"py_blocks": sys.getallocatedblocks()}
+        if self.libc is not None:
+            m = self.libc.mallinfo2()
+            mb = 1024 * 1024
+            info.update(
+                heap_mb=round(m.arena / mb, 1),
+                heap_used_mb=round(m.uordblks / mb, 1),
+                heap_free_mb=round(m.fordblks / mb, 1),
+                mmapped_mb=round(m.hblkhd / mb, 1),
+            )
+        try:
+            rollup = Path("/proc/self/smaps_rollup").read_text().splitlines()
+            info["anon_mb"] = round(next(int(x.split()[1]) for x in rollup if x.startswith("Anonymous:")) / 1024, 1)
+        except (OSError, StopIteration):
+            pass
+        info.update(gc_passes=list(self.passes), gc_freed=list(self.freed))
+        return info
 
 
 def _task_kind(task: asyncio.Task[Any]) -> str:

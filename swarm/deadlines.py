@@ -106,21 +106,28 @@ class DeadlineWatch:
                 nearest = fifo.items[0][0]
         return nearest
 
+    def _expire_due(self, now: float) -> None:
+        while self._heap and self._heap[0][0] <= now:
+            heapq.heappop(self._heap)[2].expire()
+        for fifo in self._fifos.values():
+            items = fifo.items
+            while items and items[0][0] <= now:
+                item = items.popleft()[1]
+                if not item.done:
+                    item.expire()
+
     async def run(self) -> None:
         self.now = _loop_clock()
         self.cancel_scope = type(anyio.CancelScope())
         self.running = True
         try:
             while True:
+                # Nothing of the work may be a local of this frame: cancelling this task puts the frame
+                # in a cycle with its CancelledError (anyio's task-done callback keeps the exception,
+                # whose traceback holds the frame), and a local deque of deadlines would keep a stage's
+                # sub-agents (transcripts, results) alive until the cyclic GC runs.
                 now = self.now()
-                while self._heap and self._heap[0][0] <= now:
-                    heapq.heappop(self._heap)[2].expire()
-                for fifo in self._fifos.values():
-                    items = fifo.items
-                    while items and items[0][0] <= now:
-                        item = items.popleft()[1]
-                        if not item.done:
-                            item.expire()
+                self._expire_due(now)
                 self._target = self._next_deadline()
                 with anyio.CancelScope() as self._sleep:
                     if self._target < math.inf:

@@ -325,7 +325,10 @@ class OpenAIBackend:
                     return _Failure("timeout", f"no answer within {self.timeout:g} s ({type(exc).__name__})")
                 except httpx.TransportError as exc:
                     return _Failure("unavailable", f"connection failed: {type(exc).__name__}: {exc}")
-                return _decode(url, resp)
+                try:
+                    return _decode(url, resp)
+                finally:
+                    _release(resp)
         return _Failure("timeout", f"no complete answer within {self.timeout:g} s")
 
     # -- the request --------------------------------------------------------------------------------
@@ -549,6 +552,15 @@ def _decode(url: str, resp: httpx.Response) -> dict[str, Any] | _Failure:
     if resp.status_code not in _RETRY_STATUS:
         return _Failure("fatal", f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
     return _Failure("unavailable", f"HTTP {resp.status_code}: {detail}", _retry_after(resp.headers.get("retry-after")))
+
+
+def _release(resp: httpx.Response) -> None:
+    """Break the cycle httpx (0.28) builds around every response (``response.stream`` is a
+    ``BoundAsyncStream`` that holds the response), so a read response, its body and its request
+    (the whole prompt) are freed as soon as we drop them instead of at the next cyclic-GC pass,
+    which the CLI's GC settings make rare: at a 1,024-way fan-out they piled up (bench/README.md,
+    Soak). The body is already read and the stream closed: nothing reads the stream again."""
+    resp.stream = httpx.ByteStream(b"")
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import anyio
 import pytest
 
@@ -513,6 +515,29 @@ async def test_deadline_watch_forgets_finished_work() -> None:
     for i in range(5000):
         watch.add(1e9 + i, Item(done=i % 10 != 0))
     assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after
+
+
+async def test_a_finished_stage_is_freed_without_waiting_for_the_cyclic_gc() -> None:
+    """A stage's sub-agents (runs, transcripts, results) are freed by reference counting once the
+    episode is done, also when their deadlines are watched: garbage in a cycle waits for a full
+    collection, which the CLI's GC settings make rare, and a long rollout's memory grows meanwhile
+    (bench/README.md, Soak: the stopped watch's frame kept a stage's sub-agents in such a cycle)."""
+    from subagents import SubagentRun
+
+    n = 16
+    policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(n))], "done"])
+    workers = ScriptedBackend({f"w-0-{i}": [f"r{i}"] for i in range(n)}, delay=0.01)  # all run at once
+    gc.collect()
+    gc.disable()
+    try:
+        record = await Orchestrator(policy, SwarmConfig(subagent_timeout_s=30), subagent_backend=workers).run("go")
+        assert record.status is EpisodeStatus.COMPLETED and len(record.subagent_results) == n
+        del record, policy, workers
+        # type(), not isinstance(): no attribute lookup on whatever objects other modules left (proxies warn)
+        left = sum(type(o) is SubagentRun for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert left == 0
 
 
 async def test_deadline_watch_after_expires_in_order_and_forgets_finished_work() -> None:

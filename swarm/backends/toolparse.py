@@ -4,7 +4,8 @@ Small models rarely use the server's tool-call channel. They write one of:
 
 * hermes tags: ``<tool_call>{"name": "f", "arguments": {...}}</tool_call>`` (an unclosed final tag is
   accepted, as vLLM's hermes parser does);
-* fenced JSON: ````` ```json {"name": "f", "arguments": {...}} ``` ````` (an object, a list of them, or several objects one after another);
+* fenced JSON: ````` ```json {"name": "f", "arguments": {...}} ``` ````` (an object, a list of them, or
+  several objects one after another);
 * a bare JSON object (or list) somewhere in the text;
 * the schema-constrained action format: ``{"name": ..., "arguments": ...}``,
   ``{"tool_calls": [{"name": ..., "arguments": ...}]}`` or

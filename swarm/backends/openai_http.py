@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -54,6 +54,8 @@ from swarm.messages import (
 )
 
 __all__ = ["Flavour", "OpenAIBackend", "RetryPolicy", "tools_system_prompt", "with_tools_in_prompt"]
+
+_T = TypeVar("_T")
 
 Flavour = Literal["auto", "vllm", "llamacpp", "openai"]
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -229,17 +231,35 @@ class OpenAIBackend:
         is not a JSON object (a proxy's error page, a truncated body).
         """
         url = f"{self.root}{path}"
+        return await self._retrying(url, lambda: self._attempt(url, body))
+
+    async def post_stream(
+        self, path: str, body: dict[str, Any], keep_going: Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]]:
+        """POST a streaming request (server-sent events) and return its ``data:`` objects in order.
+
+        Reading stops at the server's last event (``"stop": true`` or ``[DONE]``), or as soon as
+        ``keep_going`` returns ``False`` for an event: the connection is then closed, which ends the
+        server's generation (llama.cpp stops a slot whose client went away). Slots, the deadline and
+        retries are those of :meth:`post_json`; a stream broken part-way is retried from the start
+        (nothing of it was returned), one that is not JSON events fails like a bad body.
+        """
+        url = f"{self.root}{path}"
+        return await self._retrying(url, lambda: self._stream_attempt(url, body, keep_going))
+
+    async def _retrying(self, url: str, attempt: Callable[[], Awaitable[_T | _Failure]]) -> _T:
+        """``attempt()`` until it succeeds, with the retry policy's backoff between failures."""
         attempts = self.retry.max_retries + 1
         failure = _Failure("unavailable", "")
-        for attempt in range(attempts):
-            out = await self._attempt(url, body)
+        for i in range(attempts):
+            out = await attempt()
             if not isinstance(out, _Failure):
                 return out
             failure = out
             if failure.kind == "fatal":
                 raise BackendError(failure.message)
-            if attempt + 1 < attempts:
-                await anyio.sleep(self.retry.delay(attempt, failure.retry_after))
+            if i + 1 < attempts:
+                await anyio.sleep(self.retry.delay(i, failure.retry_after))
         msg = f"{url} failed after {attempts} attempt(s); last error: {failure.message}"
         if failure.kind == "timeout":
             raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
@@ -247,68 +267,24 @@ class OpenAIBackend:
             raise BackendError(msg + "; check that base_url points at an OpenAI-compatible server")
         raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
 
-    async def post_stream(
-        self, path: str, body: dict[str, Any], keep_going: Callable[[dict[str, Any]], bool]
-    ) -> list[dict[str, Any]]:
-        """POST a streaming request (server-sent events) and return its ``data:`` objects in order.
-
-        Reading stops at the server's last event (``"stop": true``), or as soon as ``keep_going``
-        returns ``False`` for an event: the connection is then closed, which ends the server's
-        generation (llama.cpp stops a slot whose client went away). Retried like :meth:`post_json`
-        while no event has arrived; a stream broken after that fails, since its tokens were sampled.
-        """
-        url = f"{self.root}{path}"
-        attempts = self.retry.max_retries + 1
-        failure = _Failure("unavailable", "")
-        for attempt in range(attempts):
-            events: list[dict[str, Any]] = []
-            out = await self._stream_attempt(url, body, keep_going, events)
-            if out is None:
-                return events
-            failure = out
-            if failure.kind == "fatal" or events:
-                raise BackendError(f"{url}: {failure.message}")
-            if attempt + 1 < attempts:
-                await anyio.sleep(self.retry.delay(attempt, failure.retry_after))
-        msg = f"{url} failed after {attempts} attempt(s); last error: {failure.message}"
-        if failure.kind == "timeout":
-            raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
-        raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
-
     async def _stream_attempt(
-        self,
-        url: str,
-        body: dict[str, Any],
-        keep_going: Callable[[dict[str, Any]], bool],
-        events: list[dict[str, Any]],
-    ) -> _Failure | None:
-        """One streaming request into ``events``; ``None`` when it ended (or was stopped) cleanly."""
+        self, url: str, body: dict[str, Any], keep_going: Callable[[dict[str, Any]], bool]
+    ) -> list[dict[str, Any]] | _Failure:
+        """One streaming request: its events, or why there are none."""
         async with self.limiter():
             with anyio.move_on_after(self.timeout):
                 try:
                     async with self._http().stream(
                         "POST", url, json=body, headers=self._headers, timeout=self.timeout
                     ) as resp:
-                        if resp.status_code != 200:
+                        if resp.status_code == 200:
+                            out = await _read_events(resp, keep_going)
+                        else:  # a non-200 is always a failure (retryable or not, as for post_json)
                             await resp.aread()
-                            decoded = _decode(url, resp)
-                            return decoded if isinstance(decoded, _Failure) else _Failure("body", "no event stream")
-                        async for line in resp.aiter_lines():
-                            if not line.startswith("data:"):
-                                continue
-                            payload = line[5:].strip()
-                            if payload == "[DONE]":
-                                return None
-                            try:
-                                event = json.loads(payload)
-                            except ValueError:
-                                return _Failure("body", f"an event that is not JSON: {payload[:200]!r}")
-                            if not isinstance(event, dict):
-                                return _Failure("body", f"an event that is not a JSON object: {payload[:200]!r}")
-                            events.append(event)
-                            if event.get("stop") is True or not keep_going(event):
-                                return None
-                        return None if events else _Failure("body", "the stream ended without an event")
+                            failed = _decode(url, resp)
+                            out = failed if isinstance(failed, _Failure) else _Failure("body", "no event stream")
+                    _release(resp)  # after the stream is closed: releasing it before would leak the connection
+                    return out
                 except httpx.TimeoutException as exc:
                     return _Failure("timeout", f"no answer within {self.timeout:g} s ({type(exc).__name__})")
                 except httpx.TransportError as exc:
@@ -552,6 +528,30 @@ def _decode(url: str, resp: httpx.Response) -> dict[str, Any] | _Failure:
     if resp.status_code not in _RETRY_STATUS:
         return _Failure("fatal", f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
     return _Failure("unavailable", f"HTTP {resp.status_code}: {detail}", _retry_after(resp.headers.get("retry-after")))
+
+
+async def _read_events(
+    resp: httpx.Response, keep_going: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]] | _Failure:
+    """The ``data:`` objects of a server-sent-event stream, up to its last event or the first one
+    ``keep_going`` refuses."""
+    events: list[dict[str, Any]] = []
+    async for line in resp.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return _Failure("body", f"an event that is not JSON: {payload[:200]!r}")
+        if not isinstance(event, dict):
+            return _Failure("body", f"an event that is not a JSON object: {payload[:200]!r}")
+        events.append(event)
+        if event.get("stop") is True or not keep_going(event):
+            break
+    return events or _Failure("body", "the stream ended without an event")
 
 
 def _release(resp: httpx.Response) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 
+import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -64,7 +67,7 @@ async def test_post_stream_stops_reading_when_told_and_returns_the_events_so_far
     assert len(whole) == 11 and whole[-1] == {"stop": True}
 
 
-async def test_post_stream_retries_before_the_first_event_and_fails_after_it() -> None:
+async def test_post_stream_retries_like_post_json_and_fails_on_a_bad_stream() -> None:
     calls = {"n": 0}
 
     def flaky(request: httpx.Request) -> httpx.Response:
@@ -85,8 +88,43 @@ async def test_post_stream_retries_before_the_first_event_and_fails_after_it() -
     def broken(request: httpx.Request) -> httpx.Response:  # an event, then something that is not JSON
         return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": False}]) + b"data: <html>\n\n")
 
-    b = OpenAIBackend("http://llama.test", "m", client=httpx.AsyncClient(transport=httpx.MockTransport(broken)))
+    b = OpenAIBackend(
+        "http://llama.test",
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(broken)),
+        retry=RetryPolicy(max_retries=0),
+    )
     with pytest.raises(BackendError, match="not JSON"):
+        await b.post_stream("/completion", {}, lambda e: True)
+
+    # A stream broken part-way is retried from the start: the caller sees only the whole second one.
+    tries = {"n": 0}
+
+    def cut_once(request: httpx.Request) -> httpx.Response:
+        tries["n"] += 1
+        first = _sse([{"content": "a", "tokens": [1], "stop": False}])
+        if tries["n"] == 1:
+            return httpx.Response(200, content=first + b"data: <html>\n\n")
+        return httpx.Response(200, content=first + _sse([{"content": "b", "tokens": [2], "stop": True}]))
+
+    b = OpenAIBackend(
+        "http://llama.test",
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(cut_once)),
+        retry=RetryPolicy(max_retries=1, base_delay=0.0),
+    )
+    assert [e["tokens"] for e in await b.post_stream("/completion", {}, lambda e: True)] == [[1], [2]]
+
+    def empty(request: httpx.Request) -> httpx.Response:  # [DONE] and nothing else
+        return httpx.Response(200, content=b"data: [DONE]\n\n")
+
+    b = OpenAIBackend(
+        "http://llama.test",
+        "m",
+        client=httpx.AsyncClient(transport=httpx.MockTransport(empty)),
+        retry=RetryPolicy(max_retries=0),
+    )
+    with pytest.raises(BackendError, match="without an event"):
         await b.post_stream("/completion", {}, lambda e: True)
 
     def down(request: httpx.Request) -> httpx.Response:
@@ -100,3 +138,24 @@ async def test_post_stream_retries_before_the_first_event_and_fails_after_it() -
     )
     with pytest.raises(BackendUnavailableError, match="refused"):
         await b.post_stream("/completion", {}, lambda e: True)
+
+
+async def test_streamed_responses_are_freed_without_waiting_for_the_cyclic_gc() -> None:
+    # Like post_json's responses (test_openai_http.py): the local engine streams every generation.
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": True}]))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    b = OpenAIBackend("http://llama.test", "m", client=client)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(10):
+            assert len(await b.post_stream("/completion", {}, lambda e: True)) == 1
+        for _ in range(10):  # httpx's inner byte iterators are closed by the loop's async-generator hooks
+            await anyio.lowlevel.checkpoint()
+        left = sum(type(o) in (httpx.Response, httpx.Request) for o in gc.get_objects())
+    finally:
+        gc.enable()
+        await client.aclose()
+    assert left == 0

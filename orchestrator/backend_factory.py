@@ -66,6 +66,7 @@ _OPTIONS = frozenset(
         "progress",
         "retry_base_delay",
         "slots",
+        "stop_repeats",
         "subagent_base_url",
         "threads",
         "timeout",
@@ -135,6 +136,7 @@ def _local_with_adapter(
         "engine": engine,
         "constrain_actions": bool(options.get("constrain_actions", True)),
         "timeout": options.get("timeout") or _env_float("SWARM_TIMEOUT") or 600.0,
+        "stop_repeats": bool(options.get("stop_repeats", True)),
     }
     return LocalBackend(lora_scale=1.0, owns_engine=True, **common), LocalBackend(**common)
 
@@ -174,6 +176,7 @@ def _build_local(model: str | None, base_url: str | None, options: dict[str, Any
         constrain_actions=bool(options.get("constrain_actions", True)),
         timeout=_timeout(options, 600.0),
         progress=_local_progress(options),
+        stop_repeats=bool(options.get("stop_repeats", True)),
     )
 
 
@@ -266,7 +269,8 @@ def build_backends(
     Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
     in flight per endpoint), ``max_retries`` and ``retry_base_delay`` (s, doubled per retry) for
     429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto),
-    ``constrain_actions`` (JSON schema-constrained tool calls), ``slots``/``ctx``/``threads`` (local
+    ``constrain_actions`` (JSON schema-constrained tool calls), ``stop_repeats`` (local: stop a
+    generation that loops verbatim, default on), ``slots``/``ctx``/``threads`` (local
     engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
     (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal),
     ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``

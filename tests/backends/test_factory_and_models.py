@@ -28,6 +28,10 @@ def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> No
     orch, sub = build_backends("local", "smollm2-135m", slots=6, ctx=1024)
     assert isinstance(orch, LocalBackend) and sub is None
     assert orch.engine.slots == 6 and orch.engine.ctx_per_slot == 1024 and orch.model == "smollm2-135m"
+    # A looping generation is stopped by default; [backend] stop_repeats = false decodes to the cap.
+    assert orch.stop_repeats is True
+    full, _ = build_backends("local", "smollm2-135m", stop_repeats=False)
+    assert isinstance(full, LocalBackend) and full.stop_repeats is False
 
 
 def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

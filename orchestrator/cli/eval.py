@@ -34,6 +34,7 @@ from orchestrator.cli.options import (
 )
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
+from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
 from swarm.errors import UserError
@@ -151,7 +152,9 @@ def eval_command(
     ] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option("--max-tokens", min=1, help="model backends: tokens per turn [default: 512, or --config's]"),
+        typer.Option(
+            "--max-tokens", min=1, help="model backends: tokens per turn [default: as swarm run, or --config's]"
+        ),
     ] = None,
     latency: Annotated[
         float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
@@ -213,16 +216,8 @@ def eval_command(
             "episode_timeout_s": episode_timeout,
         }
         if not is_scripted(backend):
-            if config_file is None:
-                # Reproducible model runs: greedy by default, the eval seed as the sampling seed.
-                sampling = SamplingParams(
-                    temperature=0.0 if temperature is None else temperature, max_tokens=max_tokens or 512, seed=seed
-                )
-                overrides["orchestrator_sampling"] = overrides["subagent_sampling"] = sampling
-            else:  # the config file's sampling, with the flags given on top
-                change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-                overrides["orchestrator_sampling"] = base.orchestrator_sampling.model_copy(update=change)
-                overrides["subagent_sampling"] = base.subagent_sampling.model_copy(update=change)
+            orch_model = backends(tasks[0], modes[0])[0].model if tasks else None
+            overrides |= _model_sampling(base if config_file else None, orch_model, temperature, max_tokens, seed)
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -268,6 +263,27 @@ def eval_command(
         Console().print(report_table(report))
         err.print(f"results: {escape(str(report.out_dir))}")
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
+
+
+def _model_sampling(
+    base: SwarmConfig | None, model: str | None, temperature: float | None, max_tokens: int | None, seed: int
+) -> dict[str, SamplingParams]:
+    """Both roles' sampling for a model backend: the config file's with the flags on top, or without
+    a config greedy (reproducible), the eval seed as the sampling seed and each role's token cap the
+    model family's (:func:`orchestrator.prompts.profile_for`, as in ``swarm run``: 384/256 for a
+    small model)."""
+    if base is not None:
+        change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
+        return {
+            "orchestrator_sampling": base.orchestrator_sampling.model_copy(update=change),
+            "subagent_sampling": base.subagent_sampling.model_copy(update=change),
+        }
+    profile = profile_for(model) if model else None
+    out = {}
+    for name in ("orchestrator_sampling", "subagent_sampling"):
+        cap = max_tokens or (getattr(profile, name).max_tokens if profile else None) or 512
+        out[name] = SamplingParams(temperature=0.0 if temperature is None else temperature, max_tokens=cap, seed=seed)
+    return out
 
 
 def backend_resolver(

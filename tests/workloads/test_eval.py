@@ -219,4 +219,28 @@ def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, openai_scr
         assert sampling("-c", str(cfg)) == (0.3, 99, 5)
         assert sampling("-c", str(cfg), "--max-tokens", "7") == (0.3, 7, 5)
         assert sampling("-c", str(cfg), "--temperature", "0") == (0.0, 99, 5)
-        assert sampling("--seed", "2") == (0.0, 512, 2)  # no config: greedy, 512 tokens, the eval seed
+        # no config: greedy, the eval seed, and the token cap `swarm run` gives the model's family
+        assert sampling("--seed", "2") == (0.0, 1024, 2)
+
+
+def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
+    tmp_path: Path, openai_script: Callable[..., Any]
+) -> None:
+    """A 0.5B orchestrator gets 384 tokens per turn and its sub-agents 256, in eval as in run (eval
+    gave both 512, so a looping small model ran longer in eval than for a user)."""
+
+    def is_orchestrator(body: dict[str, Any]) -> bool:
+        return any(t["function"]["name"] == "assign_task" for t in body.get("tools") or [])
+
+    def policy(body: dict[str, Any]) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+        if is_orchestrator(body) and body["messages"][-1]["role"] == "user":  # its first turn
+            return "", [("assign_task", {"agent": "worker", "task": "What is the capital of France?"})]
+        return "Paris", []
+
+    with openai_script(policy) as srv:
+        args = ["eval", "-w", "starter", "-b", "openai", "--base-url", srv.url, "-m", "qwen2.5-coder-0.5b"]
+        result = runner.invoke(app, [*args, "-n", "1", "--mode", "swarm", "--out", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        orch = {b["max_tokens"] for b in srv.requests if is_orchestrator(b)}
+        sub = {b["max_tokens"] for b in srv.requests if not is_orchestrator(b)}
+    assert orch == {384} and sub == {256}

@@ -100,3 +100,17 @@ async def test_the_shipped_adapter_changes_the_orchestrator_and_not_the_subagent
     assert manifest is not None
     out = await _orchestrator_and_subagents_vs_base(MODEL, "shipped")
     _assert_only_the_orchestrator_changed(out, manifest.version)
+
+
+@pytest.mark.skipif(shipped_adapter(MODEL) is None, reason=f"no adapter ships for {MODEL}")
+def test_the_shipped_adapter_is_what_a_05b_orchestrator_runs_unless_told_none() -> None:
+    """`swarm run -m qwen2.5-coder-0.5b` applies the trained adapter (it beat the base model in
+    experiments/); `--orchestrator-adapter none` runs the base; the 1.5B has no adapter."""
+    manifest = shipped_adapter(MODEL)
+    assert manifest is not None and manifest.default
+    default = resolve_orchestrator_adapter(None, MODEL)
+    assert default is not None and default.version == manifest.version
+    assert default.path.name == manifest.file and default.path.parent.name == MODEL
+    assert (default.path.parent / "MODEL_CARD.md").is_file()
+    assert resolve_orchestrator_adapter("none", MODEL) is None
+    assert resolve_orchestrator_adapter(None, "qwen2.5-coder-1.5b") is None

@@ -268,21 +268,22 @@ def eval_command(
 def _model_sampling(
     base: SwarmConfig | None, model: str | None, temperature: float | None, max_tokens: int | None, seed: int
 ) -> dict[str, SamplingParams]:
-    """Both roles' sampling for a model backend: the config file's with the flags on top, or without
-    a config greedy (reproducible), the eval seed as the sampling seed and each role's token cap the
-    model family's (:func:`orchestrator.prompts.profile_for`, as in ``swarm run``: 384/256 for a
-    small model)."""
-    if base is not None:
-        change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-        return {
-            "orchestrator_sampling": base.orchestrator_sampling.model_copy(update=change),
-            "subagent_sampling": base.subagent_sampling.model_copy(update=change),
-        }
+    """Both roles' sampling for a model backend, with ``--temperature``/``--max-tokens`` on top: a role
+    the config file sets samples as it says; any other is greedy (reproducible), with the eval seed as
+    the sampling seed and the token cap ``swarm run`` gives the model's family
+    (:func:`orchestrator.prompts.profile_for`: 384 for a small model's orchestrator, 256 for its
+    sub-agents)."""
+    change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
     profile = profile_for(model) if model else None
+    given = base.model_fields_set if base is not None else set()
     out = {}
     for name in ("orchestrator_sampling", "subagent_sampling"):
-        cap = max_tokens or (getattr(profile, name).max_tokens if profile else None) or 512
-        out[name] = SamplingParams(temperature=0.0 if temperature is None else temperature, max_tokens=cap, seed=seed)
+        if base is not None and name in given:
+            start = getattr(base, name).model_dump()
+        else:
+            cap = getattr(profile, name).max_tokens if profile else None
+            start = {"temperature": 0.0, "max_tokens": cap or 512, "seed": seed}
+        out[name] = SamplingParams.model_validate({**start, **change})
     return out
 
 

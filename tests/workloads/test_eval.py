@@ -221,6 +221,10 @@ def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, openai_scr
         assert sampling("-c", str(cfg), "--temperature", "0") == (0.0, 99, 5)
         # no config: greedy, the eval seed, and the token cap `swarm run` gives the model's family
         assert sampling("--seed", "2") == (0.0, 1024, 2)
+        # a config that says nothing of sampling leaves it as without one (it gave T = 1 before)
+        other = tmp_path / "steps.toml"
+        other.write_text("[swarm]\nmax_critical_steps = 4\n")
+        assert sampling("-c", str(other), "--seed", "3") == (0.0, 1024, 3)
 
 
 def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(

@@ -4,6 +4,7 @@ the per-step training metrics (``RUN/metrics.jsonl``, ``RUN/sft/log.jsonl``).
     python experiments/orchestrator_05b_report.py --run experiments/runs/orchestrator-05b \\
         --eval base=experiments/results/orchestrator_05b/base-starter-s0.json ... \\
         --out experiments/orchestrator_05b_results.md
+    python experiments/orchestrator_05b_report.py --run RUN --eval-dir traces/eval/i19 --out ...
 
 Each ``--eval LABEL=FILE`` adds one report (or the ``rows.jsonl`` of an interrupted ``swarm eval``,
 named ``LABEL-MODE-WORKLOAD-sSEED.rows.jsonl``: its finished episodes, test split); reports of
@@ -147,13 +148,31 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", type=Path, required=True)
     ap.add_argument("--eval", action="append", default=[], help="LABEL=report.json (repeatable)")
+    ap.add_argument(
+        "--eval-dir",
+        type=Path,
+        default=None,
+        help="every LABEL-MODE-WORKLOAD-sSEED/report.json under it (eval_orchestrator_05b.sh's layout)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     evals = []
+    if args.eval_dir is not None:
+        for path in sorted(args.eval_dir.glob("*-s[0-9]*/report.json")):
+            evals.append((path.parent.name.split("-", 1)[0], _load(path)))
     for spec in args.eval:
         label, _, path = spec.partition("=")
         evals.append((label, _load(Path(path))))
-    text = "## Evaluation\n\n" + eval_table(evals) + "\n\n## Training curves\n\n" + curves(args.run) + "\n"
+    command = "python experiments/orchestrator_05b_report.py " + " ".join(sys.argv[1:])
+    text = (
+        f"# {args.run.name}: evaluation and training curves\n\nWritten by `{command}`; quality, success, "
+        "critical steps, fan-out, finish and tokens are means per episode (median wall time), ± the 95 % "
+        "t-interval over seeds.\n\n## Evaluation\n\n"
+        + eval_table(evals)
+        + "\n\n## Training curves\n\n"
+        + curves(args.run)
+        + "\n"
+    )
     if args.out:
         args.out.write_text(text, encoding="utf-8")
     sys.stdout.write(text)

@@ -271,10 +271,11 @@ def _model_sampling(
     """Both roles' sampling for a model backend, with ``--temperature``/``--max-tokens`` on top: a role
     the config file sets samples as it says; any other is greedy (reproducible), with the eval seed as
     the sampling seed and the token cap ``swarm run`` gives the model's family
-    (:func:`orchestrator.prompts.profile_for`: 384 for a small model's orchestrator, 256 for its
-    sub-agents)."""
+    (:func:`orchestrator.prompts.profile_for`, or the config's ``prompt_profile``: 384 for a small
+    model's orchestrator, 256 for its sub-agents)."""
     change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-    profile = profile_for(model) if model else None
+    override = base.prompt_profile if base is not None else None
+    profile = profile_for(model, override) if model else None
     given = base.model_fields_set if base is not None else set()
     out = {}
     for name in ("orchestrator_sampling", "subagent_sampling"):

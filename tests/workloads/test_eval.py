@@ -225,6 +225,10 @@ def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, openai_scr
         other = tmp_path / "steps.toml"
         other.write_text("[swarm]\nmax_critical_steps = 4\n")
         assert sampling("-c", str(other), "--seed", "3") == (0.0, 1024, 3)
+        # ... and a prompt profile the config names sets the cap, as in swarm run
+        small = tmp_path / "small.toml"
+        small.write_text('[swarm]\nprompt_profile = "small"\n')
+        assert sampling("-c", str(small), "--seed", "3") == (0.0, 384, 3)
 
 
 def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(

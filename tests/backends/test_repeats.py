@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import random
+from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
@@ -67,6 +68,13 @@ async def test_post_stream_stops_reading_when_told_and_returns_the_events_so_far
     assert len(whole) == 11 and whole[-1] == {"stop": True}
 
 
+def _served_by(handler: Callable[[httpx.Request], httpx.Response], retry: RetryPolicy) -> OpenAIBackend:
+    """A backend whose server is ``handler``, retrying as ``retry`` says."""
+    return OpenAIBackend(
+        "http://llama.test", "m", client=httpx.AsyncClient(transport=httpx.MockTransport(handler)), retry=retry
+    )
+
+
 async def test_post_stream_retries_like_post_json_and_fails_on_a_bad_stream() -> None:
     calls = {"n": 0}
 
@@ -76,24 +84,14 @@ async def test_post_stream_retries_like_post_json_and_fails_on_a_bad_stream() ->
             return httpx.Response(503, text="busy")
         return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": True}]))
 
-    b = OpenAIBackend(
-        "http://llama.test",
-        "m",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(flaky)),
-        retry=RetryPolicy(max_retries=2, base_delay=0.0),
-    )
+    b = _served_by(flaky, RetryPolicy(max_retries=2, base_delay=0.0))
     assert (await b.post_stream("/completion", {}, lambda e: True))[0]["content"] == "a"
     assert calls["n"] == 2
 
     def broken(request: httpx.Request) -> httpx.Response:  # an event, then something that is not JSON
         return httpx.Response(200, content=_sse([{"content": "a", "tokens": [1], "stop": False}]) + b"data: <html>\n\n")
 
-    b = OpenAIBackend(
-        "http://llama.test",
-        "m",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(broken)),
-        retry=RetryPolicy(max_retries=0),
-    )
+    b = _served_by(broken, RetryPolicy(max_retries=0))
     with pytest.raises(BackendError, match="not JSON"):
         await b.post_stream("/completion", {}, lambda e: True)
 
@@ -107,35 +105,20 @@ async def test_post_stream_retries_like_post_json_and_fails_on_a_bad_stream() ->
             return httpx.Response(200, content=first + b"data: <html>\n\n")
         return httpx.Response(200, content=first + _sse([{"content": "b", "tokens": [2], "stop": True}]))
 
-    b = OpenAIBackend(
-        "http://llama.test",
-        "m",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(cut_once)),
-        retry=RetryPolicy(max_retries=1, base_delay=0.0),
-    )
+    b = _served_by(cut_once, RetryPolicy(max_retries=1, base_delay=0.0))
     assert [e["tokens"] for e in await b.post_stream("/completion", {}, lambda e: True)] == [[1], [2]]
 
     def empty(request: httpx.Request) -> httpx.Response:  # [DONE] and nothing else
         return httpx.Response(200, content=b"data: [DONE]\n\n")
 
-    b = OpenAIBackend(
-        "http://llama.test",
-        "m",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(empty)),
-        retry=RetryPolicy(max_retries=0),
-    )
+    b = _served_by(empty, RetryPolicy(max_retries=0))
     with pytest.raises(BackendError, match="without an event"):
         await b.post_stream("/completion", {}, lambda e: True)
 
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused")
 
-    b = OpenAIBackend(
-        "http://llama.test",
-        "m",
-        client=httpx.AsyncClient(transport=httpx.MockTransport(down)),
-        retry=RetryPolicy(max_retries=1, base_delay=0.0),
-    )
+    b = _served_by(down, RetryPolicy(max_retries=1, base_delay=0.0))
     with pytest.raises(BackendUnavailableError, match="refused"):
         await b.post_stream("/completion", {}, lambda e: True)
 

@@ -158,13 +158,17 @@ def _timeout(options: dict[str, Any], default: float) -> float:
     return float(options.get("timeout") or _env_float("SWARM_TIMEOUT") or default)
 
 
-@BACKENDS.register("local")
-def _build_local(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+def _local_takes_no_url(base_url: str | None) -> None:
     if base_url:
         raise ConfigError(
-            "--backend local runs the model in-process and takes no --base-url; "
+            f"--backend local runs the model in-process and takes no --base-url (got {base_url!r}); "
             "use --backend openai --base-url URL for a running server"
         )
+
+
+@BACKENDS.register("local")
+def _build_local(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+    _local_takes_no_url(base_url)
     from swarm.backends.local import LocalBackend
 
     return LocalBackend(
@@ -293,6 +297,7 @@ def build_backends(
     adapter = _orchestrator_adapter(kind, model, adapter_choice)
     base_sub: ModelBackend | None = None
     if adapter is not None:  # one engine: the orchestrator applies the adapter, base_sub does not
+        _local_takes_no_url(base_url)
         orch, base_sub = _local_with_adapter(model, adapter, options)
     else:
         orch = build_backend(kind, model, base_url, **options)

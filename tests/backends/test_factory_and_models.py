@@ -111,6 +111,8 @@ def test_scripted_kind_is_the_builtin_demo() -> None:
         ({"kind": "gpt"}, UnknownNameError, "unknown backend 'gpt'"),
         ({"kind": "openai"}, ConfigError, "needs --base-url"),
         ({"kind": "local", "base_url": "http://x"}, ConfigError, "takes no --base-url"),
+        # the 0.5B's shipped adapter takes another path through the factory (CI's default model)
+        ({"kind": "local", "model": "qwen2.5-coder-0.5b", "base_url": "http://x"}, ConfigError, "takes no --base-url"),
         ({"kind": "vllm"}, ConfigError, "--model DIR"),
         ({"kind": "transformers"}, ConfigError, "--model DIR"),
         ({"kind": "openai", "base_url": "http://x", "flavour": "tgi"}, UnknownNameError, "server flavour"),

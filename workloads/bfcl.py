@@ -288,6 +288,7 @@ class BfclWorkload(Workload):
                     "split": split,
                     "seed": seed,
                     "gold_calls": len(it.gold),
+                    "parts": len(it.gold),
                 },
             )
             for it in picked

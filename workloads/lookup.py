@@ -335,6 +335,7 @@ class WideLookupWorkload(Workload):
                         "workload": self.name,
                         "kind": kind.name,
                         "labels": labels,
+                        "parts": len(labels),
                         "attrs": attrs,
                         "distractors": fakes,
                         "split": split,
@@ -531,6 +532,7 @@ class DeepLookupWorkload(Workload):
                     metadata={
                         "workload": self.name,
                         "labels": labels,
+                        "parts": len(labels),
                         "totals": totals,
                         "split": split,
                         "seed": seed,

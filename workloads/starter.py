@@ -539,6 +539,7 @@ class StarterWorkload(Workload):
                         "workload": self.name,
                         "kind": kind,
                         "items": items,
+                        "parts": len(items),
                         "split": split,
                         "seed": seed,
                         "knobs": kn.model_dump(mode="json"),

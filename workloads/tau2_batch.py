@@ -391,6 +391,7 @@ class Tau2BatchWorkload(Workload):
                         "seed": seed,
                         "knobs": kn.model_dump(),
                         "tickets": [t.id for t in batch],
+                        "parts": len(batch),
                     },
                 )
             )

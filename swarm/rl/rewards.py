@@ -9,6 +9,12 @@
   - ``"any"``: 1 if at least one sub-agent ran in the episode, else 0;
   - ``"count"`` (default): ``min(1, sub-agents run / target)``;
   - ``"width"``: ``min(1, widest stage / target)``;
+  - ``"parts"``: against the task's own number of independent parts ``P`` (``task.metadata["parts"]``,
+    which the workloads set; ``target`` when a task does not say):
+    ``max(0, (min(n, P) − max(0, n − P)) / P)`` for ``n`` sub-agents run, so 1.0 needs exactly one
+    sub-agent per part and every sub-agent beyond the parts takes back what one useful one earned.
+    The ``count`` form pays width up to ``target`` whatever the task needs; trained with it, the 0.5B
+    orchestrator assigned invented items (France and Japan asked, five countries assigned);
 
   a sub-agent *ran* when it was admitted (non-zero step cap): assignments refused for lack of
   budget do not count as instantiation;
@@ -40,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, UnknownNameError
-from swarm.records import AgentStatus, EpisodeRecord, RewardRecord
+from swarm.records import AgentStatus, EpisodeRecord, RewardRecord, Task
 from swarm.registry import Registry
 from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
@@ -60,6 +66,7 @@ __all__ = [
     "parl_total",
     "r_finish",
     "r_parallel",
+    "task_parts",
 ]
 
 
@@ -184,8 +191,10 @@ class ParallelReward(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    form: Literal["any", "count", "width"] = "count"
-    target: int = Field(4, ge=1, description="sub-agents (count) or stage width (width) that earn 1.0")
+    form: Literal["any", "count", "width", "parts"] = "count"
+    target: int = Field(
+        4, ge=1, description="sub-agents (count), stage width (width), or parts of a task that names none (parts)"
+    )
 
 
 class FinishReward(BaseModel):
@@ -208,8 +217,25 @@ def r_parallel(record: EpisodeRecord, form: ParallelReward | None = None) -> flo
     per_stage = _ran(record)
     if form.form == "any":
         return float(sum(per_stage) > 0)
+    if form.form == "parts":
+        parts = task_parts(record.task) or form.target
+        n = sum(per_stage)
+        return max(0.0, (min(n, parts) - max(0, n - parts)) / parts)
     n = sum(per_stage) if form.form == "count" else max(per_stage, default=0)
     return min(1.0, n / form.target)
+
+
+def task_parts(task: Task) -> int | None:
+    """The number of independent parts ``task`` declares (``metadata["parts"]``, a positive int), or ``None``."""
+    parts = task.metadata.get("parts")
+    if parts is None:
+        return None
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
+        raise ConfigError(
+            f"task {task.id!r} has metadata parts={parts!r}; it must be a positive integer "
+            "(the number of independent sub-tasks) or be left out"
+        )
+    return parts
 
 
 def _rejected_assignments(record: EpisodeRecord) -> int:
@@ -316,7 +342,10 @@ class PARLReward:
 
     async def __call__(self, record: EpisodeRecord) -> RewardRecord:
         perf, name, details, error = await self.r_perf(record)
-        rp = r_parallel(record, self.config.parallel)
+        try:
+            rp = r_parallel(record, self.config.parallel)
+        except ConfigError as exc:  # bad task metadata: a recorded failure of this term, not a crashed episode
+            rp, error = 0.0, "; ".join(e for e in (error, f"r_parallel: {exc}") if e)
         completed, assigned = finish_counts(record, self.config.finish)
         rf = completed / assigned if assigned else self.config.finish.empty_value
         l1, l2 = self.lambdas()

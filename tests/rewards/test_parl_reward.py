@@ -115,6 +115,34 @@ async def test_parallel_forms_count_instantiated_subagents() -> None:
     assert r_parallel(rec, ParallelReward(form="count", target=2)) == 1.0  # bounded
 
 
+async def test_parts_form_pays_one_subagent_per_part_and_takes_back_extras() -> None:
+    two_parts = Task(id="t", prompt="capitals of France and Japan", metadata={"parts": 2})
+    form = ParallelReward(form="parts")
+
+    async def run(names: list[str]) -> EpisodeRecord:
+        turns: list[Any] = [[create(), *(assign(n) for n in names)], "done"]
+        return await episode(turns, {f"w-0-{i}": ["ok"] for i in range(len(names))}, task=two_parts)
+
+    assert r_parallel(await run(["France", "Japan"]), form) == 1.0
+    assert r_parallel(await run(["France"]), form) == pytest.approx(1 / 2)
+    assert r_parallel(await run(["France", "Japan", "Italy"]), form) == pytest.approx(1 / 2)
+    assert r_parallel(await run(["France", "Japan", "Italy", "Spain", "Peru"]), form) == 0.0
+    # the count form pays the five-country episode in full: what taught the 0.5B to invent items
+    assert r_parallel(await run(["France", "Japan", "Italy", "Spain", "Peru"]), ParallelReward(target=4)) == 1.0
+    # a task that declares no parts is scored against the form's target
+    untagged = await episode([[create(), assign("a"), assign("b")], "done"], {"w-0-0": ["ok"], "w-0-1": ["ok"]})
+    assert r_parallel(untagged, ParallelReward(form="parts", target=4)) == pytest.approx(2 / 4)
+
+
+async def test_bad_parts_metadata_is_a_recorded_error_not_a_crash() -> None:
+    cfg = RewardConfig(parallel=ParallelReward(form="parts"), default_verifier="exact")
+    task = Task(id="t", prompt="go", metadata={"parts": "two"})
+    rec = await episode([[create(), assign("a")], "done"], {"w-0-0": ["ok"]}, task=task, reward=PARLReward(cfg))
+    assert rec.reward is not None and rec.reward.r_parallel == 0.0
+    assert rec.reward.error is not None and "parts='two'" in rec.reward.error
+    assert rec.reward.r_finish == 1.0  # the other terms are still computed
+
+
 async def test_finish_rate_counts_failed_and_refused_assignments() -> None:
     rec = await episode(
         [[create(), assign("a"), assign("b"), assign("c", agent="ghost")], "done"],

@@ -16,7 +16,8 @@ from orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factor
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion
 from swarm.errors import BackendError, UnknownNameError
-from swarm.records import Task
+from swarm.records import EpisodeRecord, Task
+from swarm.rl.rewards import ParallelReward, r_parallel
 from swarm.testing import FunctionBackend
 from workloads import episode_for, get_workload, workload_names
 
@@ -252,3 +253,26 @@ def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
         orch = {b["max_tokens"] for b in srv.requests if is_orchestrator(b)}
         sub = {b["max_tokens"] for b in srv.requests if not is_orchestrator(b)}
     assert orch == {384} and sub == {256}
+
+
+@pytest.mark.parametrize("name", ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup"])
+async def test_each_task_declares_the_parts_its_gold_swarm_fans_out_to(name: str, tmp_path: Path) -> None:
+    """``metadata["parts"]`` is what the ``parts`` form of r_parallel pays for: one sub-agent per part."""
+    wl = get_workload(name)
+    knobs = {"wide-lookup": {"entities": 4, "attributes": 2}, "tau2-batch": {"k": 4}}.get(name, {})
+    tasks = wl.tasks(2, seed=0, split="test", **knobs)
+    report = await run_eval(
+        wl, tasks, lambda t, m: gold_pair(wl, t, m), out_dir=tmp_path, run_id="p", backend_name="gold", modes=["swarm"]
+    )
+    parts = {t.id: t.metadata["parts"] for t in tasks}
+    assert all(isinstance(p, int) and p >= 2 for p in parts.values())
+    for path in (tmp_path / "p" / "episodes" / "swarm").glob("*/episode.json"):
+        rec = EpisodeRecord.model_validate_json(path.read_text())
+        assert rec.task.metadata["parts"] == parts[rec.task.id] == len(rec.subagent_results)
+        assert r_parallel(rec, ParallelReward(form="parts")) == 1.0
+    assert [r.metric for r in report.rows] == [1.0, 1.0]
+
+
+def gold_pair(wl: Any, task: Task, mode: str) -> tuple[Any, Any]:
+    p = wl.gold_policy(task, mode)
+    return p.orchestrator, p.subagent

@@ -33,6 +33,7 @@ import math
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -315,8 +316,9 @@ def _verified(path: Path, m: LocalModel) -> Path:
 
 
 def default_threads(cpus: int | None = None, load: float | None = None) -> int:
-    """Decode threads for a machine with ``cpus`` cores whose 1-minute load average is ``load``
-    (both read from the system when not given): one per core that other work leaves free, at least 1.
+    """Decode threads for a machine with ``cpus`` cores of which ``load`` are busy with other work
+    (both read from the system when not given, see :func:`busy_cores`): one per core that other work
+    leaves free, at least 1.
 
     llama.cpp's threads meet at a spinning barrier several times per token; when another process
     holds one of their cores, the others spin until it is scheduled again. Measured on 2 cores at
@@ -325,11 +327,41 @@ def default_threads(cpus: int | None = None, load: float | None = None) -> int:
     """
     cpus = cpus or os.cpu_count() or 2
     if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:  # not available on this platform
-            load = 0.0
+        load = busy_cores()
     return max(1, min(cpus, math.floor(cpus - load + 0.5)))
+
+
+def busy_cores(interval: float = 0.25, stat: Path = Path("/proc/stat")) -> float:
+    """How many cores other work keeps busy now: non-idle CPU time over ``interval`` seconds of
+    ``/proc/stat``, else the 1-minute load average (other platforms), else 0.
+
+    Not the load average where /proc/stat exists: it is the last minute's, so a ``swarm run`` started
+    right after another (whose two decode threads leave a load of 1-2 for a minute) read its
+    predecessor as a busy core and decoded on one thread of an idle 2-core machine, at half speed.
+    """
+    first = _cpu_times(stat)
+    if first is not None:
+        time.sleep(interval)
+        second = _cpu_times(stat)
+        if second is not None and second[0] > first[0]:
+            total, idle = second[0] - first[0], second[1] - first[1]
+            return (os.cpu_count() or 1) * (total - idle) / total
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return 0.0
+
+
+def _cpu_times(stat: Path) -> tuple[int, int] | None:
+    """(total, idle + iowait) jiffies of all cores from ``/proc/stat``'s first line, or ``None``."""
+    try:
+        fields = stat.read_text().split("\n", 1)[0].split()
+        values = [int(v) for v in fields[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    if fields[0] != "cpu" or len(values) < 5:
+        return None
+    return sum(values), values[3] + values[4]
 
 
 class LocalEngine:
@@ -378,7 +410,7 @@ class LocalEngine:
         self.name = planned_model_name(model)
         self.slots = slots
         self.ctx_per_slot = ctx_per_slot
-        self.threads = threads or default_threads()
+        self._threads = threads
         self.progress = progress
         self.lora_adapters = tuple(Path(a) for a in lora_adapters)
         self.adapter_version = adapter_version
@@ -403,6 +435,13 @@ class LocalEngine:
         """Action grammars checked on this engine: digest -> whether llama.cpp enforces it."""
         self._server: Any = None
         self._lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        """Decode threads: as given, else :func:`default_threads` measured when first asked (at start)."""
+        if self._threads is None:
+            self._threads = default_threads()
+        return self._threads
 
     @property
     def started(self) -> bool:

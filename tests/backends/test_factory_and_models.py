@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,9 @@ from swarm.backends.local import (
     LOCAL_MODELS,
     QWEN_SHA256,
     LocalBackend,
+    LocalEngine,
     assemble_qwen,
+    busy_cores,
     default_threads,
     model_available,
     resolve_model,
@@ -57,6 +61,38 @@ def test_default_threads_leave_busy_cores_to_the_jobs_holding_them() -> None:
     assert default_threads(16, 4.2) == 12
     assert default_threads(16, 0.0) == 16
     assert 1 <= default_threads() <= 1024
+
+
+def test_busy_cores_reads_the_cpu_now_not_the_last_minutes_load(tmp_path: Path) -> None:
+    # A run started right after another sees the load average its predecessor left (1-2 on 2 cores)
+    # and decoded on one thread of an idle machine; /proc/stat over a short window does not.
+    stat = tmp_path / "stat"
+    lines = iter(
+        [
+            "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3\n",
+            # 400 jiffies later: 100 of them busy (user 80 + system 20), 300 idle or iowait
+            "cpu  180 0 70 1290 20 0 0 0 0 0\ncpu0 1 2 3\n",
+        ]
+    )
+
+    class Stat:
+        def read_text(self) -> str:
+            return next(lines)
+
+    busy = busy_cores(0.0, Stat())  # type: ignore[arg-type]
+    assert busy == pytest.approx((os.cpu_count() or 1) * 100 / 400)
+    # unreadable or garbled /proc/stat falls back to the load average, never raises
+    stat.write_text("garbage\n")
+    assert busy_cores(0.0, stat) >= 0.0
+    assert busy_cores(0.0, tmp_path / "missing") >= 0.0
+
+
+def test_an_engine_measures_its_threads_when_it_starts_not_when_it_is_built() -> None:
+    t0 = time.perf_counter()
+    engines = [LocalEngine("smollm2-135m") for _ in range(10)]
+    assert time.perf_counter() - t0 < 1.0  # no 0.25 s CPU sample each: building backends stays instant
+    assert 1 <= engines[0].threads <= (os.cpu_count() or 1)
+    assert LocalEngine("smollm2-135m", threads=3).threads == 3
 
 
 def test_different_subagent_backend_and_model() -> None:

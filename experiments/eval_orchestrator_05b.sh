@@ -7,6 +7,10 @@
 #   WITH_OTHERS=1: also BFCL-parallel (3 tasks), deep lookup (2, branches 3) and τ²-batch (2, k 4) for
 #   base, SFT + PARL and the single agent
 #   OUT: where the reports go (default traces/eval/i19)
+#   CONDITIONS: which 0.5B rows to run (default "base sft parl single"); PARL_LABEL: the label of RUN_DIR's
+#   last checkpoint (default parl). E.g. a second run evaluated beside the first run's reports:
+#   OUT=traces/eval/i19 CONDITIONS=parl PARL_LABEL=parts WITH_OTHERS=1 experiments/eval_orchestrator_05b.sh \
+#       experiments/runs/orchestrator-05b-parts
 # Each run writes OUT/LABEL-MODE-WORKLOAD-sSEED/report.json; one that has its report is skipped, so a
 # rerun finishes an interrupted evaluation (delete an interrupted run's directory first: swarm eval
 # refuses to reuse one). Then:
@@ -54,18 +58,21 @@ others() {  # LABEL ADAPTER MODE MODEL SEED
     run "$@" tau2-batch -n 2 --knob k=4
 }
 
+has() { [[ " ${CONDITIONS:-base sft parl single} " == *" $1 "* ]]; }
+PL=${PARL_LABEL:-parl}
+
 for s in $SEEDS; do
-    main_pair base none swarm $B05 "$s"
-    main_pair sft "$SFT" swarm $B05 "$s"
-    main_pair parl "$PARL" swarm $B05 "$s"
-    main_pair base none single $B05 "$s"
+    if has base; then main_pair base none swarm $B05 "$s"; fi
+    if has sft; then main_pair sft "$SFT" swarm $B05 "$s"; fi
+    if has parl; then main_pair "$PL" "$PARL" swarm $B05 "$s"; fi
+    if has single; then main_pair base none single $B05 "$s"; fi
     if [ "${WITH_15B:-0}" = 1 ]; then
         main_pair base15 none single $B15 "$s"
         main_pair base15 none swarm $B15 "$s"
     fi
     if [ "${WITH_OTHERS:-0}" = 1 ]; then
-        others base none swarm $B05 "$s"
-        others parl "$PARL" swarm $B05 "$s"
-        others base none single $B05 "$s"
+        if has base; then others base none swarm $B05 "$s"; fi
+        if has parl; then others "$PL" "$PARL" swarm $B05 "$s"; fi
+        if has single; then others base none single $B05 "$s"; fi
     fi
 done

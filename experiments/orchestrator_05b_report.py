@@ -146,7 +146,9 @@ def _load(path: Path) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--run", type=Path, required=True)
+    ap.add_argument(
+        "--run", type=Path, action="append", required=True, help="a run directory (repeatable: curves of each)"
+    )
     ap.add_argument("--eval", action="append", default=[], help="LABEL=report.json (repeatable)")
     ap.add_argument(
         "--eval-dir",
@@ -165,12 +167,13 @@ def main() -> int:
         evals.append((label, _load(Path(path))))
     command = "python experiments/orchestrator_05b_report.py " + " ".join(sys.argv[1:])
     text = (
-        f"# {args.run.name}: evaluation and training curves\n\nWritten by `{command}`; quality, success, "
+        f"# {', '.join(r.name for r in args.run)}: evaluation and training curves\n\n"
+        f"Written by `{command}`; quality, success, "
         "critical steps, fan-out, finish and tokens are means per episode (median wall time), ± the 95 % "
         "t-interval over seeds.\n\n## Evaluation\n\n"
         + eval_table(evals)
         + "\n\n## Training curves\n\n"
-        + curves(args.run)
+        + "\n\n".join((f"### {r.name}\n\n" if len(args.run) > 1 else "") + curves(r) for r in args.run)
         + "\n"
     )
     if args.out:

@@ -45,6 +45,13 @@ __all__ = [
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
+LAST_STEP_NOTICE = (
+    "No more tool calls: this is your last step. Answer your task now from the tool results above, "
+    "in the form your instructions ask for."
+)
+"""Told to a tool-first sub-agent (``SubagentRuntime.tool_first``) before its last step, after a tool
+result. Without it a small model whose tools are withdrawn keeps writing calls as text, or reports NOT
+FOUND for an entity whose document it has just opened (Qwen2.5-Coder-1.5B on the wide lookup)."""
 _ONE_CALL = (
     "error: not run: call one tool per turn. It was written before the result of your {} call "
     "existed; if you still need it, call it again next turn with values from that result."
@@ -455,11 +462,14 @@ class SubagentRun:
     async def _step(self) -> _Next:
         rt = self.rt
         started = rt.clock()
+        choice = self._tool_choice()
+        if choice == "none" and isinstance(self.messages[-1], ToolMessage):
+            self.messages.append(UserMessage(content=LAST_STEP_NOTICE))
         request = ModelRequest(
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
-            tool_choice=self._tool_choice(),
+            tool_choice=choice,
             parallel_tool_calls=not rt.one_call,
             agent_id=self.agent_id,
             agent_name=self.definition.name,

@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 AGENT = "researcher"
-_HIT_RE = re.compile(r"^\[\d+\] (\S+) \| (.*?) \| score", re.MULTILINE)
+_HIT_RE = re.compile(r"^doc_id: (\S+) \| (.*?) \| score", re.MULTILINE)
 _LABEL_RE = re.compile(r"'([^']+)'")
 NOT_FOUND = "NOT FOUND"
 

@@ -10,6 +10,7 @@ import pytest
 from orchestrator import Orchestrator, SwarmConfig
 from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent, split_items
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
+from subagents.loop import LAST_STEP_NOTICE
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
 from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -233,6 +234,14 @@ async def test_a_small_models_subagent_with_tools_searches_first_and_answers_las
     choices = [r.tool_choice for r in workers.calls]
     # small: a tool call first (not "NOT FOUND" from memory), the answer on the last step of its cap
     assert choices == (["required", "auto", "none"] if model == SMALL else ["auto", "auto", "auto"])
+    # ... told so after its last tool result: with its tools withdrawn and no word of it, a 1.5B
+    # researcher wrote calls as text or reported NOT FOUND for the document it had just opened
+    last = workers.calls[-1].messages
+    if model == SMALL:
+        assert isinstance(last[-2], ToolMessage) and isinstance(last[-1], UserMessage)
+        assert last[-1].content == LAST_STEP_NOTICE and LAST_STEP_NOTICE in str(result.transcript)
+    else:
+        assert isinstance(last[-1], ToolMessage)
 
 
 @pytest.mark.parametrize("model", [SMALL, "gpt-4o"])

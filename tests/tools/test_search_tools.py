@@ -67,7 +67,14 @@ async def test_search_and_open_tools() -> None:
     tools = ToolRegistry([search_toolset(SearchIndex(Corpus(_docs())), max_k=5)]).resolve(["search"])
     ctx = ToolContext()
     r = await execute_tool(ToolCall(id="1", name="search", arguments={"query": "leather boots", "k": 2}), tools, ctx)
-    assert not r.is_error and r.content.startswith("[1] c | Hiking boots")
+    assert not r.is_error and r.content.startswith("doc_id: c | Hiking boots")
+    # each hit names its id as open's argument is named, with no rank a small model could open instead
+    hits = [line for line in r.content.splitlines() if line.startswith("doc_id")]
+    ids = [line.split(" | ")[0].removeprefix("doc_id: ") for line in hits]
+    assert ids[0] == "c" and "[" not in r.content.split("\n")[0]
+    for i, doc_id in enumerate(ids):
+        opened = await execute_tool(ToolCall(id=f"o{i}", name="open", arguments={"doc_id": doc_id}), tools, ctx)
+        assert not opened.is_error and opened.content.splitlines()[1] == f"doc_id: {doc_id}"
     r = await execute_tool(ToolCall(id="2", name="open", arguments={"doc_id": "c"}), tools, ctx)
     assert "Leather boots, waterproof" in r.content
     r = await execute_tool(ToolCall(id="3", name="open", arguments={"doc_id": "nope"}), tools, ctx)

@@ -207,9 +207,9 @@ def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20,
         hits = index.search(query, k)
         if not hits:
             return f"no documents match {query!r}; try other keywords"
-        return "\n".join(
-            f"[{i}] {h.id} | {h.title} | score {h.score:.2f}\n    {h.snippet}" for i, h in enumerate(hits, 1)
-        )
+        # "doc_id: X", the name of open's argument, and no rank: small models opened "1" (the rank of
+        # "[1] X") and copied a document's "id: retail/user/x" where its user id was asked for.
+        return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}\n    {h.snippet}" for h in hits)
 
     def open(doc_id: str, offset: int = 0) -> str:
         """Open a document from the collection by its id (as returned by search).
@@ -225,7 +225,7 @@ def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20,
         body = d.text[max(0, offset) : max(0, offset) + open_chars]
         rest = len(d.text) - max(0, offset) - len(body)
         more = f"\n…[{rest} more characters; call open with offset={offset + len(body)}]" if rest > 0 else ""
-        return f"{d.title}\nid: {d.id}\n\n{body}{more}"
+        return f"{d.title}\ndoc_id: {d.id}\n\n{body}{more}"
 
     blocking = dict(blocking=True)  # BM25 scoring is CPU work: keep it off the event loop
     return Toolset(name, (Tool(search, **blocking), Tool(open, **blocking)))  # type: ignore[arg-type]

@@ -107,6 +107,7 @@ class Attr:
     gold: Callable[[dict[str, Any]], str]
     parse: Callable[[str], str | None]
     rule: ColumnRule | None = None
+    hint: str = ""  # what the prompt says of the column beyond its name ("how many")
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,9 @@ def _full_name(f: dict[str, Any]) -> str:
 
 
 _NUM = ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.001)
+# "22:00:00 EST", "22:00" and "10:00 pm" are the document's "arrival 22:00:00 EST"; "00:00:00+1" stays a day later
+_TIME = ColumnRule(preprocess=("extract_time",), metrics=("exact_match",))
+_COUNT = "how many"  # a count column: "payment_methods" alone reads as the list of them
 
 KINDS: dict[str, Kind] = {
     "retail_user": Kind(
@@ -139,9 +143,13 @@ KINDS: dict[str, Kind] = {
             Attr("email", lambda f: f["email"], _rx(r"^Email: (\S+)")),
             Attr("city", lambda f: f["address"]["city"], _address_part(-4)),
             Attr("zip", lambda f: f["address"]["zip"], _address_part(-2)),
-            Attr("orders", lambda f: str(len(f["orders"])), _list_count("Orders", ", "), _NUM),
+            Attr("orders", lambda f: str(len(f["orders"])), _list_count("Orders", ", "), _NUM, _COUNT),
             Attr(
-                "payment_methods", lambda f: str(len(f["payment_methods"])), _list_count("Payment methods", "; "), _NUM
+                "payment_methods",
+                lambda f: str(len(f["payment_methods"])),
+                _list_count("Payment methods", "; "),
+                _NUM,
+                _COUNT,
             ),
         ),
     ),
@@ -157,7 +165,9 @@ KINDS: dict[str, Kind] = {
             Attr("membership", lambda f: f["membership"], _rx(r", (\w+) member, born")),
             Attr("email", lambda f: f["email"], _rx(r"^Email: (\S+)")),
             Attr("birth_date", lambda f: f["dob"], _rx(r" member, born (\d{4}-\d{2}-\d{2})")),
-            Attr("reservations", lambda f: str(len(f["reservations"])), _list_count("Reservations", ", "), _NUM),
+            Attr(
+                "reservations", lambda f: str(len(f["reservations"])), _list_count("Reservations", ", "), _NUM, _COUNT
+            ),
         ),
     ),
     "airline_flight": Kind(
@@ -170,8 +180,10 @@ KINDS: dict[str, Kind] = {
         (
             Attr("origin", lambda f: f["origin"], _rx(r" from (\w{3}) to \w{3}")),
             Attr("destination", lambda f: f["destination"], _rx(r" from \w{3} to (\w{3})")),
-            Attr("departure", lambda f: f["scheduled_departure_time_est"], _rx(r"scheduled departure (\S+) EST")),
-            Attr("arrival", lambda f: f["scheduled_arrival_time_est"], _rx(r", arrival (\S+) EST")),
+            Attr(
+                "departure", lambda f: f["scheduled_departure_time_est"], _rx(r"scheduled departure (\S+) EST"), _TIME
+            ),
+            Attr("arrival", lambda f: f["scheduled_arrival_time_est"], _rx(r", arrival (\S+) EST"), _TIME),
         ),
     ),
     "retail_product": Kind(
@@ -183,12 +195,13 @@ KINDS: dict[str, Kind] = {
         lambda label: f"{label} (product ",
         (
             Attr("product_id", lambda f: f["product_id"], _rx(r"\(product id (\d+)\)")),
-            Attr("variants", lambda f: str(len(f["variants"])), _rx(r", (\d+) variants:"), _NUM),
+            Attr("variants", lambda f: str(len(f["variants"])), _rx(r", (\d+) variants:"), _NUM, _COUNT),
             Attr(
                 "available_variants",
                 lambda f: str(sum(v["available"] for v in f["variants"].values())),
                 _count_lines("; available"),
                 _NUM,
+                _COUNT,
             ),
             Attr("min_price", lambda f: f"{min(v['price'] for v in f['variants'].values()):.2f}", _min_price, _NUM),
         ),
@@ -278,9 +291,11 @@ class WideLookupKnobs(Knobs):
 
 def _wide_prompt(kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> str:
     cols = " | ".join([kind.key, *attrs])
+    hints = {a.name: a.hint for a in kind.attrs}
+    asked = ", ".join(f"{a} ({hints[a]})" if hints.get(a) else a for a in attrs)
     return (
         f"Build a table of these {len(labels)} {kind.noun}: {', '.join(labels)}.\n"
-        f"For each one give: {', '.join(attrs)}. Look everything up in the document collection with the "
+        f"For each one give: {asked}. Look everything up in the document collection with the "
         "search and open tools; do not guess. Some names may not be in the collection: leave those out.\n"
         f"Answer with one markdown table with exactly these columns: | {cols} |, one row per "
         f"{kind.entity} found, the {kind.key} written exactly as given above."

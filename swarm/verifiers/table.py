@@ -51,7 +51,7 @@ __all__ = [
     "score_table",
 ]
 
-Preprocess = Literal["norm_str", "extract_number", "norm_date"]
+Preprocess = Literal["norm_str", "extract_number", "norm_date", "extract_time"]
 CellMetric = Literal["exact_match", "number_near", "date_near", "url_match", "in_match", "llm_judge"]
 
 
@@ -199,10 +199,31 @@ def _preprocess(value: str, steps: Sequence[Preprocess]) -> str:
         elif step == "extract_number":
             m = _NUM.search(s.replace(" ", ""))
             s = m.group(0).replace(",", "") if m else "NULL"
+        elif step == "extract_time":
+            s = _clock_time(s)
         elif step == "norm_date":
             d = parse_date(s)
             s = d.isoformat() if d else s
     return s
+
+
+_TIME = re.compile(r"(?<!\d)(\d{1,2})(?::(\d{2}))(?::(\d{2}))?\s*(am|pm|a\.m\.|p\.m\.)?(?:\s*\w{2,4})?\s*(\+\d)?", re.I)
+
+
+def _clock_time(s: str) -> str:
+    """The first clock time in ``s`` as ``HH:MM:SS`` (12-hour times converted, a ``+1`` next-day mark
+    kept, a time zone word dropped: ``22:00:00 EST``, ``22:00`` and ``10:00 pm`` are ``22:00:00``), or
+    ``NULL`` when there is none."""
+    m = _TIME.search(s)
+    if m is None:
+        return "NULL"
+    hour, minute, second = int(m[1]), int(m[2]), int(m[3] or 0)
+    half = (m[4] or "").lower().replace(".", "")
+    if half == "pm" and hour < 12:
+        hour += 12
+    elif half == "am" and hour == 12:
+        hour = 0
+    return f"{hour:02d}:{minute:02d}:{second:02d}{m[5] or ''}"
 
 
 def _number(s: str) -> float | None:

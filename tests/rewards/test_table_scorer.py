@@ -188,3 +188,15 @@ def test_extract_number_takes_the_first_number_as_widesearch_does() -> None:
     rules = {"n": ColumnRule(preprocess=("extract_number",), metrics=("number_near",))}
     assert score_table("|k|n|\n|-|-|\n|a|2.1 million (2,100,000)|", gold, key_columns=["k"], rules=rules).success
     assert not score_table("|k|n|\n|-|-|\n|a|2,100,000 = 2.1 M|", gold, key_columns=["k"], rules=rules).success
+
+
+def test_extract_time_reads_clock_times_in_their_common_forms() -> None:
+    rule = {"arrival": ColumnRule(preprocess=("extract_time",), metrics=("exact_match",))}
+    gold = "| flight | arrival |\n|---|---|\n| HAT1 | 22:00:00 |\n| HAT2 | 00:30:00+1 |\n| HAT3 | 07:05:00 |"
+    resp = "| flight | arrival |\n|---|---|\n| HAT1 | 10:00 pm EST |\n| HAT2 | 00:30:00+1 EST |\n| HAT3 | 7:05 |"
+    s = score_table(resp, gold, key_columns=["flight"], rules=rule)
+    assert s.column_scores["arrival"] == 1.0 and s.success
+    # a day off, a minute off, no time at all: wrong
+    resp = "| flight | arrival |\n|---|---|\n| HAT1 | 22:00:00+1 |\n| HAT2 | 00:31:00+1 |\n| HAT3 | morning |"
+    s = score_table(resp, gold, key_columns=["flight"], rules=rule)
+    assert s.column_scores["arrival"] == 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from orchestrator.config import SwarmConfig
@@ -121,3 +123,23 @@ def test_knobs_are_validated() -> None:
         for lab in t.metadata["labels"]
     }
     assert not train & test
+
+
+async def test_count_columns_are_asked_as_counts_and_times_match_as_clock_times() -> None:
+    # The gold of payment_methods is how many there are; a prompt that only named the column was
+    # answered with the list (the 1.5B swarm: right methods, 0 for the column). A flight's arrival is
+    # "22:00:00" in the records and "arrival 22:00:00 EST" in its document: both are right answers.
+    users = WIDE.tasks(1, seed=0, entities=2, attributes=6, kind="retail_user")[0]
+    assert "orders (how many)" in users.prompt and "payment_methods (how many)" in users.prompt
+    assert "user_id (" not in users.prompt and "email (" not in users.prompt
+    flights = WIDE.tasks(1, seed=0, entities=3, attributes=4, kind="airline_flight")[0]
+    rec = await _run(WIDE, flights, "single")
+    assert rec.reward is not None and rec.reward.r_perf == 1.0
+    times = re.compile(r"\b\d\d:\d\d:\d\d(?:\+\d)?")
+    assert len(times.findall(rec.answer or "")) == 6  # departure and arrival of 3 flights
+    zoned = times.sub(lambda m: f"{m[0]} EST", rec.answer or "")  # as the documents write them
+    verdict = await verify("table", zoned, flights.verifier_args)
+    assert verdict.score == 1.0, zoned
+    wrong = times.sub("23:59:59 EST", rec.answer or "")
+    verdict = await verify("table", wrong, flights.verifier_args)
+    assert verdict.details["column_scores"]["arrival"] == verdict.details["column_scores"]["departure"] == 0.0

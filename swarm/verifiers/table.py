@@ -12,7 +12,7 @@ The steps, in order:
 2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``; if the
    response's column set differs from the required one, everything scores 0;
 3. rewrite response key values through ``key_aliases``; preprocess every cell per column
-   (``norm_str``, ``extract_number``, ``norm_date``); drop rows with duplicate keys on both sides;
+   (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with duplicate keys on both sides;
 4. success = the tables are equal after sorting, or every row/item P/R/F1 below is 1;
 5. inner-join on the key columns; key cells score 1, other cells the *minimum* over their column's
    metrics (``exact_match``, ``number_near``, ``date_near``, ``url_match``, ``in_match``,

@@ -10,7 +10,8 @@ manifest's hash before it is loaded, and the base model's hash against the one i
 ``local`` backend's orchestrator; the sub-agents always run the frozen base model:
 
 * ``default`` (or unset): the shipped adapter of the orchestrator's model when its manifest marks
-  it the default (it beat the base model in ``experiments/``), else none;
+  it the default (only an adapter that beat the base orchestrator on a fresh test split, paired over
+  ≥ 30 tasks with p < 0.05; none does today), else none;
 * ``none``: the base model;
 * ``shipped``: the shipped adapter of the orchestrator's model, default or not;
 * a path to a LoRA ``.gguf`` file: that adapter (e.g. ``RUN/checkpoints/step-N/adapter.gguf``).
@@ -51,7 +52,7 @@ class AdapterManifest(BaseModel):
     file: str = "adapter.gguf"
     sha256: str = Field(description="sha256 of the adapter file")
     version: str = Field(description="carried as weight_version by the orchestrator's completions")
-    default: bool = Field(description="swarm run applies it unless told otherwise (it beat the base model)")
+    default: bool = Field(description="swarm run applies it unless told otherwise (it won on the test split)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,14 +103,17 @@ async def test_the_shipped_adapter_changes_the_orchestrator_and_not_the_subagent
 
 
 @pytest.mark.skipif(shipped_adapter(MODEL) is None, reason=f"no adapter ships for {MODEL}")
-def test_the_shipped_adapter_is_what_a_05b_orchestrator_runs_unless_told_none() -> None:
-    """`swarm run -m qwen2.5-coder-0.5b` applies the trained adapter (it beat the base model in
-    experiments/); `--orchestrator-adapter none` runs the base; the 1.5B has no adapter."""
+def test_the_shipped_05b_adapter_is_not_the_default_until_it_wins_on_the_yardstick() -> None:
+    """Issue 26: the 0.5B adapter's measured lead was name copying under a lenient table scorer, so it
+    is not the default (`swarm run -m qwen2.5-coder-0.5b` runs the base model); `shipped` still loads it,
+    and its card says why. It becomes the default again only with a paired win on the test split."""
     manifest = shipped_adapter(MODEL)
-    assert manifest is not None and manifest.default
-    default = resolve_orchestrator_adapter(None, MODEL)
-    assert default is not None and default.version == manifest.version
-    assert default.path.name == manifest.file and default.path.parent.name == MODEL
-    assert (default.path.parent / "MODEL_CARD.md").is_file()
+    assert manifest is not None and not manifest.default
+    assert resolve_orchestrator_adapter(None, MODEL) is None
+    assert resolve_orchestrator_adapter("default", MODEL) is None
+    shipped = resolve_orchestrator_adapter("shipped", MODEL)
+    assert shipped is not None and shipped.version == manifest.version
+    card = (shipped.path.parent / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert "not the default" in card
     assert resolve_orchestrator_adapter("none", MODEL) is None
     assert resolve_orchestrator_adapter(None, "qwen2.5-coder-1.5b") is None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
@@ -48,6 +49,8 @@ __all__ = [
     "BackendBuilder",
     "build_backend",
     "build_backends",
+    "model_identity",
+    "with_subagent_cache",
 ]
 
 _FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
@@ -323,3 +326,48 @@ def _orchestrator_adapter(kind: str, model: str | None, choice: Any) -> Orchestr
 
     name = planned_model_name(model)
     return resolve_orchestrator_adapter(choice, name) if name else None
+
+
+def model_identity(kind: str, model: str | None, base_url: str | None = None) -> str:
+    """What pins a backend's weights, for the sub-agent replay cache's key.
+
+    ``local``: the sha256 of the GGUF file (pinned in the catalogue for a named model, hashed for a
+    path), or the pinned package that ships it whole; any other kind: ``kind:url:model``, which pins
+    nothing the server does not, so a user who changes the weights behind an endpoint must change the
+    cache's namespace or directory.
+    """
+    if kind == "local":
+        from swarm.backends.local import LOCAL_MODELS, planned_model_name
+
+        name = planned_model_name(model)
+        if name in LOCAL_MODELS:  # pinned by hash, or shipped whole in a pinned package version
+            entry = LOCAL_MODELS[name]
+            return f"sha256:{entry.sha256}" if entry.sha256 else f"package:{entry.install}"
+        if model and model.endswith(".gguf") and os.path.isfile(model):
+            import hashlib
+
+            h = hashlib.sha256()
+            with open(model, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            return f"sha256:{h.hexdigest()}"
+        raise ConfigError(
+            f"the sub-agent cache cannot pin the local model {model!r}: no sha256 known; turn the cache off"
+        )
+    return f"{kind}:{base_url or ''}:{model or ''}"
+
+
+def with_subagent_cache(
+    orchestrator: ModelBackend,
+    subagent: ModelBackend | None,
+    *,
+    directory: str | Path,
+    model_id: str,
+    namespace: str = "",
+) -> ModelBackend:
+    """The sub-agents' backend answering repeated deterministic calls from the replay cache in
+    ``directory`` (:mod:`swarm.backends.replay_cache`); the orchestrator's backend is never cached.
+    ``subagent`` ``None`` means the sub-agents share the orchestrator's backend (one engine)."""
+    from swarm.backends.replay_cache import CachedBackend, ReplayCache
+
+    return CachedBackend(subagent or orchestrator, ReplayCache(directory), model_id=model_id, namespace=namespace)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -64,13 +64,23 @@ class Knobs(BaseModel):
 
 
 class Score(BaseModel):
-    """A workload's verdict on one episode: the primary metric in [0, 1], success, and the details."""
+    """A workload's verdict on one episode: the primary metric in [0, 1], success, and the details.
+
+    ``items`` holds the per-item scores behind the metric (item id → score in [0, 1], one per gold
+    item: a fact, a looked-up cell, a gold call, a ticket), so raw data can be re-aggregated and
+    paired per item; aggregates (precision, F1, counts) stay in ``details``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     metric: float = Field(ge=0.0, le=1.0)
     success: bool
     details: dict[str, Any] = Field(default_factory=dict)
+    items: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=dict)
+
+    def reward_details(self) -> dict[str, Any]:
+        """What a reward record's ``details`` holds: success, the details and the per-item scores."""
+        return {"success": self.success, **self.details, "items": dict(self.items)}
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ class Episode:
             total=s.metric,
             r_perf=s.metric,
             verifier=f"workload:{self.task.metadata.get('workload', '?')}",
-            details={"success": s.success, **s.details},
+            details=s.reward_details(),
         )
 
 

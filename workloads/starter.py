@@ -6,11 +6,17 @@ arithmetic (with a ``calculator`` tool, because a small model cannot multiply th
 its head) — phrased the way people type them ("What are the capital cities of France, Japan and
 Kenya?"). The answer is free text; each item is checked on its own:
 
-* an item is right when one of its accepted answers (aliases, accents and case ignored, whole words
-  only; chemical symbols case-sensitive; numbers by value) appears in the answer, and no *other*
-  answer of the same kind (another country's capital, another book's author) appears in the text
-  that follows the item's own mention up to the next item's mention — so a hedged
-  ``Japan: yen, dollar, euro`` or a swapped ``France: Tokyo`` is wrong;
+* an item is right only when its value is *attributed to its own key*
+  (:mod:`swarm.verifiers.attribution`): a unit of the answer — a line, a sentence, a clause — names
+  the key and holds one of the item's accepted answers (aliases, accents and case ignored, whole
+  words only; chemical symbols case-sensitive; numbers by value), and no unit naming the key hedges
+  (``or``, ``maybe``, ``?``, ``A/B``) or holds another answer of the same kind (another country's
+  capital; for arithmetic any number but the operands and the result). So ``France: Tokyo``,
+  ``Japan: yen, dollar or euro``, ``Maybe Paris or Lyon`` and a dump of every number are wrong,
+  while a key's line is never spoiled by another key's line (``Germany: Berlin`` after the items);
+* "keys … values" in one sentence (``The capitals of France and Japan are Paris and Tokyo``) pair
+  in order; an answer that names no key at all counts only as exactly one value per unit, in the
+  asked order (``Paris\nTokyo``, ``4697, 5600``);
 * the metric is the fraction of items right; success is every item right.
 
 Splits: every third item of each kind is held out for ``test``; tasks are drawn from the split's
@@ -28,7 +34,6 @@ import math
 import operator
 import random
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -40,6 +45,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError, ToolError
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
+from swarm.verifiers.attribution import clauses, find_all, fold, hedged, segments
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 
@@ -392,26 +398,12 @@ def _calculator_tool() -> Tool:
 # -- matching -----------------------------------------------------------------------------------------
 
 
-def _fold(text: str, *, case_sensitive: bool = False) -> str:
-    """Accents stripped, punctuation to spaces, spaces collapsed; lower case unless case_sensitive."""
-    s = unicodedata.normalize("NFKD", text)
-    s = "".join(ch for ch in s if not unicodedata.combining(ch))
-    s = s.replace("đ", "d").replace("Đ", "D").replace("ł", "l").replace("Ł", "L")
-    s = re.sub(r"[^\w]+", " ", s)
-    s = s if case_sensitive else s.casefold()
-    return f" {' '.join(s.split())} "
-
-
-def _find(haystack: str, needle: str) -> list[int]:
-    """Start offsets of ``needle`` (already folded, space-padded) in ``haystack``."""
-    out, i = [], haystack.find(needle)
-    while i >= 0:
-        out.append(i)
-        i = haystack.find(needle, i + 1)
-    return out
-
-
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+_OPERATOR_WORDS = (
+    (re.compile(r"(?<=\d)\s*[xX×]\s*(?=\d)|\btimes\b|\bmultiplied by\b"), " * "),
+    (re.compile(r"\bplus\b"), " + "),
+    (re.compile(r"\bminus\b|[−–]"), " - "),
+)
 
 
 def _numbers(text: str) -> list[float]:
@@ -426,44 +418,176 @@ def _numbers(text: str) -> list[float]:
 
 def _key(key: str) -> str:
     """An item's key as matched in an answer: folded, without a leading "the"."""
-    return _fold(re.sub(r"^the\s+", "", key, flags=re.IGNORECASE))
+    return fold(re.sub(r"^the\s+", "", key, flags=re.IGNORECASE))
+
+
+def _spans(text: str, needles: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Non-overlapping whole-word mentions ``(start, end, needle index)`` in folded ``text``, longest first."""
+    found = sorted(
+        ((pos, pos + len(n) - 1, j) for j, n in enumerate(needles) for pos in find_all(text, n)),
+        key=lambda s: (s[0] - s[1], s[0]),
+    )
+    kept: list[tuple[int, int, int]] = []
+    for s in found:
+        if all(s[1] <= k[0] or s[0] >= k[1] for k in kept):
+            kept.append(s)
+    return sorted(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """One task's matching tables: keys (the items' first, then the kind's other keys) and values."""
+
+    keys: tuple[str, ...]  # folded, lower case
+    values: tuple[str, ...]  # folded (case kept for a case-sensitive kind): every answer of the kind
+    own: tuple[frozenset[str], ...]  # per item, its accepted answers, folded
+    case_sensitive: bool
+
+    def key_ids(self, unit: str) -> list[int]:
+        """Distinct keys a raw unit names, in order of first mention."""
+        ids: list[int] = []
+        for _, _, j in _spans(fold(unit), self.keys):
+            if j not in ids:
+                ids.append(j)
+        return ids
+
+    def value_ids(self, unit: str) -> list[int]:
+        """The kind's values a raw unit contains, in order (indices into ``values``)."""
+        return [j for _, _, j in _spans(fold(unit, case_sensitive=self.case_sensitive), self.values)]
+
+    def verdict(self, i: int, units: Sequence[str]) -> bool:
+        """Item ``i`` is right when a unit attributed to it holds one of its answers and none of
+        them hedges or holds another answer of the kind (one that is no alias of its own)."""
+        own = self.own[i]
+        rivals = [v for v in self.values if not any(v in o or o in v for o in own)]
+        texts = [fold(u, case_sensitive=self.case_sensitive) for u in units]
+        return (
+            any(o in t for o in own for t in texts)
+            and not any(hedged(u) for u in units)
+            and not any(r in t for r in rivals for t in texts)
+        )
+
+
+def _respectively(seg: str, ids: list[int], facts: _Facts) -> list[tuple[int, str]] | None:
+    """``France, Japan and Kenya: Paris, Tokyo and Nairobi``: as many keys as values, all keys before
+    all values or after them, pair in order. None when the segment is not of that shape."""
+    keys = [(s, j) for s, _, j in _spans(fold(seg), facts.keys)]
+    vals = [(s, j) for s, _, j in _spans(fold(seg, case_sensitive=facts.case_sensitive), facts.values)]
+    if len(keys) != len(ids) or len(vals) != len(keys):
+        return None
+    if not (keys[-1][0] < vals[0][0] or vals[-1][0] < keys[0][0]):
+        return None
+    return [(k, facts.values[v].strip()) for (_, k), (_, v) in zip(keys, vals, strict=True)]
+
+
+def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]:
+    """Units of text per key index (item keys first), and whether the answer names any key at all.
+
+    A segment naming one key is that key's; one naming several is paired in order when it reads
+    "keys … values" (or the reverse), else cut into clauses, and a clause still naming several keys
+    is cut at each mention (the text up to the next mention belongs to the key it starts with)."""
+    out: dict[int, list[str]] = {}
+    named = False
+    for seg in segments(answer):
+        ids = facts.key_ids(seg)
+        named = named or bool(ids)
+        if len(ids) == 1:
+            out.setdefault(ids[0], []).append(seg)
+            continue
+        pairs = _respectively(seg, ids, facts) if ids else None
+        if pairs is not None:
+            for k, value in pairs:
+                out.setdefault(k, []).append(f"{value}?" if hedged(seg) else value)
+            continue
+        for clause in clauses(seg) if ids else ():
+            spans = _spans(fold(clause), facts.keys)
+            folded = fold(clause)
+            for n, (start, _, k) in enumerate(spans):
+                end = spans[n + 1][0] if n + 1 < len(spans) else len(folded)
+                piece = folded[0 if n == 0 else start : end]
+                out.setdefault(k, []).append(f"{piece}?" if hedged(clause) else piece)
+    return out, named
+
+
+def _positional(units: Sequence[str], n: int, value_of: Callable[[str], list[Any]]) -> list[Any] | None:
+    """Answers given in the asked order without their keys (``Paris, Tokyo and Nairobi``): each unit
+    that holds a value holds exactly one and no hedge, and there are exactly ``n``; else None."""
+    found = []
+    for unit in units:
+        values = value_of(unit)
+        if not values:
+            continue
+        if len(values) != 1 or hedged(unit):
+            return None
+        found.append(values[0])
+    return found if len(found) == n else None
+
+
+def _score_text(answer: str, items: Sequence[dict[str, Any]], spec: _Kind) -> list[bool]:
+    item_keys = [_key(it["key"]) for it in items]
+    cs = spec.case_sensitive
+    facts = _Facts(
+        keys=(*item_keys, *(k for k in map(_key, spec.facts) if k not in item_keys)),
+        values=tuple(sorted({fold(a, case_sensitive=cs) for v in spec.facts.values() for a in v})),
+        own=tuple(frozenset(fold(a, case_sensitive=cs) for a in it["answer"]) for it in items),
+        case_sensitive=cs,
+    )
+    units, named = _attributed(answer, facts)
+    if named:
+        return [facts.verdict(i, units.get(i, [])) for i in range(len(items))]
+    parts = [c for seg in segments(answer) for c in clauses(seg)]
+    found = _positional(parts, len(items), lambda u: [facts.values[j] for j in facts.value_ids(u)])
+    return [found is not None and found[i] in facts.own[i] for i in range(len(items))]
+
+
+def _expression(key: str) -> re.Pattern[str]:
+    a, op, b = key.split()
+    return re.compile(rf"(?<![\d.]){a}\s*{re.escape(op)}\s*{b}(?![\d.])")
+
+
+def _operators(text: str) -> str:
+    for pattern, op in _OPERATOR_WORDS:
+        text = pattern.sub(op, text)
+    return text
+
+
+def _score_arithmetic(answer: str, items: Sequence[dict[str, Any]]) -> list[bool]:
+    """Per item: a unit names its expression (``61 * 77``, ``61 × 77``, ``61 times 77``) or starts with
+    its two operands, holds its value, and no number but the operands and the value; else, with no
+    expression named anywhere, one number per unit in the asked order."""
+    patterns = [_expression(it["key"]) for it in items]
+    operands = [tuple(float(x) for x in it["key"].split()[::2]) for it in items]
+    values = [float(it["answer"][0]) for it in items]
+    units: dict[int, list[str]] = {}
+    for part in map(_operators, segments(answer)):
+        hits = sorted((m.start(), i) for i, p in enumerate(patterns) for m in p.finditer(part))
+        if not hits:
+            lead = tuple(_numbers(part)[:2])
+            owners = [i for i, o in enumerate(operands) if o == lead]
+            hits = [(0, owners[0])] if len(owners) == 1 else []
+        for n, (start, i) in enumerate(hits):
+            end = hits[n + 1][0] if n + 1 < len(hits) else len(part)
+            units.setdefault(i, []).append(part[0 if n == 0 else start : end])
+    if not units:
+        found = _positional([c for seg in segments(answer) for c in clauses(seg)], len(items), _numbers)
+        return [found is not None and math.isclose(found[i], values[i], abs_tol=1e-6) for i in range(len(items))]
+
+    def clean(i: int, unit: str) -> tuple[bool, bool]:
+        rest = [x for x in _numbers(unit) if x not in operands[i]]
+        return bool(rest) and not hedged(unit), all(math.isclose(x, values[i], abs_tol=1e-6) for x in rest)
+
+    out = []
+    for i in range(len(items)):
+        checks = [clean(i, u) for u in units.get(i, [])]
+        out.append(any(has for has, _ in checks) and all(ok for _, ok in checks) and bool(checks))
+    return out
 
 
 def score_answer(answer: str, items: Sequence[dict[str, Any]], kind: str) -> list[bool]:
     """Per item, whether ``answer`` gets it right (see the module docstring)."""
     if kind == "arithmetic":
-        found = _numbers(answer)
-        return [any(math.isclose(x, float(it["answer"][0]), abs_tol=1e-6) for x in found) for it in items]
-    spec = _KIND[kind]
-    raw = _fold(answer, case_sensitive=True)
-    lowered = raw.lower()  # same offsets: keys are found here, values in `text`
-    text = raw if spec.case_sensitive else lowered
-
-    def norm(value: str) -> str:
-        return _fold(value, case_sensitive=spec.case_sensitive)
-
-    keys = [_key(it["key"]) for it in items]
-    mentions = sorted((pos, i) for i, k in enumerate(keys) for pos in _find(lowered, k))
-    everything = {norm(a) for values in spec.facts.values() for a in values}
-    out = []
-    for i, it in enumerate(items):
-        own = {norm(a) for a in it["answer"]}
-        if not any(_find(text, a) for a in own):
-            out.append(False)
-            continue
-        # Another answer of the same kind in this item's own stretch of text: hedged or swapped.
-        others = [a for a in everything if not any(a in o or o in a for o in own)]
-        ok = True
-        for k, (pos, who) in enumerate(mentions):
-            if who != i:
-                continue
-            end = mentions[k + 1][0] + 1 if k + 1 < len(mentions) else len(text)
-            segment = text[pos + len(keys[i]) - 1 : end]
-            if any(_find(segment, a) for a in others):
-                ok = False
-                break
-        out.append(ok)
-    return out
+        return _score_arithmetic(answer, items)
+    return _score_text(answer, items, _KIND[kind])
 
 
 # -- the workload -----------------------------------------------------------------------------------
@@ -566,6 +690,7 @@ class StarterWorkload(Workload):
                     "max_width": max(widths, default=0),
                     "kind": kind,
                 },
+                items={it["key"]: float(ok) for it, ok in zip(items, right, strict=True)},
             )
 
         instructions = (

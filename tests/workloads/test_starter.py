@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestrator.config import SwarmConfig
@@ -58,6 +60,7 @@ async def test_gold_policies_answer_every_item_in_both_modes(kind: str) -> None:
     for rec in (swarm, single):
         assert rec.reward is not None and rec.reward.r_perf == 1.0, (rec.answer, rec.reward)
         assert rec.reward.details["success"] is True
+        assert rec.reward.details["items"] == {it["key"]: 1.0 for it in task.metadata["items"]}  # per item
     assert swarm.dag.stage_widths[0] == 4 and swarm.reward is not None
     assert swarm.reward.details["max_width"] == 4
     assert {a.name for a in swarm.agents} == {"worker"}  # the built-in type, nothing created
@@ -69,10 +72,11 @@ async def test_gold_policies_answer_every_item_in_both_modes(kind: str) -> None:
     ("answer", "right"),
     [
         ("France: Paris. Japan: Tokyo. Kenya: Nairobi.", [True, True, True]),
-        ("The capitals are Paris, Tokyo and Nairobi.", [True, True, True]),  # no keys: found anywhere
+        ("The capitals are Paris, Tokyo and Nairobi.", [True, True, True]),  # no keys: in the asked order
         ("paris, TOKYO; nairobi!", [True, True, True]),  # case and punctuation
         ("France: Tokyo. Japan: Paris. Kenya: Nairobi.", [False, False, True]),  # swapped
-        ("France: Paris or Lyon. Japan: Tokyo, maybe Kyoto. Kenya: Nairobi or Lima.", [True, True, False]),
+        # Hedges never count (the old scorer took the first two: only another *capital* competed).
+        ("France: Paris or Lyon. Japan: Tokyo, maybe Kyoto. Kenya: Nairobi or Lima.", [False, False, False]),
         ("France: Paris.", [True, False, False]),
         ("", [False, False, False]),
     ],
@@ -80,6 +84,108 @@ async def test_gold_policies_answer_every_item_in_both_modes(kind: str) -> None:
 def test_capitals_are_checked_per_item(answer: str, right: list[bool]) -> None:
     items = [{"key": k, "answer": [v]} for k, v in (("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"))]
     assert score_answer(answer, items, "capital") == right
+
+
+CAPITALS_FJ = [{"key": "France", "answer": ["Paris"]}, {"key": "Japan", "answer": ["Tokyo"]}]
+
+# Bad answers that must not score (issue 26's examples first), per kind: (answer, items, kind, right).
+BAD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
+    # values without their keys, among competitors: not 2/2 (it was)
+    ("Paris: Rome / Tokyo: Tokyo / Berlin: Berlin / Rome: Madrid", CAPITALS_FJ, "capital", [False, False]),
+    ("Maybe Paris or Lyon; Tokyo or Osaka", CAPITALS_FJ, "capital", [False, False]),  # hedging (was 2/2)
+    ("France: Paris or Lyon\nJapan: Tokyo or Osaka", CAPITALS_FJ, "capital", [False, False]),
+    ("France: Paris/Lyon. Japan: Tokyo?", CAPITALS_FJ, "capital", [False, False]),
+    ("France: perhaps Paris. Japan: probably Tokyo", CAPITALS_FJ, "capital", [False, False]),
+    ("Paris Tokyo Berlin Rome Madrid Lima Cairo", CAPITALS_FJ, "capital", [False, False]),  # a dump of capitals
+    ("Paris, Tokyo, Berlin", CAPITALS_FJ, "capital", [False, False]),  # more values than items: no order
+    ("France: Tokyo\nJapan: Paris", CAPITALS_FJ, "capital", [False, False]),  # swapped
+    ("France: Paris, Rome\nJapan: Tokyo", CAPITALS_FJ, "capital", [False, True]),  # a second capital for France
+    ("France and Japan", CAPITALS_FJ, "capital", [False, False]),  # the keys copied back
+    ("France: France\nJapan: Japan", CAPITALS_FJ, "capital", [False, False]),
+    ("Germany: Paris. Italy: Tokyo", CAPITALS_FJ, "capital", [False, False]),  # values under other keys
+    ("France: Paris. France: Lyon? Japan: Tokyo", CAPITALS_FJ, "capital", [False, True]),  # a later doubt
+    ("Japan: yen, dollar or euro", [{"key": "Japan", "answer": ["yen"]}], "currency", [False]),
+    ("gold: Au or Ag", [{"key": "gold", "answer": ["Au"]}], "symbol", [False]),
+    ("Hamlet: Shakespeare, Marlowe or Kyd", [{"key": "Hamlet", "answer": ["Shakespeare"]}], "author", [False]),
+    ("Hamlet: Shakespeare or Cervantes", [{"key": "Hamlet", "answer": ["Shakespeare"]}], "author", [False]),
+    ("dog: perro o gato", [{"key": "dog", "answer": ["perro"]}], "spanish", [False]),
+    # arithmetic: the numbers 4000-6999 contain every product in the test range (was all right)
+    (" ".join(str(n) for n in range(4000, 7000)), [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
+    (
+        ", ".join(str(n) for n in range(4000, 7000)),
+        [{"key": "61 * 77", "answer": ["4697"]}, {"key": "80 * 70", "answer": ["5600"]}],
+        "arithmetic",
+        [False, False],
+    ),
+    ("61 * 77 = 4697 or 4700", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
+    ("61 * 77 = 4600, 4697, 4700", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
+    ("61 * 77 is about 4697?", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
+    (
+        "61 * 77 = 5600\n80 * 70 = 4697",
+        ARITH := [{"key": "61 * 77", "answer": ["4697"]}, {"key": "80 * 70", "answer": ["5600"]}],
+        "arithmetic",
+        [False, False],
+    ),
+    ("61 * 77", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),  # the key copied back
+    ("5600 4697", ARITH, "arithmetic", [False, False]),  # in the wrong order
+]
+
+# Right answers in unusual shapes that must score.
+GOOD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
+    # over-complete: the extra Germany line must not spoil Japan (it did)
+    ("France: Paris. Japan: Tokyo. Germany: Berlin.", CAPITALS_FJ, "capital", [True, True]),
+    ("| Country | Capital |\n|---|---|\n| France | Paris |\n| Japan | Tokyo |", CAPITALS_FJ, "capital", [True, True]),
+    ("- **France** – Paris\n- **Japan** – Tokyo", CAPITALS_FJ, "capital", [True, True]),
+    ("1. France: Paris\n2. Japan: Tokyo", CAPITALS_FJ, "capital", [True, True]),
+    ("The capital of France is Paris, and the capital of Japan is Tokyo.", CAPITALS_FJ, "capital", [True, True]),
+    ("Paris is the capital of France; Tokyo is the capital of Japan.", CAPITALS_FJ, "capital", [True, True]),
+    ("The capitals of France and Japan are Paris and Tokyo.", CAPITALS_FJ, "capital", [True, True]),
+    ("Paris and Tokyo are the capitals of France and Japan, respectively.", CAPITALS_FJ, "capital", [True, True]),
+    ("Paris\nTokyo", CAPITALS_FJ, "capital", [True, True]),  # in the asked order, no keys
+    ("Paris and Tokyo.", CAPITALS_FJ, "capital", [True, True]),
+    ("France → Paris\nJapan → Tokyo (formerly Edo)", CAPITALS_FJ, "capital", [True, True]),
+    (
+        "The Hobbit: J. R. R. Tolkien. The Great Gatsby: F. Scott Fitzgerald.",
+        [
+            {"key": "The Hobbit", "answer": ["J. R. R. Tolkien", "Tolkien"]},
+            {"key": "The Great Gatsby", "answer": ["F. Scott Fitzgerald", "Fitzgerald"]},
+        ],
+        "author",
+        [True, True],
+    ),
+    (
+        "Hamlet was written by William Shakespeare.",
+        [{"key": "Hamlet", "answer": ["William Shakespeare", "Shakespeare"]}],
+        "author",
+        [True],
+    ),
+    (
+        "table: table, cat: chat",
+        [{"key": "table", "answer": ["table"]}, {"key": "cat", "answer": ["chat"]}],
+        "french",
+        [True, True],
+    ),
+    ("61 × 77 = 4,697", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [True]),
+    ("61 times 77 is 4697.", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [True]),
+    ("The product of 61 and 77 is 4697.", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [True]),
+    ("61 * 77 = 4697\n80 * 70 = 5600", ARITH, "arithmetic", [True, True]),
+    ("61 * 77 = 4697, 80 * 70 = 5600.", ARITH, "arithmetic", [True, True]),
+    ("4697\n5600", ARITH, "arithmetic", [True, True]),  # in the asked order
+    ("1. 4697\n2. 5600", ARITH, "arithmetic", [True, True]),
+    ("80 * 70 = 5600\n61 * 77 = 4697", ARITH, "arithmetic", [True, True]),  # keys named: any order
+]
+
+
+@pytest.mark.parametrize(("answer", "items", "kind", "right"), BAD, ids=[b[0][:40] for b in BAD])
+def test_bad_answers_do_not_score(answer: str, items: list[dict[str, Any]], kind: str, right: list[bool]) -> None:
+    assert score_answer(answer, items, kind) == right
+
+
+@pytest.mark.parametrize(("answer", "items", "kind", "right"), GOOD, ids=[g[0][:40] for g in GOOD])
+def test_good_answers_in_unusual_shapes_score(
+    answer: str, items: list[dict[str, Any]], kind: str, right: list[bool]
+) -> None:
+    assert score_answer(answer, items, kind) == right
 
 
 def test_aliases_accents_symbols_and_numbers() -> None:

@@ -28,7 +28,6 @@ engine then loads it once, the orchestrator's requests apply it and the sub-agen
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,12 +107,8 @@ def _local_slots(options: dict[str, Any]) -> int:
 
 
 def _local_progress(options: dict[str, Any]) -> Any:
-    from swarm.backends.local import rich_progress
-
-    progress = options.get("progress")
-    if progress is None and sys.stderr.isatty():
-        progress = rich_progress()
-    return progress or None
+    # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
+    return options.get("progress") or None
 
 
 def _local_with_adapter(

@@ -32,6 +32,7 @@ from orchestrator.cli.options import (
     SubagentModelOpt,
     is_scripted,
 )
+from orchestrator.cli.progress import terminal_progress
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
 from orchestrator.prompts import profile_for
@@ -310,6 +311,7 @@ def backend_resolver(
 
         return gold
     opts = dict(extras.get("backend", {}))
+    opts.setdefault("progress", terminal_progress())
     orch, sub = build_backends(
         kind=opts.pop("kind", None) or backend,
         model=model or opts.pop("model", None),

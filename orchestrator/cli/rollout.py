@@ -41,6 +41,7 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentModelOpt,
 )
+from orchestrator.cli.progress import terminal_progress
 from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -67,7 +68,7 @@ err = Console(stderr=True)
 
 def _backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
     # One backend resolver for every subcommand: the one `swarm run` uses.
-    return build_backends(kind, **options)
+    return build_backends(kind, **{"progress": terminal_progress(), **options})
 
 
 def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardConfig:

@@ -45,6 +45,7 @@ from orchestrator.cli.options import (
     WorkloadOpt,
     is_scripted,
 )
+from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, resolve_otlp, start_tracing
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.config import SwarmConfig
@@ -357,6 +358,7 @@ def _plan(
     named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
     config = _config_from(base or SwarmConfig(), overrides)
     backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent
+    backend_opts.setdefault("progress", terminal_progress())
     orch, sub = build_backends(
         kind=named["kind"] or backend,
         model=model or named["model"],

@@ -26,7 +26,7 @@ PACKAGES = ("swarm", "tools", "subagents", "orchestrator", "workloads")
 MODEL_FACING = (
     "swarm/backends/toolparse.py",
     "swarm/backends/openai_http.py",
-    "swarm/backends/local.py",
+    "swarm/backends/local/backend.py",
     "swarm/verifiers/judge.py",
     "orchestrator/engine.py",
     "orchestrator/admission.py",

@@ -1,0 +1,225 @@
+"""llama.cpp's server in this process (``xllamacpp``) on one GGUF model, with parallel slots."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from swarm.backends.local.catalogue import (
+    ENGINE_INSTALL,
+    Progress,
+    engine_available,
+    planned_model_name,
+    resolve_model,
+)
+from swarm.backends.local.cpu import default_threads
+from swarm.errors import BackendError, ConfigError
+
+__all__ = ["LocalEngine"]
+
+
+class LocalEngine:
+    """llama.cpp's server running in this process on one GGUF model with ``slots`` parallel slots.
+
+    Independent of any event loop (it runs in its own threads), so one engine can serve many
+    :class:`LocalBackend` objects, test cases and ``anyio.run`` calls. :meth:`start` blocks while the
+    model is assembled (first use) and loaded.
+
+    Args:
+        model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
+            installed model.
+        slots: parallel sequences (size it to the sub-agent fan-out).
+        ctx_per_slot: context length of each slot in tokens.
+        threads: CPU threads for decoding (default: :func:`default_threads`).
+        progress: called while the model is assembled and loaded.
+        lora_adapters: LoRA adapters in llama.cpp's GGUF format, loaded at scale 0 (the base model
+            is served unless a request names an adapter: :class:`LocalBackend` ``lora_scale``).
+        adapter_version: a label of the loaded adapters, carried as ``weight_version`` by the
+            completions that apply them (:meth:`restart` replaces both).
+        adapter_slots: with adapters, the slots reserved for requests that apply one (default half);
+            the others serve the base model. llama.cpp's prompt cache ignores the adapter, so a slot
+            that held an adapter request would hand its KV cache to a base request with the same
+            prefix (and vice versa): the two kinds never share a slot.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        slots: int = 4,
+        ctx_per_slot: int = 4096,
+        threads: int | None = None,
+        progress: Progress | None = None,
+        lora_adapters: Sequence[Path] = (),
+        adapter_version: str | None = None,
+        adapter_slots: int | None = None,
+    ) -> None:
+        if slots < 1:
+            raise ConfigError(f"slots must be >= 1, got {slots}")
+        if ctx_per_slot < 256:
+            raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
+        self.requested = model
+        # Known before the model loads (a prompt profile is chosen from it when an orchestrator is
+        # built, which is before the first request starts the engine).
+        self.name = planned_model_name(model)
+        self.slots = slots
+        self.ctx_per_slot = ctx_per_slot
+        self._threads = threads
+        self.progress = progress
+        self.lora_adapters = tuple(Path(a) for a in lora_adapters)
+        self.adapter_version = adapter_version
+        self.adapter_slots = max(1, slots // 2) if adapter_slots is None else adapter_slots
+        if self.lora_adapters and not 1 <= self.adapter_slots < slots:
+            raise ConfigError(
+                f"adapter_slots must leave slots to both kinds of request: 1 <= {self.adapter_slots} < slots={slots}"
+            )
+        self._free = {True: list(range(self.adapter_slots)), False: list(range(self.adapter_slots, slots))}
+        self._slot_lock = threading.Lock()
+        self.generation = 0
+        """Incremented at every start; backends reconnect when it changes (a restart moves the port)."""
+        self.path: Path | None = None
+        self.tools_in_prompt = False
+        """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
+        self.tool_tags: tuple[str | int, str | int] = ("<tool_call>", "</tool_call>")
+        """The hermes tool-call tags as the action grammar writes them: token ids when the tokenizer
+        has them as single tokens (Qwen), else their text."""
+        self.pieces: dict[int, str] = {}
+        """Token id -> text, for the end-of-generation tokens seen (see ``LocalBackend._eog_text``)."""
+        self.grammars: dict[str, bool] = {}
+        """Action grammars checked on this engine: digest -> whether llama.cpp enforces it."""
+        self._server: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def threads(self) -> int:
+        """Decode threads: as given, else :func:`default_threads` measured when first asked (at start)."""
+        if self._threads is None:
+            self._threads = default_threads()
+        return self._threads
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
+
+    @property
+    def base_url(self) -> str:
+        """The loopback URL of the server (``/v1/chat/completions``, ``/completion``, ``/tokenize``…)."""
+        if self._server is None:
+            raise ConfigError("the local engine is not started; call engine.start() first")
+        return str(self._server.listening_address)
+
+    def start(self) -> LocalEngine:
+        """Assemble (if needed) and load the model; idempotent and thread-safe."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            if not engine_available():
+                raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
+            self.name, self.path = resolve_model(self.requested, self.progress)
+            if self.progress is not None:
+                self.progress("load", 0, 1)
+            import xllamacpp
+
+            p = xllamacpp.CommonParams()
+            p.model.path = str(self.path)
+            p.n_parallel = self.slots
+            p.n_ctx = self.slots * self.ctx_per_slot
+            p.cpuparams.n_threads = self.threads
+            p.cpuparams_batch.n_threads = self.threads
+            p.use_jinja = True
+            p.verbosity = -1
+            p.lora_adapters = [_lora_info(xllamacpp, a) for a in self.lora_adapters]
+            p.lora_init_without_apply = True
+            self._server = xllamacpp.Server(p)
+            self.generation += 1
+            self.tools_in_prompt = not _template_renders_tools(self.base_url)
+            self.tool_tags = _tag_tokens(self.base_url)
+            if self.progress is not None:
+                self.progress("load", 1, 1)
+            return self
+
+    @contextlib.asynccontextmanager
+    async def slot(self, adapter: bool) -> AsyncIterator[int | None]:
+        """A slot id reserved for one request of this kind (``None``: no adapters, any slot will do)."""
+        if not self.lora_adapters:
+            yield None
+            return
+        free = self._free[adapter]
+        while True:
+            with self._slot_lock:
+                sid = free.pop() if free else None
+            if sid is not None:
+                break
+            await anyio.sleep(0.01)  # every slot of this kind is busy (several backends share it)
+        try:
+            yield sid
+        finally:
+            with self._slot_lock:
+                free.append(sid)
+
+    def restart(self, *, lora_adapters: Sequence[Path] | None = None, adapter_version: str | None = None) -> None:
+        """Stop and start again, with new LoRA adapter files (llama.cpp reads them only at start).
+
+        Call it when no request is in flight; backends on this engine reconnect on their next request.
+        """
+        for a in lora_adapters or ():
+            if not Path(a).is_file():
+                raise ConfigError(f"LoRA adapter {a} does not exist")
+        self.close()
+        if lora_adapters is not None:
+            self.lora_adapters = tuple(Path(a) for a in lora_adapters)
+        self.adapter_version = adapter_version
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and free the model's memory."""
+        with self._lock:
+            server, self._server = self._server, None
+        del server  # xllamacpp stops its server thread in the destructor
+
+    def __enter__(self) -> LocalEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lora_info(xllamacpp: Any, path: Path) -> Any:
+    info = xllamacpp.CommonAdapterLoraInfo()
+    info.path = str(path)
+    info.scale = 0.0  # loaded, not applied: requests that name no adapter get the base model
+    return info
+
+
+def _template_renders_tools(base_url: str) -> bool:
+    """Whether the model's chat template renders a ``tools`` list (SmolLM2's does not)."""
+    import httpx
+
+    probe = "swarm_probe_tool_7f3a"
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": probe, "parameters": {"type": "object"}}}],
+    }
+    with httpx.Client(timeout=30) as client:
+        resp = client.post(f"{base_url}/apply-template", json=body)
+    if resp.status_code != 200:
+        raise BackendError(f"llama.cpp /apply-template failed with HTTP {resp.status_code}: {resp.text[:200]}")
+    return probe in str(resp.json().get("prompt", ""))
+
+
+def _tag_tokens(base_url: str) -> tuple[str | int, str | int]:
+    """The hermes tool-call tags as token ids when the tokenizer has each as one token, else text."""
+    import httpx
+
+    tags: list[str | int] = []
+    with httpx.Client(timeout=30) as client:
+        for tag in ("<tool_call>", "</tool_call>"):
+            resp = client.post(f"{base_url}/tokenize", json={"content": tag, "parse_special": True})
+            ids = resp.json().get("tokens") if resp.status_code == 200 else None
+            tags.append(ids[0] if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int) else tag)
+    return tags[0], tags[1]

@@ -21,17 +21,20 @@ from workloads.base import (
 )
 from workloads.bfcl import BfclWorkload
 from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
+from workloads.splits import SPLITS, Split
 from workloads.starter import StarterWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
 
 __all__ = [
     "MODES",
+    "SPLITS",
     "WORKLOADS",
     "Episode",
     "GoldPolicy",
     "Knobs",
     "Mode",
     "Score",
+    "Split",
     "Workload",
     "episode_for",
     "finish_rate",

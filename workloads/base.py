@@ -34,6 +34,7 @@ from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
 from swarm.registry import Registry
 from tools.registry import Tool
+from workloads.splits import check_split
 
 __all__ = [
     "MODES",
@@ -141,17 +142,16 @@ class Workload(ABC):
             raise ConfigError(f"invalid knobs for workload {self.name!r}: {problems}. Known knobs: {known}") from None
 
     def check_request(self, n: int, split: str) -> None:
-        """Reject a bad task request (``n < 1``, unknown split) with a ConfigError naming the fix."""
-        if split not in ("train", "test"):
-            raise ConfigError(
-                f"unknown split {split!r} for {self.name}; use 'train' (development) or 'test' (held out)"
-            )
+        """Reject a bad task request (``n < 1``, a split not in :data:`~workloads.splits.SPLITS`) with a
+        ConfigError naming the fix."""
+        check_split(split, self.name)
         if n < 1:
             raise ConfigError(f"n must be at least 1, got {n}")
 
     @abstractmethod
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        """``n`` tasks, deterministic for a given seed, split and knobs."""
+        """``n`` tasks of ``split`` (``train``, ``dev`` or ``test``), deterministic for a given seed, split
+        and knobs; no task of one split appears in another (:mod:`workloads.splits`)."""
 
     @abstractmethod
     def episode(self, task: Task, mode: Mode) -> Episode:

@@ -41,6 +41,7 @@ from swarm.records import AgentDefinition, EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.splits import pool_splits
 
 __all__ = [
     "CATEGORIES",
@@ -88,8 +89,16 @@ def _items(category: str) -> tuple[BfclItem, ...]:
 
 
 def split_of(item_id: str) -> str:
-    """``test`` (held out) when ``sha1(id) % 4 == 0``, else ``train``."""
-    return "test" if int(hashlib.sha1(item_id.encode()).hexdigest(), 16) % 4 == 0 else "train"
+    """``test`` (held out) when ``sha1(id) % 4 == 0``, else ``dev`` for a quarter of the rest
+    (:func:`~workloads.splits.pool_splits`), else ``train``."""
+    return _split_map()[item_id]
+
+
+@cache
+def _split_map() -> dict[str, str]:
+    ids = [it.id for c in CATEGORIES for it in _items(c)]
+    held = [int(hashlib.sha1(i.encode()).hexdigest(), 16) % 4 == 0 for i in ids]
+    return dict(zip(ids, pool_splits(ids, held), strict=True))
 
 
 @cache

@@ -40,6 +40,7 @@ from swarm.verifiers.table import ColumnRule, score_table
 from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.splits import Split, pool_splits
 
 __all__ = [
     "KINDS",
@@ -233,6 +234,13 @@ def _entities(kind: str) -> tuple[tuple[str, dict[str, Any]], ...]:
 
 
 @cache
+def _entity_splits(kind: str) -> tuple[Split, ...]:
+    """The split of each of :func:`_entities`: every 4th held out for test, a quarter of the rest dev."""
+    labels = [lab for lab, _ in _entities(kind)]
+    return pool_splits(labels, [j % 4 == 0 for j in range(len(labels))])
+
+
+@cache
 def _all_user_names() -> frozenset[str]:
     return frozenset(_full_name(r) for kind in ("retail_user", "airline_user") for r in tau2_records(kind))
 
@@ -316,8 +324,7 @@ class WideLookupWorkload(Workload):
         out = []
         for i in range(n):
             kind = KINDS[kn.kind] if kn.kind != "any" else KINDS[rng.choice(sorted(KINDS))]
-            # Generated tasks: the split partitions the entities (every 4th one is held out for test).
-            pool = [e for j, e in enumerate(_entities(kind.name)) if (j % 4 == 0) == (split == "test")]
+            pool = [e for e, s in zip(_entities(kind.name), _entity_splits(kind.name), strict=True) if s == split]
             if kn.entities > len(pool):
                 raise ConfigError(
                     f"only {len(pool)} {split} {kind.noun} in the corpus; entities={kn.entities} is too many"
@@ -520,8 +527,8 @@ class DeepLookupWorkload(Workload):
         orders = _orders()
         pool = [
             (lab, rec)
-            for j, (lab, rec) in enumerate(_entities("retail_user"))
-            if rec["orders"] and rec["orders"][0] in orders and (j % 4 == 0) == (split == "test")
+            for (lab, rec), s in zip(_entities("retail_user"), _entity_splits("retail_user"), strict=True)
+            if rec["orders"] and rec["orders"][0] in orders and s == split
         ]
         if kn.branches > len(pool):
             raise ConfigError(f"only {len(pool)} {split} customers qualify; branches={kn.branches} is too many")

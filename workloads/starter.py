@@ -48,6 +48,7 @@ from swarm.testing import FunctionBackend, call
 from swarm.verifiers.attribution import clauses, find_all, fold, hedged, segments
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.splits import item_split, pool_splits
 
 __all__ = ["KINDS", "StarterKnobs", "StarterWorkload", "calculator", "score_answer"]
 
@@ -606,19 +607,21 @@ def _join(parts: Sequence[str]) -> str:
 @cache
 def _pool(kind: str, split: str) -> tuple[str, ...]:
     keys = sorted(_KIND[kind].facts)
-    return tuple(k for j, k in enumerate(keys) if (j % 3 == 2) == (split == "test"))
+    splits = pool_splits(keys, [j % 3 == 2 for j in range(len(keys))])  # every 3rd held out, a quarter of the rest dev
+    return tuple(k for k, s in zip(keys, splits, strict=True) if s == split)
 
 
 def _arithmetic_items(rng: random.Random, n: int, split: str) -> list[dict[str, Any]]:
-    """Expressions a small model gets wrong in its head; the two splits use different operand ranges."""
-    lo, hi = (12, 59) if split == "train" else (61, 98)
+    """Expressions a small model gets wrong in its head; test uses other operand ranges than train and
+    dev, which share theirs and split its expressions by a hash (``item_split``)."""
+    lo, hi = (61, 98) if split == "test" else (12, 59)
     items: list[dict[str, Any]] = []
     seen: set[int] = set()
     while len(items) < n:
         op = rng.choice(sorted(_OPS))
         a, b = (rng.randint(lo, hi), rng.randint(lo, hi)) if op == "*" else (rng.randint(101, 999), rng.randint(lo, hi))
         value = _OPS[op](a, b)
-        if value in seen or value in (a, b):
+        if value in seen or value in (a, b) or item_split(f"{a} {op} {b}", test=split == "test") != split:
             continue
         seen.add(value)
         items.append({"key": f"{a} {op} {b}", "answer": [str(value)]})

@@ -44,6 +44,7 @@ from swarm.records import AgentDefinition, Task
 from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.splits import check_split, pool_splits
 from workloads.tau2_airline import WRITE_TOOLS as AIRLINE_WRITES
 from workloads.tau2_airline import AirlineDB, airline_tools
 from workloads.tau2_common import Record, Tau2DB, data_file
@@ -199,11 +200,10 @@ def _records_of(domain: Domain, actions: Sequence[tuple[str, dict[str, Any]]]) -
 def _tickets(split: str, domain: str = "retail") -> tuple[Ticket, ...]:
     dom = _domain(domain)
     splits = _data(domain, "split_tasks.json")
-    if split not in ("train", "test"):
-        raise ConfigError(f"unknown split {split!r} for {NAME}; use 'train' (development) or 'test' (held out)")
+    check_split(split, NAME)
     by_id = {t["id"]: t for t in _data(domain, "tasks.json")}
     out = []
-    for tid in splits[split]:
+    for tid in splits["test"] if split == "test" else splits["train"]:
         raw = by_id[tid]
         ins = raw["user_scenario"]["instructions"]
         said = " ".join(str(ins.get(k) or "") for k in ("reason_for_call", "task_instructions"))
@@ -215,7 +215,11 @@ def _tickets(split: str, domain: str = "retail") -> tuple[Ticket, ...]:
         out.append(
             Ticket(id=f"{domain}-{tid}", text=f"{text} {RULE}", actions=actions, records=_records_of(dom, actions))
         )
-    return tuple(out)
+    if split == "test":  # τ²'s own test split, held out
+        return tuple(out)
+    # τ²'s train split, less a quarter of its usable tickets: those are dev (pool_splits)
+    dev_or_train = pool_splits([t.id for t in out], [False] * len(out))
+    return tuple(t for t, s in zip(out, dev_or_train, strict=True) if s == split)
 
 
 def _ticket_map(split: str, domain: str) -> dict[str, Ticket]:

@@ -49,7 +49,7 @@ def test_registered_with_sixty_plus_tasks_and_disjoint_splits() -> None:
     with pytest.raises(ConfigError, match="min_items"):
         STARTER.tasks(1, min_items=5, max_items=3)
     with pytest.raises(ConfigError, match="unknown split"):
-        STARTER.tasks(1, split="dev")
+        STARTER.tasks(1, split="validation")
 
 
 @pytest.mark.parametrize("kind", KINDS)

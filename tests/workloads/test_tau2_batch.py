@@ -107,7 +107,7 @@ def test_train_and_test_splits_do_not_share_tickets() -> None:
     test = {t.id for t in _tickets("test")}
     assert train and test and not (train & test)
     with pytest.raises(ConfigError, match="unknown split"):
-        WL.tasks(1, split="dev")
+        WL.tasks(1, split="validation")
 
 
 def test_bad_knobs_fail_loudly_naming_the_knobs() -> None:

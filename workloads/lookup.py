@@ -2,8 +2,10 @@
 
 **Wide lookup** (Kimi K2.5's "breadth" prompts): a table of N entities × M attributes. The entities
 are retail customers, airline customers, flights or products of the corpus, named in the prompt; the
-answer is one markdown table scored by the WideSearch-compatible table scorer
-(:func:`swarm.verifiers.table.score_table`: item-F1 is the metric, table success the success). The
+answer is one markdown table scored by the strict WideSearch-style table scorer
+(:func:`swarm.verifiers.table.score_table`): the metric is item-F1 over the *looked-up* cells (the
+name column is no item, so copying the names scores 0), row-F1 and success (every cell right, no
+extra row) are reported beside it, and ``Score.items`` holds each gold cell's score. The
 difficulty knobs are N, M and ``distractors``: names that are *not* in the corpus (customers whose
 first and last names come from two different people, unused flight numbers, products the store does
 not sell) which must be left out of the table; a hallucinated row lowers precision.
@@ -398,7 +400,9 @@ class WideLookupWorkload(Workload):
             ts = score_table(
                 record.answer or "", args["gold"], key_columns=args["key_columns"], columns=args["columns"], rules=rules
             )
-            return Score(metric=ts.item_f1, success=ts.success, details=ts.model_dump())
+            return Score(
+                metric=ts.item_f1, success=ts.success, details=ts.model_dump(exclude={"items"}), items=ts.items
+            )
 
         n_labels = len(task.metadata["labels"])
         return Episode(

@@ -26,8 +26,11 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+")
 # A cut: ';', a spaced slash, or a sentence end (not after a lone capital, i.e. an initial).
 _SEGMENT_CUT = re.compile(r";|\s/\s|(?<!\b[A-Z][.!?])(?<=[.!?])(?=\s|$)")
 _CLAUSE_CUT = re.compile(r",(?!\d{3}\b)|\band\b|&")
+# Whole words, not inside an identifier, an e-mail address or a host name ("ava.or@x.com", "www.or.at").
 _HEDGE_WORDS = re.compile(
-    r" (?:or|maybe|perhaps|possibly|probably|either|unsure|not sure|uncertain|might be|could be|likely) "
+    r"(?<![\w@.\-])(?:or|maybe|perhaps|possibly|probably|either|unsure|not sure|uncertain|might be|could be|"
+    r"likely)(?![\w@\-]|\.\w)",
+    re.IGNORECASE,
 )
 _ALTERNATIVE = re.compile(r"[^\W\d_]/[^\W\d_]")  # "Paris/Lyon"
 
@@ -69,4 +72,4 @@ def clauses(segment: str) -> list[str]:
 def hedged(unit: str) -> bool:
     """Whether a unit offers several candidates or doubts its value: ``or``, ``maybe``, ``perhaps``,
     ``either``, … as words, a question mark, or ``A/B`` alternatives."""
-    return "?" in unit or bool(_HEDGE_WORDS.search(fold(unit))) or bool(_ALTERNATIVE.search(unit))
+    return "?" in unit or bool(_HEDGE_WORDS.search(unit)) or bool(_ALTERNATIVE.search(unit))

@@ -1,24 +1,41 @@
-"""A WideSearch-compatible table scorer: item- and row-level precision/recall/F1 over a markdown table.
+"""A WideSearch-style table scorer: item- and row-level precision/recall/F1 and success over a table.
 
 Reimplemented from the published scoring rules (``shared/notes/evaluation-data.md`` §1), with the LLM
-parts replaced deterministically: column names and key values are aligned by normalisation plus
-explicit alias tables, and ``llm_judge`` columns fall back to normalised exact match (reported in
-``TableScore.judge_fallback_columns``).
+parts replaced deterministically (column names and key values aligned by normalisation plus explicit
+alias tables; ``llm_judge`` columns fall back to normalised exact match, reported in
+``TableScore.judge_fallback_columns``), and made **strict** where WideSearch is lenient, because the
+same score is the RL reward (``r_perf``) and a policy learns whatever it pays for:
+
+* **keys are not items.** WideSearch scores every key cell of a matched row 1, so copying the given
+  names into a table earned 1/(M+1). Here the items are the *looked-up* cells (every column but the
+  keys); a names-only or copied-input table scores 0. (A table of keys alone scores its key cells.)
+* **a value must be attributed, not offered.** A hedged response cell (``3 or 4``, ``maybe``, ``?``,
+  ``A/B``; URL cells exempt), a number column cell listing three or more numbers, and a cell on which
+  two response rows of the same key disagree are rejected (score 0 under every metric);
+* ``in_match`` needs a non-empty response made of whole words of the target (the empty cell was a
+  substring of everything); two unparseable dates match only when equal or both "no value"
+  (``n/a``, ``unknown``, …), not always.
 
 The steps, in order:
 
 1. take the first `````markdown`` block of the response, else the lines from the first to the last
-   line containing ``|``; drop separator rows; the first row is the header;
+   line containing ``|``; drop separator rows; the first row is the header. With no table at all, a
+   *list* answer is read (one key column only): a line naming one gold key starts that key's entry,
+   whose ``label: value`` fields (``email: x``, ``number of orders: 3``) or exactly one unlabelled
+   value per looked-up column in the asked order (``Ava Lopez: x, Denver, 3``) are its cells; a line
+   naming several keys counts for none;
 2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``; if the
    response's column set differs from the required one, everything scores 0;
-3. rewrite response key values through ``key_aliases``; preprocess every cell per column
-   (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with duplicate keys on both sides;
-4. success = the tables are equal after sorting, or every row/item P/R/F1 below is 1;
-5. inner-join on the key columns; key cells score 1, other cells the *minimum* over their column's
-   metrics (``exact_match``, ``number_near``, ``date_near``, ``url_match``, ``in_match``,
-   ``llm_judge``); a row scores the minimum of its cells;
-6. ``P_row = TP_row/#pred``, ``R_row = TP_row/#gold``, ``P_item = TP_item/(#pred·|cols|)``,
-   ``R_item = TP_item/(#gold·|cols|)``, F1 the harmonic mean.
+3. rewrite response key values through ``key_aliases``; reject listed cells (above); preprocess every
+   cell per column (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with
+   duplicate keys on both sides (the response's disagreeing cells rejected);
+4. inner-join on the key columns; a looked-up cell scores the *minimum* over its column's metrics
+   (``exact_match``, ``number_near``, ``date_near``, ``url_match``, ``in_match``, ``llm_judge``); a row
+   scores the minimum of its looked-up cells (a row counts when all its cells are right);
+5. ``P_row = TP_row/#pred``, ``R_row = TP_row/#gold``, ``P_item = TP_item/(#pred·|looked-up cols|)``,
+   ``R_item = TP_item/(#gold·|looked-up cols|)``, F1 the harmonic mean; success = every one of them 1
+   (every gold cell right, no extra row). ``TableScore.items`` holds each gold looked-up cell's score
+   under ``"<row key>|<column>"``.
 
 Public API for workloads: :func:`score_table` (returns :class:`TableScore`), :class:`ColumnRule`,
 :func:`extract_markdown_table`; the ``table`` verifier wraps them for task files.
@@ -30,6 +47,7 @@ import csv
 import io
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -37,6 +55,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarm.errors import ConfigError
+from swarm.verifiers.attribution import fold, hedged
 from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
@@ -85,6 +104,8 @@ class TableScore(BaseModel):
     gold_rows: int = 0
     matched_rows: int = 0
     column_scores: dict[str, float] = Field(default_factory=dict)
+    scored_columns: tuple[str, ...] = ()
+    items: dict[str, float] = Field(default_factory=dict)
     judge_fallback_columns: tuple[str, ...] = ()
     error: str | None = None
 
@@ -249,7 +270,18 @@ def _netlocs(s: str) -> set[str]:
     return out
 
 
+_NO_VALUE = frozenset({"", "n/a", "na", "none", "unknown", "null", "nan", "-", "—", "not found", "notfound"})
+REJECTED = "\x00rejected"
+"""What a hedged or listed response cell becomes: it equals no gold value under any metric."""
+
+
+def _no_value(s: str) -> bool:
+    return s.strip().lower() in _NO_VALUE
+
+
 def _cell_score(metric: CellMetric, resp: str, gold: str, criterion: float | None) -> float:
+    if resp == REJECTED:
+        return 0.0
     if metric in ("exact_match", "llm_judge"):
         return float(resp.strip().lower() == gold.strip().lower())
     if metric == "number_near":
@@ -260,8 +292,8 @@ def _cell_score(metric: CellMetric, resp: str, gold: str, criterion: float | Non
         return float(abs(r - t) <= abs(t) * tol)
     if metric == "date_near":
         dr, dt = parse_date(resp), parse_date(gold)
-        if dr is None and dt is None:
-            return 1.0  # WideSearch: both unparseable counts as a match
+        if dr is None and dt is None:  # WideSearch scores any two unparseable cells 1: only "no value" twice, or equal
+            return float((_no_value(resp) and _no_value(gold)) or resp.strip().lower() == gold.strip().lower())
         if dr is None or dt is None:
             return 0.0
         days = 31 if criterion is None else criterion
@@ -271,9 +303,22 @@ def _cell_score(metric: CellMetric, resp: str, gold: str, criterion: float | Non
         if not nr and not nt:
             return float(resp.strip().lower() == gold.strip().lower())
         return float(nr == nt)
-    if metric == "in_match":
-        return float(resp.strip().lower() in gold.strip().lower())
+    if metric == "in_match":  # whole words of the target, never the empty cell (a substring of everything)
+        return float(bool(resp.strip()) and fold(resp) in fold(gold))
     raise ConfigError(f"unknown cell metric {metric!r}")
+
+
+def _listed(value: str, rule: ColumnRule) -> bool:
+    """A response cell that offers candidates instead of a value: a hedge (``3 or 4``, ``maybe``, ``?``,
+    ``A/B``), or three or more different numbers in a number column (a dump). URL cells are exempt
+    from the hedge check (paths hold slashes, queries question marks)."""
+    if _no_value(value):  # "n/a" is no A/B alternative
+        return False
+    if "url_match" not in rule.metrics and hedged(value):
+        return True
+    if "extract_number" in rule.preprocess or "number_near" in rule.metrics:
+        return len({m.replace(",", "") for m in _NUM.findall(value.replace(" ", ""))}) >= 3
+    return False
 
 
 def _f1(p: float, r: float) -> float:
@@ -281,6 +326,27 @@ def _f1(p: float, r: float) -> float:
 
 
 # -- scoring ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """A validated scoring request: required and key columns (normalised), rules, aliases, gold rows."""
+
+    required: list[str]
+    keys: list[str]
+    rule_of: dict[str, ColumnRule]
+    aliases: dict[str, str]
+    gold_rows: list[dict[str, str]]
+    fallback: tuple[str, ...]
+
+    @property
+    def scored(self) -> list[str]:
+        """The looked-up columns whose cells are the items: every column but the keys (a table of
+        keys alone scores its key cells, i.e. which rows it lists)."""
+        return [c for c in self.required if c not in self.keys] or list(self.keys)
+
+    def gold_id(self, row: Mapping[str, str]) -> str:
+        return " / ".join(str(row.get(k, "")) for k in self.keys)
 
 
 def _check_spec(required: list[str], keys: list[str], rules: Mapping[str, ColumnRule]) -> None:
@@ -295,14 +361,105 @@ def _check_spec(required: list[str], keys: list[str], rules: Mapping[str, Column
         raise ConfigError(f"rules given for columns {unknown_rules} that are not required: {required}")
 
 
+def _spec(
+    gold: str | Sequence[Mapping[str, Any]],
+    key_columns: Sequence[str],
+    columns: Sequence[str] | None,
+    rules: Mapping[str, ColumnRule] | None,
+    column_aliases: Mapping[str, str] | None,
+) -> _Spec:
+    gold_header, gold_dicts = _gold_rows(gold)
+    required = [norm_column(c) for c in (columns or gold_header)]
+    keys = [norm_column(k) for k in key_columns]
+    norm_rules = {norm_column(k): v for k, v in (rules or {}).items()}
+    _check_spec(required, keys, norm_rules)
+    rule_of = {c: norm_rules.get(c, ColumnRule()) for c in required}
+    gold_rows = [{norm_column(k): v for k, v in row.items()} for row in gold_dicts]
+    gold_missing = [c for c in required if gold_rows and c not in gold_rows[0]]
+    if gold_missing or not gold_rows:
+        raise ConfigError(f"gold table lacks rows or required columns {gold_missing}")
+    return _Spec(
+        required=required,
+        keys=keys,
+        rule_of=rule_of,
+        aliases={norm_column(a): norm_column(c) for a, c in (column_aliases or {}).items()},
+        gold_rows=gold_rows,
+        fallback=tuple(c for c in required if "llm_judge" in rule_of[c].metrics),
+    )
+
+
+def _label_column(label: str, spec: _Spec) -> str | None:
+    """The looked-up column a list item's label names (``Email``, ``number of orders``), or None."""
+    name = norm_column(re.sub(r"\(.*?\)", "", label)).replace("_", "")
+    name = spec.aliases.get(name, name).replace("_", "")
+    hits = [c for c in spec.required if c not in spec.keys and c.replace("_", "") in name]
+    best = max(hits, key=len, default=None)
+    return best if best is not None and sum(len(h) == len(best) for h in hits) == 1 else None
+
+
+_LABELLED = re.compile(r"^\s*\**\s*([A-Za-z][\w ()/-]*?)\s*\**\s*[:=]\s*(.*)$")
+_FIELD_CUT = re.compile(r"\n|;|,\s+")
+
+
+def _list_cells(content: str, spec: _Spec) -> dict[str, str]:
+    """The cells of one entity's text in a list answer: ``label: value`` fields, or (with no label)
+    exactly one value per looked-up column, in the asked order. Conflicting labels reject the cell."""
+    labelled: dict[str, str] = {}
+    loose: list[str] = []
+    for field in (f.strip(" *") for f in _FIELD_CUT.split(content)):
+        if not field or _no_value(field) or "not found" in field.lower():
+            continue
+        m = _LABELLED.match(field)
+        column = _label_column(m.group(1), spec) if m else None
+        if m and column is not None:
+            value = m.group(2).strip(" *")
+            labelled[column] = value if labelled.get(column, value) == value else REJECTED
+        elif not (m and norm_column(m.group(1)) in spec.keys):
+            loose.append(field)
+    if labelled:
+        return labelled
+    wanted = [c for c in spec.required if c not in spec.keys]
+    return dict(zip(wanted, loose, strict=True)) if len(loose) == len(wanted) else {}
+
+
+def _list_rows(text: str, spec: _Spec) -> list[dict[str, str]]:
+    """Rows of an answer written as a list instead of a table (one key column only): a line naming one
+    gold key starts that key's entry (the rest of the line and the lines below, up to the next key);
+    a line naming several keys ends the entry and counts for none. Entries without a value are left out."""
+    if len(spec.keys) != 1:
+        return []
+    key = spec.keys[0]
+    names = [row[key] for row in spec.gold_rows]
+    patterns = [re.compile(r"(?<!\w)" + r"[\W_]+".join(map(re.escape, n.split())) + r"(?!\w)", re.I) for n in names]
+    entries: list[tuple[int, list[str]]] = []
+    for line in text.splitlines():
+        hits = [(m.end(), i) for i, p in enumerate(patterns) if (m := p.search(line))]
+        current = entries[-1][0] if entries else -1
+        if len(hits) > 1:
+            entries.append((-1, []))
+        elif hits and hits[0][1] != current:
+            entries.append((hits[0][1], [line[hits[0][0] :].lstrip(" :|-–—*")]))
+        elif entries:
+            entries[-1][1].append(line)
+    rows = []
+    for i, lines in entries:
+        cells = _list_cells("\n".join(lines), spec) if i >= 0 else {}
+        if cells:
+            rows.append({key: names[i], **cells})
+    return rows
+
+
 def _response_table(
-    response: str | Sequence[Mapping[str, Any]], aliases: Mapping[str, str], required: list[str]
+    response: str | Sequence[Mapping[str, Any]], spec: _Spec
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
-    """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the text."""
+    """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the
+    text (a markdown table, else a list naming the gold keys)."""
+    aliases = spec.aliases
     if isinstance(response, str):
         parsed = extract_markdown_table(response)
         if parsed is None:
-            return None
+            rows = _list_rows(response, spec)
+            return (list(spec.required), rows) if rows else None
         header, body = parsed
         resp_header = [aliases.get(norm_column(h), norm_column(h)) for h in header]
         return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
@@ -310,7 +467,68 @@ def _response_table(
         {aliases.get(norm_column(k), norm_column(k)): "" if v is None else str(v) for k, v in row.items()}
         for row in response
     ]
-    return (list(resp_rows[0]) if resp_rows else list(required)), resp_rows
+    return (list(resp_rows[0]) if resp_rows else list(spec.required)), resp_rows
+
+
+def _dedup(rows: list[dict[str, str]], keys: list[str], *, conflicts: bool) -> list[dict[str, str]]:
+    """One row per key, the first. With ``conflicts`` (the response), a later row of the same key that
+    disagrees on a cell rejects that cell: two answers for one cell are a hedge."""
+    by_key: dict[tuple[str, ...], dict[str, str]] = {}
+    for r in rows:
+        k = tuple(r[c] for c in keys)
+        first = by_key.setdefault(k, dict(r))
+        if conflicts and first is not r:
+            for c, v in r.items():
+                if c not in keys and v != first[c]:
+                    first[c] = REJECTED
+    return list(by_key.values())
+
+
+def _compare(spec: _Spec, p_rows: list[dict[str, str]], g_rows: list[tuple[str, dict[str, str]]]) -> TableScore:
+    """Inner join on the keys; a looked-up cell scores the minimum of its column's metrics, a row the
+    minimum of its looked-up cells; P/R over predicted and gold rows (× looked-up columns for items)."""
+    scored, keys = spec.scored, spec.keys
+    gold_by_key = {tuple(r[c] for c in keys): (gid, r) for gid, r in g_rows}
+    items = {f"{gid}|{c}": 0.0 for gid, _ in g_rows for c in scored}
+    col_tp = dict.fromkeys(spec.required, 0.0)
+    tp_row = tp_item = 0.0
+    matched = 0
+    for pr in p_rows:
+        hit = gold_by_key.get(tuple(pr[c] for c in keys))
+        if hit is None:
+            continue
+        gid, gr = hit
+        matched += 1
+        cells = []
+        for c in scored:
+            rule = spec.rule_of[c]
+            s = 1.0 if c in keys else min(_cell_score(m, pr[c], gr[c], rule.criterion) for m in rule.metrics)
+            items[f"{gid}|{c}"] = s
+            cells.append(s)
+        for c in spec.required:
+            col_tp[c] += 1.0 if c in keys else items.get(f"{gid}|{c}", 0.0)
+        tp_row += min(cells)
+        tp_item += sum(cells)
+    n_pred, n_gold, n_cols = len(p_rows), len(g_rows), len(scored)
+    p_row, r_row = (tp_row / n_pred if n_pred else 0.0), tp_row / n_gold
+    p_item, r_item = (tp_item / (n_pred * n_cols) if n_pred else 0.0), tp_item / (n_gold * n_cols)
+    scores = (p_row, r_row, _f1(p_row, r_row), p_item, r_item, _f1(p_item, r_item))
+    return TableScore(
+        success=all(abs(s - 1.0) < 1e-12 for s in scores),
+        row_precision=scores[0],
+        row_recall=scores[1],
+        row_f1=scores[2],
+        item_precision=scores[3],
+        item_recall=scores[4],
+        item_f1=scores[5],
+        pred_rows=n_pred,
+        gold_rows=n_gold,
+        matched_rows=matched,
+        column_scores={c: col_tp[c] / n_gold for c in spec.required},
+        scored_columns=tuple(scored),
+        items=items,
+        judge_fallback_columns=spec.fallback,
+    )
 
 
 def score_table(
@@ -324,7 +542,7 @@ def score_table(
     key_aliases: Mapping[str, Mapping[str, str]] | None = None,
     allow_extra_columns: bool = False,
 ) -> TableScore:
-    """Score ``response`` (markdown text or a list of row dicts) against ``gold``.
+    """Score ``response`` (markdown text, a list answer, or a list of row dicts) against ``gold``.
 
     ``columns`` are the required columns (default: the gold header); ``rules`` map a column to its
     :class:`ColumnRule` (default: ``norm_str`` + ``exact_match``); ``column_aliases`` map response
@@ -332,33 +550,20 @@ def score_table(
     spellings. Column names are compared after :func:`norm_column`. A response without a table or
     with the wrong columns scores 0 with ``error`` set; bad arguments raise :class:`ConfigError`.
     """
-    gold_header, gold_dicts = _gold_rows(gold)
-    required = [norm_column(c) for c in (columns or gold_header)]
-    keys = [norm_column(k) for k in key_columns]
-    norm_rules = {norm_column(k): v for k, v in (rules or {}).items()}
-    _check_spec(required, keys, norm_rules)
-    rule_of = {c: norm_rules.get(c, ColumnRule()) for c in required}
-    aliases = {norm_column(a): norm_column(c) for a, c in (column_aliases or {}).items()}
-    gold_rows = [{norm_column(k): v for k, v in row.items()} for row in gold_dicts]
-    gold_missing = [c for c in required if gold_rows and c not in gold_rows[0]]
-    if gold_missing or not gold_rows:
-        raise ConfigError(f"gold table lacks rows or required columns {gold_missing}")
-    fallback = tuple(c for c in required if "llm_judge" in rule_of[c].metrics)
-
-    table = _response_table(response, aliases, required)
+    spec = _spec(gold, key_columns, columns, rules, column_aliases)
+    table = _response_table(response, spec)
     if table is None:
-        return TableScore(gold_rows=len(gold_rows), error="no markdown table found in the response")
+        return TableScore(gold_rows=len(spec.gold_rows), error="no markdown table found in the response")
     resp_header, resp_rows = table
-    got, want = set(resp_header), set(required)
+    got, want = set(resp_header), set(spec.required)
     if got != want and not (allow_extra_columns and want <= got):
         return TableScore(
-            gold_rows=len(gold_rows),
+            gold_rows=len(spec.gold_rows),
             pred_rows=len(resp_rows),
-            judge_fallback_columns=fallback,
+            judge_fallback_columns=spec.fallback,
             error=f"response columns {sorted(got)} differ from the required {sorted(want)}"
             f" (missing {sorted(want - got)}, extra {sorted(got - want)})",
         )
-
     key_map = {
         norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
         for col, m in (key_aliases or {}).items()
@@ -366,72 +571,20 @@ def score_table(
 
     def prep(row: Mapping[str, str], is_resp: bool) -> dict[str, str]:
         out = {}
-        for c in required:
-            v = str(row.get(c, ""))
+        for c in spec.required:
+            v, rule = str(row.get(c, "")), spec.rule_of[c]
             if is_resp and c in key_map:
                 v = key_map[c].get(_preprocess(v, ("norm_str",)), v)
-            out[c] = _preprocess(v, rule_of[c].preprocess)
+            listed = is_resp and c not in spec.keys and _listed(v, rule)
+            out[c] = REJECTED if listed else _preprocess(v, rule.preprocess)
         return out
 
-    def dedup(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-        seen: set[tuple[str, ...]] = set()
-        out = []
-        for r in rows:
-            k = tuple(r[c] for c in keys)
-            if k not in seen:
-                seen.add(k)
-                out.append(r)
-        return out
-
-    g_rows = dedup([prep(r, False) for r in gold_rows])
-    p_rows = dedup([prep(r, True) for r in resp_rows])
-    n_pred, n_gold, n_cols = len(p_rows), len(g_rows), len(required)
-
-    gold_by_key = {tuple(r[c] for c in keys): r for r in g_rows}
-    tp_row = tp_item = 0.0
-    col_tp = dict.fromkeys(required, 0.0)
-    matched = 0
-    for pr in p_rows:
-        gr = gold_by_key.get(tuple(pr[c] for c in keys))
-        if gr is None:
-            continue
-        matched += 1
-        cells = []
-        for c in required:
-            if c in keys:
-                s = 1.0
-            else:
-                rule = rule_of[c]
-                s = min(_cell_score(m, pr[c], gr[c], rule.criterion) for m in rule.metrics)
-            col_tp[c] += s
-            cells.append(s)
-        tp_row += min(cells)
-        tp_item += sum(cells)
-
-    p_row = tp_row / n_pred if n_pred else 0.0
-    r_row = tp_row / n_gold
-    p_item = tp_item / (n_pred * n_cols) if n_pred else 0.0
-    r_item = tp_item / (n_gold * n_cols)
-    scores = (p_row, r_row, _f1(p_row, r_row), p_item, r_item, _f1(p_item, r_item))
-
-    def canon(rows: list[dict[str, str]]) -> list[tuple[str, ...]]:
-        return sorted(tuple(r[c] for c in required) for r in rows)
-
-    success = (n_pred == n_gold and canon(p_rows) == canon(g_rows)) or all(abs(s - 1.0) < 1e-12 for s in scores)
-    return TableScore(
-        success=success,
-        row_precision=scores[0],
-        row_recall=scores[1],
-        row_f1=scores[2],
-        item_precision=scores[3],
-        item_recall=scores[4],
-        item_f1=scores[5],
-        pred_rows=n_pred,
-        gold_rows=n_gold,
-        matched_rows=matched,
-        column_scores={c: col_tp[c] / n_gold for c in required},
-        judge_fallback_columns=fallback,
-    )
+    g_rows: dict[tuple[str, ...], tuple[str, dict[str, str]]] = {}
+    for r in spec.gold_rows:  # duplicate gold keys: the first row counts (WideSearch)
+        prepped = prep(r, False)
+        g_rows.setdefault(tuple(prepped[c] for c in spec.keys), (spec.gold_id(r), prepped))
+    p_rows = _dedup([prep(r, True) for r in resp_rows], spec.keys, conflicts=True)
+    return _compare(spec, p_rows, list(g_rows.values()))
 
 
 class TableArgs(VerifierArgs):

@@ -68,9 +68,11 @@ def test_tolerant_cells_still_match() -> None:
     # Keys normalised (case, *, spaces), numbers within 10%, dates within 31 days, URLs by domain.
     s = score(table(PERFECT))
     # paris.fr ≠ www.paris.fr: domains must be equal sets, so row 1 misses its Website cell.
+    # Items are the 4 looked-up cells per row (keys excluded): 11 of 12.
     assert s.matched_rows == 3
     assert s.column_scores["website"] == pytest.approx(2 / 3)
-    assert s.item_precision == pytest.approx(14 / 15) and s.item_recall == pytest.approx(14 / 15)
+    assert s.item_precision == pytest.approx(11 / 12) and s.item_recall == pytest.approx(11 / 12)
+    assert s.items["France|website"] == 0.0 and s.items["Japan|website"] == 1.0 and len(s.items) == 12
     assert s.row_precision == pytest.approx(2 / 3) and not s.success
 
 
@@ -81,14 +83,15 @@ def test_hand_computed_precision_recall_with_missing_and_extra_rows() -> None:
         ["Atlantis", "Poseidonia", "1", "1000-01-01", "https://atlantis.example"],  # hallucinated
     ]
     s = score(table(rows))
-    # Matched rows: France (5/5 cells), Japan (4/5); Peru missing; Atlantis extra.
+    # Matched rows: France (4/4 looked-up cells), Japan (3/4); Peru missing; Atlantis extra.
+    # (Keys are not items: the old 9/15 counted 2 of its 9 for copying the country names.)
     assert (s.pred_rows, s.gold_rows, s.matched_rows) == (3, 3, 2)
     assert s.row_precision == pytest.approx(1 / 3) and s.row_recall == pytest.approx(1 / 3)
-    assert s.item_precision == pytest.approx(9 / 15) and s.item_recall == pytest.approx(9 / 15)
-    assert s.item_f1 == pytest.approx(9 / 15) and not s.success
+    assert s.item_precision == pytest.approx(7 / 12) and s.item_recall == pytest.approx(7 / 12)
+    assert s.item_f1 == pytest.approx(7 / 12) and not s.success
     fewer = score(table(rows[:2]))
-    assert fewer.item_precision == pytest.approx(9 / 10) and fewer.item_recall == pytest.approx(9 / 15)
-    assert fewer.item_f1 == pytest.approx(2 * 0.9 * 0.6 / 1.5)
+    assert fewer.item_precision == pytest.approx(7 / 8) and fewer.item_recall == pytest.approx(7 / 12)
+    assert fewer.item_f1 == pytest.approx(2 * (7 / 8) * (7 / 12) / (7 / 8 + 7 / 12))
 
 
 def test_exact_table_is_a_success() -> None:
@@ -138,7 +141,9 @@ def test_dates_both_unparseable_count_as_match_one_side_does_not() -> None:
     gold = [{"k": "a", "d": "unknown"}]
     rules = {"d": ColumnRule(preprocess=(), metrics=("date_near",))}
     assert score_table("|k|d|\n|-|-|\n|a|n/a|", gold, key_columns=["k"], rules=rules).item_f1 == 1.0
-    assert score_table("|k|d|\n|-|-|\n|a|2020-01-01|", gold, key_columns=["k"], rules=rules).item_f1 == 0.5
+    # 0.0, not 0.5: the key cell is no item (a matched name alone scores nothing)
+    assert score_table("|k|d|\n|-|-|\n|a|2020-01-01|", gold, key_columns=["k"], rules=rules).item_f1 == 0.0
+    assert score_table("|k|d|\n|-|-|\n|a|whenever|", gold, key_columns=["k"], rules=rules).item_f1 == 0.0
 
 
 def test_percent_values_are_fractions_for_number_near() -> None:
@@ -174,7 +179,7 @@ def test_parse_date_forms() -> None:
 async def test_table_verifier_picks_the_score_and_reports_details() -> None:
     args = {"gold": GOLD, "key_columns": ["Country"], "rules": {k: v.model_dump() for k, v in RULES.items()}}
     v = await verify("table", table(PERFECT), args)
-    assert v.score == pytest.approx(14 / 15) and v.details["row_precision"] == pytest.approx(2 / 3)
+    assert v.score == pytest.approx(11 / 12) and v.details["row_precision"] == pytest.approx(2 / 3)
     v_row = await verify("table", table(PERFECT), {**args, "score": "row_f1"})
     assert v_row.score == pytest.approx(2 / 3)
     none = await verify("table", "nothing", args)

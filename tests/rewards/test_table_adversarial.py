@@ -1,0 +1,145 @@
+"""The table scorer against answers that must not score (copied names, hedges, dumps, conflicting
+rows) and right answers in shapes a model writes instead of a clean table (lists, labelled blocks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm.verifiers import ColumnRule, score_table
+from swarm.verifiers.table import TableScore
+
+# A wide-lookup table: 2 customers × 3 looked-up attributes (keys are not items).
+GOLD = [
+    {"customer": "Ava Lopez", "email": "ava.lopez1234@example.com", "city": "Denver", "orders": "3"},
+    {"customer": "Liam Chen", "email": "liam.chen5678@example.com", "city": "Austin", "orders": "1"},
+]
+RULES = {"orders": ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.001)}
+HEADER = "| customer | email | city | orders |\n|---|---|---|---|\n"
+RIGHT = (
+    HEADER
+    + "| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |\n| Liam Chen | liam.chen5678@example.com | Austin | 1 |"
+)
+
+
+def score(answer: str) -> TableScore:
+    return score_table(answer, GOLD, key_columns=["customer"], columns=list(GOLD[0]), rules=RULES)
+
+
+# (answer, item F1 it may reach at most)
+BAD: list[tuple[str, float]] = [
+    # the names copied into the table, every looked-up cell empty or a copy: 0 (was 1/(M+1) = 0.25)
+    (HEADER + "| Ava Lopez |  |  |  |\n| Liam Chen |  |  |  |", 0.0),
+    (
+        HEADER + "| Ava Lopez | Ava Lopez | Ava Lopez | Ava Lopez |\n| Liam Chen | Liam Chen | Liam Chen | Liam Chen |",
+        0.0,
+    ),
+    (HEADER + "| Ava Lopez | ? | ? | ? |\n| Liam Chen | N/A | N/A | N/A |", 0.0),
+    ("| customer |\n|---|\n| Ava Lopez |\n| Liam Chen |", 0.0),  # names only, no attribute columns
+    ("Ava Lopez\nLiam Chen", 0.0),  # names only, as a list
+    ("- Ava Lopez\n- Liam Chen", 0.0),
+    # the prompt copied back
+    (
+        "Build a table of these 2 retail customers: Ava Lopez, Liam Chen. For each one give: email, city, orders "
+        "(how many). Answer with one markdown table with exactly these columns: | customer | email | city | orders |",
+        0.0,
+    ),
+    # hedged cells
+    (
+        HEADER + "| Ava Lopez | ava.lopez1234@example.com or ava@example.com | Denver or Boulder | 3 or 4 |\n"
+        "| Liam Chen | liam.chen5678@example.com/liam@example.com | maybe Austin | 1? |",
+        0.0,
+    ),
+    # a number dump in a count column
+    (HEADER + "| Ava Lopez | x | x | 1, 2, 3, 4, 5 |\n| Liam Chen | x | x | 0 1 2 3 |", 0.0),
+    # two rows for one key that disagree: a hedge across rows
+    (HEADER + "| Ava Lopez | x | Denver | 3 |\n| Ava Lopez | x | Boulder | 2 |\n| Liam Chen | x | Dallas | 9 |", 0.0),
+    # every value under the wrong key (swapped)
+    (
+        HEADER
+        + "| Ava Lopez | liam.chen5678@example.com | Austin | 1 |\n"
+        + "| Liam Chen | ava.lopez1234@example.com | Denver | 3 |",
+        0.0,
+    ),
+    # a list naming both keys on each line: nothing is attributed
+    ("Ava Lopez and Liam Chen: Denver, Austin, 3, 1", 0.0),
+]
+
+# (answer, expected item F1)
+GOOD: list[tuple[str, float]] = [
+    (RIGHT, 1.0),
+    ("```markdown\n" + RIGHT + "\n```", 1.0),
+    (
+        HEADER.replace("orders", "Orders") + "| **Ava Lopez** | AVA.LOPEZ1234@example.com | denver | 3 orders |\n"
+        "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
+        1.0,
+    ),
+    # a bullet list with labels: Liam's labelled email counts; Ava's unlabelled pair is not 3 values (P 1/3, R 1/6)
+    ("- Ava Lopez: email ava.lopez1234@example.com, city Denver\n- Liam Chen: email: liam.chen5678@example.com", 2 / 9),
+    (
+        "- **Ava Lopez** — email: ava.lopez1234@example.com; city: Denver; orders: 3\n"
+        "- **Liam Chen** — email: liam.chen5678@example.com; city: Austin; orders: 1",
+        1.0,
+    ),
+    # "Name: attr1, attr2, attr3" in the asked order
+    ("Ava Lopez: ava.lopez1234@example.com, Denver, 3\nLiam Chen: liam.chen5678@example.com, Austin, 1", 1.0),
+    # key-value blocks, as the sub-agents report
+    (
+        "customer: Ava Lopez\nemail: ava.lopez1234@example.com\ncity: Denver\nnumber of orders: 3\n\n"
+        "customer: Liam Chen\nemail: liam.chen5678@example.com\ncity: Austin\norders (how many): 1",
+        1.0,
+    ),
+]
+
+
+@pytest.mark.parametrize(("answer", "most"), BAD, ids=[f"bad{i}" for i in range(len(BAD))])
+def test_bad_answers_do_not_score(answer: str, most: float) -> None:
+    s = score(answer)
+    assert s.item_f1 <= most and s.row_f1 <= most and not s.success, s
+    assert all(v == 0.0 for v in s.items.values())
+
+
+@pytest.mark.parametrize(("answer", "f1"), GOOD, ids=[f"good{i}" for i in range(len(GOOD))])
+def test_good_answers_in_other_shapes_score(answer: str, f1: float) -> None:
+    s = score(answer)
+    assert s.item_f1 == pytest.approx(f1), s
+
+
+def test_items_row_f1_and_success_are_reported_side_by_side() -> None:
+    one_wrong = RIGHT.replace("| Austin |", "| Dallas |")
+    s = score(one_wrong)
+    assert s.items == {
+        "Ava Lopez|email": 1.0,
+        "Ava Lopez|city": 1.0,
+        "Ava Lopez|orders": 1.0,
+        "Liam Chen|email": 1.0,
+        "Liam Chen|city": 0.0,
+        "Liam Chen|orders": 1.0,
+    }
+    assert s.item_f1 == pytest.approx(5 / 6) and s.row_f1 == pytest.approx(0.5) and not s.success
+    assert s.scored_columns == ("email", "city", "orders")
+    assert score(RIGHT).success
+
+
+def test_a_table_of_keys_alone_scores_which_rows_it_lists() -> None:
+    gold = [{"name": "a"}, {"name": "b"}]
+    s = score_table("| name |\n|---|\n| a |\n| c |", gold, key_columns=["name"])
+    assert s.item_precision == 0.5 and s.item_recall == 0.5 and s.items == {"a|name": 1.0, "b|name": 0.0}
+
+
+def test_hedge_words_inside_values_are_not_hedges() -> None:
+    gold = [{"k": "x", "email": "ava.or@example.com", "url": "https://or.example.com/a/b?q=1"}]
+    rules = {"url": ColumnRule(preprocess=(), metrics=("url_match",))}
+    s = score_table(
+        "| k | email | url |\n|-|-|-|\n| x | ava.or@example.com | https://or.example.com/c?d |",
+        gold,
+        key_columns=["k"],
+        rules=rules,
+    )
+    assert s.success
+
+
+def test_in_match_needs_a_value() -> None:
+    gold = [{"k": "a", "note": "the quick brown fox"}]
+    rules = {"note": ColumnRule(preprocess=(), metrics=("in_match",))}
+    assert score_table("| k | note |\n|-|-|\n| a |  |", gold, key_columns=["k"], rules=rules).item_f1 == 0.0
+    assert score_table("| k | note |\n|-|-|\n| a | qu |", gold, key_columns=["k"], rules=rules).item_f1 == 0.0

@@ -47,6 +47,8 @@ from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
+from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
+from swarm.backends.replay_cache import episode_cache_stats
 from swarm.errors import ConfigError, ErrorType, TaskFileError, UnknownNameError
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
@@ -187,6 +189,9 @@ class RolloutSummary(BaseModel):
     reward_errors: int = 0
     skipped_lines: tuple[TaskProblem, ...] = ()
     unreadable_records: int = 0
+    subagent_cache: dict[str, int] = Field(
+        default_factory=dict, description="the sub-agent replay cache's hits, misses and bypassed calls, summed"
+    )
     wall_time_s: float = 0.0
 
 
@@ -346,6 +351,8 @@ class EpisodeDigest:
     total_steps: int
     mean_width: float
     """Mean width of the stages that ran sub-agents; 0.0 when none did."""
+    cache: tuple[int, int, int] = (0, 0, 0)
+    """The sub-agent replay cache's (hits, misses, bypassed) in this episode."""
 
     @classmethod
     def of(cls, record: EpisodeRecord) -> EpisodeDigest:
@@ -363,7 +370,15 @@ class EpisodeDigest:
             critical_steps=record.dag.critical_steps,
             total_steps=record.dag.total_steps,
             mean_width=record.dag.mean_width,
+            cache=_cache_counts(record),
         )
+
+
+def _cache_counts(record: EpisodeRecord) -> tuple[int, int, int]:
+    got = record.metadata.get(CACHE_KEY)
+    if not isinstance(got, dict):
+        return (0, 0, 0)
+    return (int(got.get("hits", 0)), int(got.get("misses", 0)), int(got.get("bypassed", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,7 +481,10 @@ class EpisodeRunner:
         sampling = base.orchestrator_sampling.model_copy(update={"seed": job.seed})
         try:
             orch = self.factory(base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
-            record = await orch.run(job.task, episode_id=job.episode_id)
+            with episode_cache_stats() as cache:
+                record = await orch.run(job.task, episode_id=job.episode_id)
+            if cache:
+                record = record.model_copy(update={"metadata": {**record.metadata, CACHE_KEY: cache.as_dict()}})
         except Exception as exc:  # a runtime bug in one episode must not end the others
             return episode_crash(job, f"{type(exc).__name__}: {exc}", ErrorType.of(exc))
         entry = EpisodeEntry(group_id=job.task.id, sample_index=job.sample_index, seed=job.seed, record=record)
@@ -763,6 +781,11 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
+def _cache_totals(digests: Sequence[EpisodeDigest]) -> dict[str, int]:
+    totals = [sum(d.cache[i] for d in digests) for i in range(3)]
+    return dict(zip(("hits", "misses", "bypassed"), totals, strict=True)) if any(totals) else {}
+
+
 def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: float) -> RolloutSummary:
     digests = list(run.entries.values())
     scored = [d for d in digests if d.scored]
@@ -803,6 +826,7 @@ def _summarise(run: _Run, cfg: RolloutConfig, skipped: list[TaskProblem], wall: 
         reward_errors=sum(1 for d in scored if d.reward_error),
         skipped_lines=tuple(skipped),
         unreadable_records=len(run.problems),
+        subagent_cache=_cache_totals(digests),
         wall_time_s=wall,
     )
 

@@ -228,6 +228,12 @@ class TrainConfig(_Frozen):
     temperature: Schedule = Schedule(kind="constant", start=1.0, end=1.0)
     toggle: ToggleConfig | None = None
     ptx: PtxConfig | None = None
+    subagent_cache: Path | None = Field(
+        None,
+        description="a directory: the frozen sub-agents' deterministic model calls are answered from this "
+        "replay cache (swarm.backends.replay_cache), so a group's samples share their sub-tasks; "
+        "needs engine = 'llamacpp' (sub-agents on the pinned GGUF base)",
+    )
     checkpoint_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
     keep_rollouts: bool = True
@@ -251,7 +257,7 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
     raw.update({k: v for k, v in overrides.items() if v is not None})
-    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file", "init_adapter"):
+    for key in ("run_dir", "policy_model", "subagent_model", "tasks_file", "init_adapter", "subagent_cache"):
         if isinstance(raw.get(key), str) and not Path(raw[key]).is_absolute():
             raw[key] = str(path.parent / raw[key])
     try:
@@ -260,6 +266,31 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
         raise ConfigError(f"{path}: invalid training config:\n{exc}") from None
     cfg.check_names()
     return cfg
+
+
+def _cache_totals(records: Sequence[EpisodeRecord]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for r in records:
+        got = r.metadata.get("subagent_cache")
+        if isinstance(got, dict):
+            for k in ("hits", "misses", "bypassed"):
+                totals[k] = totals.get(k, 0) + int(got.get(k, 0))
+    return totals
+
+
+def _cached_subagents(config: TrainConfig, sub: ModelBackend | None) -> ModelBackend:
+    """The frozen sub-agents behind the replay cache: only where their weights are pinned by hash."""
+    from orchestrator.backend_factory import model_identity, with_subagent_cache
+
+    if config.engine != "llamacpp" or config.policy_gguf is None or sub is None:
+        raise ConfigError(
+            "subagent_cache needs sub-agents whose weights are pinned by hash: set engine = 'llamacpp' "
+            "with policy_gguf (sub-agents then run its frozen GGUF base), or remove subagent_cache"
+        )
+    assert config.subagent_cache is not None
+    return with_subagent_cache(
+        sub, sub, directory=config.subagent_cache, model_id=model_identity("local", config.policy_gguf)
+    )
 
 
 # -- environment ------------------------------------------------------------------------------------
@@ -461,6 +492,9 @@ class StepMetrics(BaseModel):
     weight_version: int
     rollout_s: float
     update_s: float
+    subagent_cache: dict[str, int] = Field(
+        default_factory=dict, description="the sub-agent replay cache's hits, misses and bypassed calls this step"
+    )
 
 
 # -- the trainer ------------------------------------------------------------------------------------
@@ -556,6 +590,8 @@ class Trainer:
             kwargs.setdefault("sync", sync)
             if env.subagent_backend is None:
                 env.subagent_backend = sub
+        if config.subagent_cache is not None:
+            env.subagent_backend = _cached_subagents(config, env.subagent_backend)
         return cls(config, policy, env, base_gguf=gguf, **kwargs)
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -897,6 +933,7 @@ class Trainer:
             weight_version=self.policy.weight_version,
             rollout_s=rollout_s,
             update_s=update_s,
+            subagent_cache=_cache_totals(records),
         )
 
     def save_checkpoint(self) -> Path:

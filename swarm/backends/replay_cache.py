@@ -19,8 +19,9 @@ stored. Concurrent identical calls in one process are computed once (the others 
 what lets the K samples of an RL group share their sub-tasks.
 
 Hits, misses, bypasses and waits are counted for the whole cache (:attr:`CachedBackend.stats`) and per
-episode: inside ``with backend.episode_stats() as stats:`` every call made by that task tree (anyio
-tasks inherit the context) is counted in ``stats`` as well, which the harness writes into the record.
+episode: inside ``with episode_cache_stats() as stats:`` every call made by that task tree (anyio
+tasks inherit the context) is counted in ``stats`` as well; ``swarm rollout`` and ``swarm train`` write
+it into the record's ``metadata["subagent_cache"]`` and sum it in their summaries and step metrics.
 
 The store is one SQLite file (WAL mode, safe across processes such as Ray actors) in the cache
 directory, with its format version in a ``meta`` table: a directory written by another version is
@@ -47,7 +48,15 @@ from pydantic import TypeAdapter
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 
-__all__ = ["CACHE_VERSION", "CacheStats", "CachedBackend", "ReplayCache", "request_key"]
+__all__ = [
+    "CACHE_VERSION",
+    "METADATA_KEY",
+    "CacheStats",
+    "CachedBackend",
+    "ReplayCache",
+    "episode_cache_stats",
+    "request_key",
+]
 
 CACHE_VERSION = 1
 """Bump when the key or the stored value changes meaning; old directories are then refused."""
@@ -69,8 +78,27 @@ class CacheStats:
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    def __bool__(self) -> bool:
+        return bool(self.hits or self.misses or self.bypassed)
+
+
+METADATA_KEY = "subagent_cache"
+"""Where a harness puts an episode's :class:`CacheStats` in ``EpisodeRecord.metadata``."""
 
 _EPISODE: contextvars.ContextVar[CacheStats | None] = contextvars.ContextVar("swarm_replay_cache_episode", default=None)
+
+
+@contextlib.contextmanager
+def episode_cache_stats() -> Iterator[CacheStats]:
+    """Count the calls every :class:`CachedBackend` answers inside this block (and the tasks it
+    starts, which inherit the context) in a fresh :class:`CacheStats`. Sub-agents placed in other
+    processes (Ray actors) are counted there, not here."""
+    stats = CacheStats()
+    token = _EPISODE.set(stats)
+    try:
+        yield stats
+    finally:
+        _EPISODE.reset(token)
 
 
 def request_key(model_id: str, namespace: str, request: ModelRequest) -> str:
@@ -170,16 +198,6 @@ class CachedBackend:
     @property
     def model(self) -> str:
         return self.inner.model
-
-    @contextlib.contextmanager
-    def episode_stats(self) -> Iterator[CacheStats]:
-        """Count the calls made inside this block (and the tasks it starts) in a fresh :class:`CacheStats`."""
-        stats = CacheStats()
-        token = _EPISODE.set(stats)
-        try:
-            yield stats
-        finally:
-            _EPISODE.reset(token)
 
     def _count(self, what: str) -> None:
         for stats in (self.stats, _EPISODE.get()):

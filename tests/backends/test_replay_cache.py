@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
 from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.replay_cache import CACHE_VERSION, CachedBackend, ReplayCache, request_key
+from swarm.backends.replay_cache import CACHE_VERSION, CachedBackend, ReplayCache, episode_cache_stats, request_key
 from swarm.errors import BackendUnavailableError, ConfigError
 from swarm.messages import SystemMessage, UserMessage
 from swarm.records import EpisodeRecord
@@ -133,7 +133,7 @@ async def test_a_cached_episode_equals_an_uncached_one_and_counts_its_hits(tmp_p
     for _ in range(2):
         policy, worker = _episode_backends()
         backend = cached(tmp_path, worker)
-        with backend.episode_stats() as stats:
+        with episode_cache_stats() as stats:
             record = await Orchestrator(policy, subagent_backend=backend, config=config).run("go")
         results.append((record, stats.as_dict(), len(worker.calls)))
     (first, first_stats, first_calls), (second, second_stats, second_calls) = results
@@ -175,3 +175,32 @@ def test_the_factory_pins_local_models_by_their_hash_and_wraps_only_the_subagent
     orch = echo()
     sub = with_subagent_cache(orch, None, directory=tmp_path / "c", model_id="sha-a")
     assert isinstance(sub, CachedBackend) and sub.inner is orch
+
+
+async def test_a_rollout_group_shares_its_subtasks_and_counts_them_per_episode(tmp_path: Path) -> None:
+    """K samples of one task assign the same sub-tasks; greedy frozen sub-agents compute each once."""
+    from orchestrator import RolloutConfig, collect_rollouts, orchestrator_factory
+    from swarm.records import Task
+    from swarm.rl.export import read_jsonl
+
+    def policy(request: ModelRequest) -> Completion:
+        if len(request.messages) <= 2:
+            return Completion(tool_calls=tuple(call("assign_task", agent="worker", task=t) for t in ("a", "b")))
+        return Completion(text="Answer: 1")
+
+    worker = FunctionBackend(lambda r: Completion(text="done"), model="worker", delay=0.01)
+    sub = CachedBackend(worker, ReplayCache(tmp_path / "cache"), model_id="sha-w")
+    factory = orchestrator_factory(FunctionBackend(policy, model="policy"), subagent_backend=sub)
+    task = Task(id="t", prompt="go", verifier="numeric", verifier_args={"expected": 1})
+    summary = await collect_rollouts(
+        [task],
+        factory,
+        out_dir=tmp_path / "run",
+        config=RolloutConfig(group_size=4, max_concurrent_episodes=1),
+        swarm_config=SwarmConfig(subagent_sampling=GREEDY),
+    )
+    assert len(worker.calls) == 2  # 8 sub-agent calls, 2 distinct
+    assert summary.subagent_cache == {"hits": 6, "misses": 2, "bypassed": 0}
+    entries = read_jsonl(tmp_path / "run" / "episodes.jsonl")
+    per_episode = [e["record"]["metadata"]["subagent_cache"] for e in entries]
+    assert sum(p["misses"] for p in per_episode) == 2 and sum(p["hits"] for p in per_episode) == 6

@@ -178,6 +178,14 @@ def test_config_file_validation(tmp_path: Path) -> None:
     assert cfg.run_dir == tmp_path / "out"
     with pytest.raises(ConfigError, match="environment"):
         Trainer.from_config(cfg)
+    # the sub-agent replay cache only where the sub-agents' weights are pinned by hash
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "hi"}\n')
+    p.write_text('run_dir = "out"\nsubagent_cache = "cache"\ntasks_file = "tasks.jsonl"\n[tiny]\nhidden_size = 32\n')
+    cfg = load_train_config(p)
+    assert cfg.subagent_cache == tmp_path / "cache"
+    with pytest.raises(ConfigError, match="pinned by hash: set engine = 'llamacpp'"):
+        Trainer.from_config(cfg)
 
 
 def test_drifted_episodes_train_turn_by_turn_on_exact_ids(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:

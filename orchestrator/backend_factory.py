@@ -62,6 +62,8 @@ _OPTIONS = frozenset(
         "dtype",
         "fanout",
         "flavour",
+        "launch_burst",
+        "launch_rate",
         "max_concurrency",
         "max_retries",
         "orchestrator_adapter",
@@ -183,8 +185,17 @@ def _build_local(model: str | None, base_url: str | None, options: dict[str, Any
 
 
 def _build_http(kind: str, model: str | None, base_url: str, options: dict[str, Any]) -> ModelBackend:
-    from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+    from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
 
+    burst, rate = options.get("launch_burst"), options.get("launch_rate")
+    ramp = None
+    if burst is not None or rate is not None:
+        if burst is None or rate is None:
+            raise ConfigError(
+                f"a launch ramp needs both launch_burst and launch_rate (got {burst=}, {rate=}); "
+                "e.g. launch_burst = 5, launch_rate = 1.4 (requests per second)"
+            )
+        ramp = LaunchRamp(burst=int(burst), per_second=float(rate))
     flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
     if flavour not in _FLAVOURS:
         raise UnknownNameError("server flavour", str(flavour), _FLAVOURS)
@@ -196,6 +207,7 @@ def _build_http(kind: str, model: str | None, base_url: str, options: dict[str, 
         timeout=_timeout(options, 120.0),
         max_concurrency=int(options.get("max_concurrency") or 8),
         constrain_actions=bool(options.get("constrain_actions", False)),
+        ramp=ramp,
         retry=RetryPolicy(
             max_retries=int(options.get("max_retries", 4)),
             base_delay=float(options.get("retry_base_delay", 0.5)),
@@ -270,7 +282,9 @@ def build_backends(
 
     Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
     in flight per endpoint), ``max_retries`` and ``retry_base_delay`` (s, doubled per retry) for
-    429/5xx/connection errors/timeouts/broken bodies, ``flavour`` (openai/vllm/llamacpp/auto),
+    429/5xx/connection errors/timeouts/broken bodies, ``launch_burst`` and ``launch_rate`` (HTTP: a
+    launch ramp, ``launch_burst`` requests at once then ``launch_rate`` per second),
+    ``flavour`` (openai/vllm/llamacpp/auto),
     ``constrain_actions`` (JSON schema-constrained tool calls), ``stop_repeats`` (local: stop a
     generation that loops verbatim, default on), ``slots``/``ctx``/``threads`` (local
     engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``

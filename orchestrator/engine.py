@@ -37,7 +37,14 @@ from swarm import limits
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
-from swarm.errors import ConfigError, ErrorType, LargeInputWarning, ModelOutputError, UnknownNameError
+from swarm.errors import (
+    BackendRefusedError,
+    ConfigError,
+    ErrorType,
+    LargeInputWarning,
+    ModelOutputError,
+    UnknownNameError,
+)
 from swarm.events import (
     ActionResolved,
     EpisodeFinished,
@@ -49,6 +56,7 @@ from swarm.events import (
     SubagentFinished,
     SubagentStarted,
     TurnFinished,
+    observing,
 )
 from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -181,6 +189,7 @@ class _TurnOutcome:
     step_ended: float
     completion: Completion | None
     error: str | None = None
+    error_type: str = ErrorType.BACKEND
 
 
 @dataclass(slots=True)
@@ -316,7 +325,11 @@ class Orchestrator:
             max_critical=self.config.max_critical_steps,
         )
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
-        with self.telemetry.episode(episode_id=eid, model=self.backend.model, task_id=task.id) as span:
+        # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
+        with (
+            observing(self.observers),
+            self.telemetry.episode(episode_id=eid, model=self.backend.model, task_id=task.id) as span,
+        ):
             st.trace_id = span.trace_id()
             try:
                 timeout = self.config.episode_timeout_s
@@ -418,7 +431,10 @@ class Orchestrator:
         completion = await call_model(self.backend, request, self.telemetry, st.messages)
         st.charge(1)
         if isinstance(completion, Exception):
-            return _TurnOutcome(started, st.clock(), None, f"{type(completion).__name__}: {completion}")
+            failed = f"{type(completion).__name__}: {completion}"
+            refused = isinstance(completion, BackendRefusedError)  # retrying the endpoint cannot help
+            kind = ErrorType.BACKEND_REFUSED if refused else ErrorType.BACKEND
+            return _TurnOutcome(started, st.clock(), None, failed, kind)
         st.usage = st.usage + completion.usage
         drift = self._check_drift(st, completion)
         st.turns.append(
@@ -461,7 +477,7 @@ class Orchestrator:
     def _decide(self, st: _EpisodeState, outcome: _TurnOutcome, final: bool) -> _Next:
         c = outcome.completion
         if c is None:
-            return _Fail(f"orchestrator model call failed: {outcome.error}", ErrorType.BACKEND)
+            return _Fail(f"orchestrator model call failed: {outcome.error}", outcome.error_type)
         if final:
             # Tools are disabled on the last turn: whatever it says is the answer.
             return _Answer(clean_answer(c.text), st.stop or EpisodeStatus.BUDGET_EXHAUSTED)

@@ -283,7 +283,9 @@ def episode_seed(run_seed: int, task_id: str, sample_index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-_BACKEND_ERRORS = frozenset({ErrorType.BACKEND, ErrorType.BACKEND_TIMEOUT, ErrorType.BACKEND_UNAVAILABLE})
+_BACKEND_ERRORS = frozenset(
+    {ErrorType.BACKEND, ErrorType.BACKEND_REFUSED, ErrorType.BACKEND_TIMEOUT, ErrorType.BACKEND_UNAVAILABLE}
+)
 
 
 def infrastructure_failure(record: EpisodeRecord) -> str | None:
@@ -291,12 +293,17 @@ def infrastructure_failure(record: EpisodeRecord) -> str | None:
 
     An episode failed from infrastructure when its orchestrator's model call failed after the
     backend's retries (server down, answering errors or garbage, timing out), or when it started
-    sub-agents and every one of them failed that way. Such an episode is retried on resume instead
+    sub-agents and every one of them failed that way, or when an endpoint refused service to any
+    of its agents (401/403/quota: :class:`~swarm.errors.BackendRefusedError`; the sub-agents it cut
+    off make the episode say nothing about the policy). Such an episode is retried on resume instead
     of entering training data as a zero-reward sample.
     """
     if record.status is EpisodeStatus.FAILED and record.error_type in _BACKEND_ERRORS:
         return record.error or "the orchestrator's model call failed"
     subs = [s for stage in record.stages for s in stage.subagents]
+    refused = next((s for s in subs if s.error_type == ErrorType.BACKEND_REFUSED), None)
+    if refused is not None:
+        return f"an endpoint refused service to sub-agent {refused.agent_id}: {refused.error}"
     if subs and all(s.status is AgentStatus.FAILED and s.error_type in _BACKEND_ERRORS for s in subs):
         return f"every sub-agent's model call failed ({len(subs)}); the first: {subs[0].error}"
     return None

@@ -22,6 +22,7 @@ constructors never log. Messages name what failed, the value and what to do.
     ├── ClusterError
     └── AgentError
         ├── BackendError
+        │   ├── BackendRefusedError
         │   ├── BackendTimeoutError
         │   └── BackendUnavailableError
         ├── ModelOutputError
@@ -41,6 +42,7 @@ from enum import StrEnum
 __all__ = [
     "AgentError",
     "BackendError",
+    "BackendRefusedError",
     "BackendTimeoutError",
     "BackendUnavailableError",
     "BudgetExhaustedError",
@@ -136,6 +138,12 @@ class BackendError(AgentError):
     """A model call failed (after any retries)."""
 
 
+class BackendRefusedError(BackendError):
+    """The endpoint refused service in a way retries cannot fix: bad credentials (401), forbidden
+    (403) or spent quota (402, or 429 with ``insufficient_quota``). The endpoint takes no more
+    requests from this run; an episode it failed is retried on resume."""
+
+
 class BackendTimeoutError(BackendError):
     """A model call exceeded its request timeout."""
 
@@ -197,6 +205,7 @@ class ErrorType(StrEnum):
     # The project's exceptions, by class name.
     AGENT = "AgentError"
     BACKEND = "BackendError"
+    BACKEND_REFUSED = "BackendRefusedError"
     BACKEND_TIMEOUT = "BackendTimeoutError"
     BACKEND_UNAVAILABLE = "BackendUnavailableError"
     MODEL_OUTPUT = "ModelOutputError"

@@ -3,11 +3,17 @@
 Observers are plain callables ``(event) -> None`` called synchronously in the emitting task; they
 must be cheap and must not raise (an observer that raises is a bug and propagates). Events are only
 built when at least one observer is registered, so they cost nothing on the benchmark's hot path.
+
+Endpoint events (:class:`EndpointWaiting`, :class:`EndpointRefused`) come from a model backend, which
+knows no episode: they go to the observers installed with :func:`observing` in the emitting task's
+context (the engine installs its own for the length of an episode, so its observers see them too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +22,8 @@ from swarm.records import AgentStatus, EpisodeRecord, SubagentResult
 
 __all__ = [
     "ActionResolved",
+    "EndpointRefused",
+    "EndpointWaiting",
     "EpisodeFinished",
     "EpisodeStarted",
     "Event",
@@ -26,6 +34,8 @@ __all__ = [
     "SubagentStarted",
     "SubagentStep",
     "TurnFinished",
+    "ambient_observers",
+    "observing",
 ]
 
 
@@ -104,6 +114,27 @@ class StageFinished(_Event):
     critical_so_far: int
 
 
+class EndpointWaiting(_Event):
+    """A model endpoint answered 429: every request to it waits ``wait_s`` seconds before the next
+    one is sent (``message``: the line a view shows, e.g. ``waiting for rate limit, 12 s``)."""
+
+    type: Literal["endpoint_waiting"] = "endpoint_waiting"
+    endpoint: str
+    wait_s: float
+    reason: str = ""
+    message: str = ""
+
+
+class EndpointRefused(_Event):
+    """A model endpoint refused service (401/403/quota): it takes no more requests from this run and
+    every agent that calls it fails at once with ``reason``."""
+
+    type: Literal["endpoint_refused"] = "endpoint_refused"
+    endpoint: str
+    status: int
+    reason: str
+
+
 class EpisodeFinished(_Event):
     type: Literal["episode_finished"] = "episode_finished"
     record: EpisodeRecord
@@ -111,6 +142,8 @@ class EpisodeFinished(_Event):
 
 Event = Annotated[
     ActionResolved
+    | EndpointRefused
+    | EndpointWaiting
     | EpisodeStarted
     | TurnFinished
     | StageStarted
@@ -122,3 +155,25 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 Observer = Callable[[Event], None]
+
+_ambient: ContextVar[tuple[Observer, ...]] = ContextVar("swarm_ambient_observers", default=())
+
+
+@contextmanager
+def observing(observers: Iterable[Observer]) -> Iterator[None]:
+    """Install ``observers`` for events emitted by code that knows no episode (a backend), in this
+    task and the tasks it starts, for the length of the block (added to any installed outside it)."""
+    extra = tuple(observers)
+    if not extra:
+        yield
+        return
+    token = _ambient.set((*_ambient.get(), *extra))
+    try:
+        yield
+    finally:
+        _ambient.reset(token)
+
+
+def ambient_observers() -> tuple[Observer, ...]:
+    """The observers :func:`observing` installed in this context (empty when none)."""
+    return _ambient.get()

@@ -16,7 +16,11 @@ inside it):
   errors, timeouts and 200s whose body is not a JSON object; a total per-attempt timeout; a
   concurrency cap per endpoint that only requests in flight hold (never a backoff sleep). What survives the retries is
   raised as :class:`~swarm.errors.BackendError`, which the runtime records as the calling agent's
-  failure.
+  failure;
+* **rate limits and refusals** (:mod:`swarm.backends.gate`): an optional launch ramp (a burst, then a
+  rate); a 429 suspends the whole endpoint for its backoff, announced as an ``EndpointWaiting`` event;
+  a 401, 403 or spent quota (402, or 429 ``insufficient_quota``) closes the endpoint for the run, and
+  every call to it fails at once with :class:`~swarm.errors.BackendRefusedError` instead of idling.
 
 The ``httpx.AsyncClient`` is injectable: tests pass a real loopback server's URL or an
 ``httpx.MockTransport``.
@@ -36,6 +40,7 @@ import anyio.lowlevel
 import httpx
 
 from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
+from swarm.backends.gate import EndpointGate, LaunchRamp, endpoint_gate
 from swarm.backends.toolparse import (
     action_schema,
     constrained_answer,
@@ -43,7 +48,14 @@ from swarm.backends.toolparse import (
     parse_arguments,
     parse_tool_calls,
 )
-from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError, ModelOutputError
+from swarm.errors import (
+    BackendError,
+    BackendRefusedError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    ConfigError,
+    ModelOutputError,
+)
 from swarm.limits import Limiter, endpoint_key, limiter
 from swarm.messages import (
     AssistantMessage,
@@ -53,27 +65,36 @@ from swarm.messages import (
     to_openai_messages,
 )
 
-__all__ = ["Flavour", "OpenAIBackend", "RetryPolicy", "tools_system_prompt", "with_tools_in_prompt"]
+__all__ = ["Flavour", "LaunchRamp", "OpenAIBackend", "RetryPolicy", "tools_system_prompt", "with_tools_in_prompt"]
 
 _T = TypeVar("_T")
 
 Flavour = Literal["auto", "vllm", "llamacpp", "openai"]
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_REFUSED_STATUS = frozenset({401, 402, 403})
+_QUOTA_MARKS = ("insufficient_quota", "billing_hard_limit", "quota_exceeded")
+"""Codes in a 429's body that mean the quota is spent (waiting cannot help), not a rate limit."""
 
 
 class RetryPolicy:
-    """Exponential backoff with jitter: ``base * 2**attempt`` capped at ``max_delay`` seconds."""
+    """Exponential backoff with jitter: ``base * 2**attempt`` capped at ``max_delay`` seconds; a
+    server's ``Retry-After`` is honoured as sent, up to ``max_retry_after`` seconds."""
 
-    def __init__(self, max_retries: int = 4, base_delay: float = 0.5, max_delay: float = 8.0) -> None:
-        if max_retries < 0 or base_delay < 0 or max_delay < 0:
-            raise ConfigError(f"retry settings must be >= 0, got {max_retries=}, {base_delay=}, {max_delay=}")
+    def __init__(
+        self, max_retries: int = 4, base_delay: float = 0.5, max_delay: float = 8.0, max_retry_after: float = 60.0
+    ) -> None:
+        if max_retries < 0 or base_delay < 0 or max_delay < 0 or max_retry_after < 0:
+            raise ConfigError(
+                f"retry settings must be >= 0, got {max_retries=}, {base_delay=}, {max_delay=}, {max_retry_after=}"
+            )
         self.max_retries = max_retries
         self.base_delay = base_delay
         self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_delay)
+            return min(max(retry_after, 0.0), self.max_retry_after)
         d: float = min(self.base_delay * (2**attempt), self.max_delay)
         return d * (0.5 + random.random() / 2)
 
@@ -131,6 +152,8 @@ class OpenAIBackend:
         timeout: seconds allowed for one request (connect + response).
         max_concurrency: requests in flight to this endpoint at once; more wait their turn.
         retry: backoff policy for 429 / 5xx / connection errors / timeouts.
+        ramp: a launch ramp for this endpoint (``LaunchRamp(burst=5, per_second=1.4)``: 5 requests
+            at once, then 1.4 a second); ``None`` starts requests as the concurrency cap allows.
         tools_in_prompt: render tools into the system prompt (for chat templates without tool support).
         constrain_actions: ask for a JSON-schema-constrained action (``response_format``) when tools
             are offered (llama.cpp honours it; vLLM via structured outputs).
@@ -149,6 +172,7 @@ class OpenAIBackend:
         timeout: float = 120.0,
         max_concurrency: int = 8,
         retry: RetryPolicy | None = None,
+        ramp: LaunchRamp | None = None,
         tools_in_prompt: bool = False,
         constrain_actions: bool = False,
         top_logprobs: int = 0,
@@ -167,6 +191,10 @@ class OpenAIBackend:
         self.flavour: Flavour = flavour
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
+        self.ramp = ramp
+        self._api_key = api_key
+        self._gate: EndpointGate | None = None
+        self._gate_token: object = None
         self.max_concurrency = max_concurrency
         self.tools_in_prompt = tools_in_prompt
         self.constrain_actions = constrain_actions
@@ -221,6 +249,14 @@ class OpenAIBackend:
         one per event loop by default, one per cluster under a cluster provider)."""
         return limiter(endpoint_key(self.root), self.max_concurrency)
 
+    def gate(self) -> EndpointGate:
+        """The endpoint's gate (ramp, 429 suspension, refusal): shared by every backend on this server
+        with this API key in this event loop (:func:`swarm.backends.gate.endpoint_gate`)."""
+        token = anyio.lowlevel.current_token()
+        if self._gate is None or self._gate_token != token:
+            self._gate, self._gate_token = endpoint_gate(self.root, self._api_key, self.ramp), token
+        return self._gate
+
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST with retries; returns the decoded JSON object or raises a BackendError.
 
@@ -248,23 +284,37 @@ class OpenAIBackend:
         return await self._retrying(url, lambda: self._stream_attempt(url, body, keep_going))
 
     async def _retrying(self, url: str, attempt: Callable[[], Awaitable[_T | _Failure]]) -> _T:
-        """``attempt()`` until it succeeds, with the retry policy's backoff between failures."""
+        """``attempt()`` until it succeeds, with the retry policy's backoff between failures; each
+        attempt first passes the endpoint's gate. A 429's backoff suspends the whole endpoint (the
+        next pass through the gate waits it out); a refusal closes it."""
         attempts = self.retry.max_retries + 1
         failure = _Failure("unavailable", "")
+        gate = self.gate()
         for i in range(attempts):
+            await gate.enter()
             out = await attempt()
             if not isinstance(out, _Failure):
                 return out
             failure = out
+            if failure.kind == "refused":
+                gate.refuse(failure.status, failure.message)
+                raise BackendRefusedError(gate.refused or failure.message)
             if failure.kind == "fatal":
                 raise BackendError(failure.message)
-            if i + 1 < attempts:
-                await anyio.sleep(self.retry.delay(i, failure.retry_after))
+            delay = self.retry.delay(i, failure.retry_after)
+            if failure.kind == "rate_limited":
+                gate.suspend(delay, failure.message)
+            elif i + 1 < attempts:
+                await anyio.sleep(delay)
         msg = f"{url} failed after {attempts} attempt(s); last error: {failure.message}"
         if failure.kind == "timeout":
             raise BackendTimeoutError(msg + "; raise the backend timeout or lower max_tokens")
         if failure.kind == "body":
             raise BackendError(msg + "; check that base_url points at an OpenAI-compatible server")
+        if failure.kind == "rate_limited":
+            raise BackendUnavailableError(
+                msg + "; the server kept rate-limiting: lower max_concurrency, set a launch ramp, or raise max_retries"
+            )
         raise BackendUnavailableError(msg + "; check that the server is up and not overloaded")
 
     async def _stream_attempt(
@@ -272,6 +322,8 @@ class OpenAIBackend:
     ) -> list[dict[str, Any]] | _Failure:
         """One streaming request: its events, or why there are none."""
         async with self.limiter():
+            if (closed := self._closed()) is not None:  # refused while this request waited for a slot
+                return closed
             with anyio.move_on_after(self.timeout):
                 try:
                     async with self._http().stream(
@@ -294,6 +346,8 @@ class OpenAIBackend:
     async def _attempt(self, url: str, body: dict[str, Any]) -> dict[str, Any] | _Failure:
         """One request: a limiter slot and a total deadline for exactly as long as it is in flight."""
         async with self.limiter():
+            if (closed := self._closed()) is not None:  # refused while this request waited for a slot
+                return closed
             with anyio.move_on_after(self.timeout):
                 try:
                     resp = await self._http().post(url, json=body, headers=self._headers, timeout=self.timeout)
@@ -306,6 +360,10 @@ class OpenAIBackend:
                 finally:
                     _release(resp)
         return _Failure("timeout", f"no complete answer within {self.timeout:g} s")
+
+    def _closed(self) -> _Failure | None:
+        gate = self.gate()
+        return None if gate.refused is None else _Failure("refused", gate.refused, status=gate.refused_status)
 
     # -- the request --------------------------------------------------------------------------------
 
@@ -509,9 +567,10 @@ def _server_calls(raw_calls: Any) -> list[ToolCall]:
 class _Failure:
     """Why one attempt failed: ``kind`` decides retry (all but ``fatal``) and the final error class."""
 
-    kind: Literal["timeout", "unavailable", "body", "fatal"]
+    kind: Literal["timeout", "unavailable", "rate_limited", "body", "fatal", "refused"]
     message: str
     retry_after: float | None = None
+    status: int = 0
 
 
 def _decode(url: str, resp: httpx.Response) -> dict[str, Any] | _Failure:
@@ -524,10 +583,20 @@ def _decode(url: str, resp: httpx.Response) -> dict[str, Any] | _Failure:
         if not isinstance(data, dict):
             return _Failure("body", f"HTTP 200 with JSON that is not an object: {resp.text[:200]!r}")
         return data
-    detail = resp.text[:300]
-    if resp.status_code not in _RETRY_STATUS:
-        return _Failure("fatal", f"{url} rejected the request with HTTP {resp.status_code}: {detail}")
-    return _Failure("unavailable", f"HTTP {resp.status_code}: {detail}", _retry_after(resp.headers.get("retry-after")))
+    code, detail = resp.status_code, resp.text[:300]
+    if code in _REFUSED_STATUS or (code == 429 and any(m in detail for m in _QUOTA_MARKS)):
+        why = "quota is spent" if code in (402, 429) else "credentials or permissions were refused"
+        return _Failure(
+            "refused",
+            f"{url} refused service with HTTP {code} ({why}): {detail}; it takes no more requests in this run: "
+            "check the API key, its permissions and its quota, then run again (swarm rollout retries these "
+            "episodes on resume)",
+            status=code,
+        )
+    if code not in _RETRY_STATUS:
+        return _Failure("fatal", f"{url} rejected the request with HTTP {code}: {detail}")
+    kind: Literal["rate_limited", "unavailable"] = "rate_limited" if code == 429 else "unavailable"
+    return _Failure(kind, f"HTTP {code}: {detail}", _retry_after(resp.headers.get("retry-after")), status=code)
 
 
 async def _read_events(

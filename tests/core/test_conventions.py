@@ -118,6 +118,7 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
         "PLACEMENT": "PlacementError",
         "AGENT": "AgentError",
         "BACKEND": "BackendError",
+        "BACKEND_REFUSED": "BackendRefusedError",
         "BACKEND_TIMEOUT": "BackendTimeoutError",
         "BACKEND_UNAVAILABLE": "BackendUnavailableError",
         "MODEL_OUTPUT": "ModelOutputError",

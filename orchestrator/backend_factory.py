@@ -27,6 +27,7 @@ engine then loads it once, the orchestrator's requests apply it and the sub-agen
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,7 @@ __all__ = [
     "BackendBuilder",
     "build_backend",
     "build_backends",
+    "check_local_model",
     "model_identity",
     "with_subagent_cache",
 ]
@@ -166,9 +168,35 @@ def _local_takes_no_url(base_url: str | None) -> None:
         )
 
 
+def check_local_model(model: str | None) -> None:
+    """Raise :class:`ConfigError` for a ``local`` model that can never load: a path that does not
+    exist or is not a ``.gguf`` file, or an unknown name (with the closest known one). Cheap: nothing
+    is assembled or loaded, so a bad ``--model`` fails before any episode starts."""
+    if model is None:
+        return
+    from swarm.backends.local import LOCAL_MODELS
+
+    if model in LOCAL_MODELS:
+        return
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf" or "/" in model or os.sep in model:
+        if not path.exists():
+            raise ConfigError(f"model file not found: {model}; check the path (--model takes a .gguf file)")
+        if path.suffix != ".gguf" or not path.is_file():
+            raise ConfigError(f"model {model} is not a .gguf file; the local backend runs GGUF files only")
+        return
+    close = difflib.get_close_matches(model, list(LOCAL_MODELS), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(
+        f"unknown local model {model!r}: {hint}known: {', '.join(LOCAL_MODELS)}, or a path to a .gguf file "
+        "(`swarm models` lists them)"
+    )
+
+
 @BACKENDS.register("local")
 def _build_local(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
     _local_takes_no_url(base_url)
+    check_local_model(model)
     from swarm.backends.local import LocalBackend
 
     return LocalBackend(
@@ -331,6 +359,7 @@ def _orchestrator_adapter(kind: str, model: str | None, choice: Any) -> Orchestr
                 f"the adapter); with --backend {kind} serve the adapter from your server instead"
             )
         return None
+    check_local_model(model)
     from swarm.backends.local import planned_model_name
 
     name = planned_model_name(model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import sys
 import tomllib
 from collections.abc import Collection
 from pathlib import Path
@@ -15,7 +16,15 @@ from orchestrator.config import SwarmConfig
 from swarm.errors import ConfigError, TaskFileError
 from swarm.records import Task
 
-__all__ = ["CONFIG_TABLES", "LARGE_TASK_CHARS", "large_task_warning", "load_config", "load_tasks", "parse_task_line"]
+__all__ = [
+    "CONFIG_TABLES",
+    "LARGE_TASK_CHARS",
+    "large_task_warning",
+    "load_config",
+    "load_tasks",
+    "parse_task_line",
+    "parse_tasks",
+]
 
 LARGE_TASK_CHARS = 256_000
 """Task prompts longer than this get a :class:`~swarm.errors.LargeInputWarning` (see :func:`large_task_warning`)."""
@@ -63,8 +72,14 @@ def parse_task_line(text: str, path: str, line: int) -> Task:
 
 
 def load_tasks(path: Path) -> list[Task]:
-    """Read tasks from ``.jsonl`` (one per line), ``.json`` (object or list) or any text file (one prompt)."""
+    """Read tasks from ``.jsonl`` (one per line), ``.json`` (object or list) or any text file (one
+    prompt); ``-`` reads standard input (JSONL when every line is a JSON object, else one prompt)."""
     p = str(path)
+    if p == "-":
+        text = sys.stdin.read()
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        suffix = ".jsonl" if lines and all(line.startswith("{") for line in lines) else ".txt"
+        return parse_tasks(text, "<stdin>", suffix, stem="stdin")
     if not path.exists():
         raise TaskFileError("task file does not exist; check the path", p)
     if path.is_dir():
@@ -73,25 +88,31 @@ def load_tasks(path: Path) -> list[Task]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise TaskFileError("task file is not UTF-8 text", p) from None
+    return parse_tasks(text, p, path.suffix, stem=path.stem)
+
+
+def parse_tasks(text: str, source: str, suffix: str, *, stem: str) -> list[Task]:
+    """Tasks from a task file's text, by its suffix (``.jsonl``, ``.json``, else one prompt); tasks
+    without an id get ``<stem>-<index>``."""
     if not text.strip():
-        raise TaskFileError("task file is empty", p)
+        raise TaskFileError("task file is empty", source)
     tasks: list[Task] = []
-    if path.suffix == ".jsonl":
+    if suffix == ".jsonl":
         for i, line in enumerate(text.splitlines(), start=1):
             if line.strip():
-                tasks.append(parse_task_line(line, p, i))
-    elif path.suffix == ".json":
+                tasks.append(parse_task_line(line, source, i))
+    elif suffix == ".json":
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TaskFileError(f"invalid JSON ({exc.msg})", p, exc.lineno) from None
+            raise TaskFileError(f"invalid JSON ({exc.msg})", source, exc.lineno) from None
         items = obj if isinstance(obj, list) else [obj]
-        tasks = [_task_from(o, p, None) for o in items]
+        tasks = [_task_from(o, source, None) for o in items]
     else:
-        tasks = [Task(id=path.stem, prompt=text.strip())]
+        tasks = [Task(id=stem, prompt=text.strip())]
     if not tasks:
-        raise TaskFileError("task file holds no tasks", p)
-    return [t if t.id else t.model_copy(update={"id": f"{path.stem}-{i}"}) for i, t in enumerate(tasks)]
+        raise TaskFileError("task file holds no tasks", source)
+    return [t if t.id else t.model_copy(update={"id": f"{stem}-{i}"}) for i, t in enumerate(tasks)]
 
 
 CONFIG_TABLES: dict[str, str] = {

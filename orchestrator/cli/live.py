@@ -40,13 +40,15 @@ from swarm.events import (
     SubagentStarted,
     SubagentStep,
 )
-from swarm.records import AgentStatus, EpisodeRecord, StageRecord, SubagentResult, ToolResult
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, StageRecord, SubagentResult, ToolResult
 
 __all__ = [
+    "NO_ANSWER",
     "ActionView",
     "EventLines",
     "LiveState",
     "StageView",
+    "given_answer",
     "stage_tree",
     "stages_from_record",
     "summary_table",
@@ -405,6 +407,16 @@ class EventLines:
             )
 
 
+NO_ANSWER = frozenset({EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED})
+"""Endings without an answer: the record may still hold the orchestrator's last text (e.g. its
+opening line before a timeout), which is not an answer and is never shown as one."""
+
+
+def given_answer(record: EpisodeRecord) -> str | None:
+    """The answer the episode gave, or ``None`` when it ended without one (failed, timed out, cancelled)."""
+    return None if record.status in NO_ANSWER else record.answer
+
+
 def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str | None = None) -> Table:
     """The final summary printed after a run. The answer is rendered as Markdown; errors, ids and
     paths are shown as written. ``tools`` names the built-in tools and workspace the run had."""
@@ -414,7 +426,8 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     if record.metadata.get("scripted") or record.task.metadata.get("scripted"):
         t.add_row("policy", Text("SCRIPTED demo policy (no model)", style="yellow"))
     t.add_row("status", record.status.value)
-    answer = record.answer if record.answer is not None else "(none)"
+    given = given_answer(record)
+    answer = given if given is not None else f"(none: the episode {record.status.value})"
     t.add_row("answer", Markdown(answer if len(answer) < 2000 else answer[:2000] + " …"))
     if record.error:
         t.add_row("error", Text(record.error, style="red"))

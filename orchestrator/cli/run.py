@@ -27,7 +27,15 @@ from rich.text import Text
 
 from orchestrator.backend_factory import build_backends
 from orchestrator.cli.eval import ADAPTER_OPTION, run_workload
-from orchestrator.cli.live import EventLines, LiveState, stage_tree, stages_from_record, summary_table
+from orchestrator.cli.live import (
+    NO_ANSWER,
+    EventLines,
+    LiveState,
+    given_answer,
+    stage_tree,
+    stages_from_record,
+    summary_table,
+)
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
@@ -45,6 +53,7 @@ from orchestrator.cli.options import (
     WorkloadOpt,
     is_scripted,
 )
+from orchestrator.cli.preflight import unreachable_servers
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, resolve_otlp, start_tracing
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
@@ -55,7 +64,7 @@ from orchestrator.tasks import large_task_warning, load_config, load_tasks
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
-from swarm.records import AgentDefinition, EpisodeRecord, EpisodeStatus, Task
+from swarm.records import AgentDefinition, EpisodeRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
@@ -100,10 +109,18 @@ def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
 
 
 def run(
-    task: Annotated[str | None, typer.Argument(help="the task text (or use --tasks FILE / --demo NAME)")] = None,
+    task: Annotated[
+        str | None, typer.Argument(help="the task text; - reads it from stdin (or use --tasks FILE / --demo NAME)")
+    ] = None,
     task_file: Annotated[
         Path | None,
-        typer.Option("--tasks", "-t", "--task-file", "-f", help="task file: .jsonl (one task per line), .json or text"),
+        typer.Option(
+            "--tasks",
+            "-t",
+            "--task-file",
+            "-f",
+            help="task file: .jsonl (one task per line), .json or text; - reads stdin",
+        ),
     ] = None,
     demo: Annotated[
         str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
@@ -154,7 +171,8 @@ def run(
     workload: WorkloadOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
     events: Annotated[
-        Path | None, typer.Option("--events", help="stream runtime events to this JSONL file as they happen")
+        Path | None,
+        typer.Option("--events", help="stream runtime events to this JSONL file as they happen (-: stdout)"),
     ] = None,
     mcp_config: Annotated[
         Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
@@ -329,7 +347,7 @@ def _plan(
         from orchestrator.demo import DEMO_TASKS
         from orchestrator.demo import demo as make_demo
 
-        name = demo if demo is not None else (task or "")
+        name = demo if demo is not None else _task_text(task or "")
         if name not in DEMO_TASKS:
             raise UserError(
                 f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
@@ -349,7 +367,7 @@ def _plan(
             agents=agent_defs,
             tools_note=notes,
         )
-    tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=task or "")]
+    tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=_task_text(task or ""))]
     if reward is None and any(t.verifier for t in tasks):
         reward = RewardConfig()  # tasks that name a verifier get scored
     backend_opts = dict(extras.get("backend", {}))
@@ -389,6 +407,16 @@ def _plan(
         subagent_backends=by_model,
         tools_note=notes,
     )
+
+
+def _task_text(task: str) -> str:
+    """The TASK argument; ``-`` reads it from standard input (``echo task | swarm run -``)."""
+    if task != "-":
+        return task
+    text = sys.stdin.read().strip()
+    if not text:
+        raise UserError("TASK is '-' but standard input is empty; pipe the task in (echo TASK | swarm run -)")
+    return text
 
 
 def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
@@ -447,10 +475,12 @@ def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:
 
 
 class _EventWriter:
-    """An observer appending each event as one JSON line, flushed at once (for tail -f / dashboards)."""
+    """An observer appending each event as one JSON line, flushed at once (for tail -f / dashboards);
+    the path ``-`` is standard output."""
 
     def __init__(self, path: Path) -> None:
-        self._f = path.open("a", encoding="utf-8")
+        self._own = str(path) != "-"
+        self._f: TextIO = path.open("a", encoding="utf-8") if self._own else sys.stdout
 
     def __call__(self, event: Event) -> None:
         f = self._f
@@ -462,7 +492,8 @@ class _EventWriter:
         f.flush()
 
     def close(self) -> None:
-        self._f.close()
+        if self._own:
+            self._f.close()
 
 
 Output = Literal["human", "json", "summary", "print"]
@@ -474,7 +505,7 @@ def json_summary(record: EpisodeRecord, path: str) -> dict[str, Any]:
         "episode_id": record.episode_id,
         "task_id": record.task.id,
         "status": record.status.value,
-        "answer": record.answer,
+        "answer": given_answer(record),
         "error": record.error,
         "critical_steps": record.dag.critical_steps,
         "total_steps": record.dag.total_steps,
@@ -510,6 +541,8 @@ def execute(
     events: Path | None = None,
     mcp: MCPConfig | None = None,
 ) -> int:
+    if not _servers_reachable(plan):
+        return 1
     live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
     records: list[EpisodeRecord] = []
     paths: dict[str, Path] = {}
@@ -551,10 +584,7 @@ def execute(
     async def main() -> None:
         await _run_tasks(plan.tasks, orchestrator, mcp, mcp_log)
 
-    mcp_log = None
-    if mcp is not None:  # servers' own logs go to a file so they never garble the live view
-        out.mkdir(parents=True, exist_ok=True)
-        mcp_log = (out / "mcp-servers.log").open("a", encoding="utf-8")
+    mcp_log = _mcp_log(out) if mcp is not None else None
     interrupted = False
     for note in filter(None, map(large_task_warning, plan.tasks)):
         err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
@@ -581,6 +611,23 @@ def execute(
     for r in records:
         _print_record(r, str(paths.get(r.episode_id, "")), output, plan.tools_note)
     return _exit_code(records, paths, interrupted)
+
+
+def _mcp_log(out: Path) -> TextIO:
+    """MCP servers' own logs go to a file so they never garble the live view."""
+    out.mkdir(parents=True, exist_ok=True)
+    return (out / "mcp-servers.log").open("a", encoding="utf-8")
+
+
+def _servers_reachable(plan: RunPlan) -> bool:
+    """Probe each model server once, before the first task (every episode would otherwise fail the
+    same way, after the backend's retries); say which cannot be reached."""
+    problems = anyio.run(unreachable_servers, [plan.backend, plan.subagent_backend, *plan.subagent_backends.values()])
+    for p in problems:
+        err.print(
+            f"[red]error:[/red] model server {escape(p)}; check --base-url and that the server is up", soft_wrap=True
+        )
+    return not problems
 
 
 def _observers(
@@ -629,8 +676,9 @@ def _print_record(r: EpisodeRecord, path: str, output: Output, tools_note: str |
     elif output == "summary":
         sys.stdout.write(json.dumps(json_summary(r, path), ensure_ascii=False) + "\n")
     elif output == "print":
-        if r.answer is not None:
-            sys.stdout.write(r.answer + ("" if r.answer.endswith("\n") else "\n"))
+        answer = given_answer(r)
+        if answer is not None:
+            sys.stdout.write(answer + ("" if answer.endswith("\n") else "\n"))
     else:
         console = Console()
         console.print(stage_tree(stages_from_record(r), title=_tree_title(r), budget=_budget(r)))
@@ -645,7 +693,7 @@ def _exit_code(records: list[EpisodeRecord], paths: dict[str, Path], interrupted
         where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
-    bad = {EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED}
+    bad = NO_ANSWER
     for r in records:  # the tables go to stdout; what went wrong belongs on stderr too
         if r.status in bad:
             why = r.error or "no error message was recorded"

@@ -215,7 +215,7 @@ def test_swarm_models_lists_models_engines_and_install_commands() -> None:
     assert table.exit_code == 0 and "smollm2-135m" in table.output
 
 
-def test_the_local_model_name_is_known_before_the_engine_loads() -> None:
+def test_the_local_model_name_is_known_before_the_engine_loads(tmp_path: Path) -> None:
     """The orchestrator picks its prompt profile from the backend's model name when it is built,
     before the first request starts the engine."""
     default, _ = build_backends("local")
@@ -223,7 +223,9 @@ def test_the_local_model_name_is_known_before_the_engine_loads() -> None:
     assert default.model in LOCAL_MODELS and model_available(default.model)
     named, _ = build_backends("local", "qwen2.5-coder-1.5b")
     assert named.model == "qwen2.5-coder-1.5b"
-    path, _ = build_backends("local", "/models/my-finetune-0.5b.gguf")
+    gguf = tmp_path / "my-finetune-0.5b.gguf"
+    gguf.write_bytes(b"GGUF")  # the name is known from the path; nothing is loaded
+    path, _ = build_backends("local", str(gguf))
     assert path.model == "my-finetune-0.5b"
 
 

@@ -1,9 +1,12 @@
 """BFCL parallel: Berkeley Function Calling Leaderboard v4 items, scored by call-level F1.
 
 Each task is one BFCL item: a user request and the functions it may call. The functions do nothing but
-record the call (BFCL's AST categories never execute them); every call any agent emits is kept, and the
-pooled calls are matched order-free against the gold calls with BFCL's AST matching rules,
-reimplemented here (no upstream code):
+record the call (BFCL's AST categories never execute them). The score reads **every call any agent
+attempted from the episode record** (:func:`attempted_calls`): the orchestrator's or single agent's
+direct calls, every sub-agent's calls, the calls one-call-per-turn held back ("not run") and the calls
+of assignments admission dropped as duplicates — so neither arm is scored on a subset the runtime
+chose for it. The pooled calls are matched order-free against the gold calls with BFCL's AST matching
+rules, reimplemented here (no upstream code):
 
 * the function name must be equal;
 * every argument given must be a parameter of the function and must have the declared type (an
@@ -36,8 +39,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from swarm.backend import Completion, ModelRequest
-from swarm.errors import ConfigError, ToolError
-from swarm.records import AgentDefinition, EpisodeRecord, Task
+from swarm.errors import ConfigError, ErrorType, ToolError
+from swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
 from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
@@ -45,11 +48,15 @@ from workloads.splits import pool_splits
 
 __all__ = [
     "CATEGORIES",
+    "Attempts",
     "BfclItem",
     "BfclKnobs",
     "BfclWorkload",
+    "attempted_calls",
     "call_f1",
     "call_matches",
+    "gold_matched",
+    "score_calls",
 ]
 
 NAME = "bfcl-parallel"
@@ -181,7 +188,8 @@ def call_matches(
     return all(p in arguments or "" in allowed for p, allowed in gargs.items())
 
 
-def _max_matching(adj: list[list[int]], n_right: int) -> int:
+def _max_matching_pairs(adj: list[list[int]], n_right: int) -> list[int]:
+    """For each right vertex (gold call), the left vertex (emitted call) matched to it, or -1."""
     match_right = [-1] * n_right
 
     def augment(u: int, seen: set[int]) -> bool:
@@ -193,18 +201,135 @@ def _max_matching(adj: list[list[int]], n_right: int) -> int:
                     return True
         return False
 
-    return sum(augment(u, set()) for u in range(len(adj)))
+    for u in range(len(adj)):
+        augment(u, set())
+    return match_right
+
+
+def gold_matched(calls: Sequence[tuple[str, Mapping[str, Any]]], item: BfclItem) -> list[bool]:
+    """Per gold call, whether a maximum one-to-one matching pairs it with an emitted call."""
+    adj = [[j for j, g in enumerate(item.gold) if call_matches(n, a, g, item.functions)] for n, a in calls]
+    return [m >= 0 for m in _max_matching_pairs(adj, len(item.gold))]
 
 
 def call_f1(calls: Sequence[tuple[str, Mapping[str, Any]]], item: BfclItem) -> tuple[float, float, float, int]:
     """Precision, recall, F1 and true positives of emitted ``(bfcl name, arguments)`` calls."""
-    adj = [[j for j, g in enumerate(item.gold) if call_matches(n, a, g, item.functions)] for n, a in calls]
-    tp = _max_matching(adj, len(item.gold))
+    tp = sum(gold_matched(calls, item))
     if not calls and not item.gold:
         return 1.0, 1.0, 1.0, 0
     p = tp / len(calls) if calls else 0.0
     r = tp / len(item.gold) if item.gold else 0.0
     return p, r, (2 * p * r / (p + r) if p + r else 0.0), tp
+
+
+# -- what the agents attempted ---------------------------------------------------------------------------
+
+_ASSIGN = "assign_task"  # the orchestrator's action (orchestrator.admission.ASSIGN; workloads may not import it)
+_DUPLICATES = (ErrorType.DUPLICATE_TASK, ErrorType.ALREADY_DONE)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempts:
+    """Every BFCL call any agent of an episode attempted, read from its record (see :func:`attempted_calls`).
+
+    ``calls`` are ``(bfcl name, arguments, parsed)``; ``held`` counts sub-agent calls that one-call-per-turn
+    did not run, ``duplicates`` the calls counted again for assignments admission dropped as duplicates."""
+
+    calls: tuple[tuple[str, dict[str, Any], bool], ...]
+    held: int
+    duplicates: int
+
+
+def _task_key(agent: object, task: object) -> tuple[str, str]:
+    return str(agent).strip().casefold(), str(task).strip().casefold()
+
+
+def _subagent_calls(
+    sub: SubagentResult, names: Mapping[str, str]
+) -> tuple[list[tuple[str, dict[str, Any], bool]], int]:
+    """A sub-agent's attempted calls in order, and how many of them one-call-per-turn held back. A held
+    call the agent made again later, identically (as the notice asks), is that later call, not a second."""
+    results = [r for step in sub.step_records for r in step.tool_results if r.call.name in names]
+    out: list[tuple[str, dict[str, Any], bool]] = []
+    held = 0
+    for n, r in enumerate(results):
+        if r.error_type == ErrorType.ONE_CALL_PER_TURN:
+            again = any(
+                later.error_type != ErrorType.ONE_CALL_PER_TURN
+                and later.call.name == r.call.name
+                and later.call.arguments == r.call.arguments
+                for later in results[n + 1 :]
+            )
+            if again:
+                continue
+            held += 1
+        out.append((names[r.call.name], dict(r.call.arguments), r.call.error is None))
+    return out, held
+
+
+def attempted_calls(record: EpisodeRecord, item: BfclItem) -> Attempts:
+    """The calls to score: every call of the item's functions that any agent emitted, run or not.
+
+    * direct calls of the orchestrator (or the single agent) and every sub-agent step's calls, including
+      calls one-call-per-turn held back (``ErrorType.ONE_CALL_PER_TURN``: "not run" results; one the agent
+      then made again identically is that call, not a second), calls whose
+      arguments did not parse or failed the schema, and calls of steps the budget cut short;
+    * an ``assign_task`` that admission dropped as a duplicate (``DuplicateTask`` in one message,
+      ``AlreadyDone`` across stages) counts as its twin's calls once more: running it would have made
+      them again, as a single agent's repeated call is scored as made twice.
+
+    Assignments refused for width or budget never formed a call and count for nothing."""
+    names = {tool_name(f["name"]): f["name"] for f in item.functions}
+    calls: list[tuple[str, dict[str, Any], bool]] = []
+    held = 0
+    twins: dict[tuple[str, str], list[tuple[str, dict[str, Any], bool]]] = {}
+    for stage in record.stages:
+        results = [r for step in stage.orchestrator_steps for r in step.tool_results]
+        for sub in stage.subagents:
+            mine, n_held = _subagent_calls(sub, names)
+            twins.setdefault(_task_key(sub.name, sub.task), mine)
+            twins.setdefault(_task_key("", sub.task), mine)
+            held += n_held
+            calls += mine
+        calls += [
+            (names[r.call.name], dict(r.call.arguments), r.call.error is None) for r in results if r.call.name in names
+        ]
+    duplicates = 0
+    for stage in record.stages:
+        for r in (r for step in stage.orchestrator_steps for r in step.tool_results):
+            if r.call.name == _ASSIGN and r.error_type in _DUPLICATES:
+                args = r.call.arguments
+                twin = twins.get(_task_key(args.get("agent", ""), args.get("task", "")))
+                twin = twin if twin is not None else twins.get(_task_key("", args.get("task", "")), [])
+                calls += twin
+                duplicates += len(twin)
+    return Attempts(tuple(calls), held, duplicates)
+
+
+def score_calls(record: EpisodeRecord, item: BfclItem) -> Score:
+    """Call-level P/R/F1 of every call any agent attempted (:func:`attempted_calls`) against the gold
+    calls; success = every gold call matched and no other call. A call that did not parse matches
+    nothing. ``items``: one per gold call (``"<i>:<name>"``), 1 when the matching pairs it."""
+    attempts = attempted_calls(record, item)
+    scored = [(name, args if ok else {"\x00unparsed": True}) for name, args, ok in attempts.calls]
+    matched = gold_matched(scored, item)
+    p, r, f, tp = call_f1(scored, item)
+    return Score(
+        metric=f,
+        success=tp == len(item.gold) == len(scored),
+        details={
+            "call_precision": p,
+            "call_recall": r,
+            "call_f1": f,
+            "emitted_calls": len(scored),
+            "held_calls": attempts.held,
+            "dropped_duplicate_calls": attempts.duplicates,
+            "gold_calls": len(item.gold),
+            "matched_calls": tp,
+            "category": item.category,
+        },
+        items={f"{j}:{next(iter(g))}": float(ok) for j, (g, ok) in enumerate(zip(item.gold, matched, strict=True))},
+    )
 
 
 # -- environment ----------------------------------------------------------------------------------------
@@ -336,21 +461,7 @@ class BfclWorkload(Workload):
             )
 
         def scorer(record: EpisodeRecord) -> Score:
-            p, r, f, tp = call_f1(log.calls, item)
-            success = tp == len(item.gold) == len(log.calls)
-            return Score(
-                metric=f,
-                success=success,
-                details={
-                    "call_precision": p,
-                    "call_recall": r,
-                    "call_f1": f,
-                    "emitted_calls": len(log.calls),
-                    "gold_calls": len(item.gold),
-                    "matched_calls": tp,
-                    "category": item.category,
-                },
-            )
+            return score_calls(record, item)
 
         return Episode(
             task=task,

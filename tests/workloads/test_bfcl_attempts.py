@@ -1,0 +1,166 @@
+"""BFCL scores every call any agent attempted, read from the record: calls one-call-per-turn held back
+and assignments admission dropped as duplicates count, as a single agent's every call does."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from orchestrator.eval import episode_config
+from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.errors import ErrorType
+from swarm.messages import ToolCall
+from swarm.records import EpisodeRecord, Task
+from swarm.testing import FunctionBackend, call
+from workloads import get_workload
+from workloads.base import Mode, Score, tool_messages, user_text
+from workloads.bfcl import _by_id, _gold_call, call_f1
+
+WL = get_workload("bfcl-parallel")
+TASK = next(t for t in WL.tasks(40, seed=0, categories=["parallel"]) if t.metadata["gold_calls"] >= 2)
+ITEM = _by_id()[TASK.id]
+GOLD = [_gold_call(g, ITEM) for g in ITEM.gold]  # (tool name, arguments)
+
+
+def _bogus(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The gold arguments with one string value changed: a call of the right function that matches nothing."""
+    key = next(k for k, v in args.items() if isinstance(v, str))
+    return {**args, key: args[key] + " (wrong)"}
+
+
+def _assign(task: str) -> Any:
+    return call("assign_task", agent="caller", task=task)
+
+
+def _ask(name: str, args: dict[str, Any]) -> str:
+    return f"Call `{name}` with arguments {json.dumps(args, sort_keys=True)}"
+
+
+async def _run(
+    orch: ModelBackend, sub: ModelBackend | None, mode: Mode = "swarm", profile: str = "default"
+) -> tuple[EpisodeRecord, Score]:
+    ep = WL.episode(TASK, mode)
+    o = Orchestrator(
+        orch,
+        episode_config(ep, SwarmConfig(prompt_profile=profile)),
+        tools=ep.tools,
+        agents=ep.agents,
+        subagent_backend=sub or WL.gold_policy(TASK, mode).subagent,
+        reward_fn=ep.reward,
+    )
+    rec = await o.run(TASK)
+    return rec, ep.score(rec)
+
+
+def _assign_all_then_answer(tasks: list[str]) -> FunctionBackend:
+    def policy(request: ModelRequest) -> Completion:
+        if tool_messages(request) or request.tool_choice == "none":
+            return Completion(text="done")
+        return Completion(tool_calls=tuple(_assign(t) for t in tasks))
+
+    return FunctionBackend(policy)
+
+
+async def test_a_held_call_the_agent_never_made_again_counts() -> None:
+    # One sub-agent per gold call; the first also writes a wrong extra call in the same turn, which
+    # one-call-per-turn holds back. It was attempted: the single agent's would have run and counted.
+    def sub(request: ModelRequest) -> Completion:
+        if tool_messages(request):
+            return Completion(text="done")
+        name, args = next((n, a) for n, a in GOLD if _ask(n, a) == user_text(request))
+        extra = (call(name, **_bogus(name, args)),) if (name, args) == GOLD[0] else ()
+        return Completion(tool_calls=(call(name, **args), *extra))
+
+    rec, s = await _run(_assign_all_then_answer([_ask(n, a) for n, a in GOLD]), FunctionBackend(sub), profile="small")
+    held = [
+        r
+        for sa in rec.subagent_results
+        for st in sa.step_records
+        for r in st.tool_results
+        if r.error_type == ErrorType.ONE_CALL_PER_TURN
+    ]
+    assert len(held) == 1  # the runtime did hold it back
+    n = len(GOLD)
+    assert s.details["held_calls"] == 1 and s.details["emitted_calls"] == n + 1
+    assert s.details["call_precision"] == n / (n + 1) and s.details["call_recall"] == 1.0 and not s.success
+    ran = [(next(iter(g)), a) for g, (_, a) in zip(ITEM.gold, GOLD, strict=True)]
+    assert call_f1(ran, ITEM)[0] == 1.0  # the calls that ran: all the old scorer saw
+
+
+async def test_a_held_call_made_again_next_turn_is_one_call() -> None:
+    # One sub-agent for everything: it writes all calls at once, is told to make one per turn, and
+    # makes the held ones again one by one (as the notice asks): each gold call counts once.
+    def sub(request: ModelRequest) -> Completion:
+        seen = [m for m in tool_messages(request) if "not run" not in m.content]
+        if not tool_messages(request):
+            return Completion(tool_calls=tuple(call(n, **a) for n, a in GOLD))
+        if len(seen) < len(GOLD):
+            name, args = GOLD[len(seen)]
+            return Completion(tool_calls=(call(name, **args),))
+        return Completion(text="done")
+
+    rec, s = await _run(
+        _assign_all_then_answer(["make every call of the request"]), FunctionBackend(sub), profile="small"
+    )
+    assert any(
+        r.error_type == ErrorType.ONE_CALL_PER_TURN
+        for sa in rec.subagent_results
+        for st in sa.step_records
+        for r in st.tool_results
+    )
+    assert s.details["held_calls"] == 0 and s.metric == 1.0 and s.success, s.details
+    assert s.items == {f"{j}:{next(iter(g))}": 1.0 for j, g in enumerate(ITEM.gold)}
+
+
+async def test_a_duplicate_assignment_admission_dropped_counts_as_its_twin_again() -> None:
+    tasks = [_ask(n, a) for n, a in GOLD]
+    rec, s = await _run(_assign_all_then_answer([tasks[0], *tasks]), None, profile="small")  # distinct tasks on
+    refused = [r for st in rec.stages for r in st.tool_results if r.error_type == ErrorType.DUPLICATE_TASK]
+    assert len(refused) == 1 and len(rec.subagent_results) == len(GOLD)  # the copy was not run
+    n = len(GOLD)
+    assert s.details["dropped_duplicate_calls"] == 1 and s.details["emitted_calls"] == n + 1
+    assert s.details["call_precision"] == n / (n + 1) and not s.success
+
+    # The single agent making the same call twice scores the same.
+    def single(request: ModelRequest) -> Completion:
+        if tool_messages(request) or request.tool_choice == "none":
+            return Completion(text="done")
+        return Completion(tool_calls=tuple(call(nm, **a) for nm, a in [GOLD[0], *GOLD]))
+
+    _rec, alone = await _run(FunctionBackend(single), None, mode="single")
+    assert alone.metric == s.metric and alone.details["emitted_calls"] == n + 1
+
+
+async def test_an_assignment_dropped_as_already_done_counts_again() -> None:
+    tasks = [_ask(n, a) for n, a in GOLD]
+    turns = iter([tasks, [tasks[0]]])
+
+    def policy(request: ModelRequest) -> Completion:
+        nxt = next(turns, None)
+        if nxt is None or request.tool_choice == "none":
+            return Completion(text="done")
+        return Completion(tool_calls=tuple(_assign(t) for t in nxt))
+
+    rec, s = await _run(FunctionBackend(policy), None)
+    assert any(r.error_type == ErrorType.ALREADY_DONE for st in rec.stages for r in st.tool_results)
+    assert s.details["dropped_duplicate_calls"] == 1 and s.details["call_precision"] < 1.0
+
+
+async def test_an_unparsed_call_counts_and_matches_nothing() -> None:
+    name, _args = GOLD[0]
+    broken = ToolCall(id="broken", name=name, arguments={}, error="arguments are not a JSON object")
+
+    def single(request: ModelRequest) -> Completion:
+        if tool_messages(request) or request.tool_choice == "none":
+            return Completion(text="done")
+        return Completion(tool_calls=(*(call(n, **a) for n, a in GOLD), broken))
+
+    _rec, s = await _run(FunctionBackend(single), None, mode="single")
+    n = len(GOLD)
+    assert s.details["emitted_calls"] == n + 1 and s.details["call_precision"] == n / (n + 1) and not s.success
+
+
+def test_the_task_has_several_gold_calls() -> None:
+    assert isinstance(TASK, Task) and len(GOLD) >= 2

@@ -1,5 +1,5 @@
 """Workloads: task generators with their tools and verifiers (τ²-batch, BFCL parallel, wide/deep lookup,
-starter).
+starter, wide research over a generated corpus).
 
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
@@ -21,6 +21,7 @@ from workloads.base import (
 )
 from workloads.bfcl import BfclWorkload
 from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
+from workloads.research import WideResearchWorkload
 from workloads.splits import SPLITS, Split
 from workloads.starter import StarterWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
@@ -48,3 +49,4 @@ register_workload(BfclWorkload.name, BfclWorkload)
 register_workload(WideLookupWorkload.name, WideLookupWorkload)
 register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
 register_workload(StarterWorkload.name, StarterWorkload)
+register_workload(WideResearchWorkload.name, WideResearchWorkload)

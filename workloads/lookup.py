@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
@@ -35,14 +34,29 @@ from pydantic import Field
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
 from swarm.messages import ToolMessage
-from swarm.records import AgentDefinition, EpisodeRecord, Task
+from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
 from swarm.verifiers.match import extract_answer, normalize_text
-from swarm.verifiers.table import ColumnRule, score_table
+from swarm.verifiers.table import ColumnRule
 from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from workloads.splits import Split, pool_splits
+from workloads.wide import (
+    AGENT,
+    EXACT_NUMBER,
+    LABEL_RE,
+    NOT_FOUND,
+    Attr,
+    Kind,
+    own_hit,
+    parse_report,
+    research_episode,
+    wide_episode,
+    wide_gold,
+    wide_prompt,
+)
+from workloads.wide import rx as _rx
 
 __all__ = [
     "KINDS",
@@ -51,21 +65,6 @@ __all__ = [
     "WideLookupKnobs",
     "WideLookupWorkload",
 ]
-
-AGENT = "researcher"
-_HIT_RE = re.compile(r"^doc_id: (\S+) \| (.*?) \| score", re.MULTILINE)
-_LABEL_RE = re.compile(r"'([^']+)'")
-NOT_FOUND = "NOT FOUND"
-
-
-def _rx(pattern: str, group: int = 1) -> Callable[[str], str | None]:
-    compiled = re.compile(pattern, re.MULTILINE)
-
-    def parse(text: str) -> str | None:
-        m = compiled.search(text)
-        return m.group(group).strip() if m else None
-
-    return parse
 
 
 def _address_part(index: int) -> Callable[[str], str | None]:
@@ -102,33 +101,11 @@ def _min_price(text: str) -> str | None:
     return f"{min(prices):.2f}" if prices else None
 
 
-@dataclass(frozen=True)
-class Attr:
-    """One column: its gold value from the record, and how the gold policy reads it from the text."""
-
-    name: str
-    gold: Callable[[dict[str, Any]], str]
-    parse: Callable[[str], str | None]
-    rule: ColumnRule | None = None
-    hint: str = ""  # what the prompt says of the column beyond its name ("how many")
-
-
-@dataclass(frozen=True)
-class Kind:
-    name: str  # corpus record kind
-    key: str  # key column
-    noun: str
-    entity: str
-    label: Callable[[dict[str, Any]], str]
-    title_prefix: Callable[[str], str]  # the title of the entity's own document starts with this
-    attrs: tuple[Attr, ...]
-
-
 def _full_name(f: dict[str, Any]) -> str:
     return f"{f['name']['first_name']} {f['name']['last_name']}"
 
 
-_NUM = ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.001)
+_NUM = EXACT_NUMBER
 # "22:00:00 EST", "22:00" and "10:00 pm" are the document's "arrival 22:00:00 EST"; "00:00:00+1" stays a day later
 _TIME = ColumnRule(preprocess=("extract_time",), metrics=("exact_match",))
 _COUNT = "how many"  # a count column: "payment_methods" alone reads as the list of them
@@ -273,22 +250,6 @@ def _search_tools() -> tuple[Tool, ...]:
     return tau2_search_toolset().tools
 
 
-# -- gold sub-agent: search → open the entity's own document → read the attributes from its text ------
-
-
-def _hits(msg: ToolMessage) -> list[tuple[str, str]]:
-    return [] if msg.is_error else _HIT_RE.findall(msg.content)
-
-
-def _own_hit(msg: ToolMessage, prefix: str) -> str | None:
-    return next((doc_id for doc_id, title in _hits(msg) if title.startswith(prefix)), None)
-
-
-def _read(kind: Kind, attrs: Sequence[str], text: str) -> dict[str, str]:
-    by_name = {a.name: a for a in kind.attrs}
-    return {a: by_name[a].parse(text) or "?" for a in attrs}
-
-
 # -- wide lookup --------------------------------------------------------------------------------------------
 
 
@@ -297,19 +258,6 @@ class WideLookupKnobs(Knobs):
     attributes: int = Field(3, ge=1, le=6, description="M: attributes per entity (at most the kind's attributes)")
     distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
-
-
-def _wide_prompt(kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> str:
-    cols = " | ".join([kind.key, *attrs])
-    hints = {a.name: a.hint for a in kind.attrs}
-    asked = ", ".join(f"{a} ({hints[a]})" if hints.get(a) else a for a in attrs)
-    return (
-        f"Build a table of these {len(labels)} {kind.noun}: {', '.join(labels)}.\n"
-        f"For each one give: {asked}. Look everything up in the document collection with the "
-        "search and open tools; do not guess. Some names may not be in the collection: leave those out.\n"
-        f"Answer with one markdown table with exactly these columns: | {cols} |, one row per "
-        f"{kind.entity} found, the {kind.key} written exactly as given above."
-    )
 
 
 class WideLookupWorkload(Workload):
@@ -347,7 +295,7 @@ class WideLookupWorkload(Workload):
             out.append(
                 Task(
                     id=f"{self.name}-{split}-s{seed}-{i}",
-                    prompt=_wide_prompt(kind, labels, attrs),
+                    prompt=wide_prompt(kind, labels, attrs),
                     verifier="table",
                     verifier_args={
                         "gold": gold,
@@ -372,125 +320,18 @@ class WideLookupWorkload(Workload):
 
     def episode(self, task: Task, mode: Mode) -> Episode:
         self.check_task(task)
-        tools = _search_tools()
-        agent = AgentDefinition(
-            name=AGENT,
-            tools=tuple(t.name for t in tools),
-            # The steps spelled out in order: a 1.5B researcher told only to "find and open" the
-            # document opened ids it made up ("retail_customers_ava_lopez") before any search.
-            system_prompt="You look things up in a document collection. First call search with the name of the "
-            "entity your task names; then call open with the id of the result whose title is that entity; then "
-            "report the requested attributes as 'name: value' lines. If no result is that entity, report "
-            f"{NOT_FOUND}.",
-        )
-        if mode == "swarm":
-            instructions = (
-                f"A sub-agent type '{AGENT}' is predefined with the search and open tools. Look up the entities "
-                "in parallel: one assign_task per entity, all in one message; then answer with the table."
-            )
-        else:
-            instructions = (
-                "You are a research assistant. Work alone: look up every entity yourself (search its name, then "
-                "open the id of the result whose title is that entity), then answer with the table."
-            )
-        args = task.verifier_args
-        rules = {k: ColumnRule.model_validate(v) for k, v in args.get("rules", {}).items()}
-
-        def scorer(record: EpisodeRecord) -> Score:
-            ts = score_table(
-                record.answer or "", args["gold"], key_columns=args["key_columns"], columns=args["columns"], rules=rules
-            )
-            return Score(
-                metric=ts.item_f1, success=ts.success, details=ts.model_dump(exclude={"items"}), items=ts.items
-            )
-
-        n_labels = len(task.metadata["labels"])
-        return Episode(
-            task=task,
-            mode=mode,
-            tools=tools,
-            agents=(agent,),
-            instructions=instructions,
-            scorer=scorer,
-            config={
-                "max_critical_steps": 2 * n_labels + 8,
-                "max_subagent_steps": 8,
-                "max_subagents_per_stage": max(16, n_labels),
-            },
+        return wide_episode(
+            task,
+            mode,
+            _search_tools(),
+            f"A sub-agent type '{AGENT}' is predefined with the search and open tools. Look up the entities "
+            "in parallel: one assign_task per entity, all in one message; then answer with the table.",
         )
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
         self.check_task(task)
         kind = KINDS[task.metadata["kind"]]
-        labels: list[str] = list(task.metadata["labels"])
-        attrs: list[str] = list(task.metadata["attrs"])
-        if mode == "swarm":
-            orch = FunctionBackend(
-                lambda r: _wide_swarm(r, kind, labels, attrs), model="gold-orchestrator", delay=latency_s
-            )
-        else:
-            orch = FunctionBackend(lambda r: _wide_single(r, kind, labels, attrs), model="gold-single", delay=latency_s)
-        sub = FunctionBackend(lambda r: _wide_researcher(r, kind, attrs), model="gold-subagent", delay=latency_s)
-        return GoldPolicy(orch, sub)
-
-
-def _table(kind: Kind, attrs: Sequence[str], rows: Sequence[dict[str, str]]) -> str:
-    lines = ["| " + " | ".join([kind.key, *attrs]) + " |", "|" + "---|" * (len(attrs) + 1)]
-    lines += ["| " + " | ".join(r.get(c, "?") for c in [kind.key, *attrs]) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _wide_researcher(request: ModelRequest, kind: Kind, attrs: Sequence[str]) -> Completion:
-    m = _LABEL_RE.search(user_text(request))
-    if m is None:
-        return Completion(text="My task names no entity in quotes; nothing done.")
-    label = m.group(1)
-    seen = tool_messages(request)
-    if not seen:
-        return Completion(tool_calls=(call("search", query=label, k=5),))
-    if len(seen) == 1:
-        doc_id = _own_hit(seen[0], kind.title_prefix(label))
-        if doc_id is None:
-            return Completion(text=f"{kind.key}: {label}\n{NOT_FOUND}")
-        return Completion(tool_calls=(call("open", doc_id=doc_id),))
-    values = _read(kind, attrs, seen[-1].content)
-    return Completion(text="\n".join([f"{kind.key}: {label}", *(f"{a}: {v}" for a, v in values.items())]))
-
-
-def _parse_report(text: str) -> dict[str, str] | None:
-    if NOT_FOUND in text:
-        return None
-    body = text.split("report:\n", 1)[-1]
-    return dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
-
-
-def _wide_swarm(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
-    reports = tool_messages(request, "assign_task")
-    if reports or request.tool_choice == "none":
-        rows = [r for m in reports if not m.is_error and (r := _parse_report(m.content)) is not None]
-        return Completion(text=_table(kind, attrs, rows))
-    calls = [
-        call("assign_task", agent=AGENT, task=f"Look up the {kind.entity} '{label}' and report: {', '.join(attrs)}.")
-        for label in labels
-    ]
-    return Completion(text=f"{len(calls)} look-ups in parallel.", tool_calls=tuple(calls))
-
-
-def _wide_single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
-    seen = tool_messages(request)
-    pos, rows = 0, []
-    for label in labels:
-        if pos >= len(seen):
-            return Completion(tool_calls=(call("search", query=label, k=5),))
-        doc_id = _own_hit(seen[pos], kind.title_prefix(label))
-        pos += 1
-        if doc_id is None:
-            continue
-        if pos >= len(seen):
-            return Completion(tool_calls=(call("open", doc_id=doc_id),))
-        rows.append({kind.key: label, **_read(kind, attrs, seen[pos].content)})
-        pos += 1
-    return Completion(text=_table(kind, attrs, rows))
+        return wide_gold(kind, task.metadata["labels"], task.metadata["attrs"], mode, latency_s=latency_s)
 
 
 # -- deep lookup --------------------------------------------------------------------------------------------
@@ -570,22 +411,6 @@ class DeepLookupWorkload(Workload):
 
     def episode(self, task: Task, mode: Mode) -> Episode:
         self.check_task(task)
-        tools = _search_tools()
-        agent = AgentDefinition(
-            name=AGENT,
-            tools=tuple(t.name for t in tools),
-            system_prompt="You answer one look-up question by following references through a document "
-            "collection with the search and open tools (check document titles). Report the facts you found "
-            "as 'name: value' lines.",
-        )
-        if mode == "swarm":
-            instructions = (
-                f"A sub-agent type '{AGENT}' is predefined with the search and open tools. The customers are "
-                "independent: give each one to its own instance (all assign_task calls in one message), then "
-                "compare their reports and answer."
-            )
-        else:
-            instructions = "You are a research assistant. Work alone with the search and open tools, then answer."
         expected = str(task.verifier_args["expected"])
 
         def scorer(record: EpisodeRecord) -> Score:
@@ -594,12 +419,19 @@ class DeepLookupWorkload(Workload):
             return Score(metric=float(ok), success=ok, details={"extracted": got, "expected": expected})
 
         b = len(task.metadata["labels"])
-        return Episode(
-            task=task,
-            mode=mode,
-            tools=tools,
-            agents=(agent,),
-            instructions=instructions,
+        return research_episode(
+            task,
+            mode,
+            tools=_search_tools(),
+            researcher="You answer one look-up question by following references through a document "
+            "collection with the search and open tools (check document titles). Report the facts you found "
+            "as 'name: value' lines.",
+            instructions={
+                "swarm": f"A sub-agent type '{AGENT}' is predefined with the search and open tools. The customers "
+                "are independent: give each one to its own instance (all assign_task calls in one message), then "
+                "compare their reports and answer.",
+                "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
+            },
             scorer=scorer,
             config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
         )
@@ -623,7 +455,7 @@ def _chain(label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, 
     Returns (next call or None, the total once known, tool results consumed)."""
     if len(seen) < 1:
         return Completion(tool_calls=(call("search", query=label, k=5),)), None, 0
-    doc = _own_hit(seen[0], _USER_PREFIX(label))
+    doc = own_hit(seen[0], _USER_PREFIX(label))
     if doc is None:
         return None, None, 1
     if len(seen) < 2:
@@ -633,7 +465,7 @@ def _chain(label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, 
         return None, None, 2
     if len(seen) < 3:
         return Completion(tool_calls=(call("search", query=f"Order {first.group(1)}", k=5),)), None, 2
-    order_doc = _own_hit(seen[2], f"Order {first.group(1)}")
+    order_doc = own_hit(seen[2], f"Order {first.group(1)}")
     if order_doc is None:
         return None, None, 3
     if len(seen) < 4:
@@ -643,7 +475,7 @@ def _chain(label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, 
 
 
 def _deep_researcher(request: ModelRequest) -> Completion:
-    m = _LABEL_RE.search(user_text(request))
+    m = LABEL_RE.search(user_text(request))
     if m is None:
         return Completion(text="My task names no customer in quotes; nothing done.")
     nxt, total, _ = _chain(m.group(1), tool_messages(request))
@@ -665,7 +497,7 @@ def _deep_swarm(request: ModelRequest, labels: Sequence[str]) -> Completion:
     if reports or request.tool_choice == "none":
         totals = {}
         for msg in reports:
-            rep = _parse_report(msg.content) or {}
+            rep = parse_report(msg.content) or {}
             try:
                 totals[rep["customer"]] = float(rep["first_order_total"])
             except (KeyError, ValueError):

@@ -48,7 +48,7 @@ def test_public_exports_are_unique_and_resolvable(module: str) -> None:
 
 
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:
-    assert workload_names() == ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup"]
+    assert workload_names() == ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup", "wide-research"]
     with pytest.raises(UnknownNameError, match="tau2-batch"):
         get_workload("tau3-batch")
     with pytest.raises(Exception, match="metadata"):
@@ -255,7 +255,9 @@ def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
     assert orch == {384} and sub == {256}
 
 
-@pytest.mark.parametrize("name", ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup"])
+@pytest.mark.parametrize(
+    "name", ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup", "wide-research"]
+)
 async def test_each_task_declares_the_parts_its_gold_swarm_fans_out_to(name: str, tmp_path: Path) -> None:
     """``metadata["parts"]`` is what the ``parts`` form of r_parallel pays for: one sub-agent per part."""
     wl = get_workload(name)

@@ -44,7 +44,9 @@ def _items(task: Task) -> set[str]:
     raise AssertionError(f"no item extractor for workload {name!r}; add one to this test")
 
 
-ITEMS: dict[str, Callable[[Task], set[str]]] = {}
+ITEMS: dict[str, Callable[[Task], set[str]]] = {
+    "wide-research": lambda t: {f"{t.metadata['kind']}:{x}" for x in t.metadata["labels"]},
+}
 
 # Knobs small enough for every split's pool (the τ² pools are small: tickets of 1–20 actions, k=3).
 KNOBS: dict[str, dict[str, Any]] = {

@@ -1,0 +1,168 @@
+"""wide-research: fictional entities in a generated corpus, found only with search/open, scored strictly."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.errors import ConfigError
+from swarm.records import EpisodeRecord, Task
+from swarm.testing import FunctionBackend
+from tools.builtin.search import Corpus
+from tools.corpora.fictional import ATTRIBUTES, fictional_world, main
+from workloads import get_workload
+from workloads.base import Mode
+from workloads.research import FICTION, research_world
+from workloads.wide import wide_table
+
+pytest.importorskip("bm25s")  # the 'search' extra; CI installs it
+
+WL = get_workload("wide-research")
+
+
+async def _run(task: Task, mode: Mode, orch: ModelBackend | None = None) -> EpisodeRecord:
+    ep = WL.episode(task, mode)
+    gold = WL.gold_policy(task, mode)
+    o = Orchestrator(
+        orch or gold.orchestrator,
+        SwarmConfig(**ep.config),
+        tools=ep.tools,
+        agents=ep.agents,
+        subagent_backend=gold.subagent,
+        reward_fn=ep.reward,
+    )
+    return await o.run(task)
+
+
+def _answer(task: Task, cell: str | None = None, value: dict[str, str] | None = None) -> float:
+    """The workload's score of a table with every asked name and ``cell`` (or ``value[column]``) in each cell."""
+    kind = FICTION[task.metadata["kind"]]
+    attrs = task.metadata["attrs"]
+    rows = [
+        {kind.key: lab, **{a: cell if value is None else value[a] for a in attrs}} for lab in task.metadata["labels"]
+    ]
+    text = wide_table(kind, attrs, rows)
+    return WL.episode(task, "single").score(EpisodeRecord.model_construct(answer=text)).metric  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("kind", ["company", "person", "product"])
+async def test_gold_reads_every_attribute_through_distractors_in_both_modes(kind: str) -> None:
+    m = len(ATTRIBUTES[kind])  # type: ignore[index]
+    task = WL.tasks(1, seed=3, split="dev", entities=16, attributes=m, distractors=6, missing=2, kind=kind)[0]
+    assert task.metadata["parts"] == 18 and len(task.verifier_args["gold"]) == 16
+    swarm = await _run(task, "swarm")
+    single = await _run(task, "single")
+    for rec in (swarm, single):
+        assert rec.reward is not None and rec.reward.r_perf == 1.0, rec.answer
+        assert rec.reward.details["success"] is True and rec.reward.details["row_f1"] == 1.0
+        assert len(rec.reward.details["items"]) == 16 * m  # one item per looked-up cell, names excluded
+    assert swarm.dag.stage_widths[0] == 18
+    assert not any(name in (swarm.answer or "") for name in task.metadata["missing"])  # left out
+    assert single.dag.critical_steps <= WL.episode(task, "single").config["max_critical_steps"]
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+async def test_the_width_curve_sizes_score_one_with_the_default_knobs(n: int) -> None:
+    task = WL.tasks(1, seed=n, split="test", entities=n)[0]
+    assert task.metadata["parts"] == n and task.metadata["knobs"]["entities"] == n
+    assert (await _run(task, "swarm")).reward.r_perf == 1.0  # type: ignore[union-attr]
+
+
+def test_a_names_only_or_copied_answer_scores_zero() -> None:
+    for task in WL.tasks(6, seed=0, split="dev", entities=4, attributes=3):
+        assert _answer(task, "") == 0.0
+        assert _answer(task, "?") == 0.0
+        assert _answer(task, "NOT FOUND") == 0.0
+        label = task.metadata["labels"][0]
+        assert _answer(task, label) == 0.0  # the name copied into every cell
+
+
+def test_no_tool_ablation_the_most_common_values_score_about_zero() -> None:
+    """An answer built without the tools: every cell the value most common in 300 other tasks' gold
+    (what a model could learn about the distribution), for every asked name."""
+    common: dict[str, Counter[str]] = {}
+    for task in WL.tasks(300, seed=11, split="train", entities=4, attributes=6, kind="company"):
+        for row in task.verifier_args["gold"]:
+            for col, v in row.items():
+                common.setdefault(col, Counter())[v] += 1
+    for kind in ("person", "product"):
+        for task in WL.tasks(150, seed=12, split="train", entities=4, attributes=5, kind=kind):
+            for row in task.verifier_args["gold"]:
+                for col, v in row.items():
+                    common.setdefault(col, Counter())[v] += 1
+    guess = {col: c.most_common(1)[0][0] for col, c in common.items()}
+    scores = [_answer(t, value=guess) for t in WL.tasks(40, seed=5, split="test", entities=8, attributes=3)]
+    assert sum(scores) / len(scores) < 0.02, scores
+
+
+async def test_no_tool_ablation_a_single_agent_answering_from_memory_scores_zero() -> None:
+    task = WL.tasks(1, seed=2, split="test", entities=4, attributes=3, kind="company")[0]
+    kind = FICTION["company"]
+
+    def guess(request: ModelRequest) -> Completion:  # plausible values, no tool call
+        rows = [
+            {"company": lab, "founded": "1998", "headquarters": "Springfield", "ceo": "John Smith", "employees": "500"}
+            | {"ticker": lab[:4].upper(), "flagship": f"{lab.split()[0]} One"}
+            for lab in task.metadata["labels"]
+        ]
+        return Completion(text=wide_table(kind, task.metadata["attrs"], rows))
+
+    rec = await _run(task, "single", FunctionBackend(guess))
+    assert rec.reward is not None and rec.reward.r_perf == 0.0 and not rec.dag.total_steps > 1
+
+
+def test_tasks_are_deterministic_fresh_per_seed_and_never_ask_for_sub_agents() -> None:
+    a = WL.tasks(4, seed=7, split="test", entities=8)
+    assert a == WL.tasks(4, seed=7, split="test", entities=8)
+    b = WL.tasks(4, seed=8, split="test", entities=8)
+    assert not {n for t in a for n in t.metadata["labels"]} & {n for t in b for n in t.metadata["labels"]}
+    for task in [*a, *b]:
+        text = task.prompt.lower()
+        assert not re.search(r"sub-?agent|assign|delegat|parallel|in parallel|spawn|helper", text), task.prompt
+    assert "assign_task" not in WL.episode(a[0], "swarm").instructions  # says what exists, not what to do
+
+
+def test_the_collection_holds_each_entity_its_near_namesake_and_news_items() -> None:
+    task = WL.tasks(1, seed=1, split="dev", entities=4, distractors=3, missing=1, kind="person")[0]
+    spec = task.metadata["corpus"]
+    world = research_world(spec["key"], "person", 4, 3, 1, "dev")
+    titles = [d.title for d in world.documents]
+    assert len(world.documents) == 4 * (1 + 3) + 4 + 1  # own + distractors, background, a missing name's twin
+    for row in task.verifier_args["gold"]:
+        name = row["person"]
+        assert titles.count(f"{name} (person)") == 1
+        first = name.split(" ", 1)[0]
+        twins = [t for t in titles if t.startswith(f"{first} ") and t.endswith("(person)") and t != f"{name} (person)"]
+        assert twins, name  # a near-namesake with other facts
+        assert sum(name in t for t in titles if not t.endswith(")")) == 2  # news items naming it
+    gone = task.metadata["missing"][0]
+    assert f"{gone} (person)" not in titles and gone in task.prompt
+
+
+def test_a_task_of_another_generator_version_is_refused() -> None:
+    task = WL.tasks(1, seed=0)[0]
+    md = dict(task.metadata)
+    md["corpus"] = {**md["corpus"], "generator": "fictional-v0"}
+    with pytest.raises(ConfigError, match=r"fictional-v0.*regenerate"):
+        WL.episode(task.model_copy(update={"metadata": md}), "swarm")
+    with pytest.raises(ConfigError, match="attributes=6 is too many"):
+        WL.tasks(1, attributes=6, kind="person")
+
+
+def test_the_corpus_writer_makes_a_user_corpus_for_swarm_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "corpus.jsonl"
+    assert main([str(out), "--kind", "company", "--entities", "3", "--seed", "4"]) == 0
+    corpus = Corpus.from_jsonl(out)
+    world = fictional_world("cli:4", "company", 3)
+    assert len(corpus) == len(world.documents) and all(json.loads(line)["id"] for line in out.read_text().splitlines())
+    said = capsys.readouterr().out
+    assert all(r["name"] in said for r in world.entities) and "--search-corpus" in said

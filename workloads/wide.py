@@ -1,0 +1,269 @@
+"""What the search-corpus workloads share: table columns, the researcher agent, episodes, gold policies.
+
+``wide-lookup`` (the τ² corpus), ``wide-research`` (a generated corpus of fictional entities) and the
+wide tasks of ``train-mix`` are all "N entities × M attributes, found with ``search``/``open``,
+answered as one markdown table"; ``deep-lookup`` shares the researcher and the episode shape. Here:
+
+* :class:`Attr` / :class:`Kind` — one kind of entity: its key column, how its own document's title
+  starts, and per attribute the gold value (from the structured record) and how the gold policy reads
+  it from the *rendered document text* (so an environment that lost information cannot reach 1);
+* :func:`wide_prompt` — the task text (it never asks for sub-agents);
+* :func:`table_scorer` — the strict table scorer (:func:`swarm.verifiers.table.score_table`): metric
+  item-F1 over the looked-up cells (keys excluded), row-F1 and success in the details, one item per
+  gold cell;
+* :func:`research_episode` — the episode of a search task: the ``researcher`` sub-agent type, the
+  instructions of each mode, the workload's budgets;
+* :func:`wide_gold` — the gold policies of a wide table task in both modes: swarm (one researcher per
+  entity, all in one stage, then the table) and single (search, open, read, entity after entity).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from swarm.backend import Completion, ModelRequest
+from swarm.messages import ToolMessage
+from swarm.records import AgentDefinition, EpisodeRecord, Task
+from swarm.testing import FunctionBackend, call
+from swarm.verifiers.table import ColumnRule, score_table
+from tools.registry import Tool
+from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
+
+__all__ = [
+    "AGENT",
+    "EXACT_NUMBER",
+    "LABEL_RE",
+    "NOT_FOUND",
+    "Attr",
+    "Kind",
+    "own_hit",
+    "parse_report",
+    "research_episode",
+    "rx",
+    "table_scorer",
+    "wide_config",
+    "wide_gold",
+    "wide_prompt",
+    "wide_table",
+]
+
+AGENT = "researcher"
+NOT_FOUND = "NOT FOUND"
+LABEL_RE = re.compile(r"'([^']+)'")
+"""The entity a sub-agent's task names, in single quotes."""
+_HIT_RE = re.compile(r"^doc_id: (\S+) \| (.*?) \| score", re.MULTILINE)
+EXACT_NUMBER = ColumnRule(preprocess=("extract_number",), metrics=("number_near",), criterion=0.001)
+"""A number column: the number in the cell, equal to 0.1 % (so "4,210 people" is 4210)."""
+
+# The steps spelled out in order: a 1.5B researcher told only to "find and open" the document opened
+# ids it made up ("retail_customers_ava_lopez") before any search.
+WIDE_RESEARCHER = (
+    "You look things up in a document collection. First call search with the name of the entity your task "
+    "names; then call open with the id of the result whose title is that entity; then report the requested "
+    f"attributes as 'name: value' lines. If no result is that entity, report {NOT_FOUND}."
+)
+WIDE_SINGLE = (
+    "You are a research assistant. Work alone: look up every entity yourself (search its name, then open the id "
+    "of the result whose title is that entity), then answer with the table."
+)
+
+
+def rx(pattern: str, group: int = 1) -> Callable[[str], str | None]:
+    """A parser of one value from a document's text: the stripped ``group`` of the first match, or None."""
+    compiled = re.compile(pattern, re.MULTILINE)
+
+    def parse(text: str) -> str | None:
+        m = compiled.search(text)
+        return m.group(group).strip() if m else None
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One column: its gold value from the record, and how the gold policy reads it from the text."""
+
+    name: str
+    gold: Callable[[dict[str, Any]], str]
+    parse: Callable[[str], str | None]
+    rule: ColumnRule | None = None
+    hint: str = ""  # what the prompt says of the column beyond its name ("how many")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of entity of a corpus."""
+
+    name: str  # corpus record kind
+    key: str  # key column
+    noun: str  # plural, in the prompt ("retail customers")
+    entity: str  # singular ("retail customer")
+    label: Callable[[dict[str, Any]], str]
+    title_prefix: Callable[[str], str]  # the title of the entity's own document starts with this
+    attrs: tuple[Attr, ...]
+
+    def attr(self, name: str) -> Attr:
+        return next(a for a in self.attrs if a.name == name)
+
+
+def wide_prompt(kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> str:
+    """The task: a table of ``labels`` × ``attrs``, looked up with search and open. No word of sub-agents."""
+    cols = " | ".join([kind.key, *attrs])
+    hints = {a.name: a.hint for a in kind.attrs}
+    asked = ", ".join(f"{a} ({hints[a]})" if hints.get(a) else a for a in attrs)
+    return (
+        f"Build a table of these {len(labels)} {kind.noun}: {', '.join(labels)}.\n"
+        f"For each one give: {asked}. Look everything up in the document collection with the "
+        "search and open tools; do not guess. Some names may not be in the collection: leave those out.\n"
+        f"Answer with one markdown table with exactly these columns: | {cols} |, one row per "
+        f"{kind.entity} found, the {kind.key} written exactly as given above."
+    )
+
+
+def wide_table(kind: Kind, attrs: Sequence[str], rows: Sequence[Mapping[str, str]]) -> str:
+    """A markdown table with ``kind``'s key column and ``attrs``; a missing cell is ``?``."""
+    lines = ["| " + " | ".join([kind.key, *attrs]) + " |", "|" + "---|" * (len(attrs) + 1)]
+    lines += ["| " + " | ".join(r.get(c, "?") for c in [kind.key, *attrs]) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def table_scorer(args: Mapping[str, Any]) -> Callable[[EpisodeRecord], Score]:
+    """The strict table scorer over a ``table`` verifier's arguments (``gold``, ``key_columns``,
+    ``columns``, ``rules``): metric item-F1 over looked-up cells, row-F1 and success in the details."""
+    rules = {k: ColumnRule.model_validate(v) for k, v in args.get("rules", {}).items()}
+
+    def scorer(record: EpisodeRecord) -> Score:
+        ts = score_table(
+            record.answer or "", args["gold"], key_columns=args["key_columns"], columns=args["columns"], rules=rules
+        )
+        return Score(metric=ts.item_f1, success=ts.success, details=ts.model_dump(exclude={"items"}), items=ts.items)
+
+    return scorer
+
+
+def wide_config(n_labels: int) -> dict[str, Any]:
+    """Budgets of a wide table task of ``n_labels`` names: the single gold policy needs 2N + 1 steps."""
+    return {
+        "max_critical_steps": 2 * n_labels + 8,
+        "max_subagent_steps": 8,
+        "max_subagents_per_stage": max(16, n_labels),
+    }
+
+
+def research_episode(
+    task: Task,
+    mode: Mode,
+    *,
+    tools: tuple[Tool, ...],
+    researcher: str,
+    instructions: Mapping[Mode, str],
+    scorer: Callable[[EpisodeRecord], Score],
+    config: Mapping[str, Any],
+) -> Episode:
+    """The episode of a search-corpus task: a ``researcher`` sub-agent type with every tool (its system
+    prompt ``researcher``), the instructions of ``mode``, the scorer and the budgets."""
+    agent = AgentDefinition(name=AGENT, tools=tuple(t.name for t in tools), system_prompt=researcher)
+    return Episode(
+        task=task,
+        mode=mode,
+        tools=tools,
+        agents=(agent,),
+        instructions=instructions[mode],
+        scorer=scorer,
+        config=dict(config),
+    )
+
+
+def wide_episode(task: Task, mode: Mode, tools: tuple[Tool, ...], swarm_instructions: str) -> Episode:
+    """The episode of a wide table task (its verifier arguments hold the gold table)."""
+    return research_episode(
+        task,
+        mode,
+        tools=tools,
+        researcher=WIDE_RESEARCHER,
+        instructions={"swarm": swarm_instructions, "single": WIDE_SINGLE},
+        scorer=table_scorer(task.verifier_args),
+        config=wide_config(len(task.metadata["labels"])),
+    )
+
+
+# -- gold policies: search → open the entity's own document → read the attributes from its text ---------
+
+
+def own_hit(msg: ToolMessage, prefix: str) -> str | None:
+    """The id of the first search hit whose title starts with ``prefix`` (the entity's own document)."""
+    hits = [] if msg.is_error else _HIT_RE.findall(msg.content)
+    return next((doc_id for doc_id, title in hits if title.startswith(prefix)), None)
+
+
+def parse_report(text: str) -> dict[str, str] | None:
+    """A researcher's ``name: value`` report (None when it found nothing)."""
+    if NOT_FOUND in text:
+        return None
+    body = text.split("report:\n", 1)[-1]
+    return dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
+
+
+def _read(kind: Kind, attrs: Sequence[str], text: str) -> dict[str, str]:
+    return {a: kind.attr(a).parse(text) or "?" for a in attrs}
+
+
+def wide_gold(
+    kind: Kind, labels: Sequence[str], attrs: Sequence[str], mode: Mode, *, latency_s: float = 0.0
+) -> GoldPolicy:
+    """The gold policies of a table of ``labels`` × ``attrs`` of ``kind`` in ``mode``."""
+    if mode == "swarm":
+        orch = FunctionBackend(lambda r: _swarm(r, kind, labels, attrs), model="gold-orchestrator", delay=latency_s)
+    else:
+        orch = FunctionBackend(lambda r: _single(r, kind, labels, attrs), model="gold-single", delay=latency_s)
+    sub = FunctionBackend(lambda r: _researcher(r, kind, attrs), model="gold-subagent", delay=latency_s)
+    return GoldPolicy(orch, sub)
+
+
+def _researcher(request: ModelRequest, kind: Kind, attrs: Sequence[str]) -> Completion:
+    m = LABEL_RE.search(user_text(request))
+    if m is None:
+        return Completion(text="My task names no entity in quotes; nothing done.")
+    label = m.group(1)
+    seen = tool_messages(request)
+    if not seen:
+        return Completion(tool_calls=(call("search", query=label, k=5),))
+    if len(seen) == 1:
+        doc_id = own_hit(seen[0], kind.title_prefix(label))
+        if doc_id is None:
+            return Completion(text=f"{kind.key}: {label}\n{NOT_FOUND}")
+        return Completion(tool_calls=(call("open", doc_id=doc_id),))
+    values = _read(kind, attrs, seen[-1].content)
+    return Completion(text="\n".join([f"{kind.key}: {label}", *(f"{a}: {v}" for a, v in values.items())]))
+
+
+def _swarm(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    reports = tool_messages(request, "assign_task")
+    if reports or request.tool_choice == "none":
+        rows = [r for m in reports if not m.is_error and (r := parse_report(m.content)) is not None]
+        return Completion(text=wide_table(kind, attrs, rows))
+    calls = [
+        call("assign_task", agent=AGENT, task=f"Look up the {kind.entity} '{label}' and report: {', '.join(attrs)}.")
+        for label in labels
+    ]
+    return Completion(text=f"{len(calls)} look-ups in parallel.", tool_calls=tuple(calls))
+
+
+def _single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    seen = tool_messages(request)
+    pos, rows = 0, []
+    for label in labels:
+        if pos >= len(seen):
+            return Completion(tool_calls=(call("search", query=label, k=5),))
+        doc_id = own_hit(seen[pos], kind.title_prefix(label))
+        pos += 1
+        if doc_id is None:
+            continue
+        if pos >= len(seen):
+            return Completion(tool_calls=(call("open", doc_id=doc_id),))
+        rows.append({kind.key: label, **_read(kind, attrs, seen[pos].content)})
+        pos += 1
+    return Completion(text=wide_table(kind, attrs, rows))

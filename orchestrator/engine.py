@@ -60,6 +60,7 @@ from swarm.events import (
 )
 from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from swarm.monitors import episode_monitors, monitor_attributes
 from swarm.records import (
     AgentDefinition,
     AgentStatus,
@@ -853,7 +854,7 @@ class Orchestrator:
         return next((clean_answer(t.text) for t in reversed(st.turns) if t.text), None)
 
     def _build(self, st: _EpisodeState) -> EpisodeRecord:
-        return EpisodeRecord(
+        record = EpisodeRecord(
             episode_id=st.episode_id,
             task=st.task,
             status=st.status or EpisodeStatus.FAILED,
@@ -874,6 +875,7 @@ class Orchestrator:
             reward=st.reward,
             config=self.config.model_dump(mode="json"),
         )
+        return record.model_copy(update={"monitors": episode_monitors(record)})
 
     def _close(self, st: _EpisodeState, span: Any) -> EpisodeRecord:
         record = self._build(st)
@@ -890,6 +892,8 @@ class Orchestrator:
                 "swarm.episode.drift_count": st.drift_count,
             }
         )
+        if record.monitors is not None:
+            span.set_many(monitor_attributes(record.monitors))
         if status in (EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED):
             span.fail(st.error_type or status.value, st.error or "")
         self.last_record = record

@@ -21,6 +21,7 @@ __all__ = [
     "DagStats",
     "EpisodeRecord",
     "EpisodeStatus",
+    "MonitorReport",
     "OrchestratorTurn",
     "RewardRecord",
     "StageRecord",
@@ -226,6 +227,31 @@ class RewardRecord(_Frozen):
     error: str | None = None
 
 
+class MonitorReport(_Frozen):
+    """How an episode used its swarm, from :func:`swarm.monitors.episode_monitors` (pure functions
+    of the record; ``None`` where a measure does not apply, e.g. no task parts, no sub-agents)."""
+
+    parts: int | None = None
+    """The independent parts the task declares (``metadata["parts"]``)."""
+    subagents: int = 0
+    max_width: int = 0
+    serial_collapse: bool | None = None
+    """A task of several parts done one sub-agent per stage, or with no fan-out at all."""
+    duplicate_tasks: int = 0
+    """Sub-tasks that repeat (or only reword) another sub-task of the same stage."""
+    unused_reports: int = 0
+    """Completed sub-agents whose findings the answer never uses."""
+    over_width_stages: int = 0
+    """Stages wider than the task's parts."""
+    spurious_parallelism: bool = False
+    finish_rate: float | None = None
+    """Completed sub-agents / sub-agents run."""
+    straggler_ratio: float | None = None
+    """The largest, over stages of two or more sub-agents, of slowest steps / median steps."""
+    flags: tuple[str, ...] = ()
+    """The monitors that fired: ``serial_collapse``, ``spurious_parallelism``, ``stragglers``, ``low_finish_rate``."""
+
+
 class EpisodeRecord(_Frozen):
     """Everything one episode did. Every ending (answer, budget, timeout, cancel, error) produces one."""
 
@@ -248,6 +274,7 @@ class EpisodeRecord(_Frozen):
     drift_count: int = 0
     trace_id: str | None = None
     reward: RewardRecord | None = None
+    monitors: MonitorReport | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -14,6 +14,7 @@ never as Rich markup: a model may write ``[/int]`` or ``[bold]``.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import Counter
@@ -31,6 +32,8 @@ from rich.tree import Tree
 from swarm.errors import ErrorType
 from swarm.events import (
     ActionResolved,
+    EndpointRefused,
+    EndpointWaiting,
     EpisodeFinished,
     EpisodeStarted,
     Event,
@@ -281,12 +284,22 @@ class LiveState:
     critical: int = 0
     started: float = field(default_factory=time.monotonic)
     stage_started: float = field(default_factory=time.monotonic)
+    endpoint_until: float = 0.0
+    """A model endpoint answered 429: requests wait until this time (shown in the header)."""
+    endpoint_refused: str = ""
     _agents: dict[str, ActionView] = field(default_factory=dict)
 
     def _stage(self, index: int) -> StageView | None:
         return self.stages[-1] if self.stages and self.stages[-1].index == index else None
 
+    def _endpoint(self, event: Event) -> None:
+        if isinstance(event, EndpointWaiting):
+            self.endpoint_until = time.monotonic() + event.wait_s
+        elif isinstance(event, EndpointRefused):
+            self.endpoint_refused = f"endpoint refused (HTTP {event.status})"
+
     def __call__(self, event: Event) -> None:
+        self._endpoint(event)
         if isinstance(event, EpisodeStarted):
             self.task, self.stages, self.critical, self._agents = event.task, [], 0, {}
         elif isinstance(event, StageStarted):
@@ -344,6 +357,9 @@ class LiveState:
             f"critical steps {self.critical}" + (f"/{self.budget}" if self.budget is not None else ""),
             f" · {time.monotonic() - self.started:.1f}s",
         )
+        if (wait := self.endpoint_until - time.monotonic()) > 0 or self.endpoint_refused:
+            note = self.endpoint_refused or f"waiting for rate limit, {math.ceil(wait)} s"
+            head = Text.assemble(head, (f" · {note}", "yellow"))
         running = [s for s in self.stages if s.running]
         shown = self.stages[-3:]  # a long episode keeps its latest stages on screen
         tree = stage_tree(shown, title=head, budget=self.budget, elapsed=time.monotonic() - self.stage_started)
@@ -369,7 +385,11 @@ class EventLines:
         self._write(f"[{time.monotonic() - self._t0:7.2f}s] {text}")
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, EpisodeStarted):
+        if isinstance(event, EndpointWaiting):
+            self._line(f"  {event.endpoint}: {event.message}")
+        elif isinstance(event, EndpointRefused):
+            self._line(f"  {event.endpoint} refused service: {_short(event.reason, 200)}")
+        elif isinstance(event, EpisodeStarted):
             self._t0 = time.monotonic()
             self._line(f"episode {event.episode_id} started: {_short(event.task)}")
         elif isinstance(event, StageStarted):
@@ -438,6 +458,9 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     t.add_row("sub-agents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
     t.add_row("tokens", _tokens(record))
     t.add_row("wall time", f"{record.wall_time_s:.2f}s (critical path {d.wall_critical_path_s:.2f}s)")
+    if record.monitors is not None and record.monitors.flags:
+        fired = ", ".join(f.replace("_", " ") for f in record.monitors.flags)
+        t.add_row("monitors", Text(f"{fired} (swarm traces show {record.episode_id[:8]})", style="yellow"))
     if record.drift_count:
         t.add_row("token drift", Text(f"{record.drift_count} turn(s) re-tokenized", style="yellow"))
     if tools:

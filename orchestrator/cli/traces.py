@@ -29,6 +29,7 @@ from rich.text import Text
 from orchestrator.cli.live import stages_from_record
 from orchestrator.cli.telemetry_setup import TRACE_FILE
 from orchestrator.store import DEFAULT_ROOT, EPISODE_FILE, iter_episodes, read_episode
+from swarm.monitors import episode_monitors
 from swarm.records import EpisodeRecord, StepRecord
 
 __all__ = ["episode_timeline", "find_episode", "traces_app"]
@@ -288,6 +289,7 @@ def episode_timeline(record: EpisodeRecord, trace_file: Path | None = None) -> d
         "trace_file": str(trace_file) if trace_file is not None else None,
         "dag": record.dag.model_dump(mode="json"),
         "subagent_statuses": dict(sorted(statuses.items())),
+        "monitors": (record.monitors or episode_monitors(record)).model_dump(mode="json"),
         "stages": stages,
     }
 
@@ -384,8 +386,21 @@ def _render(data: dict[str, Any], console: Console) -> None:
             Text("sub-agents  ")
             + Text(", ").join(Text(f"{n} {s}", style=_STATUS_STYLE.get(s, "")) for s, n in statuses.items())
         )
+    _render_monitors(data["monitors"], console)
     if data["error"]:
         console.print(Text(f"error  {data['error']}", style="red"), soft_wrap=True)
+
+
+def _render_monitors(m: dict[str, Any], console: Console) -> None:
+    """The collapse monitors (swarm.monitors): the ones that fired in yellow, with their numbers."""
+    ratio, finish = m["straggler_ratio"], m["finish_rate"]
+    numbers = (
+        f"finish rate {'-' if finish is None else f'{finish:.2f}'} · straggler ratio "
+        f"{'-' if ratio is None else f'{ratio:.1f}'} · duplicate sub-tasks {m['duplicate_tasks']} · "
+        f"unused reports {m['unused_reports']} · parts {m['parts'] or '-'}"
+    )
+    flags = Text(" ".join(f"⚑ {f.replace('_', ' ')}" for f in m["flags"]) or "none fired", style="yellow")
+    console.print(Text("monitors  ") + flags + Text(f"  ({numbers})", style="dim"), soft_wrap=True)
 
 
 _SHOWN_ACTIONS = 8

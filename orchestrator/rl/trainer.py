@@ -76,6 +76,7 @@ from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError, UserError
 from swarm.messages import Message
+from swarm.monitors import summarise_monitors
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task
 from swarm.rl.export import read_jsonl
 from swarm.rl.losses import LOSSES, LossParams, masked_logprobs, pad_batch, ptx_loss
@@ -494,6 +495,11 @@ class StepMetrics(BaseModel):
     update_s: float
     subagent_cache: dict[str, int] = Field(
         default_factory=dict, description="the sub-agent replay cache's hits, misses and bypassed calls this step"
+    )
+    monitors: dict[str, float] = Field(
+        default_factory=dict,
+        description="collapse monitors over the step's episodes (swarm.monitors.summarise_monitors): share of "
+        "serial collapse and spurious parallelism, mean finish rate and straggler ratio",
     )
 
 
@@ -934,6 +940,7 @@ class Trainer:
             rollout_s=rollout_s,
             update_s=update_s,
             subagent_cache=_cache_totals(records),
+            monitors=summarise_monitors(records),
         )
 
     def save_checkpoint(self) -> Path:

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from orchestrator import Orchestrator, SwarmConfig
 from orchestrator.backend_factory import build_backend
 from orchestrator.cli import app
+from orchestrator.cli.live import EventLines, LiveState
 from orchestrator.rollout import RolloutFailure, infrastructure_failure
 from swarm.backend import ModelRequest
 from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
@@ -278,3 +280,16 @@ def test_rollout_marks_refused_episodes_for_a_rerun(tmp_path: Path, server: tupl
     failures = read_jsonl(out / "failures.jsonl", RolloutFailure)
     assert [f.kind for f in failures] == ["infrastructure"] * 2
     assert all(f.error_type == ErrorType.BACKEND_REFUSED for f in failures)
+
+
+def test_swarm_runs_views_show_the_wait_and_the_refusal() -> None:
+    state = LiveState(budget=10)
+    state(EndpointWaiting(endpoint="http://x", wait_s=12.0, reason="HTTP 429", message="waiting for rate limit, 12 s"))
+    console = Console(record=True, width=140, force_terminal=False)
+    console.print(state)
+    assert "waiting for rate limit, 12 s" in console.export_text()
+    lines: list[str] = []
+    log = EventLines(lines.append)
+    log(EndpointWaiting(endpoint="http://x", wait_s=3.0, message="waiting for rate limit, 3 s"))
+    log(EndpointRefused(endpoint="http://x", status=403, reason="HTTP 403: forbidden"))
+    assert "http://x: waiting for rate limit, 3 s" in lines[0] and "refused service: HTTP 403" in lines[1]

@@ -120,6 +120,7 @@ def test_three_steps_train_the_orchestrator_only_and_resume(model_dirs: tuple[Pa
             "ratio_mismatch",
         } <= set(x)
         assert x["ratio_mismatch"] < 1e-3  # same weights, same maths: engine and trainer logprobs agree
+        assert "spurious_parallelism" in x["monitors"]  # the collapse monitors, per step
     ckpt = trainer.latest_checkpoint()
     assert ckpt is not None and ckpt.name == "step-000003"
     assert len(list((run / "checkpoints").glob("step-*"))) == 2  # keep_checkpoints

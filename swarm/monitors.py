@@ -1,0 +1,233 @@
+"""Collapse monitors: pure functions of an :class:`~swarm.records.EpisodeRecord` that catch a swarm
+going wrong.
+
+* **serial collapse**: a task that declares several independent parts (``metadata["parts"] >= 2``)
+  done one sub-agent per stage, or with no fan-out at all;
+* **spurious parallelism**: sub-tasks of a stage that repeat or only reword one another, completed
+  sub-agents whose findings the answer never uses, stages wider than the task's parts;
+* **finish rate**: completed sub-agents / sub-agents run;
+* **straggler ratio**: per stage of two or more sub-agents, the slowest one's steps over the stage's
+  median; the episode's is the largest.
+
+The engine records them on every episode (``EpisodeRecord.monitors``) and on its span
+(:func:`monitor_attributes`); a training step logs their means (:func:`summarise_monitors`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+
+from swarm.errors import ConfigError
+from swarm.records import AgentStatus, EpisodeRecord, MonitorReport, StageRecord, SubagentResult
+from swarm.rl.rewards import task_parts
+
+__all__ = [
+    "LOW_FINISH_RATE",
+    "STRAGGLER_RATIO",
+    "duplicate_tasks",
+    "episode_monitors",
+    "monitor_attributes",
+    "straggler_ratio",
+    "summarise_monitors",
+    "unused_reports",
+]
+
+STRAGGLER_RATIO = 2.0
+"""A stage whose slowest sub-agent took at least this many times the median steps has a straggler."""
+LOW_FINISH_RATE = 0.5
+"""Below this share of completed sub-agents, the episode's finish rate is flagged."""
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_FILLER = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "please",
+        "of",
+        "for",
+        "to",
+        "in",
+        "on",
+        "and",
+        "or",
+        "me",
+        "us",
+        "you",
+        "your",
+        "this",
+        "that",
+        "these",
+        "those",
+        "its",
+        "it",
+        "is",
+        "are",
+        "be",
+        "find",
+        "look",
+        "up",
+        "get",
+        "give",
+        "tell",
+        "what",
+        "which",
+        "who",
+        "whose",
+        "how",
+        "kindly",
+        "can",
+        "could",
+        "would",
+        "just",
+    }
+)
+"""Words whose presence or absence does not make a sub-task different work ("find the capital of
+France" and "please look up France's capital" are the same task)."""
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _content(text: str) -> frozenset[str]:
+    return frozenset(w for w in _words(text) if w not in _FILLER)
+
+
+def duplicate_tasks(stage: StageRecord) -> int:
+    """Sub-tasks of ``stage`` that repeat an earlier sub-task of it: the same content words (case,
+    punctuation, word order and filler words aside)."""
+    seen: set[frozenset[str]] = set()
+    dup = 0
+    for r in stage.subagents:
+        key = _content(r.task)
+        if key and key in seen:
+            dup += 1
+        seen.add(key)
+    return dup
+
+
+def _findings(r: SubagentResult, prompt_words: frozenset[str]) -> frozenset[str]:
+    """What a report says that its task and the episode's prompt did not: its new content words
+    (numbers of any length, other words of three letters or more)."""
+    asked = prompt_words | _content(r.task)
+    return frozenset(w for w in _content(r.report) if w not in asked and (len(w) >= 3 or w.isdigit()))
+
+
+def unused_reports(record: EpisodeRecord) -> int:
+    """Completed sub-agents none of whose findings (see :func:`_findings`) appear in the answer; 0 when
+    the episode has no answer."""
+    if not record.answer:
+        return 0
+    answer = frozenset(_words(record.answer))
+    prompt = _content(record.task.prompt)
+    unused = 0
+    for r in record.subagent_results:
+        if r.status is not AgentStatus.COMPLETED:
+            continue
+        found = _findings(r, prompt)
+        if found and not (found & answer):
+            unused += 1
+    return unused
+
+
+def straggler_ratio(stages: Iterable[StageRecord]) -> float | None:
+    """The largest slowest-over-median steps ratio over stages of two or more sub-agents (``None``
+    when there is none); a median of 0 steps counts as 1."""
+    best: float | None = None
+    for s in stages:
+        if len(s.subagents) < 2:
+            continue
+        steps = [r.steps for r in s.subagents]
+        ratio = max(steps) / max(statistics.median(steps), 1.0)
+        best = ratio if best is None else max(best, ratio)
+    return best
+
+
+def _parts(record: EpisodeRecord) -> int | None:
+    try:
+        return task_parts(record.task)
+    except ConfigError:  # a malformed declaration: no parts to judge against (the reward says so)
+        return None
+
+
+def episode_monitors(record: EpisodeRecord) -> MonitorReport:
+    """Every monitor of ``record`` (see the module docstring)."""
+    parts = _parts(record)
+    widths = [len(s.subagents) for s in record.stages]
+    subs = record.subagent_results
+    max_width = max(widths, default=0)
+    serial = None if parts is None or parts < 2 else max_width <= 1
+    dup = sum(duplicate_tasks(s) for s in record.stages)
+    unused = unused_reports(record)
+    over = sum(1 for w in widths if parts is not None and w > parts)
+    finish = sum(r.status is AgentStatus.COMPLETED for r in subs) / len(subs) if subs else None
+    straggler = straggler_ratio(record.stages)
+    spurious = bool(dup or unused or over)
+    flags = [
+        name
+        for name, fired in (
+            ("serial_collapse", serial is True),
+            ("spurious_parallelism", spurious),
+            ("stragglers", straggler is not None and straggler >= STRAGGLER_RATIO),
+            ("low_finish_rate", finish is not None and finish < LOW_FINISH_RATE),
+        )
+        if fired
+    ]
+    return MonitorReport(
+        parts=parts,
+        subagents=len(subs),
+        max_width=max_width,
+        serial_collapse=serial,
+        duplicate_tasks=dup,
+        unused_reports=unused,
+        over_width_stages=over,
+        spurious_parallelism=spurious,
+        finish_rate=finish,
+        straggler_ratio=straggler,
+        flags=tuple(flags),
+    )
+
+
+def monitor_attributes(m: MonitorReport) -> dict[str, bool | int | float | str]:
+    """``m`` as span attributes (``swarm.monitor.*``; measures that do not apply are left out)."""
+    out: dict[str, bool | int | float | str] = {
+        "swarm.monitor.spurious_parallelism": m.spurious_parallelism,
+        "swarm.monitor.duplicate_tasks": m.duplicate_tasks,
+        "swarm.monitor.unused_reports": m.unused_reports,
+        "swarm.monitor.over_width_stages": m.over_width_stages,
+        "swarm.monitor.flags": ",".join(m.flags),
+    }
+    if m.serial_collapse is not None:
+        out["swarm.monitor.serial_collapse"] = m.serial_collapse
+    if m.finish_rate is not None:
+        out["swarm.monitor.finish_rate"] = m.finish_rate
+    if m.straggler_ratio is not None:
+        out["swarm.monitor.straggler_ratio"] = m.straggler_ratio
+    return out
+
+
+def summarise_monitors(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """Means over ``records`` (a training or rollout step): the share of episodes each flag fired on
+    (``serial_collapse`` over episodes with parts), mean finish rate and straggler ratio over the
+    episodes where they apply, and the largest straggler ratio. Records without monitors are measured
+    here."""
+    reports = [r.monitors or episode_monitors(r) for r in records]
+    out: dict[str, float] = {}
+    judged = [m.serial_collapse for m in reports if m.serial_collapse is not None]
+    if judged:
+        out["serial_collapse"] = sum(judged) / len(judged)
+    if reports:
+        out["spurious_parallelism"] = sum(m.spurious_parallelism for m in reports) / len(reports)
+        out["duplicate_tasks"] = sum(m.duplicate_tasks for m in reports) / len(reports)
+        out["unused_reports"] = sum(m.unused_reports for m in reports) / len(reports)
+    finish = [m.finish_rate for m in reports if m.finish_rate is not None]
+    if finish:
+        out["finish_rate"] = sum(finish) / len(finish)
+    ratios = [m.straggler_ratio for m in reports if m.straggler_ratio is not None]
+    if ratios:
+        out["straggler_ratio"] = sum(ratios) / len(ratios)
+        out["straggler_ratio_max"] = max(ratios)
+    return out

@@ -12,8 +12,9 @@ not sell) which must be left out of the table; a hallucinated row lowers precisi
 
 **Deep lookup** (K2.5's "depth" prompts): B independent branches, each a multi-hop chain through the
 corpus — customer name → profile → the first order listed there → that order's total — joined at
-the end (which customer's first order has the largest total). Scored by exact match of the final
-``ANSWER:`` line (the ``exact`` verifier).
+the end (which customer's first order has the largest total). Scored by the ``exact`` verifier on
+the ``ANSWER:`` line — the same function for task files and episodes; several different ``ANSWER:``
+lines (a hedge over the candidates) score 0.
 
 Gold answers are computed from the corpus's structured records (``fields``); the gold policies read
 the *rendered document text* returned by the real ``search``/``open`` tools, so an environment that
@@ -36,7 +37,7 @@ from swarm.errors import ConfigError
 from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
-from swarm.verifiers.match import extract_answer, normalize_text
+from swarm.verifiers.match import ExactArgs, exact_verdict
 from swarm.verifiers.table import ColumnRule
 from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
@@ -413,10 +414,14 @@ class DeepLookupWorkload(Workload):
         self.check_task(task)
         expected = str(task.verifier_args["expected"])
 
+        args = ExactArgs(expected=expected, extract="answer")
+
         def scorer(record: EpisodeRecord) -> Score:
-            got = extract_answer(record.answer or "", "answer")
-            ok = got is not None and normalize_text(got) == normalize_text(expected)
-            return Score(metric=float(ok), success=ok, details={"extracted": got, "expected": expected})
+            # The task's own verifier (one implementation of the metric for task files and episodes).
+            v = exact_verdict(record.answer or "", args)
+            return Score(
+                metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
+            )
 
         b = len(task.metadata["labels"])
         return research_episode(

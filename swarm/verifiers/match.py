@@ -12,12 +12,15 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from swarm.verifiers.attribution import hedged, segments
 from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
     "ExactArgs",
     "ExtractMode",
     "NumericArgs",
+    "candidate_answers",
+    "exact_verdict",
     "extract_answer",
     "extract_boxed",
     "normalize_text",
@@ -45,6 +48,44 @@ def extract_boxed(text: str) -> str | None:
             if depth == 0:
                 return text[i:j].strip()
     return None  # unbalanced: the model never closed the box
+
+
+def _all_boxed(text: str) -> list[str]:
+    """Contents of every closed ``\\boxed{...}``, in order."""
+    out = []
+    start = text.find("\\boxed{")
+    while start >= 0:
+        got = extract_boxed(text[: _box_end(text, start)])
+        if got is not None:
+            out.append(got)
+        start = text.find("\\boxed{", start + 1)
+    return out
+
+
+def _box_end(text: str, start: int) -> int:
+    """The offset just past the brace closing the box that opens at ``start`` (the end when unclosed)."""
+    depth = 0
+    for j in range(start + len("\\boxed"), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    return len(text)
+
+
+def candidate_answers(text: str, mode: ExtractMode = "auto") -> list[str]:
+    """Every answer ``text`` gives under ``mode``: all boxes, all ``Answer:`` lines (``auto``: boxes
+    if any, else answer lines, else the whole text). A scorer takes one only when they all agree: a
+    second, different ``Answer:`` line is a hedge, not a correction to reward."""
+    boxes = _all_boxed(text) if mode in ("auto", "boxed") else []
+    lines = [m.strip().rstrip("*").strip() for m in _ANSWER_RE.findall(text)] if mode in ("auto", "answer") else []
+    if mode == "boxed":
+        return boxes
+    if mode == "answer":
+        return lines
+    if mode == "auto":
+        return boxes or lines or ([text.strip()] if text.strip() else [])
+    one = extract_answer(text, mode)
+    return [one] if one is not None else []
 
 
 def _last_answer_line(text: str) -> str | None:
@@ -119,11 +160,21 @@ class ExactArgs(VerifierArgs):
 
 @register_verifier("exact", ExactArgs)
 def exact_match(answer: str, args: ExactArgs, ctx: VerifierContext) -> Verdict:
-    """Exact match after extraction and normalisation; any of several accepted answers."""
-    extracted = extract_answer(answer, args.extract)
+    """The ``exact`` verifier: :func:`exact_verdict`."""
+    return exact_verdict(answer, args)
+
+
+def exact_verdict(answer: str, args: ExactArgs) -> Verdict:
+    """Exact match after extraction and normalisation; any of several accepted answers. An answer
+    giving several different final answers (two ``Answer:`` lines, two boxes) scores 0."""
+    cands = candidate_answers(answer, args.extract)
     accepted = [args.expected] if isinstance(args.expected, str) else list(args.expected)
-    if extracted is None:
+    if not cands:
         return Verdict(score=0.0, details={"extracted": None, "reason": f"no answer found ({args.extract})"})
+    distinct = {normalize_text(c, case_sensitive=args.case_sensitive) for c in cands}
+    if len(distinct) > 1:
+        return Verdict(score=0.0, details={"extracted": cands, "reason": "several different answers"})
+    extracted = cands[-1]
     got = normalize_text(extracted, case_sensitive=args.case_sensitive)
     ok = any(got == normalize_text(a, case_sensitive=args.case_sensitive) for a in accepted)
     return Verdict(score=float(ok), passed=ok, details={"extracted": extracted, "normalized": got})
@@ -136,14 +187,32 @@ class NumericArgs(VerifierArgs):
     extract: ExtractMode = "auto"
 
 
+_RANGE = re.compile(r"\d\s*(?:–|—|\bto\b|-(?=\s*\d))\s*[-+]?\d|\bbetween\b")
+
+
+def _offers_several(span: str) -> bool:
+    """A hedge (``42 or 43``, ``maybe``, ``?``) or a range (``40-45``, ``between 40 and 45``)."""
+    return hedged(span) or bool(_RANGE.search(span))
+
+
 @register_verifier("numeric", NumericArgs)
 def numeric_match(answer: str, args: NumericArgs, ctx: VerifierContext) -> Verdict:
-    """Numeric match within ``abs_tol`` or ``rel_tol`` of the expected value."""
+    """Numeric match within ``abs_tol`` or ``rel_tol`` of the expected value. Several different boxed
+    or ``Answer:`` values, a hedged or range answer (``42 or 43``, ``40-45``), and a last number that
+    sits in a hedged sentence score 0."""
     if args.extract == "auto":
         # A box or an "Answer:" line wins; otherwise the last number in the text.
-        extracted = extract_boxed(answer) or _last_answer_line(answer) or _last_number(answer)
+        spans = _all_boxed(answer) or [m.strip() for m in _ANSWER_RE.findall(answer)]
+        last = _last_number(answer)
+        tail = next((seg for seg in reversed(segments(answer)) if last and last in seg), "")
+        extracted = spans[-1] if spans else last
+        offered = spans or ([tail] if last else [])
     else:
         extracted = extract_answer(answer, args.extract)
+        offered = candidate_answers(answer, args.extract) if args.extract in ("boxed", "answer") else []
+    values = {parse_number(c) for c in offered}
+    if len(values) > 1 or any(_offers_several(c) for c in offered):
+        return Verdict(score=0.0, details={"extracted": offered, "reason": "several different answers"})
     value = parse_number(extracted) if extracted is not None else None
     if value is None:
         return Verdict(score=0.0, details={"extracted": extracted, "reason": "no number found"})

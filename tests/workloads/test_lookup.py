@@ -143,3 +143,33 @@ async def test_count_columns_are_asked_as_counts_and_times_match_as_clock_times(
     wrong = times.sub("23:59:59 EST", rec.answer or "")
     verdict = await verify("table", wrong, flights.verifier_args)
     assert verdict.details["column_scores"]["arrival"] == verdict.details["column_scores"]["departure"] == 0.0
+
+
+def _says(text: str) -> FunctionBackend:
+    def answer(request: ModelRequest) -> Completion:
+        return Completion(text=text)
+
+    return FunctionBackend(answer)
+
+
+async def test_deep_lookup_hedging_over_the_candidates_scores_zero() -> None:
+    task = DEEP.tasks(1, seed=1)[0]
+    totals = task.metadata["totals"]
+    names = sorted(totals, key=totals.get)  # the right one last: the old scorer took the last ANSWER line
+    for hedge in ("\n".join(f"ANSWER: {n}" for n in names), f"ANSWER: {' or '.join(names)}"):
+        rec = await _run(DEEP, task, "single", _says(hedge))
+        assert rec.reward is not None and rec.reward.r_perf == 0.0 and rec.reward.details["items"] == {"answer": 0.0}
+        assert (await verify("exact", hedge, task.verifier_args)).score == 0.0  # the task file's verifier agrees
+
+
+async def test_wide_lookup_copying_the_names_scores_zero() -> None:
+    # The shipped 0.5B adapter's non-zero wide-lookup episodes: the names in a table, every attribute wrong.
+    task = WIDE.tasks(1, seed=0, entities=4, attributes=2, kind="retail_user")[0]
+    attrs = task.metadata["attrs"]
+    rows = [f"| {lab} | {' | '.join(lab for _ in attrs)} |" for lab in task.metadata["labels"]]
+    copied = "\n".join([f"| customer | {' | '.join(attrs)} |", "|---" * (len(attrs) + 1) + "|", *rows])
+    names_only = "\n".join(f"- {lab}" for lab in task.metadata["labels"])
+    for answer in (copied, names_only, task.prompt):
+        rec = await _run(WIDE, task, "single", _says(answer))
+        assert rec.reward is not None and rec.reward.r_perf == 0.0, answer
+        assert not any(rec.reward.details.get("items", {}).values())

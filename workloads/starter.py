@@ -687,7 +687,7 @@ class StarterWorkload(Workload):
                 metric=sum(right) / len(right),
                 success=all(right),
                 details={
-                    "items": len(items),
+                    "n_items": len(items),
                     "right": sum(right),
                     "per_item": {it["key"]: ok for it, ok in zip(items, right, strict=True)},
                     "max_width": max(widths, default=0),

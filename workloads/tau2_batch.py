@@ -309,6 +309,7 @@ def _score(db: Tau2DB, tickets: Sequence[Ticket]) -> Score:
             "pred_items": len(pred_items),
             "gold_items": len(gold_items),
         },
+        items={tid: float(ok) for tid, ok in per_ticket.items()},
     )
 
 

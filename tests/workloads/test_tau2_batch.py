@@ -135,6 +135,7 @@ async def test_an_agent_that_skips_one_ticket_loses_recall_not_precision(k8_any:
     assert d["exact_db"] is False
     assert d["per_ticket"][skipped] is False
     assert d["ticket_success_rate"] == 7 / 8
+    assert d["items"] == {t: float(t != skipped) for t in k8_any.metadata["tickets"]}  # per-ticket items
 
 
 async def test_collateral_writes_lower_precision(k8_any: Task) -> None:
@@ -159,6 +160,7 @@ async def test_doing_nothing_scores_zero(k8_any: Task) -> None:
     rec, _ = await _run(k8_any, "single", orch_backend=FunctionBackend(lambda r: Completion(text="done")))
     assert rec.reward is not None and rec.reward.r_perf == 0.0
     assert rec.reward.details["ticket_success_rate"] == 0.0
+    assert set(rec.reward.details["items"].values()) == {0.0}
 
 
 def test_db_diff_and_f1() -> None:

@@ -1,5 +1,5 @@
 """Workloads: task generators with their tools and verifiers (τ²-batch, BFCL parallel, wide/deep lookup,
-starter, wide research over a generated corpus).
+starter, wide research over a generated corpus, single-fact controls).
 
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
@@ -20,6 +20,7 @@ from workloads.base import (
     workload_names,
 )
 from workloads.bfcl import BfclWorkload
+from workloads.controls import ControlsWorkload
 from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
 from workloads.research import WideResearchWorkload
 from workloads.splits import SPLITS, Split
@@ -50,3 +51,4 @@ register_workload(WideLookupWorkload.name, WideLookupWorkload)
 register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
 register_workload(StarterWorkload.name, StarterWorkload)
 register_workload(WideResearchWorkload.name, WideResearchWorkload)
+register_workload(ControlsWorkload.name, ControlsWorkload)

@@ -50,7 +50,7 @@ from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from workloads.splits import item_split, pool_splits
 
-__all__ = ["KINDS", "StarterKnobs", "StarterWorkload", "calculator", "score_answer"]
+__all__ = ["KINDS", "StarterKnobs", "StarterWorkload", "calculator", "fact_items", "fact_question", "score_answer"]
 
 NAME = "starter"
 Kind = Literal["capital", "symbol", "author", "currency", "language", "continent", "spanish", "french", "arithmetic"]
@@ -609,6 +609,16 @@ def _pool(kind: str, split: str) -> tuple[str, ...]:
     keys = sorted(_KIND[kind].facts)
     splits = pool_splits(keys, [j % 3 == 2 for j in range(len(keys))])  # every 3rd held out, a quarter of the rest dev
     return tuple(k for k, s in zip(keys, splits, strict=True) if s == split)
+
+
+def fact_items(kind: str, split: str) -> list[dict[str, Any]]:
+    """The items (``{"key", "answer"}``) of a fact kind in ``split``: one-fact questions (``controls``)."""
+    return [{"key": k, "answer": list(_KIND[kind].facts[k])} for k in _pool(kind, split)]
+
+
+def fact_question(kind: str, key: str) -> str:
+    """One fact asked on its own: "What is the capital city of Portugal?"."""
+    return _KIND[kind].question.format(key=key)
 
 
 def _arithmetic_items(rng: random.Random, n: int, split: str) -> list[dict[str, Any]]:

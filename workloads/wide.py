@@ -37,6 +37,7 @@ __all__ = [
     "EXACT_NUMBER",
     "LABEL_RE",
     "NOT_FOUND",
+    "WIDE_RESEARCHER",
     "Attr",
     "Kind",
     "own_hit",

@@ -48,7 +48,15 @@ def test_public_exports_are_unique_and_resolvable(module: str) -> None:
 
 
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:
-    assert workload_names() == ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup", "wide-research"]
+    assert workload_names() == [
+        "bfcl-parallel",
+        "controls",
+        "deep-lookup",
+        "starter",
+        "tau2-batch",
+        "wide-lookup",
+        "wide-research",
+    ]
     with pytest.raises(UnknownNameError, match="tau2-batch"):
         get_workload("tau3-batch")
     with pytest.raises(Exception, match="metadata"):

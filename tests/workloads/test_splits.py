@@ -46,6 +46,11 @@ def _items(task: Task) -> set[str]:
 
 ITEMS: dict[str, Callable[[Task], set[str]]] = {
     "wide-research": lambda t: {f"{t.metadata['kind']}:{x}" for x in t.metadata["labels"]},
+    "controls": lambda t: (
+        {f"{t.metadata['kind']}:{x}" for x in t.metadata["labels"]}
+        if t.metadata["control"] == "lookup"
+        else {f"{t.metadata['kind']}:{it['key']}" for it in t.metadata["items"]}
+    ),
 }
 
 # Knobs small enough for every split's pool (the τ² pools are small: tickets of 1–20 actions, k=3).

@@ -1,0 +1,123 @@
+"""controls: single-fact questions answered without sub-agents; strict scoring and the fan-out metric."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import SwarmConfig
+from orchestrator.engine import Orchestrator
+from orchestrator.eval import run_eval
+from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.records import EpisodeRecord, Task
+from swarm.testing import FunctionBackend, call
+from workloads import get_workload
+from workloads.base import Mode, tool_messages
+from workloads.controls import CONTROL_KINDS, lookup_right
+
+pytest.importorskip("bm25s")  # look-up controls search a generated collection
+
+WL = get_workload("controls")
+
+
+async def _run(
+    task: Task, mode: Mode, orch: ModelBackend | None = None, sub: ModelBackend | None = None
+) -> EpisodeRecord:
+    ep = WL.episode(task, mode)
+    gold = WL.gold_policy(task, mode)
+    o = Orchestrator(
+        orch or gold.orchestrator,
+        SwarmConfig(**ep.config),
+        tools=ep.tools,
+        agents=ep.agents,
+        subagent_backend=sub or gold.subagent,
+        reward_fn=ep.reward,
+    )
+    return await o.run(task)
+
+
+def _task(kind: str, seed: int = 0) -> Task:
+    return WL.tasks(1, seed=seed, split="dev", kinds=[kind])[0]
+
+
+def _score(task: Task, answer: str) -> float:
+    return WL.episode(task, "single").score(EpisodeRecord.model_construct(answer=answer, subagent_results=())).metric  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("kind", CONTROL_KINDS)
+@pytest.mark.parametrize("mode", ["swarm", "single"])
+async def test_gold_answers_right_without_any_sub_agent(kind: str, mode: Mode) -> None:
+    for seed in range(3):
+        task = _task(kind, seed)
+        assert task.metadata["parts"] == 1 and task.metadata["control"] == kind
+        rec = await _run(task, mode)
+        assert rec.reward is not None and rec.reward.r_perf == 1.0, (task.prompt, rec.answer)
+        assert rec.reward.details["fanned_out"] == 0.0 and not rec.subagent_results
+        assert rec.dag.critical_steps == (3 if kind == "lookup" else 1)  # one step, or search, open, answer
+
+
+async def test_fan_out_is_a_per_episode_metric_even_when_the_answer_is_right() -> None:
+    task = _task("fact")
+    item = task.metadata["items"][0]
+
+    def delegate(request: ModelRequest) -> Completion:
+        reports = tool_messages(request, "assign_task")
+        if reports or request.tool_choice == "none":
+            return Completion(text=f"{item['key']}: {item['answer'][0]}")
+        return Completion(tool_calls=(call("assign_task", agent="worker", task=task.prompt),))
+
+    worker = FunctionBackend(lambda r: Completion(text=str(item["answer"][0])))
+    rec = await _run(task, "swarm", FunctionBackend(delegate), worker)
+    assert rec.reward is not None and rec.reward.r_perf == 1.0
+    assert rec.reward.details["fanned_out"] == 1.0 and rec.reward.details["subagents"] == 1
+
+
+async def test_the_eval_rows_carry_the_fan_out_of_each_episode(tmp_path: Path) -> None:
+    tasks = WL.tasks(3, seed=4, split="dev")
+
+    def gold(task: Task, mode: Mode) -> tuple[ModelBackend, ModelBackend]:
+        p = WL.gold_policy(task, mode)
+        return p.orchestrator, p.subagent
+
+    report = await run_eval(WL, tasks, gold, out_dir=tmp_path, run_id="c", backend_name="gold")
+    assert len(report.rows) == 6 and all(r.details["fanned_out"] == 0.0 and r.metric == 1.0 for r in report.rows)
+
+
+def test_facts_and_sums_are_scored_strictly() -> None:
+    fact = next(t for t in WL.tasks(40, seed=1, split="train", kinds=["fact"]) if t.metadata["kind"] == "capital")
+    key, answer = fact.metadata["items"][0]["key"], fact.metadata["items"][0]["answer"][0]
+    rival = "Tokyo" if answer != "Tokyo" else "Paris"
+    assert _score(fact, answer) == 1.0
+    assert _score(fact, f"The capital city of {key} is {answer}.") == 1.0
+    for bad in (f"{answer} or {rival}", f"Maybe {answer}", rival, f"{answer}, {rival}", f"{rival}/{answer}", ""):
+        assert _score(fact, bad) == 0.0, bad
+    sum_ = _task("arithmetic")
+    expr, value = sum_.metadata["items"][0]["key"], int(sum_.metadata["items"][0]["answer"][0])
+    assert _score(sum_, str(value)) == 1.0 and _score(sum_, f"{expr} = {value}") == 1.0
+    for bad in (f"{value - 1} or {value}", f"{value - 1}, {value}, {value + 1}", str(value + 1), "I am not sure"):
+        assert _score(sum_, bad) == 0.0, bad
+
+
+def test_a_lookup_is_right_only_with_the_value_alone() -> None:
+    task = next(t for t in WL.tasks(30, seed=2, split="train", kinds=["lookup"]) if t.metadata["attr"] == "founded")
+    name, gold, rivals = task.metadata["labels"][0], task.metadata["gold"], task.metadata["rivals"]
+    assert rivals and gold not in rivals  # the near-namesake's and the news item's years
+    assert _score(task, gold) == 1.0 and _score(task, f"{name} was founded in {gold}.") == 1.0
+    for bad in (f"{gold} or {int(gold) + 1}", f"{gold}, {rivals[0]}", rivals[0], f"probably {gold}", "NOT FOUND"):
+        assert _score(task, bad) == 0.0, bad
+    assert lookup_right("Velmora Foods", "Velmora Foods", ["Kesuna Audio"], numeric=False)
+    assert not lookup_right("Velmora Foods or Kesuna Audio", "Velmora Foods", ["Kesuna Audio"], numeric=False)
+    assert not lookup_right("Velmora Foods; also Kesuna Audio", "Velmora Foods", ["Kesuna Audio"], numeric=False)
+    # a product's model number in the question is not a competing number
+    assert lookup_right("The Somi R78 weighs 1,462 grams.", "1462", ["5145"], numeric=True, question="the Somi R78")
+
+
+def test_tasks_rotate_kinds_are_deterministic_and_never_ask_for_sub_agents() -> None:
+    tasks = WL.tasks(9, seed=3, split="test")
+    assert [t.metadata["control"] for t in tasks] == list(CONTROL_KINDS) * 3
+    assert tasks == WL.tasks(9, seed=3, split="test")
+    for t in tasks:
+        assert not re.search(r"sub-?agent|assign|delegat|parallel|spawn", t.prompt, re.IGNORECASE), t.prompt
+    assert WL.episode(tasks[0], "swarm").instructions == ""  # a fact: what a newcomer's `swarm run` gets

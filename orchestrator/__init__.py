@@ -1,7 +1,9 @@
 """The orchestrator: the trainable policy's episode engine, rollouts, trainer and the `swarm` CLI."""
 
+from orchestrator.backend_factory import build_backends
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
+from orchestrator.recorder import RecordWriter
 from orchestrator.rollout import (
     RolloutConfig,
     RolloutSummary,
@@ -16,11 +18,13 @@ __all__ = [
     "Orchestrator",
     "PARLReward",
     "ParallelReward",
+    "RecordWriter",
     "RewardConfig",
     "RolloutConfig",
     "RolloutSummary",
     "Schedule",
     "SwarmConfig",
+    "build_backends",
     "collect_rollouts",
     "load_task_file",
     "orchestrator_factory",

@@ -34,6 +34,7 @@ from subagents.loop import (
     run_tool_calls,
 )
 from swarm import limits
+from swarm._aio import running_loop
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
@@ -44,6 +45,7 @@ from swarm.errors import (
     LargeInputWarning,
     ModelOutputError,
     UnknownNameError,
+    UserError,
 )
 from swarm.events import (
     ActionResolved,
@@ -382,7 +384,13 @@ class Orchestrator:
         return reward
 
     def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
-        """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop."""
+        """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop. Inside a running
+        loop (Jupyter, an async function) it raises :class:`~swarm.errors.UserError`: ``await orch.run(task)``."""
+        if running_loop() is not None:
+            raise UserError(
+                "run_sync cannot start an event loop inside a running one (Jupyter, an async function); "
+                "use `record = await orch.run(task)` there"
+            )
 
         out: list[EpisodeRecord] = []
 

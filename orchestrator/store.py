@@ -1,4 +1,9 @@
-"""Where episode records live on disk: ``<root>/<episode-id>/episode.json``, written atomically."""
+"""Where episode records live on disk: ``<root>/<episode-id>/episode.json``, written atomically.
+
+The default root is :func:`records_dir`: ``$SWARM_RECORDS_DIR``, else ``$XDG_DATA_HOME/swarm/records``,
+else ``~/.local/share/swarm/records``, so ``swarm run`` writes and ``swarm traces list`` reads the same
+place from any working directory.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,29 @@ from pathlib import Path
 
 from swarm.records import EpisodeRecord, dump_record
 
-__all__ = ["DEFAULT_ROOT", "EPISODE_FILE", "episode_dir", "iter_episodes", "read_episode", "write_episode"]
+__all__ = [
+    "DEFAULT_ROOT",
+    "EPISODE_FILE",
+    "episode_dir",
+    "iter_episodes",
+    "read_episode",
+    "records_dir",
+    "write_episode",
+]
 
 DEFAULT_ROOT = Path("traces")
+"""A relative ``traces/`` (what commands with their own ``--out`` default, such as ``swarm eval``, use)."""
 EPISODE_FILE = "episode.json"
+
+
+def records_dir() -> Path:
+    """The default records directory: ``$SWARM_RECORDS_DIR``, else ``$XDG_DATA_HOME/swarm/records``,
+    else ``~/.local/share/swarm/records``."""
+    explicit = os.environ.get("SWARM_RECORDS_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "swarm" / "records"
 
 
 def episode_dir(root: Path, episode_id: str) -> Path:

@@ -102,6 +102,14 @@ def _hermetic_cache(monkeypatch: pytest.MonkeyPatch, hermetic_cache_dir: Path) -
         monkeypatch.setenv("SWARM_CACHE_DIR", str(hermetic_cache_dir))
 
 
+@pytest.fixture(autouse=True)
+def _hermetic_user_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads or writes the user's records or config (``swarm run``'s defaults live there)."""
+    home = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("SWARM_RECORDS_DIR", str(home / "records"))
+    monkeypatch.setenv("SWARM_CONFIG_DIR", str(home / "config"))
+
+
 Reply = tuple[str, list[tuple[str, dict[str, Any]]]]
 Policy = Callable[[dict[str, Any]], Reply]
 

@@ -444,13 +444,21 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     t.add_column(style="bold")
     t.add_column()
     if record.metadata.get("scripted") or record.task.metadata.get("scripted"):
-        t.add_row("policy", Text("SCRIPTED demo policy (no model)", style="yellow"))
+        policy = record.metadata.get("policy")
+        t.add_row(
+            "policy", Text(policy if isinstance(policy, str) else "SCRIPTED demo policy (no model)", style="yellow")
+        )
     t.add_row("status", record.status.value)
     given = given_answer(record)
     answer = given if given is not None else f"(none: the episode {record.status.value})"
     t.add_row("answer", Markdown(answer if len(answer) < 2000 else answer[:2000] + " …"))
     if record.error:
         t.add_row("error", Text(record.error, style="red"))
+    if record.reward is not None:
+        r = record.reward
+        success = r.details.get("success")
+        extra = "" if success is None else f", success {success}"
+        t.add_row("score", f"{r.r_perf:.3f} (reward {r.total:.3f}{extra})")
     d = record.dag
     t.add_row("critical steps", f"{d.critical_steps} (budget {record.config.get('max_critical_steps', '?')})")
     t.add_row("total steps", f"{d.total_steps}  (speed-up ×{d.speedup:.2f}, widths {list(d.stage_widths)})")

@@ -1,9 +1,10 @@
-"""``swarm run``: one task, or every task of a task file, through the orchestrator.
+"""``swarm run``: one task, every task of a task file, or a workload's tasks, through the orchestrator.
 
-What it resolves from its options (:class:`RunPlan`: tasks, config, backends, built-in tools, agent
-files) and how it runs them (:func:`execute`): the live tree of stages on a terminal, one line per
-event without one, records written for every ending, then the outputs (tree and summary, ``--json``,
-``--json-summary`` or ``-p``).
+What it resolves from its options (:class:`~orchestrator.cli.plan.RunPlan`, in :mod:`.plan`: tasks
+and, per episode, config, backends, tools, agent files and reward) and how it runs them
+(:func:`execute`): the live tree of stages on a terminal, one line per event without one, records
+written for every ending (:class:`~orchestrator.recorder.RecordWriter`), then the outputs (tree and
+summary, ``--json``, ``--json-summary`` or ``-p``).
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
 import anyio
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.backend_factory import build_backends
-from orchestrator.cli.eval import ADAPTER_OPTION, run_workload
+from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
 from orchestrator.cli.live import (
     NO_ANSWER,
     EventLines,
@@ -51,21 +50,24 @@ from orchestrator.cli.options import (
     SubagentTimeoutOpt,
     TemperatureOpt,
     WorkloadOpt,
-    is_scripted,
 )
+from orchestrator.cli.plan import RunPlan, RunRequest, make_plan
 from orchestrator.cli.preflight import unreachable_servers
-from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, resolve_otlp, start_tracing
-from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
-from orchestrator.config import SwarmConfig
+from orchestrator.cli.telemetry_setup import (
+    DEFAULT_TRACED_SUBAGENTS,
+    Tracing,
+    TracingOptions,
+    resolve_otlp,
+    start_tracing,
+)
 from orchestrator.engine import Orchestrator
-from orchestrator.store import DEFAULT_ROOT, write_episode
-from orchestrator.tasks import large_task_warning, load_config, load_tasks
-from swarm.backend import ModelBackend, SamplingParams
+from orchestrator.recorder import RecordWriter
+from orchestrator.store import records_dir
+from orchestrator.tasks import large_task_warning
 from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
-from swarm.records import AgentDefinition, EpisodeRecord, Task
-from swarm.rl.rewards import PARLReward, RewardConfig
+from swarm.records import EpisodeRecord, Task
+from swarm.tracing import Telemetry
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
@@ -77,35 +79,6 @@ err = Console(stderr=True)
 def _fail(message: str, code: int = 2) -> typer.Exit:
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
-
-
-@dataclass
-class RunPlan:
-    """What ``swarm run`` resolved from its options: tasks, config, backends and tools."""
-
-    tasks: list[Task]
-    config: SwarmConfig
-    backend: ModelBackend
-    subagent_backend: ModelBackend | None
-    tools: tuple[Tool | Toolset, ...]
-    extras: dict[str, Any]
-    reward: RewardConfig | None = None
-    """Scores each episode when set: the config's ``[reward]`` table, or defaults for tasks with verifiers."""
-    agents: tuple[AgentDefinition, ...] = ()
-    """Ready sub-agent types (agent files)."""
-    subagent_backends: dict[str, ModelBackend] = field(default_factory=dict)
-    """Backends of the models agent files name."""
-    tools_note: str | None = None
-    """The built-in tools and workspace, for the summary."""
-
-
-def _config_from(base: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
-    data = base.model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return SwarmConfig.model_validate(data)
-    except Exception as exc:
-        raise UserError(f"invalid option value: {exc}") from None
 
 
 def run(
@@ -140,7 +113,14 @@ def run(
     max_subagent_steps: MaxSubagentStepsOpt = None,
     subagent_timeout: SubagentTimeoutOpt = None,
     episode_timeout: EpisodeTimeoutOpt = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="records go to OUT/<episode-id>/")] = DEFAULT_ROOT,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="records go to OUT/<episode-id>/ [default: $SWARM_RECORDS_DIR, else ~/.local/share/swarm/records]",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the full episode record as JSON on stdout")] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="no live view on a terminal, no event lines without one")
@@ -170,6 +150,20 @@ def run(
     ] = DEFAULT_TRACED_SUBAGENTS,
     workload: WorkloadOpt = None,
     mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
+    split: Annotated[
+        str, typer.Option("--split", help="workload runs: train, dev or test (held out)", metavar="SPLIT")
+    ] = "train",
+    index: Annotated[
+        int, typer.Option("--index", min=0, help="workload runs: the first task's index in the split [default: 0]")
+    ] = 0,
+    num_tasks: Annotated[
+        int | None,
+        typer.Option("-n", "--num-tasks", min=1, help="workload runs: how many tasks, from --index [default: 1]"),
+    ] = None,
+    knob: Annotated[
+        list[str] | None,
+        typer.Option("--knob", help="workload runs: a knob NAME=VALUE, repeatable (swarm eval --list shows them)"),
+    ] = None,
     events: Annotated[
         Path | None,
         typer.Option("--events", help="stream runtime events to this JSONL file as they happen (-: stdout)"),
@@ -179,7 +173,10 @@ def run(
     ] = None,
     temperature: TemperatureOpt = None,
     max_tokens: MaxTokensOpt = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="sampling seed (reproducible runs)")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="sampling seed (reproducible runs); workload runs: the task seed too [default: 0]"),
+    ] = None,
     tools: Annotated[
         list[str] | None,
         typer.Option(
@@ -233,28 +230,6 @@ def run(
       swarm run -b openai --base-url http://localhost:8000/v1 -m MODEL -p "2+2?"
       swarm run --tasks tasks.jsonl --json-summary --agents ./my-agents
     """
-    if workload is not None:
-        raise typer.Exit(
-            run_workload(
-                workload,
-                task_file=task_file,
-                config_file=config_file,
-                mode=mode,
-                backend=backend,
-                model=model,
-                base_url=base_url,
-                subagent_backend=subagent_backend,
-                subagent_model=subagent_model,
-                out=out,
-                json_out=json_out,
-                orchestrator_adapter=orchestrator_adapter,
-                overrides={
-                    "max_critical_steps": max_critical_steps,
-                    "max_subagent_steps": max_subagent_steps,
-                    "episode_timeout_s": episode_timeout,
-                },
-            )
-        )
     tracing = TracingOptions(
         otlp_endpoint=otlp_endpoint,
         otlp_protocol=otlp_protocol,
@@ -264,13 +239,21 @@ def run(
     )
     if sum((json_out, json_summary, print_answer)) > 1:
         raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
+    out = out if out is not None else records_dir()
     output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
     try:
         resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
-        plan = _plan(
+        req = RunRequest(
             task=task,
             task_file=task_file,
             demo=demo,
+            workload=workload,
+            mode=mode,
+            split=split,
+            index=index,
+            num_tasks=num_tasks,
+            knobs=parse_knobs(knob or []),
+            task_seed=seed or 0,
             backend=backend,
             model=model,
             base_url=base_url,
@@ -294,6 +277,7 @@ def run(
             mcp=mcp_config is not None,
             orchestrator_adapter=orchestrator_adapter,
         )
+        plan = make_plan(req)
     except UserError as exc:
         raise _fail(str(exc)) from None
     try:
@@ -302,176 +286,6 @@ def run(
         raise _fail(str(exc)) from None
     code = execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
     raise typer.Exit(code)
-
-
-def _plan(
-    *,
-    task: str | None,
-    task_file: Path | None,
-    demo: str | None,
-    backend: str,
-    model: str | None,
-    base_url: str | None,
-    subagent_backend: str | None,
-    subagent_model: str | None,
-    config_file: Path | None,
-    overrides: dict[str, Any],
-    sampling: dict[str, Any] | None = None,
-    tools: Sequence[str] | None = None,
-    workspace: Path | None = None,
-    search_corpus: Path | None = None,
-    agents_dirs: Sequence[Path] | None = None,
-    out: Path = DEFAULT_ROOT,
-    mcp: bool = False,
-    orchestrator_adapter: str | None = None,
-) -> RunPlan:
-    sources = [x for x in (task, task_file, demo) if x is not None]
-    if len(sources) != 1:
-        raise UserError("give exactly one of: a TASK argument, --task-file FILE, or --demo NAME")
-    base, extras = load_config(config_file, command="swarm run") if config_file else (None, {})
-    reward = _reward_config(extras.get("reward"))
-    table = tools_config(extras.get("tools"), str(config_file))
-    names = parse_tool_names(tools) if tools else table.enabled
-    corpus = search_corpus or table.search_corpus
-    if corpus is not None and "search" not in names:
-        raise UserError("--search-corpus is what --tools search searches; add search to --tools")
-    builtin = tuple(builtin_tools(names, search_corpus=corpus))
-    ws_root = (workspace or table.workspace or out / "workspaces") if names else None
-    if ws_root is not None:
-        overrides = {**overrides, "workspace_root": ws_root}
-    agent_defs = tuple(a.definition for a in agent_files(agents_dirs))
-    if not mcp:  # MCP servers' tools are known once they connect; the orchestrator checks them then
-        _check_agent_tools(agent_defs, builtin, demo_tools=demo is not None or backend == "scripted")
-    notes = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
-    if demo is not None or is_scripted(backend):
-        from orchestrator.demo import DEMO_TASKS
-        from orchestrator.demo import demo as make_demo
-
-        name = demo if demo is not None else _task_text(task or "")
-        if name not in DEMO_TASKS:
-            raise UserError(
-                f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
-                f"got {name!r}. Use --demo NAME, or a real backend for your own task"
-            )
-        d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
-        if any(a.model for a in agent_defs):
-            raise UserError("agent files that name a model need a model backend; the scripted demo has none")
-        return RunPlan(
-            [d.task],
-            _config_from(base or d.config, overrides),
-            d.orchestrator_backend,
-            d.subagent_backend,
-            (*d.tools, *builtin),
-            extras,
-            reward,
-            agents=agent_defs,
-            tools_note=notes,
-        )
-    tasks = load_tasks(task_file) if task_file is not None else [Task(id="cli", prompt=_task_text(task or ""))]
-    if reward is None and any(t.verifier for t in tasks):
-        reward = RewardConfig()  # tasks that name a verifier get scored
-    backend_opts = dict(extras.get("backend", {}))
-    if orchestrator_adapter is not None:
-        backend_opts["orchestrator_adapter"] = orchestrator_adapter
-    named = {k: backend_opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
-    config = _config_from(base or SwarmConfig(), overrides)
-    backend_opts.setdefault("fanout", config.max_subagents_per_stage)  # local engine: a slot per sub-agent
-    backend_opts.setdefault("progress", terminal_progress())
-    orch, sub = build_backends(
-        kind=named["kind"] or backend,
-        model=model or named["model"],
-        base_url=base_url or named["base_url"],
-        subagent_kind=subagent_backend or named["subagent_backend"],
-        subagent_model=subagent_model or named["subagent_model"],
-        **backend_opts,
-    )
-    default_sub = sub or orch
-    by_model: dict[str, ModelBackend] = {}
-    for m in sorted({a.model for a in agent_defs if a.model and a.model != default_sub.model}):
-        # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
-        by_model[m], _ = build_backends(
-            kind=subagent_backend or named["subagent_backend"] or named["kind"] or backend,
-            model=m,
-            base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or base_url or named["base_url"],
-            **backend_opts,
-        )
-    return RunPlan(
-        tasks,
-        _with_sampling(config, base, orch, sampling or {}),
-        orch,
-        sub,
-        builtin,
-        extras,
-        reward,
-        agents=agent_defs,
-        subagent_backends=by_model,
-        tools_note=notes,
-    )
-
-
-def _task_text(task: str) -> str:
-    """The TASK argument; ``-`` reads it from standard input (``echo task | swarm run -``)."""
-    if task != "-":
-        return task
-    text = sys.stdin.read().strip()
-    if not text:
-        raise UserError("TASK is '-' but standard input is empty; pipe the task in (echo TASK | swarm run -)")
-    return text
-
-
-def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
-    """Every tool an agent file grants must be one this run has (before any model loads)."""
-    if demo_tools:
-        from orchestrator.demo import demo as make_demo
-
-        tools = [*make_demo("capitals", latency_s=0).tools, *tools]
-    registry = ToolRegistry(tools)
-    have = set(registry.names) | set(registry.toolsets)
-    for a in agents:
-        missing = [t for t in a.tools if t not in have]
-        if missing:
-            raise UserError(
-                f"agent {a.name!r} grants {', '.join(map(repr, missing))}, which this run does not have "
-                f"(available: {', '.join(sorted(have)) or 'none'}); add built-in tools with "
-                "--tools python,files,search or MCP servers with --mcp-config"
-            )
-
-
-def _with_sampling(
-    config: SwarmConfig, base: SwarmConfig | None, orch: ModelBackend, flags: dict[str, Any]
-) -> SwarmConfig:
-    """Sampling of a model run: the config file's where it sets it, else the model family's
-    (:class:`orchestrator.prompts.PromptProfile`), with ``--temperature/--max-tokens/--seed`` on top."""
-    from orchestrator.prompts import profile_for
-
-    try:
-        profile = profile_for(orch.model, config.prompt_profile)
-    except UserError as exc:
-        raise UserError(f"prompt_profile in the config: {exc}") from None
-    given = base.model_fields_set if base is not None else set()
-    change = {k: v for k, v in flags.items() if v is not None}
-    data = config.model_dump()
-    for name, family in (
-        ("orchestrator_sampling", profile.orchestrator_sampling),
-        ("subagent_sampling", profile.subagent_sampling),
-    ):
-        current: SamplingParams = getattr(config, name) if name in given else family
-        data[name] = {**current.model_dump(), **change}
-    try:
-        return SwarmConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(f"invalid sampling option: {exc}") from None
-
-
-def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:
-    if table is None:
-        return None
-    try:
-        cfg = RewardConfig.model_validate(table)
-    except ValidationError as exc:  # load_config checked the keys; this is a bad value
-        raise UserError(f"invalid [reward] table: {exc.errors()[0]['msg']}") from None
-    PARLReward(cfg)  # an unknown default_verifier fails here, before anything runs
-    return cfg
 
 
 class _EventWriter:
@@ -541,60 +355,31 @@ def execute(
     events: Path | None = None,
     mcp: MCPConfig | None = None,
 ) -> int:
+    """Run the plan's tasks one after another and print each record in ``output`` form; the exit code."""
     if not _servers_reachable(plan):
         return 1
     live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
-    records: list[EpisodeRecord] = []
-    paths: dict[str, Path] = {}
-
-    def persist(event: Event) -> None:
-        # Runs for every ending, cancellation included, so an interrupted run keeps its record.
-        if isinstance(event, EpisodeFinished):
-            record = event.record
-            if telemetry.otlp is not None and record.trace_id is not None:  # `swarm traces show` links to Jaeger
-                record = record.model_copy(
-                    update={"metadata": {**record.metadata, "otlp_endpoint": telemetry.otlp.endpoint}}
-                )
-            records.append(record)
-            paths[record.episode_id] = write_episode(record, out)
-
-    state = LiveState(budget=plan.config.max_critical_steps)
-    observers, writer = _observers(
-        persist, state if live_enabled else None, quiet, plan.config.max_critical_steps, events
-    )
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
-
-    runtime_telemetry = telemetry.telemetry()
-
-    def orchestrator(extra: Sequence[Tool | Toolset] = ()) -> Orchestrator:
-        return Orchestrator(
-            plan.backend,
-            plan.config,
-            tools=ToolRegistry([*plan.tools, *extra]),
-            subagent_backend=plan.subagent_backend,
-            subagent_backends=plan.subagent_backends,
-            agents=plan.agents,
-            observers=observers,
-            telemetry=runtime_telemetry,
-            reward_fn=PARLReward(plan.reward) if plan.reward is not None else None,
-        )
+    writer = RecordWriter(out, annotate=_annotations(plan, telemetry))
+    state = LiveState(budget=plan.config.max_critical_steps)
+    observers, events_out = _observers(
+        writer, state if live_enabled else None, quiet, plan.config.max_critical_steps, events
+    )
+    orchestrator = _orchestrators(plan, observers, telemetry.telemetry())
+    mcp_log = _mcp_log(out) if mcp is not None else None
 
     async def main() -> None:
         await _run_tasks(plan.tasks, orchestrator, mcp, mcp_log)
 
-    mcp_log = _mcp_log(out) if mcp is not None else None
-    interrupted = False
     for note in filter(None, map(large_task_warning, plan.tasks)):
         err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
+    interrupted = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
-            if live_enabled:
-                with Live(state, console=err, refresh_per_second=8, transient=True):
-                    anyio.run(main)
-            else:
+            with Live(state, console=err, refresh_per_second=8, transient=True) if live_enabled else nullcontext():
                 anyio.run(main)
     except UserError as exc:  # e.g. an agent file granting an MCP tool no server offers
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -602,15 +387,54 @@ def execute(
     except KeyboardInterrupt:
         interrupted = True
     finally:  # flush spans on every exit: normal, error and Ctrl-C (bounded, never hangs)
-        if writer is not None:
-            writer.close()
-        if mcp_log is not None:
-            mcp_log.close()
+        for f in (events_out, mcp_log):
+            if f is not None:
+                f.close()
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
-    for r in records:
-        _print_record(r, str(paths.get(r.episode_id, "")), output, plan.tools_note)
-    return _exit_code(records, paths, interrupted)
+    for r in writer.records:
+        _print_record(r, str(writer.paths.get(r.episode_id, "")), output, plan.tools_note)
+    return _exit_code(writer.records, writer.paths, interrupted)
+
+
+def _annotations(plan: RunPlan, telemetry: Tracing) -> Callable[[EpisodeRecord], dict[str, Any]]:
+    """What the CLI adds to each record's metadata: where its spans went (``swarm traces show`` links
+    to Jaeger) and, for a scripted policy, that no model ran (the summary then shows no token counts)."""
+
+    def annotate(record: EpisodeRecord) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if telemetry.otlp is not None and record.trace_id is not None:
+            extra["otlp_endpoint"] = telemetry.otlp.endpoint
+        if plan.policy is not None:
+            extra |= {"scripted": True, "policy": plan.policy}
+        return extra
+
+    return annotate
+
+
+def _orchestrators(
+    plan: RunPlan, observers: Sequence[Callable[[Event], None]], telemetry: Telemetry
+) -> Callable[[int, Sequence[Tool | Toolset]], Orchestrator]:
+    """Task index → its orchestrator: one per episode kit (a workload task has its own; others share one)."""
+    built: dict[int, Orchestrator] = {}
+
+    def orchestrator(i: int, extra: Sequence[Tool | Toolset] = ()) -> Orchestrator:
+        kit = plan.kit(i)
+        if id(kit) not in built:
+            built[id(kit)] = Orchestrator(
+                kit.backend,
+                kit.config,
+                tools=ToolRegistry([*kit.tools, *extra]),
+                subagent_backend=kit.subagent_backend,
+                subagent_backends=kit.subagent_backends,
+                agents=kit.agents,
+                observers=list(observers),
+                telemetry=telemetry,
+                reward_fn=kit.reward_fn,
+            )
+        return built[id(kit)]
+
+    return orchestrator
 
 
 def _mcp_log(out: Path) -> TextIO:
@@ -622,7 +446,7 @@ def _mcp_log(out: Path) -> TextIO:
 def _servers_reachable(plan: RunPlan) -> bool:
     """Probe each model server once, before the first task (every episode would otherwise fail the
     same way, after the backend's retries); say which cannot be reached."""
-    problems = anyio.run(unreachable_servers, [plan.backend, plan.subagent_backend, *plan.subagent_backends.values()])
+    problems = anyio.run(unreachable_servers, plan.backends())
     for p in problems:
         err.print(
             f"[red]error:[/red] model server {escape(p)}; check --base-url and that the server is up", soft_wrap=True
@@ -647,15 +471,13 @@ def _observers(
 
 async def _run_tasks(
     tasks: Sequence[Task],
-    orchestrator: Callable[[Sequence[Tool | Toolset]], Orchestrator],
+    orchestrator: Callable[[int, Sequence[Tool | Toolset]], Orchestrator],
     mcp: MCPConfig | None,
     mcp_log: TextIO | None,
 ) -> None:
     """Run the tasks one after another; with MCP servers connected for the whole run."""
     if mcp is None:
-        orch = orchestrator(())
-        for t in tasks:
-            await orch.run(t)
+        await _each_task(tasks, orchestrator, ())
         return
     from tools.mcp import MCPServers
 
@@ -664,9 +486,16 @@ async def _run_tasks(
         for st in servers.status:
             if not st.connected:
                 err.print(f"[yellow]warning:[/yellow] MCP server {st.name!r} unavailable: {escape(st.error or '')}")
-        orch = orchestrator(servers.toolsets())
-        for t in tasks:
-            await orch.run(t)
+        await _each_task(tasks, orchestrator, servers.toolsets())
+
+
+async def _each_task(
+    tasks: Sequence[Task],
+    orchestrator: Callable[[int, Sequence[Tool | Toolset]], Orchestrator],
+    extra: Sequence[Tool | Toolset],
+) -> None:
+    for i, t in enumerate(tasks):
+        await orchestrator(i, extra).run(t)
 
 
 def _print_record(r: EpisodeRecord, path: str, output: Output, tools_note: str | None) -> None:

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from orchestrator.cli.live import stages_from_record
 from orchestrator.cli.telemetry_setup import TRACE_FILE
-from orchestrator.store import DEFAULT_ROOT, EPISODE_FILE, iter_episodes, read_episode
+from orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, records_dir
 from swarm.monitors import episode_monitors
 from swarm.records import EpisodeRecord, StepRecord
 
@@ -52,11 +52,12 @@ _STATUS_STYLE = {
 }
 
 RootOption = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--out",
         "-o",
-        help="where runs were written (swarm run/eval --out, or a rollout's directory); searched recursively",
+        help="where runs were written (swarm run/eval --out, or a rollout's directory); searched recursively "
+        "[default: $SWARM_RECORDS_DIR, else ~/.local/share/swarm/records, where swarm run writes]",
     ),
 ]
 
@@ -168,7 +169,7 @@ def _summary(path: Path, record: EpisodeRecord) -> dict[str, Any]:
 
 @traces_app.command("list")
 def list_runs(
-    out: RootOption = DEFAULT_ROOT,
+    out: RootOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="how many recent runs")] = 20,
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object per run on stdout")] = False,
 ) -> None:
@@ -184,6 +185,7 @@ def list_runs(
       swarm traces list
       swarm traces list -o runs/r1 -n 50 --json
     """
+    out = out if out is not None else records_dir()
     rows: list[dict[str, Any]] = []
     bad: list[str] = []
     for path, record, error in _records(out):
@@ -439,7 +441,7 @@ def jaeger_url(data: dict[str, Any]) -> str:
 @traces_app.command("show")
 def show(
     ident: Annotated[str, typer.Argument(metavar="ID", help="episode id (or unique prefix), trace id, or path")],
-    out: RootOption = DEFAULT_ROOT,
+    out: RootOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="the timeline as JSON on stdout")] = False,
 ) -> None:
     """One run as a timeline per agent, grouped by stage, with the critical path highlighted.
@@ -455,7 +457,7 @@ def show(
       swarm traces show traces/3f2a9c/episode.json --json
     """
     try:
-        path, record = find_episode(out, ident)
+        path, record = find_episode(out if out is not None else records_dir(), ident)
     except LookupError as exc:
         raise _exit(str(exc)) from None
     trace_file = path.parent / TRACE_FILE

@@ -52,8 +52,9 @@ def _option_names(path: str) -> dict[str, tuple[str, ...]]:
 
 def test_one_meaning_per_flag_across_run_eval_and_rollout() -> None:
     run, ev, ro = _option_names("run"), _option_names("eval"), _option_names("rollout")
-    # -n is a number of tasks wherever it exists; run's per-stage width has no short flag.
-    assert "-n" not in run and ev["-n"] == ("-n", "--num-tasks") and ro["-n"] == ("-n", "--num-tasks")
+    # -n is a number of tasks wherever it exists (run: of a workload); run's per-stage width has no short flag.
+    for names in (run, ev, ro):
+        assert names["-n"] == ("-n", "--num-tasks")
     # --tasks / -t is a task file; --knob a workload knob; -k the rollout group size.
     assert run["--tasks"][:2] == ("--tasks", "-t") and ro["--tasks"] == ("--tasks", "-t") and "--tasks" not in ev
     assert "-k" not in ev and ev["--knob"] == ("--knob",) and ro["-k"] == ("--group-size", "-k")

@@ -108,3 +108,64 @@ def test_events_dash_writes_events_to_stdout(tmp_path: Path, monkeypatch: pytest
     assert events[0]["type"] == "episode_started" and events[-1]["type"] == "episode_finished"
     assert "Paris" in lines[-1] or any("Paris" in line for line in lines if not line.startswith("{"))
     assert not (tmp_path / "-").exists()
+
+
+def _gold(tmp_path: Path, *extra: str) -> list[str]:
+    return ["run", "-w", "deep-lookup", "-b", "gold", "-q", "-o", str(tmp_path / "rec"), *extra]
+
+
+def test_workload_run_print_gives_only_the_answer(tmp_path: Path) -> None:
+    result = runner.invoke(app, _gold(tmp_path, "-p"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1].startswith("ANSWER: ")
+    assert "┌" not in result.stdout and "episode" not in result.stdout
+
+
+def test_workload_run_picks_tasks_by_split_index_and_count(tmp_path: Path) -> None:
+    result = runner.invoke(app, _gold(tmp_path, "--json-summary", "--split", "test", "--index", "3", "-n", "2"))
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["task_id"] for r in rows] == ["deep-lookup-test-s0-3", "deep-lookup-test-s0-4"]
+    assert all(r["answer"] and r["status"] == "completed" for r in rows)
+
+
+def test_workload_runs_write_a_fresh_record_each_time(tmp_path: Path) -> None:
+    for _ in range(2):
+        assert runner.invoke(app, _gold(tmp_path, "-p")).exit_code == 0
+    assert len(list((tmp_path / "rec").glob("*/episode.json"))) == 2
+
+
+def test_workload_run_marks_the_gold_policy_and_invents_no_token_counts(tmp_path: Path) -> None:
+    result = runner.invoke(app, _gold(tmp_path), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "SCRIPTED gold policy of deep-lookup (no model)" in result.stdout
+    assert "not measured" in result.stdout and " in / " not in result.stdout
+    assert "score" in result.stdout and "success True" in result.stdout
+
+
+def test_workload_run_honours_events_trace_file_and_tools(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    result = runner.invoke(app, _gold(tmp_path, "--events", str(events), "--tools", "files"), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    kinds = [json.loads(line)["type"] for line in events.read_text().splitlines()]
+    assert kinds[0] == "episode_started" and kinds[-1] == "episode_finished"
+    (episode,) = (tmp_path / "rec").glob("*/episode.json")
+    assert (episode.parent / "trace.jsonl").is_file()
+    assert "files (workspace" in result.stdout
+    off = runner.invoke(app, [*_gold(tmp_path / "off"), "--no-trace-file", "-p"])
+    assert off.exit_code == 0
+    assert not list((tmp_path / "off").rglob("trace.jsonl"))
+
+
+@pytest.mark.parametrize("extra", [["-n", "2"], ["--index", "1"]])
+def test_task_picking_flags_need_a_workload(tmp_path: Path, extra: list[str]) -> None:
+    result = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), *extra])
+    assert result.exit_code == 2 and "--workload" in result.stderr
+
+
+def test_an_index_past_the_last_task_is_bad_input(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    export = runner.invoke(app, ["eval", "-w", "deep-lookup", "-n", "1", "--export-tasks", str(tasks)])
+    assert export.exit_code == 0
+    result = runner.invoke(app, _gold(tmp_path, "-t", str(tasks), "--index", "5"))
+    assert result.exit_code == 2 and "past the last task" in result.stderr

@@ -76,7 +76,7 @@ def test_summary_and_live_view_escape_records_and_events() -> None:
     record = EpisodeRecord(
         episode_id="e[1]",
         task=Task(prompt=TRICKY),
-        status=EpisodeStatus.FAILED,
+        status=EpisodeStatus.BUDGET_EXHAUSTED,  # an ending with an answer (a failed episode shows none)
         answer=TRICKY,
         error=f"BackendError: {TRICKY}",
     )

@@ -1,0 +1,371 @@
+"""What ``swarm run`` resolves from its options before anything runs: a :class:`RunPlan`.
+
+Three sources of tasks, one plan: the TASK argument or a task file (one backend pair and one tool set
+for every task), the scripted demo, or a workload (``-w NAME``: each task brings a fresh environment,
+its budgets and its scorer, as an :class:`EpisodeKit`). Everything here raises :class:`UserError` for
+bad input, so a bad option is exit code 2 before a model loads or a record is written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.backend_factory import build_backends
+from orchestrator.cli.options import is_scripted
+from orchestrator.cli.progress import terminal_progress
+from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
+from orchestrator.config import SwarmConfig
+from orchestrator.tasks import load_config, load_tasks
+from swarm.backend import ModelBackend, SamplingParams
+from swarm.errors import UserError
+from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
+from swarm.rl.rewards import PARLReward, RewardConfig
+from tools.registry import Tool, ToolRegistry, Toolset
+
+__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan"]
+
+RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
+
+WORKLOAD_TABLES = ("swarm", "backend", "tools")
+"""Config tables ``swarm run -w`` reads: the workload's own scorer is the reward."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The options of ``swarm run`` that decide what runs (outputs and tracing are not here)."""
+
+    task: str | None = None
+    task_file: Path | None = None
+    demo: str | None = None
+    workload: str | None = None
+    mode: str = "swarm"
+    split: str = "train"
+    index: int = 0
+    num_tasks: int | None = None
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    task_seed: int = 0
+    backend: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    subagent_backend: str | None = None
+    subagent_model: str | None = None
+    config_file: Path | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
+    tools: Sequence[str] | None = None
+    workspace: Path | None = None
+    search_corpus: Path | None = None
+    agents_dirs: Sequence[Path] | None = None
+    out: Path = Path("traces")
+    mcp: bool = False
+    orchestrator_adapter: str | None = None
+
+
+@dataclass
+class EpisodeKit:
+    """What one episode runs with: config, backends, tools, ready agent types and reward."""
+
+    config: SwarmConfig
+    backend: ModelBackend
+    subagent_backend: ModelBackend | None
+    tools: tuple[Tool | Toolset, ...]
+    agents: tuple[AgentDefinition, ...] = ()
+    reward_fn: RewardFn | None = None
+    subagent_backends: dict[str, ModelBackend] = field(default_factory=dict)
+
+
+@dataclass
+class RunPlan:
+    """What ``swarm run`` resolved from its options: the tasks and what each episode runs with."""
+
+    tasks: list[Task]
+    kits: list[EpisodeKit]
+    """One per task (a workload's fresh environments), or one shared by every task."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    tools_note: str | None = None
+    """The built-in tools and workspace, for the summary."""
+    policy: str | None = None
+    """A scripted policy's label (``SCRIPTED demo policy``, ``SCRIPTED gold policy of NAME``): no model ran."""
+
+    def kit(self, i: int) -> EpisodeKit:
+        return self.kits[i] if len(self.kits) > 1 else self.kits[0]
+
+    @property
+    def config(self) -> SwarmConfig:
+        return self.kits[0].config
+
+    def backends(self) -> list[ModelBackend | None]:
+        return [b for k in self.kits for b in (k.backend, k.subagent_backend, *k.subagent_backends.values())]
+
+
+@dataclass
+class _Common:
+    """What every source of tasks shares: the config file's tables, built-in tools and agent files."""
+
+    base: SwarmConfig | None
+    extras: dict[str, Any]
+    overrides: dict[str, Any]
+    builtin: tuple[Tool | Toolset, ...]
+    agents: tuple[AgentDefinition, ...]
+    note: str | None
+
+
+def make_plan(req: RunRequest) -> RunPlan:
+    """Resolve ``req`` into a plan; raises :class:`UserError` for anything a user must fix."""
+    sources = [x for x in (req.task, req.task_file, req.demo) if x is not None]
+    if req.workload is not None:
+        if req.task is not None or req.demo is not None:
+            raise UserError("--workload runs the workload's tasks; give no TASK argument or --demo with it")
+    elif len(sources) != 1:
+        raise UserError("give exactly one of: a TASK argument, --task-file FILE, --demo NAME or --workload NAME")
+    elif req.num_tasks is not None or req.index:
+        raise UserError("-n/--num-tasks and --index pick a workload's tasks; use them with --workload NAME")
+    common = _common(req)
+    if req.workload is not None:
+        return _workload_plan(req, req.workload, common)
+    if req.demo is not None or is_scripted(req.backend):
+        return _demo_plan(req, common)
+    return _task_plan(req, common)
+
+
+def _common(req: RunRequest) -> _Common:
+    tables = WORKLOAD_TABLES if req.workload is not None else None
+    base, extras = (
+        load_config(req.config_file, command="swarm run", **({"tables": tables} if tables else {}))
+        if req.config_file
+        else (None, {})
+    )
+    table = tools_config(extras.get("tools"), str(req.config_file))
+    names = parse_tool_names(req.tools) if req.tools else table.enabled
+    corpus = req.search_corpus or table.search_corpus
+    if corpus is not None and "search" not in names:
+        raise UserError("--search-corpus is what --tools search searches; add search to --tools")
+    builtin = tuple(builtin_tools(names, search_corpus=corpus))
+    overrides = dict(req.overrides)
+    ws_root = (req.workspace or table.workspace or req.out / "workspaces") if names else None
+    if ws_root is not None:
+        overrides["workspace_root"] = ws_root
+    agent_defs = tuple(a.definition for a in agent_files(req.agents_dirs))
+    if not req.mcp and req.workload is None:  # MCP and workload tools are checked when the episode starts
+        _check_agent_tools(agent_defs, builtin, demo_tools=req.demo is not None or is_scripted(req.backend))
+    note = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
+    return _Common(base, extras, overrides, builtin, agent_defs, note)
+
+
+def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
+    data = base.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SwarmConfig.model_validate(data)
+    except Exception as exc:
+        raise UserError(f"invalid option value: {exc}") from None
+
+
+def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
+    from orchestrator.demo import DEMO_TASKS
+    from orchestrator.demo import demo as make_demo
+
+    name = req.demo if req.demo is not None else task_text(req.task or "")
+    if name not in DEMO_TASKS:
+        raise UserError(
+            f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
+            f"got {name!r}. Use --demo NAME, or a real backend for your own task"
+        )
+    d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
+    if any(a.model for a in c.agents):
+        raise UserError("agent files that name a model need a model backend; the scripted demo has none")
+    reward = _reward_config(c.extras.get("reward"))
+    kit = EpisodeKit(
+        config_from(c.base or d.config, c.overrides),
+        d.orchestrator_backend,
+        d.subagent_backend,
+        (*d.tools, *c.builtin),
+        c.agents,
+        PARLReward(reward) if reward is not None else None,
+    )
+    return RunPlan([d.task], [kit], c.extras, c.note, policy="SCRIPTED demo policy (no model)")
+
+
+def _task_plan(req: RunRequest, c: _Common) -> RunPlan:
+    tasks = (
+        load_tasks(req.task_file) if req.task_file is not None else [Task(id="cli", prompt=task_text(req.task or ""))]
+    )
+    reward = _reward_config(c.extras.get("reward"))
+    if reward is None and any(t.verifier for t in tasks):
+        reward = RewardConfig()  # tasks that name a verifier get scored
+    config = config_from(c.base or SwarmConfig(), c.overrides)
+    orch, sub, by_model = _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
+    kit = EpisodeKit(
+        with_sampling(config, c.base, orch, req.sampling),
+        orch,
+        sub,
+        c.builtin,
+        c.agents,
+        PARLReward(reward) if reward is not None else None,
+        by_model,
+    )
+    return RunPlan(tasks, [kit], c.extras, c.note)
+
+
+def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
+    """``-w NAME``: the workload's tasks, each with a fresh environment, its budgets and its scorer;
+    ``-b gold`` plays each task's gold policy (no model). Every episode is built here, so a malformed
+    task is exit code 2 before anything runs."""
+    from orchestrator.eval import episode_config
+    from workloads import MODES, Mode, get_workload
+
+    mode: Mode = "swarm" if req.mode == "swarm" else "single"
+    if req.mode not in MODES:
+        raise UserError(f"--mode must be swarm or single for a workload run; got {req.mode!r}")
+    tasks = _workload_tasks(req, name)
+    scripted = is_scripted(req.backend)
+    kits: list[EpisodeKit] = []
+    shared: tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]] | None = None
+    for t in tasks:
+        owner = get_workload(str(t.metadata["workload"]))
+        ep = owner.episode(t, mode)
+        config = episode_config(ep, c.base, c.overrides)
+        orch: ModelBackend
+        sub: ModelBackend | None
+        by_model: dict[str, ModelBackend]
+        if scripted:
+            gold = owner.gold_policy(t, mode)
+            orch, sub, by_model = gold.orchestrator, gold.subagent, {}
+        else:
+            shared = shared or _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
+            orch, sub, by_model = shared
+            config = with_sampling(config, c.base, orch, req.sampling)
+        agents = (*ep.agents, *c.agents) if mode == "swarm" else ()
+        kits.append(EpisodeKit(config, orch, sub, (*ep.tools, *c.builtin), agents, ep.reward, by_model))
+    policy = f"SCRIPTED gold policy of {name} (no model)" if scripted else None
+    return RunPlan(tasks, kits, c.extras, c.note, policy=policy)
+
+
+def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
+    """The tasks of ``-w NAME``: ``-n`` of them from ``--index`` (default: one, the first) of
+    ``--split``, or those of a task file ``swarm eval --export-tasks`` wrote."""
+    from workloads import get_workload
+
+    wl = get_workload(name)  # an unknown name lists the known ones
+    n = req.num_tasks or 1
+    if req.task_file is None:
+        tasks = wl.tasks(req.index + n, seed=req.task_seed, split=req.split, **req.knobs)[req.index :]
+    else:
+        tasks = load_tasks(req.task_file)
+        for t in tasks:
+            owner = t.metadata.get("workload")
+            if owner != name:
+                raise UserError(
+                    f"task {t.id!r} in {req.task_file} is not a {name} task (metadata.workload={owner!r}); "
+                    "write task files with swarm eval --export-tasks"
+                )
+        if req.num_tasks is not None or req.index:
+            tasks = tasks[req.index : req.index + n]
+    if not tasks:
+        raise UserError(f"--index {req.index} is past the last task; lower it or give more tasks")
+    return tasks
+
+
+def _model_backends(
+    req: RunRequest, extras: Mapping[str, Any], fanout: int, agents: Sequence[AgentDefinition]
+) -> tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]]:
+    """(orchestrator, sub-agents or ``None`` = the same, the backends of models agent files name),
+    built as the library's :func:`orchestrator.backend_factory.build_backends` builds them."""
+    opts = dict(extras.get("backend", {}))
+    if req.orchestrator_adapter is not None:
+        opts["orchestrator_adapter"] = req.orchestrator_adapter
+    named = {k: opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
+    opts.setdefault("fanout", fanout)  # local engine: a slot per sub-agent
+    opts.setdefault("progress", terminal_progress())
+    orch, sub = build_backends(
+        kind=named["kind"] or req.backend,
+        model=req.model or named["model"],
+        base_url=req.base_url or named["base_url"],
+        subagent_kind=req.subagent_backend or named["subagent_backend"],
+        subagent_model=req.subagent_model or named["subagent_model"],
+        **opts,
+    )
+    default_sub = sub or orch
+    by_model: dict[str, ModelBackend] = {}
+    opts.pop("orchestrator_adapter", None)
+    for m in sorted({a.model for a in agents if a.model and a.model != default_sub.model}):
+        # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
+        by_model[m], _ = build_backends(
+            kind=req.subagent_backend or named["subagent_backend"] or named["kind"] or req.backend,
+            model=m,
+            base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or req.base_url or named["base_url"],
+            **opts,
+        )
+    return orch, sub, by_model
+
+
+def task_text(task: str) -> str:
+    """The TASK argument; ``-`` reads it from standard input (``echo task | swarm run -``)."""
+    if task != "-":
+        return task
+    text = sys.stdin.read().strip()
+    if not text:
+        raise UserError("TASK is '-' but standard input is empty; pipe the task in (echo TASK | swarm run -)")
+    return text
+
+
+def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
+    """Every tool an agent file grants must be one this run has (before any model loads)."""
+    if demo_tools:
+        from orchestrator.demo import demo as make_demo
+
+        tools = [*make_demo("capitals", latency_s=0).tools, *tools]
+    registry = ToolRegistry(tools)
+    have = set(registry.names) | set(registry.toolsets)
+    for a in agents:
+        missing = [t for t in a.tools if t not in have]
+        if missing:
+            raise UserError(
+                f"agent {a.name!r} grants {', '.join(map(repr, missing))}, which this run does not have "
+                f"(available: {', '.join(sorted(have)) or 'none'}); add built-in tools with "
+                "--tools python,files,search or MCP servers with --mcp-config"
+            )
+
+
+def with_sampling(
+    config: SwarmConfig, base: SwarmConfig | None, orch: ModelBackend, flags: Mapping[str, Any]
+) -> SwarmConfig:
+    """Sampling of a model run: the config file's where it sets it, else the model family's
+    (:class:`orchestrator.prompts.PromptProfile`), with ``--temperature/--max-tokens/--seed`` on top."""
+    from orchestrator.prompts import profile_for
+
+    try:
+        profile = profile_for(orch.model, config.prompt_profile)
+    except UserError as exc:
+        raise UserError(f"prompt_profile in the config: {exc}") from None
+    given = base.model_fields_set if base is not None else set()
+    change = {k: v for k, v in flags.items() if v is not None}
+    data = config.model_dump()
+    for name, family in (
+        ("orchestrator_sampling", profile.orchestrator_sampling),
+        ("subagent_sampling", profile.subagent_sampling),
+    ):
+        current: SamplingParams = getattr(config, name) if name in given else family
+        data[name] = {**current.model_dump(), **change}
+    try:
+        return SwarmConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(f"invalid sampling option: {exc}") from None
+
+
+def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:
+    if table is None:
+        return None
+    try:
+        cfg = RewardConfig.model_validate(table)
+    except ValidationError as exc:  # load_config checked the keys; this is a bad value
+        raise UserError(f"invalid [reward] table: {exc.errors()[0]['msg']}") from None
+    PARLReward(cfg)  # an unknown default_verifier fails here, before anything runs
+    return cfg

@@ -1,0 +1,49 @@
+"""What a library user gets matches what the CLI does: the same backends, records `swarm traces`
+opens, and a clear word when `run_sync` is called inside a running event loop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import orchestrator
+from orchestrator import Orchestrator, RecordWriter, SwarmConfig, build_backends
+from orchestrator.cli import app
+from swarm.errors import ConfigError, UserError
+from swarm.testing import ScriptedBackend
+
+runner = CliRunner()
+
+
+async def test_run_sync_inside_a_running_loop_says_to_await_run() -> None:
+    orch = Orchestrator(ScriptedBackend(["done"]), SwarmConfig())
+    with pytest.raises(UserError, match=r"await orch\.run\(task\)"):
+        orch.run_sync("hi")
+
+
+def test_record_writer_writes_where_swarm_traces_finds_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SWARM_RECORDS_DIR", str(tmp_path / "records"))
+    writer = RecordWriter()
+    record = Orchestrator(ScriptedBackend(["4"]), SwarmConfig(), observers=[writer]).run_sync("2+2?")
+    assert writer.paths[record.episode_id] == tmp_path / "records" / record.episode_id / "episode.json"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # traces list finds the default records directory from anywhere
+    listed = runner.invoke(app, ["traces", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [json.loads(line)["episode_id"] for line in listed.stdout.splitlines()] == [record.episode_id]
+    shown = runner.invoke(app, ["traces", "show", record.episode_id[:6], "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["episode_id"] == record.episode_id
+
+
+def test_the_library_builds_backends_as_the_cli_does(tmp_path: Path) -> None:
+    assert orchestrator.build_backends is build_backends
+    missing = str(tmp_path / "no.gguf")
+    with pytest.raises(ConfigError, match="model file not found") as lib:
+        build_backends("local", missing)
+    cli = runner.invoke(app, ["run", "-m", missing, "hi", "-o", str(tmp_path)])
+    assert cli.exit_code == 2 and str(lib.value) in " ".join(cli.stderr.split())

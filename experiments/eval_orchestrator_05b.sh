@@ -11,9 +11,11 @@
 #   last checkpoint (default parl). E.g. a second run evaluated beside the first run's reports:
 #   OUT=traces/eval/i19 CONDITIONS=parl PARL_LABEL=parts WITH_OTHERS=1 experiments/eval_orchestrator_05b.sh \
 #       experiments/runs/orchestrator-05b-parts
-# Each run writes OUT/LABEL-MODE-WORKLOAD-sSEED/report.json; one that has its report is skipped, so a
-# rerun finishes an interrupted evaluation (delete an interrupted run's directory first: swarm eval
-# refuses to reuse one). Then:
+# Budgets: each workload's own (issue 26: the 6 critical / 3 sub-agent steps this used to force left
+# deep lookup and tau2 unfinishable; swarm eval now refuses budgets below the gold policy's needs).
+# Each run writes OUT/LABEL-MODE-WORKLOAD-sSEED/ (manifest.json, episodes.jsonl.gz, report.json); one that
+# has its report is skipped, and an interrupted one is resumed (--resume: its finished episodes are kept).
+# Then `swarm eval --report OUT/...` regenerates the tables from the raw files, or:
 #   python experiments/orchestrator_05b_report.py --run RUN_DIR --eval-dir OUT --out results.md
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +39,8 @@ run() {  # LABEL ADAPTER MODE MODEL SEED WORKLOAD [ARGS...]
     fi
     echo "$(date -Is) $id, load $(cut -d' ' -f1-3 /proc/loadavg)"
     "$SWARM" eval -w "$workload" "$@" --split test --seed "$seed" --mode "$mode" -b local -m "$model" \
-        --subagent-model "$model" --orchestrator-adapter "$adapter" --max-critical-steps 6 \
-        --max-subagent-steps 3 --max-tokens 256 --temperature 0 -o "$OUT" -q --run-id "$id" > /dev/null
+        --subagent-model "$model" --orchestrator-adapter "$adapter" --max-tokens 256 --temperature 0 \
+        -o "$OUT" -q --run-id "$id" --resume > /dev/null
     local rc=$?
     # 1: an episode crashed (kept in the report); anything else (2: bad input, e.g. a missing adapter) stops
     if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then

@@ -1,11 +1,17 @@
-"""``swarm eval``: run a workload's tasks in swarm mode and single-agent mode and compare them.
+"""``swarm eval``: run a workload's tasks in several arms (swarm, single, single-parallel) and compare them.
 
-For every task and mode the workload builds a fresh environment (:meth:`Workload.episode`); the
-episode runs on the given backends (a real model, or the workload's gold scripted policy) and is
-scored by the workload. Each episode gives one :class:`EpisodeRow`; rows are summarised per mode
-(:class:`ModeSummary`) and compared as single/swarm ratios. Everything is saved under
-``<out>/<run-id>/``: ``report.json`` (the :class:`EvalReport`), ``rows.jsonl``, ``tasks.jsonl`` (a
-task file ``swarm run``/``swarm rollout`` can read back) and ``episodes/<mode>/<episode-id>/``.
+For every task and arm the workload builds a fresh environment (:meth:`Workload.episode`, in the
+arm's workload mode, :func:`arm_mode`); the episode runs on the given backends (a real model, or the
+workload's gold scripted policy) with the workload's own budgets (:func:`arm_config`) and is scored
+by the workload. A run whose budgets are below what the workload's gold policy needs is refused before
+anything runs (:func:`check_budgets`).
+
+Everything is saved under ``<out>/<run-id>/``: ``manifest.json`` and ``episodes.jsonl.gz`` (the raw
+per-episode data, :mod:`orchestrator.eval_raw`; reports are regenerated from them by
+:mod:`orchestrator.eval_report`), ``report.json`` (the :class:`EvalReport` summary), ``tasks.jsonl``
+(a task file ``swarm run``/``swarm rollout`` can read back) and ``episodes/<arm>/<episode-id>/``
+(the record and, from the CLI, its trace). A run resumes (``resume=True``): the episodes already in
+the raw file are skipped, provided the run's settings match.
 
 :func:`workload_orchestrator_factory` is the hook for rollout collection: an
 :data:`~orchestrator.rollout.OrchestratorFactory` whose orchestrators build each task's environment
@@ -14,55 +20,165 @@ from the task's metadata and score it with the workload (the PARL terms on top).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
+from orchestrator.eval_raw import (
+    RAW_FILE,
+    Provenance,
+    RawEpisode,
+    RoleTokens,
+    RunManifest,
+    append_raw,
+    code_state,
+    read_manifest,
+    read_raw,
+    settings_diff,
+    write_manifest,
+    write_raw,
+)
 from orchestrator.store import write_episode
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.events import Observer
 from swarm.records import EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, parl_total
-from workloads import MODES, Episode, Mode, Workload, episode_for, finish_rate
+from swarm.tracing import Telemetry
+from workloads import Episode, Mode, Workload, episode_for, finish_rate
 
 __all__ = [
+    "ARMS",
+    "Arm",
     "BackendPair",
     "BackendResolver",
+    "Configs",
     "EpisodeRow",
     "EvalReport",
     "ModeSummary",
+    "Progress",
+    "arm_config",
+    "arm_mode",
+    "check_budgets",
     "episode_config",
+    "parse_arms",
+    "plan_configs",
     "run_eval",
     "workload_orchestrator_factory",
     "write_tasks",
 ]
 
+Arm = Literal["swarm", "single", "single-parallel"]
+ARMS: tuple[Arm, ...] = get_args(Arm)
+ARM_GROUPS: dict[str, tuple[Arm, ...]] = {"both": ("swarm", "single"), "all": ARMS}
+"""Names for several arms at once (``--mode both``, ``--mode all``)."""
+
 BackendPair = tuple[ModelBackend, ModelBackend | None]
 """(orchestrator backend, sub-agent backend or None for the same)."""
 
 BackendResolver = Callable[[Task, Mode], BackendPair]
-"""The backends of one episode, from its task and mode."""
+"""The backends of one episode, from its task and workload mode."""
 
 RATIO_FIELDS = ("metric", "success_rate", "critical_steps", "total_steps", "wall_time_s", "tokens")
+BUDGET_FIELDS = (
+    ("max_critical_steps", "--max-critical-steps", "critical steps"),
+    ("max_subagent_steps", "--max-subagent-steps", "steps per sub-agent"),
+    ("max_subagents_per_stage", "max_subagents_per_stage", "sub-agents in one stage"),
+)
+
+
+# -- arms ------------------------------------------------------------------------------------------------
+
+
+def parse_arms(text: str) -> tuple[Arm, ...]:
+    """``"swarm,single"``, ``"both"`` or ``"all"`` → the arms, in the order given, without repeats."""
+    out: list[Arm] = []
+    for part in (p.strip() for p in text.split(",")):
+        names = ARM_GROUPS.get(part) or ((part,) if part in ARMS else None)
+        if names is None:
+            raise ConfigError(
+                f"unknown arm {part!r} in --mode {text!r}; use {', '.join(ARMS)}, a comma-separated list of "
+                "them, 'both' (swarm,single) or 'all'"
+            )
+        out += [a for a in names if a not in out]
+    return tuple(out)
+
+
+def arm_mode(arm: str) -> Mode:
+    """The workload mode an arm runs in: the swarm delegates; both single arms act alone."""
+    if arm not in ARMS:
+        raise ConfigError(f"unknown arm {arm!r}; use one of {', '.join(ARMS)}")
+    return "swarm" if arm == "swarm" else "single"
+
+
+def arm_settings(arm: str) -> dict[str, Any]:
+    """The config fields that define an arm, applied on top of everything else (flags included)."""
+    if arm == "single-parallel":
+        raise ConfigError(
+            "the single-parallel arm is not available in this version (it needs the engine's "
+            "parallel direct tool calls); use --mode swarm,single"
+        )
+    return {}
+
+
+def episode_config(
+    ep: Episode, base: SwarmConfig | None = None, overrides: Mapping[str, Any] | None = None
+) -> SwarmConfig:
+    """The config of one workload episode: ``base`` < the workload's budgets < explicit ``overrides``;
+    the system prompt is the prompt profile's orchestrator prompt + the workload's instructions
+    (swarm mode) or the workload's instructions alone (single mode, which is also not offered the
+    sub-agent actions)."""
+    data = (base or SwarmConfig()).model_dump()
+    data.update(ep.config)
+    data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if not (overrides or {}).get("system_prompt"):
+        if ep.mode == "swarm":  # the prompt profile's protocol prompt (chosen from the model), then these
+            data["extra_instructions"] = ep.instructions
+        else:
+            data["system_prompt"] = ep.instructions
+    try:
+        return SwarmConfig.model_validate(data)
+    except Exception as exc:
+        raise ConfigError(f"invalid config for workload episode {ep.task.id!r}: {exc}") from None
+
+
+def arm_config(
+    ep: Episode, arm: str, base: SwarmConfig | None = None, overrides: Mapping[str, Any] | None = None
+) -> SwarmConfig:
+    """:func:`episode_config` with the arm's defining settings (:func:`arm_settings`) on top."""
+    cfg = episode_config(ep, base, overrides)
+    extra = arm_settings(arm)
+    if not extra:
+        return cfg
+    try:
+        return SwarmConfig.model_validate({**cfg.model_dump(), **extra})
+    except Exception as exc:
+        raise ConfigError(f"invalid {arm} config for workload episode {ep.task.id!r}: {exc}") from None
+
+
+# -- rows and summaries ----------------------------------------------------------------------------------
 
 
 class EpisodeRow(BaseModel):
-    """One episode of the evaluation."""
+    """One episode of the evaluation (the summary view of a :class:`~orchestrator.eval_raw.RawEpisode`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     task_id: str
     mode: Mode
+    arm: str = ""
     episode_id: str
     status: str
     metric: float = 0.0
@@ -80,11 +196,11 @@ class EpisodeRow(BaseModel):
 
 
 class ModeSummary(BaseModel):
-    """Means over the episodes of one mode (``finish_rate`` over episodes that ran sub-agents)."""
+    """Means over the episodes of one arm (``finish_rate`` over episodes that ran sub-agents)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    mode: Mode
+    mode: str = Field(description="the arm")
     episodes: int
     metric: float
     success_rate: float
@@ -121,10 +237,10 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def summarise(mode: Mode, rows: Sequence[EpisodeRow]) -> ModeSummary:
+def summarise(arm: str, rows: Sequence[EpisodeRow]) -> ModeSummary:
     rates = [r.finish_rate for r in rows if r.finish_rate is not None]
     return ModeSummary(
-        mode=mode,
+        mode=arm,
         episodes=len(rows),
         metric=_mean([r.metric for r in rows]),
         success_rate=_mean([float(r.success) for r in rows]),
@@ -141,7 +257,7 @@ def summarise(mode: Mode, rows: Sequence[EpisodeRow]) -> ModeSummary:
 
 
 def ratios(summaries: Mapping[str, ModeSummary]) -> dict[str, float | None]:
-    """single / swarm per field (None when a mode is missing or the swarm value is 0)."""
+    """single / swarm per field (None when an arm is missing or the swarm value is 0)."""
     single, swarm = summaries.get("single"), summaries.get("swarm")
     out: dict[str, float | None] = {}
     for f in RATIO_FIELDS:
@@ -153,52 +269,307 @@ def ratios(summaries: Mapping[str, ModeSummary]) -> dict[str, float | None]:
     return out
 
 
-def episode_config(
-    ep: Episode, base: SwarmConfig | None = None, overrides: Mapping[str, Any] | None = None
-) -> SwarmConfig:
-    """The config of one workload episode: ``base`` < the workload's budgets < explicit ``overrides``;
-    the system prompt is the prompt profile's orchestrator prompt + the workload's instructions
-    (swarm mode) or the workload's instructions alone (single mode, which is also not offered the
-    sub-agent actions)."""
-    data = (base or SwarmConfig()).model_dump()
-    data.update(ep.config)
-    data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    if not (overrides or {}).get("system_prompt"):
-        if ep.mode == "swarm":  # the prompt profile's protocol prompt (chosen from the model), then these
-            data["extra_instructions"] = ep.instructions
-        else:
-            data["system_prompt"] = ep.instructions
-    try:
-        return SwarmConfig.model_validate(data)
-    except Exception as exc:
-        raise ConfigError(f"invalid config for workload episode {ep.task.id!r}: {exc}") from None
-
-
-def _row(task: Task, mode: Mode, record: EpisodeRecord) -> EpisodeRow:
-    reward = record.reward
-    details = dict(reward.details) if reward else {}
-    subs = record.subagent_results
-    tokens = record.usage.total_tokens + record.subagent_usage.total_tokens
-    error = record.error or (reward.error if reward else "no reward recorded")
+def row_of(raw: RawEpisode) -> EpisodeRow:
+    """The summary row of a raw episode."""
+    details = dict(raw.scores)
+    if raw.items is not None:
+        details["items"] = dict(raw.items)
     return EpisodeRow(
-        task_id=task.id,
-        mode=mode,
-        episode_id=record.episode_id,
-        status=record.status.value,
-        metric=reward.r_perf if reward else 0.0,
-        success=bool(details.pop("success", False)),
-        critical_steps=record.dag.critical_steps,
-        total_steps=record.dag.total_steps,
-        wall_time_s=record.wall_time_s,
-        tokens=tokens,
-        mean_width=record.dag.mean_width,
-        max_width=max(record.dag.stage_widths, default=0),
-        subagents=len(subs),
-        finish_rate=finish_rate(record),
-        error=error,
+        task_id=raw.task_id,
+        mode=arm_mode(raw.arm),
+        arm=raw.arm,
+        episode_id=raw.episode_id,
+        status=raw.status,
+        metric=raw.metric,
+        success=raw.success,
+        critical_steps=raw.critical_steps,
+        total_steps=raw.total_steps,
+        wall_time_s=raw.wall_time_s,
+        tokens=raw.total_tokens,
+        mean_width=raw.mean_width,
+        max_width=raw.max_width,
+        subagents=raw.subagents,
+        finish_rate=raw.finish_rate,
+        error=raw.error,
         details=details,
     )
+
+
+# -- budgets ---------------------------------------------------------------------------------------------
+
+
+async def gold_needs(workload: Workload, task: Task, arm: str) -> dict[str, int]:
+    """What the workload's gold policy uses on ``task`` in ``arm``, run under the workload's own budgets:
+    critical steps, the most steps of one sub-agent, the widest stage."""
+    mode = arm_mode(arm)
+    ep = workload.episode(task, mode)
+    gold = workload.gold_policy(task, mode)
+    orch = Orchestrator(
+        gold.orchestrator,
+        arm_config(ep, arm),
+        tools=ep.tools,
+        agents=ep.agents if mode == "swarm" else (),
+        subagent_backend=gold.subagent,
+    )
+    record = await orch.run(task, episode_id=f"{task.id}-{arm}-gold")
+    subs = record.subagent_results
+    return {
+        "max_critical_steps": record.dag.critical_steps,
+        "max_subagent_steps": max((s.steps for s in subs), default=0),
+        "max_subagents_per_stage": max(record.dag.stage_widths, default=0),
+    }
+
+
+Configs = dict[tuple[str, str], tuple[SwarmConfig, SwarmConfig]]
+"""(task id, arm) -> (the workload's own config for the arm, the config the run uses)."""
+
+
+def plan_configs(
+    workload: Workload,
+    tasks: Sequence[Task],
+    arms: Sequence[str],
+    base: SwarmConfig | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Configs:
+    """Every episode's config, next to the workload's own (building each environment once)."""
+    out: Configs = {}
+    for task in tasks:
+        for arm in arms:
+            ep = workload.episode(task, arm_mode(arm))
+            out[(task.id, arm)] = (arm_config(ep, arm), arm_config(ep, arm, base, overrides))
+    return out
+
+
+async def check_budgets(workload: Workload, tasks: Sequence[Task], configs: Configs) -> None:
+    """Refuse (ConfigError, with the numbers) a run whose budgets are below what the workload's gold
+    policy needs on some task. Only (task, arm) pairs whose budgets are below the workload's own run
+    the gold policy (a scripted policy: no model)."""
+    by_id = {t.id: t for t in tasks}
+    for (task_id, arm), (own, cfg) in configs.items():
+        lowered = [f for f, _, _ in BUDGET_FIELDS if getattr(cfg, f) < getattr(own, f)]
+        if not lowered:
+            continue
+        needs = await gold_needs(workload, by_id[task_id], arm)
+        for name, flag, what in BUDGET_FIELDS:
+            have, need = getattr(cfg, name), needs[name]
+            if name in lowered and have < need:
+                raise ConfigError(
+                    f"{flag} {have} is below the {need} {what} {workload.name}'s gold policy needs on task "
+                    f"{task_id!r} ({arm} arm; the workload's own budget is {getattr(own, name)}); raise it or "
+                    "drop the flag (or the config's value)"
+                )
+
+
+# -- running ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Run:
+    """What every episode of one evaluation shares."""
+
+    workload: Workload
+    backends: BackendResolver
+    base: SwarmConfig | None
+    overrides: Mapping[str, Any]
+    run_id: str
+    split: str
+    seed: int
+    root: Path | None
+    provenance: Provenance
+    concurrent: int
+    observers: Sequence[Observer]
+    telemetry: Callable[[str], Telemetry | None]
+    models: set[str] = field(default_factory=set)
+
+
+def _raw_row(
+    run: _Run,
+    task: Task,
+    arm: str,
+    cfg: SwarmConfig,
+    record: EpisodeRecord | None,
+    error: str | None,
+    provenance: Provenance,
+) -> RawEpisode:
+    """The raw row of one episode (``error``: a runtime crash, with ``record`` the partial record if any)."""
+    common: dict[str, Any] = {
+        "run_id": run.run_id,
+        "workload": run.workload.name,
+        "metric_name": run.workload.metric,
+        "split": run.split,
+        "seed": run.seed,
+        "task_id": task.id,
+        "arm": arm,
+        "mode": arm_mode(arm),
+        "episode_id": f"{task.id}-{arm}",
+        "provenance": provenance,
+        "config": cfg.model_dump(mode="json"),
+        "concurrent_episodes": run.concurrent,
+    }
+    if record is None or error is not None:
+        wall = record.wall_time_s if record is not None else 0.0
+        return RawEpisode(**common, status="crashed", error=error, wall_time_s=wall)
+    reward = record.reward
+    details = dict(reward.details) if reward else {}
+    success = bool(details.pop("success", False))
+    items = details.pop("items", None)
+    return RawEpisode(
+        **common,
+        status=record.status.value,
+        answer=record.answer,
+        metric=reward.r_perf if reward else 0.0,
+        success=success,
+        items={str(k): float(v) for k, v in items.items()} if isinstance(items, dict) else None,
+        scores=json.loads(json.dumps(details, default=str)),  # as read back from the raw file
+        critical_steps=record.dag.critical_steps,
+        total_steps=record.dag.total_steps,
+        main_steps=record.dag.main_steps,
+        subagent_steps=record.dag.subagent_steps,
+        max_width=max(record.dag.stage_widths, default=0),
+        mean_width=record.dag.mean_width,
+        subagents=len(record.subagent_results),
+        finish_rate=finish_rate(record),
+        tokens={
+            "orchestrator": RoleTokens(prompt=record.usage.prompt_tokens, completion=record.usage.completion_tokens),
+            "subagent": RoleTokens(
+                prompt=record.subagent_usage.prompt_tokens, completion=record.subagent_usage.completion_tokens
+            ),
+        },
+        wall_time_s=record.wall_time_s,
+        error=record.error or (reward.error if reward else "no reward recorded"),
+        started_at=record.started_at,
+    )
+
+
+async def _episode(run: _Run, task: Task, arm: str) -> RawEpisode:
+    """Run one episode, save its record, append its raw row."""
+    mode = arm_mode(arm)
+    ep = run.workload.episode(task, mode)
+    cfg = arm_config(ep, arm, run.base, run.overrides)
+    orch_backend, sub_backend = run.backends(task, mode)
+    run.models.add(orch_backend.model)
+    prov = run.provenance
+    if not prov.model:  # a library caller's run: the backends name the models
+        prov = prov.model_copy(
+            update={"model": orch_backend.model, "subagent_model": (sub_backend or orch_backend).model}
+        )
+    orch = Orchestrator(
+        orch_backend,
+        cfg,
+        tools=ep.tools,
+        agents=ep.agents if mode == "swarm" else (),
+        subagent_backend=sub_backend,
+        reward_fn=ep.reward,
+        observers=list(run.observers),
+        telemetry=run.telemetry(arm),
+    )
+    record: EpisodeRecord | None
+    error = None
+    try:
+        record = await orch.run(task, episode_id=f"{task.id}-{arm}")
+    except anyio.get_cancelled_exc_class():
+        raise  # interrupted: no row, so a resumed run runs this episode again
+    except Exception as exc:  # a runtime bug in one episode must not end the evaluation
+        error, record = f"{type(exc).__name__}: {exc}", orch.last_record
+    raw = _raw_row(run, task, arm, cfg, record, error, prov)
+    if run.root is not None:
+        if record is not None:
+            write_episode(record, run.root / "episodes" / arm)
+        append_raw(run.root / RAW_FILE, raw)
+    return raw
+
+
+def _settings(
+    workload: Workload,
+    tasks: Sequence[Task],
+    arms: Sequence[str],
+    configs: Configs,
+    base: SwarmConfig | None,
+    overrides: Mapping[str, Any],
+    knobs: Mapping[str, Any],
+    backend_name: str,
+    provenance: Provenance,
+) -> dict[str, Any]:
+    """Everything that must match for a resumed run to continue this one."""
+    dumped = {f"{t}/{a}": cfg.model_dump(mode="json") for (t, a), (_, cfg) in configs.items()}
+    blob = json.dumps(dumped, sort_keys=True, default=str).encode()
+    settings: dict[str, Any] = json.loads(
+        json.dumps(
+            {
+                "workload": workload.name,
+                "tasks": [t.id for t in tasks],
+                "task_digest": hashlib.sha256(
+                    json.dumps([t.model_dump(mode="json") for t in tasks], sort_keys=True).encode()
+                ).hexdigest(),
+                "arms": list(arms),
+                "knobs": dict(knobs),
+                "backend": backend_name,
+                "model": provenance.model,
+                "model_sha256": provenance.model_sha256,
+                "subagent_model": provenance.subagent_model,
+                "adapter_sha256": provenance.adapter_sha256,
+                "base_config": (base or SwarmConfig()).model_dump(mode="json"),
+                "overrides": {k: v for k, v in overrides.items() if v is not None},
+                "episode_configs_sha256": hashlib.sha256(blob).hexdigest(),
+            },
+            default=str,
+        )
+    )
+    return settings
+
+
+def _open_run(root: Path, manifest: RunManifest, resume: bool) -> list[RawEpisode]:
+    """Create the run directory, or (``resume``) check the existing one and return its finished rows."""
+    if not root.exists():
+        root.mkdir(parents=True)
+        write_manifest(root, manifest)
+        return []
+    if not resume:
+        raise ConfigError(
+            f"eval results directory {root} already exists; pass --resume to continue it, or pick another --run-id"
+        )
+    old = read_manifest(root)
+    diff = settings_diff(old.settings, manifest.settings)
+    for name in ("split", "seed"):
+        if getattr(old, name) != getattr(manifest, name):
+            diff.insert(0, name)
+    if diff:
+        raise ConfigError(
+            f"cannot resume {root}: its settings differ in {', '.join(diff[:12])}"
+            + (f" (+{len(diff) - 12} more)" if len(diff) > 12 else "")
+            + "; run again with the same flags and config, or pick another --run-id"
+        )
+    rows, bad = read_raw(root / RAW_FILE)
+    if bad:  # a torn last row from a kill mid-write: keep the whole rows only
+        write_raw(root / RAW_FILE, rows)
+    keep = {(t, a) for t in manifest.task_ids for a in manifest.arms}
+    rows = list({r.key: r for r in rows if (r.task_id, r.arm) in keep}.values())
+    write_manifest(root, old.model_copy(update={"resumed_at": (*old.resumed_at, time.time())}))
+    return rows
+
+
+async def _run_all(run: _Run, todo: Sequence[tuple[Task, str]], on_row: Callable[[RawEpisode], None]) -> None:
+    """Run ``todo`` with at most ``run.concurrent`` episodes at once, in order of starting."""
+    jobs: Iterator[tuple[Task, str]] = iter(todo)
+
+    async def worker() -> None:
+        for task, arm in jobs:  # the workers share one iterator: each job runs once
+            on_row(await _episode(run, task, arm))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(max(1, min(run.concurrent, len(todo)))):
+            tg.start_soon(worker)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Passed to ``on_row`` after each episode: ``done`` of ``total`` episodes of this call finished
+    (``resumed`` more were already in the raw file)."""
+
+    row: EpisodeRow
+    done: int
+    total: int
+    resumed: int
 
 
 async def run_eval(
@@ -206,91 +577,143 @@ async def run_eval(
     tasks: Sequence[Task],
     backends: BackendResolver,
     *,
-    modes: Sequence[Mode] = MODES,
+    arms: Sequence[str] = ("swarm", "single"),
     base_config: SwarmConfig | None = None,
     overrides: Mapping[str, Any] | None = None,
     out_dir: Path | None = None,
     run_id: str | None = None,
+    resume: bool = False,
     backend_name: str = "",
-    split: str = "train",
+    split: str | None = None,
     seed: int = 0,
     knobs: Mapping[str, Any] | None = None,
     observers: Sequence[Observer] = (),
-    on_row: Callable[[EpisodeRow], None] | None = None,
+    on_row: Callable[[Progress], None] | None = None,
+    on_start: Callable[[int, int, Configs], None] | None = None,
+    concurrent_episodes: int = 1,
+    provenance: Provenance | None = None,
+    telemetry: Callable[[str], Telemetry | None] | None = None,
+    argv: Sequence[str] = (),
 ) -> EvalReport:
-    """Run every task in every mode, one episode at a time (so wall times are comparable).
+    """Run every task in every arm, ``concurrent_episodes`` at a time (1: one after another, so wall
+    times are comparable). Budgets below what the gold policy needs are refused first (ConfigError).
 
     A runtime crash in one episode becomes a row with status ``crashed`` and the error; it does not
-    stop the evaluation. Files are written as rows arrive, so an interrupted run keeps what finished.
+    stop the evaluation. Rows are written as they finish, so an interrupted run keeps them, and
+    ``resume=True`` continues the run ``run_id``. ``on_start(resumed, to_run, configs)`` is called before
+    the first episode (the configs of :func:`plan_configs`).
     """
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise ConfigError(f"modes must be among {list(MODES)}, got {list(modes)}")
+    arms = tuple(dict.fromkeys(arms))
+    if not arms or any(a not in ARMS for a in arms):
+        raise ConfigError(f"arms must be among {list(ARMS)}, got {list(arms)}")
+    if concurrent_episodes < 1:
+        raise ConfigError(f"concurrent_episodes must be at least 1, got {concurrent_episodes}")
+    if resume and (out_dir is None or run_id is None):
+        raise ConfigError("resuming needs the results directory and the run id (--out and --run-id)")
+    split = _split_of(tasks, split)
+    over = dict(overrides or {})
+    configs = plan_configs(workload, tasks, arms, base_config, over)
+    await check_budgets(workload, tasks, configs)
+    prov = provenance or _code_provenance(backend_name)
     rid = run_id or f"{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     root = out_dir / rid if out_dir is not None else None
-    if root is not None:
-        if root.exists():
-            raise ConfigError(f"eval results directory {root} already exists; pick another --run-id")
-        root.mkdir(parents=True)
-        write_tasks(tasks, root / "tasks.jsonl")
-    rows: list[EpisodeRow] = []
-    models: set[str] = set()
-    for task in tasks:
-        for mode in modes:
-            ep = workload.episode(task, mode)
-            cfg = episode_config(ep, base_config, overrides)
-            orch_backend, sub_backend = backends(task, mode)
-            models.add(orch_backend.model)
-            orch = Orchestrator(
-                orch_backend,
-                cfg,
-                tools=ep.tools,
-                agents=ep.agents if mode == "swarm" else (),
-                subagent_backend=sub_backend,
-                reward_fn=ep.reward,
-                observers=list(observers),
-            )
-            eid = f"{task.id}-{mode}"
-            record: EpisodeRecord | None
-            try:
-                record = await orch.run(task, episode_id=eid)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:  # a runtime bug in one episode must not end the evaluation
-                row = EpisodeRow(
-                    task_id=task.id, mode=mode, episode_id=eid, status="crashed", error=f"{type(exc).__name__}: {exc}"
-                )
-                record = orch.last_record
-            else:
-                row = _row(task, mode, record)
-            if root is not None and record is not None:
-                write_episode(record, root / "episodes" / mode)
-            if root is not None:
-                with (root / "rows.jsonl").open("a", encoding="utf-8") as f:
-                    f.write(row.model_dump_json() + "\n")
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
-    summaries: dict[str, ModeSummary] = {m: summarise(m, [r for r in rows if r.mode == m]) for m in modes}
-    report = EvalReport(
+    manifest = RunManifest(
         run_id=rid,
         workload=workload.name,
         metric_name=workload.metric,
-        backend=backend_name,
-        model=",".join(sorted(models)),
         split=split,
         seed=seed,
-        knobs=dict(knobs or {}),
+        task_ids=tuple(t.id for t in tasks),
+        arms=arms,
+        settings=_settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov),
+        provenance=prov,
+        concurrent_episodes=concurrent_episodes,
+        argv=tuple(argv),
         created_at=time.time(),
+    )
+    raws = _open_run(root, manifest, resume) if root is not None else []
+    if root is not None and not (root / "tasks.jsonl").exists():
+        write_tasks(tasks, root / "tasks.jsonl")
+    done = {r.key for r in raws}
+    todo = [(t, a) for t in tasks for a in arms if (t.id, a, 0) not in done]
+    if on_start is not None:
+        on_start(len(raws), len(todo), configs)
+    run = _Run(
+        workload,
+        backends,
+        base_config,
+        over,
+        rid,
+        split,
+        seed,
+        root,
+        prov,
+        concurrent_episodes,
+        observers,
+        telemetry or _no_telemetry,
+    )
+    resumed = len(raws)
+
+    def finished(raw: RawEpisode) -> None:
+        raws.append(raw)
+        if on_row is not None:
+            on_row(Progress(row_of(raw), len(raws) - resumed, len(todo), resumed))
+
+    await _run_all(run, todo, finished)
+    return _report(run, manifest, tasks, raws, backend_name, knobs or {})
+
+
+def _code_provenance(backend_name: str) -> Provenance:
+    commit, dirty = code_state()
+    return Provenance(commit=commit, dirty=dirty, backend=backend_name)
+
+
+def _split_of(tasks: Sequence[Task], split: str | None) -> str:
+    """The tasks' split (``metadata["split"]``); a ``split`` that contradicts it is a ConfigError."""
+    found = {str(t.metadata.get("split", "")) for t in tasks} - {""}
+    if split is None:
+        return found.pop() if len(found) == 1 else ",".join(sorted(found)) or "unknown"
+    if found and found != {split}:
+        raise ConfigError(f"split {split!r} given, but the tasks are from split(s) {sorted(found)}")
+    return split
+
+
+def _no_telemetry(arm: str) -> Telemetry | None:
+    return None
+
+
+def _report(
+    run: _Run,
+    manifest: RunManifest,
+    tasks: Sequence[Task],
+    raws: Sequence[RawEpisode],
+    backend_name: str,
+    knobs: Mapping[str, Any],
+) -> EvalReport:
+    """The summary report of a run (task order, then arm order), written to ``report.json``."""
+    order = {(t.id, a): i for i, (t, a) in enumerate((t, a) for t in tasks for a in manifest.arms)}
+    rows = [row_of(r) for r in sorted(raws, key=lambda r: order.get((r.task_id, r.arm), len(order)))]
+    summaries = {a: summarise(a, [r for r in rows if r.arm == a]) for a in manifest.arms}
+    models = run.models or {manifest.provenance.model} - {""}
+    report = EvalReport(
+        run_id=run.run_id,
+        workload=run.workload.name,
+        metric_name=run.workload.metric,
+        backend=backend_name,
+        model=",".join(sorted(models)),
+        split=run.split,
+        seed=run.seed,
+        knobs=dict(knobs),
+        created_at=manifest.created_at,
         rows=tuple(rows),
         summaries=summaries,
         ratios=ratios(summaries),
-        out_dir=str(root) if root is not None else None,
+        out_dir=str(run.root) if run.root is not None else None,
     )
-    if root is not None:
-        tmp = root / ".report.json.tmp"
+    if run.root is not None:
+        tmp = run.root / ".report.json.tmp"
         tmp.write_text(report.model_dump_json(indent=1), encoding="utf-8")
-        tmp.replace(root / "report.json")
+        tmp.replace(run.root / "report.json")
     return report
 
 
@@ -322,7 +745,7 @@ class _WorkloadReward:
                 "total": total,
                 "r_perf": score.metric,
                 "verifier": f"workload:{self.episode.task.metadata['workload']}",
-                "details": {**base.details, "success": score.success, **score.details},
+                "details": {**base.details, **score.reward_details()},
                 "error": None,
             }
         )

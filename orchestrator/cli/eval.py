@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.adapters import resolve_orchestrator_adapter
 from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import (
     BackendOpt,
@@ -33,21 +37,37 @@ from orchestrator.cli.options import (
     is_scripted,
 )
 from orchestrator.cli.progress import terminal_progress
+from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
 from orchestrator.config import SwarmConfig
-from orchestrator.eval import BackendPair, BackendResolver, EpisodeRow, EvalReport, run_eval, write_tasks
+from orchestrator.eval import (
+    BackendPair,
+    BackendResolver,
+    Configs,
+    EvalReport,
+    Progress,
+    arm_mode,
+    parse_arms,
+    run_eval,
+    write_tasks,
+)
+from orchestrator.eval_raw import Provenance, code_state, file_sha256
+from orchestrator.eval_report import load_runs, render_report
 from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
 from swarm.errors import UserError
 from swarm.records import Task
-from workloads import MODES, Mode, get_workload, workload_names
+from swarm.tracing import Telemetry
+from workloads import Mode, Workload, get_workload, workload_names
 
-__all__ = ["backend_resolver", "eval_command", "parse_knobs", "report_table"]
+__all__ = ["backend_resolver", "eval_command", "parse_knobs", "provenance", "report_table"]
 
 err = Console(stderr=True)
 EVAL_TABLES = ("swarm", "backend")
 """Config tables swarm eval (and swarm run --workload) read: a workload's own verifier scores its episodes."""
 DEFAULT_EVAL_ROOT = Path("traces") / "eval"
+DEFAULT_SPLIT = "dev"
+SPLIT_HELP = "task split: dev (tuning), train (training) or test (final tables, a fresh seed: docs/splits.md)"
 
 _FIELDS = (
     ("metric", "{:.3f}"),
@@ -79,28 +99,28 @@ def parse_knobs(items: list[str]) -> dict[str, Any]:
 
 
 def report_table(report: EvalReport) -> Table:
-    """The human table: one row per measure, one column per mode, and single/swarm."""
-    modes = list(report.summaries)
+    """The human table: one row per measure, one column per arm, and single/swarm when both ran."""
+    arms = list(report.summaries)
     t = Table(
         title=Text(
-            f"swarm eval · {report.workload} · {report.backend} · {len(report.rows) // max(1, len(modes))} "
-            f"task(s) · run {report.run_id}"
+            f"swarm eval · {report.workload} · {report.split} split · seed {report.seed} · {report.backend} · "
+            f"{len({r.task_id for r in report.rows})} task(s) · run {report.run_id}"
         )
     )
     t.add_column("measure")
-    for m in modes:
+    for m in arms:
         t.add_column(m, justify="right")
-    both = len(modes) == 2
+    both = "single" in arms and "swarm" in arms
     if both:
         t.add_column("single/swarm", justify="right")
     scripted = is_scripted(report.backend)
     for name, fmt in _FIELDS:
         label = report.metric_name if name == "metric" else name
         if name == "tokens" and scripted:  # a scripted policy's counts come from a stand-in tokenizer
-            t.add_row(label, *(["not measured (scripted)"] * len(modes)), *(["—"] if both else []))
+            t.add_row(label, *(["not measured (scripted)"] * len(arms)), *(["—"] if both else []))
             continue
         cells = []
-        for m in modes:
+        for m in arms:
             v = getattr(report.summaries[m], name)
             cells.append("—" if v is None else fmt.format(v))
         if both:
@@ -109,7 +129,7 @@ def report_table(report: EvalReport) -> Table:
         t.add_row(label, *cells)
     errors = sum(s.errors for s in report.summaries.values())
     if errors:
-        t.caption = f"{errors} episode(s) ended with an error; see rows.jsonl"
+        t.caption = f"{errors} episode(s) ended with an error; see episodes.jsonl.gz"
     return t
 
 
@@ -130,11 +150,17 @@ def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
 
 def eval_command(
     workload: Annotated[str, typer.Option("--workload", "-w", help="workload name (see --list)")] = "",
-    mode: Annotated[str, typer.Option("--mode", help="swarm, single or both")] = "both",
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="arms, comma-separated: swarm, single, single-parallel; both (swarm,single) or all",
+        ),
+    ] = "both",
     backend: BackendOpt = "local",
     n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, help="number of tasks")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="task-generation seed (and the sampling seed)")] = 0,
-    split: Annotated[str, typer.Option("--split", help="train (development) or test (held out)")] = "train",
+    split: Annotated[str, typer.Option("--split", help=SPLIT_HELP)] = DEFAULT_SPLIT,
     knob: Annotated[list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable)")] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -160,22 +186,38 @@ def eval_command(
     latency: Annotated[
         float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
     ] = 0.0,
+    concurrent_episodes: Annotated[
+        int,
+        typer.Option(
+            "--concurrent-episodes", min=1, help="episodes running at once (1: wall times comparable) [default: 1]"
+        ),
+    ] = 1,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
     run_id: Annotated[str | None, typer.Option("--run-id", help="[default: a timestamp]")] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="continue run --run-id: skip its finished episodes (same settings)")
+    ] = False,
+    report_dirs: Annotated[
+        list[Path] | None,
+        typer.Option("--report", help="print the markdown report of run directories' raw files; run nothing"),
+    ] = None,
     export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
     orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
-    """Run a workload in swarm and single-agent mode on the same tasks and compare them.
+    """Run a workload's tasks in several arms (swarm, single agent, single agent with parallel calls)
+    and compare them on the same tasks.
 
     Examples:
 
     \b
       swarm eval --list
       swarm eval -w wide-lookup -b scripted -n 5    # gold policy, no model
-      swarm eval -w tau2-batch -n 20 --mode swarm   # the packaged model
+      swarm eval -w tau2-batch -n 30 --mode all --run-id t1
+      swarm eval -w tau2-batch -n 30 --mode all --run-id t1 --resume
+      swarm eval --report traces/eval/t1            # the tables again
       swarm eval -w bfcl-parallel -n 3 --export-tasks tasks.jsonl
     """
     if list_workloads:
@@ -184,13 +226,13 @@ def eval_command(
             known = ", ".join(f"{k}={f.default!r}" for k, f in wl.knobs_model.model_fields.items())
             typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
         raise typer.Exit(0)
+    if report_dirs:
+        raise typer.Exit(_print_report(report_dirs))
     try:
         if not workload:
             raise UserError(f"--workload is required; known: {', '.join(workload_names())}")
         wl = get_workload(workload)
-        modes: tuple[Mode, ...] = MODES if mode == "both" else (mode,)  # type: ignore[assignment]
-        if mode != "both" and mode not in MODES:
-            raise UserError(f"--mode must be swarm, single or both; got {mode!r}")
+        arms = parse_arms(mode)
         knobs = parse_knobs(knob or [])
         tasks = wl.tasks(n, seed=seed, split=split, **knobs)
         if export_tasks is not None:
@@ -200,6 +242,7 @@ def eval_command(
         base, extras = (
             load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
         )
+        extras = with_adapter(extras, orchestrator_adapter)
         backends = backend_resolver(
             wl_name=workload,
             backend=backend,
@@ -208,7 +251,7 @@ def eval_command(
             base_url=base_url,
             subagent_backend=subagent_backend,
             subagent_model=subagent_model,
-            extras=with_adapter(extras, orchestrator_adapter),
+            extras=extras,
         )
         overrides: dict[str, Any] = {
             "max_critical_steps": max_critical_steps,
@@ -216,54 +259,209 @@ def eval_command(
             "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
         }
+        prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
         if not is_scripted(backend):
-            orch_model = backends(tasks[0], modes[0])[0].model if tasks else None
-            overrides |= _model_sampling(base if config_file else None, orch_model, temperature, max_tokens, seed)
+            overrides |= _model_sampling(base if config_file else None, prov.model, temperature, max_tokens, seed)
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-
-    def progress(row: EpisodeRow) -> None:
-        if quiet:
-            return
-        err.print(
-            f"  {escape(row.task_id)} {escape(f'[{row.mode}]')} {row.status}: {wl.metric}={row.metric:.3f} "
-            f"critical={row.critical_steps} total={row.total_steps} {row.wall_time_s:.1f}s"
-            + (f" [yellow]{escape(row.error)}[/yellow]" if row.error else ""),
-            highlight=False,
-        )
-
-    async def main() -> EvalReport:
-        return await run_eval(
-            wl,
-            tasks,
-            backends,
-            modes=modes,
-            base_config=base,
-            overrides=overrides,
-            out_dir=out,
-            run_id=run_id,
-            backend_name=backend,
-            split=split,
-            seed=seed,
-            knobs=knobs,
-            on_row=progress,
-        )
-
+        raise _fail(exc) from None
+    job = _EvalJob(
+        wl=wl,
+        tasks=tasks,
+        arms=arms,
+        base=base,
+        overrides=overrides,
+        split=split,
+        seed=seed,
+        backend=backend,
+        provenance=prov,
+        concurrent=concurrent_episodes,
+        quiet=quiet,
+        knobs=knobs,
+    )
     try:
-        report = anyio.run(main)
+        report = _execute(job, backends, out=out, run_id=run_id, resume=resume)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + escape(str(out)))
+        hint = f"; continue it with --run-id {run_id} --resume" if run_id else ""
+        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + escape(str(out)) + escape(hint))
         raise typer.Exit(130) from None
     except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
     if json_out:
         sys.stdout.write(report.model_dump_json() + "\n")
     else:
         Console().print(report_table(report))
         err.print(f"results: {escape(str(report.out_dir))}")
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@dataclass(frozen=True, slots=True)
+class _EvalJob:
+    """One ``swarm eval`` invocation, resolved."""
+
+    wl: Workload
+    tasks: list[Task]
+    arms: tuple[str, ...]
+    base: SwarmConfig
+    overrides: dict[str, Any]
+    split: str
+    seed: int
+    backend: str
+    provenance: Provenance
+    concurrent: int
+    quiet: bool
+    knobs: dict[str, Any]
+
+
+def _budget_text(job: _EvalJob, configs: Configs) -> str:
+    """Each arm's budgets over the tasks: ``swarm: critical 12–16, sub-agent steps 8``."""
+    parts = []
+    for arm in job.arms:
+        cfgs = [cfg for (_, a), (_, cfg) in configs.items() if a == arm]
+
+        def span(name: str, cs: list[SwarmConfig] = cfgs) -> str:
+            lo, hi = min(getattr(c, name) for c in cs), max(getattr(c, name) for c in cs)
+            return str(lo) if lo == hi else f"{lo}–{hi}"
+
+        sub = f", sub-agent steps {span('max_subagent_steps')}" if arm_mode(arm) == "swarm" else ""
+        parts.append(f"{arm}: critical {span('max_critical_steps')}{sub}")
+    return "; ".join(parts)
+
+
+def _banner(job: _EvalJob, run_id: str | None, resumed: int, todo: int, configs: Configs) -> None:
+    p = job.provenance
+    model = p.model + (f" + adapter {p.adapter}" if p.adapter else "")
+    if p.subagent_model and p.subagent_model != p.model:
+        model += f" (sub-agents {p.subagent_model})"
+    commit = f"{(p.commit or 'unknown')[:10]}{' (dirty)' if p.dirty else ''}"
+    err.print(
+        f"swarm eval · {job.wl.name} · split {job.split} · seed {job.seed} · n {len(job.tasks)} · "
+        f"arms {','.join(job.arms)}\n"
+        f"  model {model} · backend {job.backend} · commit {commit}\n"
+        f"  budgets {_budget_text(job, configs)}\n"
+        f"  {todo} episode(s) to run, {job.concurrent} at once"
+        + (f"; {resumed} already done (resumed run {run_id})" if resumed else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _eta(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str | None, resume: bool) -> EvalReport:
+    """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode."""
+    started = time.monotonic()
+
+    def on_start(resumed: int, todo: int, configs: Configs) -> None:
+        _banner(job, run_id, resumed, todo, configs)
+
+    def progress(p: Progress) -> None:
+        if job.quiet:
+            return
+        row = p.row
+        eta = (time.monotonic() - started) / p.done * (p.total - p.done)
+        err.print(
+            f"  [{p.done + p.resumed}/{p.total + p.resumed}] {escape(row.task_id)} {escape(f'[{row.arm}]')} "
+            f"{row.status}: {job.wl.metric}={row.metric:.3f} critical={row.critical_steps} total={row.total_steps} "
+            f"{row.wall_time_s:.1f}s · ETA {_eta(eta)}"
+            + (f" [yellow]{escape(row.error)}[/yellow]" if row.error else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    rid = run_id or f"{job.wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    tracings: dict[str, Tracing] = {}
+    tracers: dict[str, Telemetry] = {}
+
+    def telemetry(arm: str) -> Telemetry:
+        """The arm's tracer, writing episodes/<arm>/<episode-id>/trace.jsonl (started with its first episode,
+        once the run directory exists)."""
+        if arm not in tracers:
+            tracings[arm] = start_tracing(TracingOptions(), out=out / rid / "episodes" / arm)
+            tracers[arm] = tracings[arm].telemetry()
+        return tracers[arm]
+
+    async def main() -> EvalReport:
+        return await run_eval(
+            job.wl,
+            job.tasks,
+            backends,
+            arms=job.arms,
+            base_config=job.base,
+            overrides=job.overrides,
+            out_dir=out,
+            run_id=rid,
+            resume=resume,
+            backend_name=job.backend,
+            split=job.split,
+            seed=job.seed,
+            knobs=job.knobs,
+            on_row=progress,
+            on_start=on_start,
+            concurrent_episodes=job.concurrent,
+            provenance=job.provenance,
+            telemetry=telemetry,
+            argv=tuple(sys.argv),
+        )
+
+    try:
+        return anyio.run(main)
+    finally:
+        for t in tracings.values():
+            for warning in t.shutdown():
+                err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+
+
+def _print_report(dirs: list[Path]) -> int:
+    """``swarm eval --report DIR...``: the markdown report regenerated from raw files (exit 2 on bad input)."""
+    try:
+        text = render_report(load_runs(dirs))
+    except UserError as exc:
+        raise _fail(exc) from None
+    sys.stdout.write(text)
+    return 0
+
+
+def provenance(backend: str, pair: BackendPair, extras: dict[str, Any]) -> Provenance:
+    """Where the numbers come from: the code commit, the model files' sha256 and the adapter."""
+    commit, dirty = code_state()
+    orch, sub = pair
+    name, sub_name = orch.model, (sub or orch).model
+    if is_scripted(backend):
+        return Provenance(commit=commit, dirty=dirty, backend=backend, model=name, subagent_model=sub_name)
+    adapter = None
+    if backend == "local" or extras.get("backend", {}).get("kind") == "local":
+        choice = extras.get("backend", {}).get("orchestrator_adapter")
+        adapter = resolve_orchestrator_adapter(choice, name)
+    return Provenance(
+        commit=commit,
+        dirty=dirty,
+        backend=backend,
+        model=name,
+        model_sha256=_model_sha256(name),
+        subagent_model=sub_name,
+        subagent_model_sha256=_model_sha256(sub_name),
+        adapter=str(adapter.path) if adapter else None,
+        adapter_sha256=file_sha256(adapter.path) if adapter else None,
+    )
+
+
+def _model_sha256(name: str) -> str | None:
+    """A local model's pinned sha256 (verified when it was installed), a .gguf file's own; else None."""
+    from swarm.backends.local.catalogue import LOCAL_MODELS
+
+    known = LOCAL_MODELS.get(name)
+    if known is not None:
+        return known.sha256
+    path = Path(name)
+    return file_sha256(path) if path.suffix == ".gguf" and path.is_file() else None
 
 
 def _model_sampling(

@@ -74,7 +74,23 @@ def test_scripted_and_gold_mean_the_same_scripted_policy(tmp_path: Path) -> None
     results = {}
     for name in ("scripted", "gold"):
         r = runner.invoke(
-            app, ["eval", "-w", "wide-lookup", "-b", name, "-n", "1", "--mode", "swarm", "-o", str(tmp_path), "--json"]
+            app,
+            [
+                "eval",
+                "-w",
+                "wide-lookup",
+                "--split",
+                "train",
+                "-b",
+                name,
+                "-n",
+                "1",
+                "--mode",
+                "swarm",
+                "-o",
+                str(tmp_path),
+                "--json",
+            ],
         )
         assert r.exit_code == 0, r.output
         results[name] = json.loads(r.stdout)["summaries"]["swarm"]["metric"]
@@ -99,14 +115,44 @@ def test_a_resumed_rollout_refuses_a_changed_reward(tmp_path: Path) -> None:
 def test_scripted_policies_report_no_invented_token_counts(tmp_path: Path) -> None:
     table = runner.invoke(
         app,
-        ["eval", "-w", "wide-lookup", "-b", "scripted", "-n", "1", "--mode", "swarm", "-o", str(tmp_path)],
+        [
+            "eval",
+            "-w",
+            "wide-lookup",
+            "--split",
+            "train",
+            "-b",
+            "scripted",
+            "-n",
+            "1",
+            "--mode",
+            "swarm",
+            "-o",
+            str(tmp_path),
+        ],
         env={"COLUMNS": "200"},
     )
     assert table.exit_code == 0, table.output
     assert "not measured (scripted)" in table.stdout
     assert "critical=" in table.stderr  # a line per finished episode ...
     quiet = runner.invoke(
-        app, ["eval", "-w", "wide-lookup", "-b", "scripted", "-n", "1", "--mode", "swarm", "-o", str(tmp_path), "-q"]
+        app,
+        [
+            "eval",
+            "-w",
+            "wide-lookup",
+            "--split",
+            "train",
+            "-b",
+            "scripted",
+            "-n",
+            "1",
+            "--mode",
+            "swarm",
+            "-o",
+            str(tmp_path),
+            "-q",
+        ],
     )
     assert quiet.exit_code == 0 and "critical=" not in quiet.stderr  # ... unless --quiet
     run = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), "-q"], env={"COLUMNS": "200"})

@@ -49,7 +49,8 @@ def test_json_configs_are_checked_the_same_way(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [["run", "--demo", "capitals"], ["eval", "-w", "wide-lookup", "-b", "gold", "-n", "1"]]
+    "command",
+    [["run", "--demo", "capitals"], ["eval", "-w", "wide-lookup", "--split", "train", "-b", "gold", "-n", "1"]],
 )
 def test_the_cli_refuses_a_misspelt_table_instead_of_running_with_defaults(tmp_path: Path, command: list[str]) -> None:
     cfg = _cfg(tmp_path, "[swram]\nmax_critical_steps = 3\n")
@@ -68,7 +69,21 @@ def test_the_rollout_cli_refuses_a_top_level_budget(tmp_path: Path) -> None:
 
 def test_swarm_eval_says_reward_is_not_its_table(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, "[reward]\nlambda1 = { kind = 'constant', start = 0.5 }\n")
-    args = ["eval", "-w", "wide-lookup", "-b", "gold", "-n", "1", "-c", str(cfg), "-o", str(tmp_path / "o")]
+    args = [
+        "eval",
+        "-w",
+        "wide-lookup",
+        "--split",
+        "train",
+        "-b",
+        "gold",
+        "-n",
+        "1",
+        "-c",
+        str(cfg),
+        "-o",
+        str(tmp_path / "o"),
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and "[reward]" in r.stderr and "swarm eval" in r.stderr
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factory
+from orchestrator.eval_raw import read_raw
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion
 from swarm.errors import BackendError, UnknownNameError
@@ -37,6 +38,9 @@ runner = CliRunner()
         "workloads.tau2_common",
         "workloads.tau2_retail",
         "orchestrator.eval",
+        "orchestrator.eval_raw",
+        "orchestrator.eval_report",
+        "orchestrator.eval_stats",
         "orchestrator.cli.eval",
     ],
 )
@@ -81,7 +85,8 @@ async def test_run_eval_gold_writes_report_rows_tasks_and_episodes(tmp_path: Pat
     assert offered["single"] and not {"create_subagent", "assign_task"} & offered["single"]
     root = tmp_path / "r1"
     assert EvalReport.model_validate_json((root / "report.json").read_text()) == report
-    assert len((root / "rows.jsonl").read_text().splitlines()) == 6
+    raw, damaged = read_raw(root / "episodes.jsonl.gz")
+    assert len(raw) == 6 and damaged == 0 and {r.arm for r in raw} == {"swarm", "single"}
     assert len((root / "tasks.jsonl").read_text().splitlines()) == 3
     assert len(list((root / "episodes" / "swarm").glob("*/episode.json"))) == 3
     assert report.summaries["swarm"].metric == report.summaries["single"].metric == 1.0
@@ -102,7 +107,7 @@ async def test_a_failing_model_is_a_recorded_row_not_a_crash(tmp_path: Path) -> 
     def broken(request: object) -> Completion:
         raise BackendError("model server is down")
 
-    report = await run_eval(wl, tasks, lambda t, m: (FunctionBackend(broken), None), modes=["swarm"], out_dir=tmp_path)
+    report = await run_eval(wl, tasks, lambda t, m: (FunctionBackend(broken), None), arms=["swarm"], out_dir=tmp_path)
     assert [r.status for r in report.rows] == ["failed", "failed"]
     assert all(r.metric == 0.0 and r.error and "down" in r.error for r in report.rows)
     assert report.summaries["swarm"].errors == 2 and report.ratios["critical_steps"] is None
@@ -121,6 +126,8 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
             "2",
             "--knob",
             "k=3",
+            "--split",
+            "train",
             "--json",
             "--out",
             str(tmp_path),
@@ -135,13 +142,43 @@ def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:
     assert (tmp_path / "t" / "report.json").is_file()
 
     table = runner.invoke(
-        app, ["eval", "-w", "wide-lookup", "-b", "gold", "-n", "1", "--mode", "swarm", "--out", str(tmp_path)]
+        app,
+        [
+            "eval",
+            "-w",
+            "wide-lookup",
+            "--split",
+            "train",
+            "-b",
+            "gold",
+            "-n",
+            "1",
+            "--mode",
+            "swarm",
+            "--out",
+            str(tmp_path),
+        ],
     )
     assert table.exit_code == 0, table.output
     assert "item_f1" in table.stdout and "critical_steps" in table.stdout
 
     again = runner.invoke(
-        app, ["eval", "-w", "tau2-batch", "-b", "gold", "-n", "1", "--out", str(tmp_path), "--run-id", "t"]
+        app,
+        [
+            "eval",
+            "-w",
+            "tau2-batch",
+            "-b",
+            "gold",
+            "-n",
+            "1",
+            "--split",
+            "train",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "t",
+        ],
     )
     assert again.exit_code == 2 and "already exists" in again.output
 
@@ -272,7 +309,7 @@ async def test_each_task_declares_the_parts_its_gold_swarm_fans_out_to(name: str
     knobs = {"wide-lookup": {"entities": 4, "attributes": 2}, "tau2-batch": {"k": 4}}.get(name, {})
     tasks = wl.tasks(2, seed=0, split="test", **knobs)
     report = await run_eval(
-        wl, tasks, lambda t, m: gold_pair(wl, t, m), out_dir=tmp_path, run_id="p", backend_name="gold", modes=["swarm"]
+        wl, tasks, lambda t, m: gold_pair(wl, t, m), out_dir=tmp_path, run_id="p", backend_name="gold", arms=["swarm"]
     )
     parts = {t.id: t.metadata["parts"] for t in tasks}
     assert all(isinstance(p, int) and p >= 2 for p in parts.values())

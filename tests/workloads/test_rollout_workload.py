@@ -38,7 +38,23 @@ def test_gold_rollouts_write_trajectories_scored_by_the_workload_and_resume(tmp_
 
     # The same tasks as `swarm eval` generates for these flags, in the same environment and budgets.
     ev = runner.invoke(
-        app, ["eval", "-w", "bfcl-parallel", "-b", "gold", "-n", "3", "--seed", "1", "--mode", "swarm", "--json"]
+        app,
+        [
+            "eval",
+            "-w",
+            "bfcl-parallel",
+            "-b",
+            "gold",
+            "-n",
+            "3",
+            "--seed",
+            "1",
+            "--split",
+            "train",
+            "--mode",
+            "swarm",
+            "--json",
+        ],
     )
     assert ev.exit_code == 0, ev.output
     rows = {row["task_id"]: row for row in json.loads(ev.stdout)["rows"]}
@@ -119,6 +135,6 @@ async def test_per_task_backends_route_each_episode_and_its_reward_is_the_worklo
     factory = workload_orchestrator_factory(resolve, mode="swarm")
     summary = await collect_rollouts(tasks, factory, out_dir=tmp_path / "r", config=RolloutConfig(group_size=2))
     perf = {e["group_id"]: e["record"]["reward"]["r_perf"] for e in read_jsonl(tmp_path / "r" / "episodes.jsonl")}
-    report = await run_eval(wl, tasks, resolve, modes=["swarm"])
+    report = await run_eval(wl, tasks, resolve, arms=["swarm"])
     assert perf == {row.task_id: row.metric for row in report.rows} == {tasks[0].id: 1.0, tasks[1].id: 0.0}
     assert summary.mean_r_perf == 0.5 and summary.crashed_episodes == 0

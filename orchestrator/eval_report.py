@@ -1,0 +1,249 @@
+"""Markdown reports regenerated from the raw files of ``swarm eval`` runs, and nothing else.
+
+``swarm eval --report DIR [DIR ...]`` (or ``python -m orchestrator.eval_report DIR ...``) reads each
+run's ``manifest.json`` and ``episodes.jsonl.gz`` (:mod:`orchestrator.eval_raw`; a directory holding
+several runs is searched one level down) and prints, per workload, split and knobs:
+
+* the header: split, seeds, tasks, runs, code commits, models and adapters with their sha256;
+* one row per condition (an arm on one model and adapter): quality (the workload metric's mean over
+  tasks; with repeated runs, the range of the run means), success rate, and the median and range over
+  episodes of critical steps, total steps, tokens and wall time;
+* paired comparisons of the conditions over the tasks both ran (:func:`orchestrator.eval_stats.paired`):
+  the mean difference with its bootstrap 95 % interval, wins/losses/ties, sign and Wilcoxon p-values,
+  and n, marked *not a headline* under 30 tasks.
+
+The output depends on the raw files only (the bootstrap is seeded), so a committed report can be
+checked by regenerating it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.eval_raw import MANIFEST_FILE, RAW_FILE, RawEpisode, RunManifest, read_manifest, read_raw
+from orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
+from swarm.errors import ConfigError
+
+__all__ = ["Condition", "RunData", "load_runs", "main", "render_report"]
+
+ARM_ORDER = ("swarm", "single-parallel", "single")
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """One run directory's manifest and raw rows."""
+
+    path: Path
+    manifest: RunManifest
+    rows: tuple[RawEpisode, ...]
+    damaged: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Condition:
+    """What a row of the report compares: an arm on one model (and adapter)."""
+
+    arm_rank: int
+    arm: str
+    model: str
+    adapter_sha256: str
+
+
+def load_runs(paths: Sequence[Path]) -> list[RunData]:
+    """The runs under ``paths`` (a run directory, or a directory of run directories), in path order."""
+    dirs: list[Path] = []
+    for p in paths:
+        if (p / MANIFEST_FILE).is_file():
+            dirs.append(p)
+        elif p.is_dir() and (found := sorted(m.parent for m in p.glob(f"*/{MANIFEST_FILE}"))):
+            dirs += found
+        else:
+            raise ConfigError(f"{p} is not a swarm eval run directory (no {MANIFEST_FILE} in it or one level down)")
+    runs = []
+    for d in dict.fromkeys(dirs):
+        rows, bad = read_raw(d / RAW_FILE)
+        runs.append(RunData(d, read_manifest(d), tuple(rows), bad))
+    return runs
+
+
+def _condition(row: RawEpisode) -> Condition:
+    rank = ARM_ORDER.index(row.arm) if row.arm in ARM_ORDER else len(ARM_ORDER)
+    return Condition(rank, row.arm, row.provenance.model, row.provenance.adapter_sha256 or "")
+
+
+def _labels(conds: Sequence[Condition]) -> dict[Condition, str]:
+    """Short names: the arm, plus the model and adapter where they differ within the table."""
+    models = {c.model for c in conds}
+    adapters = {c.adapter_sha256 for c in conds}
+    out = {}
+    for c in conds:
+        label = c.arm
+        if len(models) > 1:
+            label += f" · {c.model}"
+        if len(adapters) > 1:
+            label += f" + adapter {c.adapter_sha256[:8]}" if c.adapter_sha256 else " (base)"
+        out[c] = label
+    return out
+
+
+def _group_key(run: RunData) -> tuple[str, str, str]:
+    knobs = json.dumps(run.manifest.settings.get("knobs", {}), sort_keys=True)
+    return (run.manifest.workload, run.manifest.split, knobs)
+
+
+def _fmt_spread(values: Sequence[float], fmt: str) -> str:
+    return spread(values).format(fmt) if values else "—"
+
+
+def _quality(rows: Sequence[RawEpisode]) -> str:
+    """The metric's mean over the episodes; with several runs, the range of the run means."""
+    by_run: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_run[r.run_id].append(r.metric)
+    mean = sum(r.metric for r in rows) / len(rows)
+    if len(by_run) == 1:
+        return f"{mean:.3f}"
+    means = [sum(v) / len(v) for v in by_run.values()]
+    return f"{mean:.3f} (runs {min(means):.3f}–{max(means):.3f}, {len(means)} runs)"
+
+
+def _header(runs: Sequence[RunData], rows: Sequence[RawEpisode]) -> list[str]:
+    m = runs[0].manifest
+    seeds = sorted({r.manifest.seed for r in runs})
+    commits = sorted(
+        {f"{(r.provenance.commit or 'unknown')[:10]}{'+dirty' if r.provenance.dirty else ''}" for r in rows}
+    )
+    models = sorted(
+        {
+            f"{r.provenance.model} (sha256 {r.provenance.model_sha256 or 'n/a'})"
+            + (f", adapter sha256 {r.provenance.adapter_sha256}" if r.provenance.adapter_sha256 else "")
+            for r in rows
+        }
+    )
+    concurrent = sorted({r.concurrent_episodes for r in rows})
+    damaged = sum(r.damaged for r in runs)
+    lines = [
+        f"## {m.workload} · {m.split} split · seeds {', '.join(map(str, seeds))}",
+        "",
+        f"- tasks: {len({r.task_id for r in rows})}; episodes: {len(rows)}; metric: {m.metric_name}",
+        f"- knobs: {json.dumps(m.settings.get('knobs', {}), sort_keys=True)}",
+        f"- runs: {', '.join(r.manifest.run_id for r in runs)}",
+        f"- code: {', '.join(commits)}",
+        f"- models: {'; '.join(models)}",
+        f"- episodes at once: {', '.join(map(str, concurrent))}"
+        + (" (wall times share the machine)" if max(concurrent, default=1) > 1 else ""),
+    ]
+    if damaged:
+        lines.append(f"- {damaged} damaged raw entr(y/ies) skipped")
+    return [*lines, ""]
+
+
+def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condition, str]) -> list[str]:
+    lines = [
+        "| arm | tasks | episodes | quality | success | critical steps | total steps | tokens | wall s | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for cond in sorted(by_cond):
+        rows = by_cond[cond]
+        scripted = all(r.provenance.backend in ("scripted", "gold") for r in rows)
+        tokens = "not measured (scripted)" if scripted else _fmt_spread([r.total_tokens for r in rows], "{:.0f}")
+        cells = [
+            labels[cond],
+            str(len({r.task_id for r in rows})),
+            str(len(rows)),
+            _quality(rows),
+            f"{sum(r.success for r in rows) / len(rows):.3f}",
+            _fmt_spread([r.critical_steps for r in rows], "{:.0f}"),
+            _fmt_spread([r.total_steps for r in rows], "{:.0f}"),
+            tokens,
+            _fmt_spread([r.wall_time_s for r in rows], "{:.2f}"),
+            str(sum(r.error is not None for r in rows)),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", "Steps, tokens and wall time: median (min–max) over episodes.", ""]
+
+
+def _per_task(rows: Sequence[RawEpisode]) -> dict[str, float]:
+    """The metric per task, averaged over repeated runs."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        acc[r.task_id].append(r.metric)
+    return {t: sum(v) / len(v) for t, v in acc.items()}
+
+
+def _comparisons(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condition, str], seed: int) -> list[str]:
+    conds = sorted(by_cond)
+    if len(conds) < 2:
+        return []
+    lines = [
+        "| comparison | n | mean A | mean B | A − B | 95 % CI | wins/losses/ties | sign p | Wilcoxon p | |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for i, a in enumerate(conds):
+        for b in conds[i + 1 :]:
+            ta, tb = _per_task(by_cond[a]), _per_task(by_cond[b])
+            common = [t for t in ta if t in tb]
+            if not common:
+                lines.append(f"| {labels[a]} vs {labels[b]} | 0 | | | | | | | | no common tasks |")
+                continue
+            p = paired([tb[t] for t in common], [ta[t] for t in common], seed=seed)
+            note = "" if p.headline else f"n < {HEADLINE_MIN_N}: not a headline"
+            lines.append(
+                f"| {labels[a]} vs {labels[b]} | {p.n} | {p.mean_b:.3f} | {p.mean_a:.3f} | {p.diff:+.3f} | "
+                f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] | {p.wins}/{p.losses}/{p.ties} | {p.sign_p:.3g} | "
+                f"{p.wilcoxon_p:.3g} ({p.wilcoxon_method}) | {note} |"
+            )
+    return [
+        "Paired over the tasks both ran (per-task means over repeated runs); A − B of the quality metric, "
+        "percentile bootstrap (10,000 resamples, seeded), two-sided tests.",
+        "",
+        *lines,
+        "",
+    ]
+
+
+def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
+    """The markdown report of ``runs`` (deterministic for the same raw files)."""
+    if not runs:
+        raise ConfigError("no runs to report")
+    groups: dict[tuple[str, str, str], list[RunData]] = defaultdict(list)
+    for run in runs:
+        groups[_group_key(run)].append(run)
+    out = ["# swarm eval report", ""]
+    for key in sorted(groups):
+        group = groups[key]
+        rows = [r for run in group for r in run.rows]
+        if not rows:
+            out += [f"## {key[0]} · {key[1]} split", "", "No finished episodes.", ""]
+            continue
+        by_cond: dict[Condition, list[RawEpisode]] = defaultdict(list)
+        for r in rows:
+            by_cond[_condition(r)].append(r)
+        labels = _labels(list(by_cond))
+        out += _header(group, rows)
+        out += _summary_table(by_cond, labels)
+        out += _comparisons(by_cond, labels, seed)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m orchestrator.eval_report DIR [DIR ...]``: print the report (exit 2 on bad input)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or any(a.startswith("-") for a in args):
+        sys.stderr.write("usage: python -m orchestrator.eval_report RUN_DIR [RUN_DIR ...]\n")
+        return 2
+    try:
+        sys.stdout.write(render_report(load_runs([Path(a) for a in args])))
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,179 @@
+"""`swarm eval` as a measuring tool: arms, workload budgets, raw data with provenance, resume,
+episodes in parallel, a banner with a k/N count, a trace per episode."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.eval import EvalReport, Progress, parse_arms, run_eval
+from orchestrator.eval_raw import RAW_FILE, read_manifest, read_raw, settings_diff
+from swarm.errors import ConfigError
+from swarm.records import Task
+from workloads import Mode, get_workload
+
+runner = CliRunner()
+
+
+def gold(wl: Any, latency: float = 0.0, calls: list[str] | None = None) -> Any:
+    def resolve(task: Task, mode: Mode) -> tuple[Any, Any]:
+        if calls is not None:
+            calls.append(f"{task.id}/{mode}")
+        p = wl.gold_policy(task, mode, latency_s=latency)
+        return p.orchestrator, p.subagent
+
+    return resolve
+
+
+def test_arms_parse_lists_groups_and_refuse_unknown_names() -> None:
+    assert parse_arms("both") == ("swarm", "single")
+    assert parse_arms("all") == ("swarm", "single", "single-parallel")
+    assert parse_arms("single, swarm,single") == ("single", "swarm")
+    with pytest.raises(ConfigError, match="unknown arm 'singel'"):
+        parse_arms("swarm,singel")
+
+
+def test_a_budget_below_the_gold_policys_needs_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    args = ["eval", "-w", "deep-lookup", "-b", "gold", "-n", "2", "-o", str(tmp_path), "--run-id", "r"]
+    r = runner.invoke(app, [*args, "--max-subagent-steps", "3"])
+    assert r.exit_code == 2
+    msg = " ".join(r.output.split())
+    assert "--max-subagent-steps 3 is below the 5 steps per sub-agent deep-lookup's gold policy needs" in msg
+    assert "deep-lookup-dev-s0-0" in msg and "own budget is 10" in msg and "drop the flag" in msg
+    assert not (tmp_path / "r").exists()
+    # the critical-step budget of the single agent, which works one step after another, is checked too
+    r = runner.invoke(app, [*args, "--max-critical-steps", "8"])
+    assert r.exit_code == 2 and "single arm" in " ".join(r.output.split())
+    # lowered but still enough: runs
+    ok = runner.invoke(app, [*args, "--max-subagent-steps", "5", "--mode", "swarm", "-q"])
+    assert ok.exit_code == 0, ok.output
+
+
+async def test_raw_rows_hold_answers_scores_tokens_provenance_and_config(tmp_path: Path) -> None:
+    wl = get_workload("wide-lookup")
+    tasks = wl.tasks(2, seed=0, entities=2, attributes=2)
+    report = await run_eval(wl, tasks, gold(wl), out_dir=tmp_path, run_id="r", backend_name="gold", seed=0)
+    root = tmp_path / "r"
+    rows, bad = read_raw(root / RAW_FILE)
+    assert bad == 0 and [(r.task_id, r.arm) for r in rows] == [(t.id, a) for t in tasks for a in ("swarm", "single")]
+    for raw in rows:
+        assert raw.answer and raw.status == "completed" and raw.metric == 1.0 and raw.success
+        assert raw.scores["item_f1"] == 1.0 and raw.split == "train" and raw.seed == 0
+        assert raw.items is not None and len(raw.items) == 4 and set(raw.items.values()) == {1.0}  # 2 x 2 cells
+        assert raw.tokens["orchestrator"].prompt > 0 and raw.total_tokens > 0
+        assert raw.config["max_critical_steps"] >= raw.critical_steps and raw.config["subagents"] == (
+            raw.arm == "swarm"
+        )
+        assert raw.provenance.backend == "gold" and raw.wall_time_s > 0
+    swarm = [r for r in rows if r.arm == "swarm"]
+    assert all(r.tokens["subagent"].completion > 0 and r.subagents == 2 for r in swarm)
+    # the provenance of the code: this checkout's commit
+    assert rows[0].provenance.commit is None or len(rows[0].provenance.commit) == 40
+    manifest = read_manifest(root)
+    assert manifest.task_ids == tuple(t.id for t in tasks) and manifest.arms == ("swarm", "single")
+    assert manifest.settings["knobs"] == {} and manifest.settings["workload"] == "wide-lookup"
+    # plain gzip readers see one JSON line per episode
+    with gzip.open(root / RAW_FILE, "rt") as f:
+        assert len(f.read().splitlines()) == 4
+    assert EvalReport.model_validate_json((root / "report.json").read_text()) == report
+
+
+async def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(3, seed=0)
+    first: list[str] = []
+    with anyio.CancelScope() as scope:
+
+        def stop_after_two(p: Progress) -> None:
+            if p.done == 2:
+                scope.cancel()  # as Ctrl-C would: the episode running then leaves no row
+
+        await run_eval(wl, tasks, gold(wl, calls=first), out_dir=tmp_path, run_id="r", on_row=stop_after_two)
+    assert len(read_raw(tmp_path / "r" / RAW_FILE)[0]) == 2 and len(first) == 3
+    # a kill mid-write leaves a torn gzip member at the end: dropped on resume
+    with (tmp_path / "r" / RAW_FILE).open("ab") as f:
+        f.write(gzip.compress(b'{"half": ')[:15])
+    assert read_raw(tmp_path / "r" / RAW_FILE)[1] == 1
+    with pytest.raises(ConfigError, match="already exists; pass --resume"):
+        await run_eval(wl, tasks, gold(wl), out_dir=tmp_path, run_id="r")
+    second: list[str] = []
+    started: list[tuple[int, int]] = []
+    report = await run_eval(
+        wl,
+        tasks,
+        gold(wl, calls=second),
+        out_dir=tmp_path,
+        run_id="r",
+        resume=True,
+        on_start=lambda resumed, todo, configs: started.append((resumed, todo)),
+    )
+    assert started == [(2, 4)] and len(second) == 4  # only the 4 episodes without a row ran
+    rows, bad = read_raw(tmp_path / "r" / RAW_FILE)
+    assert bad == 0 and sorted((r.task_id, r.arm) for r in rows) == sorted(
+        (t.id, a) for t in tasks for a in ("swarm", "single")
+    )
+    assert len(report.rows) == 6 and report.summaries["single"].metric == 1.0
+    assert len(read_manifest(tmp_path / "r").resumed_at) == 1
+    # a resume with other settings is refused, naming what differs
+    with pytest.raises(ConfigError, match=r"differ in .*overrides\.max_critical_steps"):
+        await run_eval(
+            wl, tasks, gold(wl), out_dir=tmp_path, run_id="r", resume=True, overrides={"max_critical_steps": 20}
+        )
+    with pytest.raises(ConfigError, match=r"differ in seed"):
+        await run_eval(wl, tasks, gold(wl), out_dir=tmp_path, run_id="r", resume=True, seed=1)
+
+
+def test_settings_diff_names_nested_keys() -> None:
+    old = {"a": 1, "b": {"c": [1, 2], "d": 0}, "e": "x"}
+    new = {"a": 1, "b": {"c": (1, 2), "d": 1}, "f": "y"}
+    assert settings_diff(old, new) == ["b.d", "e", "f"]
+
+
+async def test_episodes_run_in_parallel_when_asked(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(3, seed=0)
+
+    def overlaps(k: int) -> int:
+        rows = read_raw(tmp_path / f"k{k}" / RAW_FILE)[0]
+        spans = sorted((r.started_at, r.started_at + r.wall_time_s) for r in rows)
+        return sum(b[0] < a[1] for a, b in itertools.pairwise(spans))
+
+    for k in (1, 3):
+        report = await run_eval(
+            wl, tasks, gold(wl, latency=0.05), arms=["single"], out_dir=tmp_path, run_id=f"k{k}", concurrent_episodes=k
+        )
+        assert [r.task_id for r in report.rows] == [t.id for t in tasks]  # the report keeps task order
+    assert overlaps(1) == 0 and overlaps(3) >= 1
+    assert {r.concurrent_episodes for r in read_raw(tmp_path / "k3" / RAW_FILE)[0]} == {3}
+
+
+def test_cli_banner_progress_traces_resume_and_report(tmp_path: Path) -> None:
+    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "-n", "2", "-o", str(tmp_path), "--run-id", "c", "--seed", "3"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    err = " ".join(r.stderr.split())
+    assert "swarm eval · bfcl-parallel · split dev · seed 3 · n 2 · arms swarm,single" in err
+    assert "budgets swarm: critical 12, sub-agent steps 4; single: critical 12" in err
+    assert "[1/4]" in err and "[4/4]" in err and "ETA" in err and "commit" in err
+    traces = sorted((tmp_path / "c" / "episodes").glob("*/*/trace.jsonl"))
+    assert len(traces) == 4 and all(p.stat().st_size > 0 for p in traces)
+    again = runner.invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert "0 episode(s) to run" in again.stderr and "4 already done" in again.stderr
+    other = runner.invoke(app, [*args, "--resume", "--max-critical-steps", "30"])
+    assert other.exit_code == 2 and "overrides.max_critical_steps" in other.output
+    report = runner.invoke(app, ["eval", "--report", str(tmp_path / "c")])
+    assert report.exit_code == 0, report.output
+    assert "## bfcl-parallel · dev split · seeds 3" in report.stdout and "| swarm vs single | 2 |" in report.stdout
+    missing = runner.invoke(app, ["eval", "--report", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "not a swarm eval run directory" in missing.output
+    parsed = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert parsed["split"] == "dev" and parsed["seed"] == 3

@@ -1,0 +1,41 @@
+"""Reports regenerate from committed raw files alone, and say n, split, seed and provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.eval_raw import RAW_FILE, read_raw, write_manifest, write_raw
+from orchestrator.eval_report import load_runs, main, render_report
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_the_committed_table_regenerates_from_the_committed_raw_files() -> None:
+    expected = (DATA / "report-fixture.md").read_text(encoding="utf-8")
+    assert render_report(load_runs([DATA / "report-fixture"])) == expected
+    r = runner.invoke(app, ["eval", "--report", str(DATA / "report-fixture")])
+    assert r.exit_code == 0 and r.stdout == expected
+    # the table says what was compared, on which split and how many tasks
+    assert "wide-lookup · train split · seeds 0" in expected and "| swarm · gold-orchestrator vs single" in expected
+    assert "n < 30: not a headline" in expected and "±" not in expected
+
+
+def test_a_directory_of_runs_and_repeated_runs(tmp_path: Path) -> None:
+    """Two runs of the same tasks: per-task means are paired, the run means' range is shown."""
+    src = load_runs([DATA / "report-fixture"])[0]
+    for i, shift in ((1, 0.0), (2, 0.5)):
+        root = tmp_path / f"run{i}"
+        root.mkdir()
+        write_manifest(root, src.manifest.model_copy(update={"run_id": f"run{i}"}))
+        rows = [r.model_copy(update={"run_id": f"run{i}", "metric": min(1.0, r.metric + shift)}) for r in src.rows]
+        write_raw(root / RAW_FILE, rows)
+    assert len(read_raw(tmp_path / "run2" / RAW_FILE)[0]) == 8
+    text = render_report(load_runs([tmp_path]))
+    assert "runs: run1, run2" in text
+    assert "| 0.250 (runs 0.000–0.500, 2 runs) |" in text  # single: 0 in run1, 0.5 in run2
+    assert "| 4 | 1.000 | 0.250 | +0.750 |" in text
+    assert main([str(tmp_path)]) == 0 and main([]) == 2 and main([str(tmp_path / "none")]) == 2

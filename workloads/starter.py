@@ -469,6 +469,11 @@ class _Facts:
         )
 
 
+_QUESTION = re.compile(
+    r"^\W*(?:what|which|who|whose|where|when|how|why|is|are|do|does|did|can|could)\b[^?]*\?\s*$", re.IGNORECASE
+)
+
+
 def _respectively(seg: str, ids: list[int], facts: _Facts) -> list[tuple[int, str]] | None:
     """``France, Japan and Kenya: Paris, Tokyo and Nairobi``: as many keys as values, all keys before
     all values or after them, pair in order. None when the segment is not of that shape."""
@@ -490,6 +495,8 @@ def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]
     out: dict[int, list[str]] = {}
     named = False
     for seg in segments(answer):
+        if _QUESTION.match(seg):  # the question restated ("What are the capitals of France and Japan?")
+            continue
         ids = facts.key_ids(seg)
         named = named or bool(ids)
         if len(ids) == 1:

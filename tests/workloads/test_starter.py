@@ -142,6 +142,14 @@ GOOD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
     ("The capitals of France and Japan are Paris and Tokyo.", CAPITALS_FJ, "capital", [True, True]),
     ("Paris and Tokyo are the capitals of France and Japan, respectively.", CAPITALS_FJ, "capital", [True, True]),
     ("Paris\nTokyo", CAPITALS_FJ, "capital", [True, True]),  # in the asked order, no keys
+    (
+        "What are the capital cities of France and Japan?\nFrance: Paris\nJapan: Tokyo",
+        CAPITALS_FJ,
+        "capital",
+        [True, True],
+    ),
+    ("France's capital is Paris and Japan's is Tokyo.", CAPITALS_FJ, "capital", [True, True]),
+    ("What is 61 * 77?\n61 * 77 = 4697", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [True]),
     ("Paris and Tokyo.", CAPITALS_FJ, "capital", [True, True]),
     ("France → Paris\nJapan → Tokyo (formerly Edo)", CAPITALS_FJ, "capital", [True, True]),
     (

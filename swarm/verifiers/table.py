@@ -24,7 +24,8 @@ The steps, in order:
    whose ``label: value`` fields (``email: x``, ``number of orders: 3``) or exactly one unlabelled
    value per looked-up column in the asked order (``Ava Lopez: x, Denver, 3``) are its cells; a line
    naming several keys counts for none;
-2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``; if the
+2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``, else match a
+   required column without ``_``/``-``, ``*`` and a parenthesised hint (``User ID``); if the
    response's column set differs from the required one, everything scores 0;
 3. rewrite response key values through ``key_aliases``; reject listed cells (above); preprocess every
    cell per column (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with
@@ -345,8 +346,23 @@ class _Spec:
         keys alone scores its key cells, i.e. which rows it lists)."""
         return [c for c in self.required if c not in self.keys] or list(self.keys)
 
+    def column_of(self, name: str) -> str:
+        """A response column name as a required column: normalised, through the aliases, else a required
+        column equal to it without ``_``/``-``, ``*`` and a parenthesised hint (``User ID``, ``**orders
+        (how many)**`` are ``user_id``, ``orders``); else the normalised name (an extra column)."""
+        n = norm_column(name)
+        if n in self.aliases or n in self.required:
+            return self.aliases.get(n, n)
+        loose = _loose(name)
+        hits = [c for c in self.required if _loose(c) == loose]
+        return hits[0] if len(hits) == 1 else n
+
     def gold_id(self, row: Mapping[str, str]) -> str:
         return " / ".join(str(row.get(k, "")) for k in self.keys)
+
+
+def _loose(name: str) -> str:
+    return re.sub(r"[\s_\-*`]+", "", re.sub(r"\(.*?\)", "", str(name)).lower())
 
 
 def _check_spec(required: list[str], keys: list[str], rules: Mapping[str, ColumnRule]) -> None:
@@ -454,18 +470,16 @@ def _response_table(
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
     """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the
     text (a markdown table, else a list naming the gold keys)."""
-    aliases = spec.aliases
     if isinstance(response, str):
         parsed = extract_markdown_table(response)
         if parsed is None:
             rows = _list_rows(response, spec)
             return (list(spec.required), rows) if rows else None
         header, body = parsed
-        resp_header = [aliases.get(norm_column(h), norm_column(h)) for h in header]
+        resp_header = [spec.column_of(h) for h in header]
         return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
     resp_rows: list[dict[str, Any]] = [
-        {aliases.get(norm_column(k), norm_column(k)): "" if v is None else str(v) for k, v in row.items()}
-        for row in response
+        {spec.column_of(k): "" if v is None else str(v) for k, v in row.items()} for row in response
     ]
     return (list(resp_rows[0]) if resp_rows else list(spec.required)), resp_rows
 

@@ -73,6 +73,11 @@ GOOD: list[tuple[str, float]] = [
         "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
         1.0,
     ),
+    # the header as people write it
+    (
+        RIGHT.replace("| customer | email | city | orders |", "| Customer | E-mail | **City** | Orders (how many) |"),
+        1.0,
+    ),
     # a bullet list with labels: Liam's labelled email counts; Ava's unlabelled pair is not 3 values (P 1/3, R 1/6)
     ("- Ava Lopez: email ava.lopez1234@example.com, city Denver\n- Liam Chen: email: liam.chen5678@example.com", 2 / 9),
     (

@@ -158,3 +158,31 @@ def test_unknown_category_and_oversized_requests_fail_loudly() -> None:
         WL.tasks(1, categories=["irrelevance"])
     with pytest.raises(ConfigError, match="only"):
         WL.tasks(10_000)
+
+
+TWO = BfclItem(
+    "t2",
+    "parallel",
+    "q",
+    FUNCS,
+    ({"spotify.play": {"artist": ["A"], "duration": [1]}}, {"spotify.play": {"artist": ["B"], "duration": [2]}}),
+)
+_A = ("spotify.play", {"artist": "A", "duration": 1})
+_B = ("spotify.play", {"artist": "B", "duration": 2})
+
+# Call sets that must not score full marks: (calls, the most F1 they may reach).
+BAD_CALLS: list[tuple[list[tuple[str, dict[str, Any]]], float]] = [
+    ([], 0.0),
+    ([_A, _A, _A, _A], 0.4),  # one right call repeated
+    ([_A, _B, *[("spotify.play", {"artist": a, "duration": d}) for a in "CDE" for d in (1, 2)]], 0.5),  # a spray
+    ([("spotify.play", {"artist": "A"}), ("spotify.play", {"artist": "B"})], 0.0),  # required missing
+    ([("spotify.play", {"artist": "A", "duration": "1"}), _B], 0.5),  # a string for an integer
+    ([("spotify_play", {"artist": "A", "duration": 1}), _B], 0.5),  # the tool name, not BFCL's
+    ([("spotify.play", {"artist": "A or B", "duration": 1}), _B], 0.5),  # a hedged value
+]
+
+
+@pytest.mark.parametrize(("calls", "most"), BAD_CALLS, ids=[f"bad{i}" for i in range(len(BAD_CALLS))])
+def test_bad_call_sets_do_not_score(calls: list[tuple[str, dict[str, Any]]], most: float) -> None:
+    _p, _r, f1, tp = call_f1(calls, TWO)
+    assert f1 <= most + 1e-9 and not (tp == len(TWO.gold) == len(calls))

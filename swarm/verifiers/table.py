@@ -23,7 +23,8 @@ The steps, in order:
    *list* answer is read (one key column only): a line naming one gold key starts that key's entry,
    whose ``label: value`` fields (``email: x``, ``number of orders: 3``) or exactly one unlabelled
    value per looked-up column in the asked order (``Ava Lopez: x, Denver, 3``) are its cells; a line
-   naming several keys counts for none;
+   naming several keys counts for none, and an entry for a name not in the gold (``- Mia Park: …``,
+   ``customer: Mia Park``) is a predicted row matching nothing (a list dodges no precision penalty);
 2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``, else match a
    required column without ``_``/``-``, ``*`` and a parenthesised hint (``User ID``); if the
    response's column set differs from the required one, everything scores 0;
@@ -452,17 +453,35 @@ def _list_rows(text: str, spec: _Spec) -> list[dict[str, str]]:
         hits = [(m.end(), i) for i, p in enumerate(patterns) if (m := p.search(line))]
         current = entries[-1][0] if entries else -1
         if len(hits) > 1:
-            entries.append((-1, []))
+            entries.append((_NOBODY, []))
         elif hits and hits[0][1] != current:
             entries.append((hits[0][1], [line[hits[0][0] :].lstrip(" :|-–—*")]))
+        elif not hits and (rest := _other_entry(line, spec)) is not None:
+            entries.append((_SOMEONE_ELSE, [rest]))
         elif entries:
             entries[-1][1].append(line)
     rows = []
-    for i, lines in entries:
-        cells = _list_cells("\n".join(lines), spec) if i >= 0 else {}
-        if cells:
-            rows.append({key: names[i], **cells})
+    for n, (i, lines) in enumerate(entries):
+        cells = _list_cells("\n".join(lines), spec) if i != _NOBODY else {}
+        if cells:  # an entry for a name not in the gold is a predicted row that matches none
+            rows.append({key: names[i] if i >= 0 else f"{REJECTED}#{n}", **cells})
     return rows
+
+
+_NOBODY, _SOMEONE_ELSE = -1, -2
+_ENTRY_HEAD = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+\**([^:*|]{2,80}?)\**\s*(?::|—|–|\s-\s)\s*(.*)$")
+
+
+def _other_entry(line: str, spec: _Spec) -> str | None:
+    """The rest of a line that starts another entity's entry without naming a gold key — a list item
+    ``- Name: …`` whose head is no column, or ``<key column>: Name`` — else None."""
+    m = _LABELLED.match(line)
+    if m and spec.column_of(m.group(1)) in spec.keys:
+        return ""
+    m = _ENTRY_HEAD.match(line)
+    if m and _label_column(m.group(1), spec) is None and spec.column_of(m.group(1)) not in spec.keys:
+        return m.group(2)
+    return None
 
 
 def _response_table(

@@ -148,3 +148,21 @@ def test_in_match_needs_a_value() -> None:
     rules = {"note": ColumnRule(preprocess=(), metrics=("in_match",))}
     assert score_table("| k | note |\n|-|-|\n| a |  |", gold, key_columns=["k"], rules=rules).item_f1 == 0.0
     assert score_table("| k | note |\n|-|-|\n| a | qu |", gold, key_columns=["k"], rules=rules).item_f1 == 0.0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "- **Mia Park** — email: mia@example.com; city: Boise; orders: 2",
+        "- Mia Park: mia@example.com, Boise, 2",
+        "customer: Mia Park\nemail: mia@example.com\ncity: Boise\norders: 2",
+    ],
+)
+def test_a_hallucinated_entry_in_a_list_costs_precision_as_a_table_row_does(extra: str) -> None:
+    listed = (
+        "customer: Ava Lopez\nemail: ava.lopez1234@example.com\ncity: Denver\norders: 3\n\n"
+        "customer: Liam Chen\nemail: liam.chen5678@example.com\ncity: Austin\norders: 1\n\n"
+    )
+    s = score(listed + extra)
+    assert s.pred_rows == 3 and s.item_recall == 1.0 and s.item_precision == pytest.approx(2 / 3), s
+    assert not s.success

@@ -362,6 +362,16 @@ class _Spec:
         return " / ".join(str(row.get(k, "")) for k in self.keys)
 
 
+_MD_LINK = re.compile(r"\[([^\]]*)\]\((?:mailto:)?([^)]*)\)")
+
+
+def _unwrap(cell: str, *, url: bool = False) -> str:
+    """A response cell without markdown dressing: ``[text](target)`` → text (the target in a URL
+    column), backticks, ``<…>`` around it."""
+    s = _MD_LINK.sub(r"\2" if url else r"\1", cell).replace("`", "").strip()
+    return s[1:-1].strip() if s.startswith("<") and s.endswith(">") else s
+
+
 def _loose(name: str) -> str:
     return re.sub(r"[\s_\-*`]+", "", re.sub(r"\(.*?\)", "", str(name)).lower())
 
@@ -606,6 +616,7 @@ def score_table(
         out = {}
         for c in spec.required:
             v, rule = str(row.get(c, "")), spec.rule_of[c]
+            v = _unwrap(v, url="url_match" in rule.metrics) if is_resp else v
             if is_resp and c in key_map:
                 v = key_map[c].get(_preprocess(v, ("norm_str",)), v)
             listed = is_resp and c not in spec.keys and _listed(v, rule)

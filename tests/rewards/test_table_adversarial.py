@@ -73,6 +73,12 @@ GOOD: list[tuple[str, float]] = [
         "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
         1.0,
     ),
+    # markdown dressing in cells: code spans, links, angle brackets
+    (
+        HEADER + "| Ava Lopez | [ava.lopez1234@example.com](mailto:ava.lopez1234@example.com) | `Denver` | 3 |\n"
+        "| Liam Chen | <liam.chen5678@example.com> | Austin | `1` |",
+        1.0,
+    ),
     # the header as people write it
     (
         RIGHT.replace("| customer | email | city | orders |", "| Customer | E-mail | **City** | Orders (how many) |"),
@@ -166,3 +172,10 @@ def test_a_hallucinated_entry_in_a_list_costs_precision_as_a_table_row_does(extr
     s = score(listed + extra)
     assert s.pred_rows == 3 and s.item_recall == 1.0 and s.item_precision == pytest.approx(2 / 3), s
     assert not s.success
+
+
+def test_a_link_in_a_url_column_is_its_target() -> None:
+    gold = [{"k": "x", "site": "https://www.paris.fr/en"}]
+    rules = {"site": ColumnRule(preprocess=(), metrics=("url_match",))}
+    s = score_table("| k | site |\n|-|-|\n| x | [Paris](https://www.paris.fr) |", gold, key_columns=["k"], rules=rules)
+    assert s.success

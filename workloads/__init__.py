@@ -1,5 +1,5 @@
 """Workloads: task generators with their tools and verifiers (τ²-batch, BFCL parallel, wide/deep lookup,
-starter, wide research over a generated corpus, single-fact controls).
+starter, wide research over a generated corpus, single-fact controls, and the train-mix training generator).
 
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
@@ -26,6 +26,7 @@ from workloads.research import WideResearchWorkload
 from workloads.splits import SPLITS, Split
 from workloads.starter import StarterWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
+from workloads.train_mix import TrainMixWorkload
 
 __all__ = [
     "MODES",
@@ -52,3 +53,4 @@ register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
 register_workload(StarterWorkload.name, StarterWorkload)
 register_workload(WideResearchWorkload.name, WideResearchWorkload)
 register_workload(ControlsWorkload.name, ControlsWorkload)
+register_workload(TrainMixWorkload.name, TrainMixWorkload)

@@ -65,6 +65,8 @@ __all__ = [
     "DeepLookupWorkload",
     "WideLookupKnobs",
     "WideLookupWorkload",
+    "deep_episode",
+    "deep_gold",
 ]
 
 
@@ -412,43 +414,57 @@ class DeepLookupWorkload(Workload):
 
     def episode(self, task: Task, mode: Mode) -> Episode:
         self.check_task(task)
-        expected = str(task.verifier_args["expected"])
-
-        args = ExactArgs(expected=expected, extract="answer")
-
-        def scorer(record: EpisodeRecord) -> Score:
-            # The task's own verifier (one implementation of the metric for task files and episodes).
-            v = exact_verdict(record.answer or "", args)
-            return Score(
-                metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
-            )
-
-        b = len(task.metadata["labels"])
-        return research_episode(
-            task,
-            mode,
-            tools=_search_tools(),
-            researcher="You answer one look-up question by following references through a document "
-            "collection with the search and open tools (check document titles). Report the facts you found "
-            "as 'name: value' lines.",
-            instructions={
-                "swarm": f"A sub-agent type '{AGENT}' is predefined with the search and open tools. The customers "
-                "are independent: give each one to its own instance (all assign_task calls in one message), then "
-                "compare their reports and answer.",
-                "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
-            },
-            scorer=scorer,
-            config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
-        )
+        return deep_episode(task, mode)
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
         self.check_task(task)
-        labels: list[str] = list(task.metadata["labels"])
-        if mode == "swarm":
-            orch = FunctionBackend(lambda r: _deep_swarm(r, labels), model="gold-orchestrator", delay=latency_s)
-        else:
-            orch = FunctionBackend(lambda r: _deep_single(r, labels), model="gold-single", delay=latency_s)
-        return GoldPolicy(orch, FunctionBackend(_deep_researcher, model="gold-subagent", delay=latency_s))
+        return deep_gold(task, mode, latency_s=latency_s)
+
+
+DEEP_SWARM = (
+    f"A sub-agent type '{AGENT}' is predefined with the search and open tools. The customers are independent: "
+    "give each one to its own instance (all assign_task calls in one message), then compare their reports and answer."
+)
+
+
+def deep_episode(task: Task, mode: Mode, *, swarm_instructions: str = DEEP_SWARM) -> Episode:
+    """The episode of a deep-lookup task (``train-mix`` passes instructions that say what exists, not what to do)."""
+    expected = str(task.verifier_args["expected"])
+
+    args = ExactArgs(expected=expected, extract="answer")
+
+    def scorer(record: EpisodeRecord) -> Score:
+        # The task's own verifier (one implementation of the metric for task files and episodes).
+        v = exact_verdict(record.answer or "", args)
+        return Score(
+            metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
+        )
+
+    b = len(task.metadata["labels"])
+    return research_episode(
+        task,
+        mode,
+        tools=_search_tools(),
+        researcher="You answer one look-up question by following references through a document "
+        "collection with the search and open tools (check document titles). Report the facts you found "
+        "as 'name: value' lines.",
+        instructions={
+            "swarm": swarm_instructions,
+            "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
+        },
+        scorer=scorer,
+        config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
+    )
+
+
+def deep_gold(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+    """The gold policies of a deep-lookup task: one researcher per branch (swarm), or every chain in turn."""
+    labels: list[str] = list(task.metadata["labels"])
+    if mode == "swarm":
+        orch = FunctionBackend(lambda r: _deep_swarm(r, labels), model="gold-orchestrator", delay=latency_s)
+    else:
+        orch = FunctionBackend(lambda r: _deep_single(r, labels), model="gold-single", delay=latency_s)
+    return GoldPolicy(orch, FunctionBackend(_deep_researcher, model="gold-subagent", delay=latency_s))
 
 
 _USER_PREFIX = KINDS["retail_user"].title_prefix

@@ -58,6 +58,7 @@ def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> No
         "deep-lookup",
         "starter",
         "tau2-batch",
+        "train-mix",
         "wide-lookup",
         "wide-research",
     ]

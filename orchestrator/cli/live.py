@@ -51,6 +51,7 @@ __all__ = [
     "EventLines",
     "LiveState",
     "StageView",
+    "critical_text",
     "given_answer",
     "stage_tree",
     "stages_from_record",
@@ -232,15 +233,21 @@ def _action_line(a: ActionView) -> Text:
     return line
 
 
+def critical_text(used: int, budget: int | None, added: int | None = None) -> str:
+    """The one wording of the budget everywhere (live view, final tree, event lines, summary):
+    ``critical steps 5/16`` (used of the budget), ``critical steps +4 → 5/16`` after a stage."""
+    total = f"{used}/{budget}" if budget is not None else str(used)
+    return f"critical steps +{added} → {total}" if added is not None else f"critical steps {total}"
+
+
 def _stage_label(s: StageView, budget: int | None, elapsed: float | None = None) -> Text:
     parts = [f"stage {s.index}", s.kind]
     if s.kind in ("subagents", "mixed") or s.width:
         parts.append(f"{s.width} sub-agent{'s' if s.width != 1 else ''}")
-    if s.critical_steps is not None:
-        parts.append(f"{s.critical_steps} critical step{'s' if s.critical_steps != 1 else ''}")
-    if s.budget_left is not None:
-        total = f"/{budget}" if budget is not None else ""
-        parts.append(f"budget left {s.budget_left}{total}")
+    if s.budget_left is not None and budget is not None:
+        parts.append(critical_text(budget - s.budget_left, budget, s.critical_steps))
+    elif s.critical_steps is not None:
+        parts.append(f"critical steps +{s.critical_steps}")
     if elapsed is not None:
         parts.append(f"{elapsed:.1f}s")
     return Text(" · ".join(parts), style="bold cyan" if s.running else "bold")
@@ -354,7 +361,7 @@ class LiveState:
     def __rich__(self) -> RenderableType:
         head = Text.assemble(
             ("swarm ", "bold"),
-            f"critical steps {self.critical}" + (f"/{self.budget}" if self.budget is not None else ""),
+            critical_text(self.critical, self.budget),
             f" · {time.monotonic() - self.started:.1f}s",
         )
         if (wait := self.endpoint_until - time.monotonic()) > 0 or self.endpoint_refused:
@@ -393,11 +400,9 @@ class EventLines:
             self._t0 = time.monotonic()
             self._line(f"episode {event.episode_id} started: {_short(event.task)}")
         elif isinstance(event, StageStarted):
-            left = f", {self._budget - event.critical_so_far} of {self._budget} left" if self._budget else ""
             width = f", {event.width} sub-agent{'s' if event.width != 1 else ''}" if event.width else ""
-            self._line(
-                f"stage {event.index} started ({event.kind}{width}; critical steps {event.critical_so_far}{left})"
-            )
+            budget = critical_text(event.critical_so_far, self._budget)
+            self._line(f"stage {event.index} started ({event.kind}{width}; {budget})")
         elif isinstance(event, ActionResolved):
             what = f"{event.name} {event.target}".strip()
             if event.ok:
@@ -414,16 +419,14 @@ class EventLines:
             why = f": {_short(r.error, 200)}" if r.error and r.status is not AgentStatus.COMPLETED else ""
             self._line(f"  {r.agent_id} {r.status.value} after {r.steps}/{r.step_cap} steps{why}")
         elif isinstance(event, StageFinished):
-            left = f", {self._budget - event.critical_so_far} left" if self._budget else ""
-            self._line(
-                f"stage {event.index} finished: {event.critical_steps} critical step(s), "
-                f"{event.critical_so_far} used{left}"
-            )
+            budget = critical_text(event.critical_so_far, self._budget, event.critical_steps)
+            self._line(f"stage {event.index} finished: {budget}")
         elif isinstance(event, EpisodeFinished):
             rec = event.record
+            budget = critical_text(rec.dag.critical_steps, self._budget)
             self._line(
-                f"episode {rec.episode_id} {rec.status.value}: {rec.dag.critical_steps} critical / "
-                f"{rec.dag.total_steps} total steps, {rec.wall_time_s:.2f}s"
+                f"episode {rec.episode_id} {rec.status.value}: {budget}, {rec.dag.total_steps} total steps, "
+                f"{rec.wall_time_s:.2f}s"
             )
 
 
@@ -460,7 +463,8 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
         extra = "" if success is None else f", success {success}"
         t.add_row("score", f"{r.r_perf:.3f} (reward {r.total:.3f}{extra})")
     d = record.dag
-    t.add_row("critical steps", f"{d.critical_steps} (budget {record.config.get('max_critical_steps', '?')})")
+    budget = record.config.get("max_critical_steps")
+    t.add_row("critical steps", critical_text(d.critical_steps, budget if isinstance(budget, int) else None)[15:])
     t.add_row("total steps", f"{d.total_steps}  (speed-up ×{d.speedup:.2f}, widths {list(d.stage_widths)})")
     counts = Counter(r.status.value for r in record.subagent_results)
     t.add_row("sub-agents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")

@@ -30,6 +30,7 @@ from orchestrator.cli.live import (
     NO_ANSWER,
     EventLines,
     LiveState,
+    critical_text,
     given_answer,
     stage_tree,
     stages_from_record,
@@ -339,10 +340,8 @@ def _budget(record: EpisodeRecord) -> int | None:
 
 
 def _tree_title(record: EpisodeRecord) -> Text:
-    d = record.dag
-    budget = _budget(record)
-    left = f" · {budget - d.critical_steps} of {budget} left" if budget is not None else ""
-    return Text.assemble(("stages ", "bold"), f"({len(record.stages)}) · critical steps {d.critical_steps}{left}")
+    budget = critical_text(record.dag.critical_steps, _budget(record))
+    return Text.assemble(("stages ", "bold"), f"({len(record.stages)}) · {budget}")
 
 
 def execute(

@@ -511,8 +511,8 @@ def start_tracing(
     if target is not None and not target.explicit and not receiver_listening(target, options.probe_timeout_s):
         host, port = target.address
         notes.append(
-            f"no OTLP receiver on {host}:{port}; not exporting over the network "
-            "(set OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint, or start Jaeger: see traces/README.md)"
+            f"no OTLP receiver on {host}:{port}; spans go to the trace file only "
+            "(start Jaeger: README, Traces; or set --otlp-endpoint / OTEL_EXPORTER_OTLP_ENDPOINT)"
         )
         target = None
     elif target is not None and target.explicit and not receiver_listening(target, options.probe_timeout_s):

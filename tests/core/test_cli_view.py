@@ -57,12 +57,12 @@ def test_the_final_tree_names_each_action_its_outcome_steps_and_budget(tmp_path:
     r = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(tmp_path), "-q", "--no-trace-file"])
     assert r.exit_code == 0, r.output
     out = r.stdout
-    assert "stage 0 · subagents · 9 sub-agents · 4 critical steps · budget left 12/16" in out
+    assert "stage 0 · subagents · 9 sub-agents · critical steps +4 → 4/16" in out
     assert "create researcher  created  tools: lookup_capital" in out
     assert "researcher-0-3  completed  2/6 steps  Find the capital of Brazil." in out
     assert "researcher-0-8  failed (ModelOutputError)  3/6 steps" in out
     assert "model output stayed malformed" in out  # why it failed, under it
-    assert "stage 1 · answer · 1 critical step · budget left 11/16" in out
+    assert "stage 1 · answer · critical steps +1 → 5/16" in out
 
 
 def test_rejected_actions_say_why_in_the_tree_and_on_stderr(tmp_path: Path, openai_script: Callable[..., Any]) -> None:
@@ -75,11 +75,11 @@ def test_rejected_actions_say_why_in_the_tree_and_on_stderr(tmp_path: Path, open
     assert "→ reader-0-0 completed 1/" in tree
     # Without a terminal: one line per event, as it happens, on stderr (not stdout).
     err = r.stderr
-    assert "stage 0 started (subagents, 1 sub-agent; critical steps 1, 31 of 32 left)" in err
+    assert "stage 0 started (subagents, 1 sub-agent; critical steps 1/32)" in err
     assert "created sub-agent reader" in err
     assert "assign_task ghost rejected (InvalidAction): unknown sub-agent 'ghost'" in err
     assert "reader-0-0 completed after 1/" in err
-    assert "stage 0 finished: 2 critical step(s), 2 used, 30 left" in err
+    assert "stage 0 finished: critical steps +2 → 2/32" in err
     assert "episode" in err.splitlines()[-1] and "completed" in err.splitlines()[-1]
     assert "stage 0 started" not in r.stdout
 
@@ -115,7 +115,7 @@ def test_the_live_view_shows_running_agents_their_tools_and_errors() -> None:
     state(SubagentStarted(agent_id="w-0-1", name="w", task="task B", step_cap=4))
     state(SubagentStep(agent_id="w-0-0", step=1, tools=("python",), error="NameError: name 'y' is not defined"))
     text = _render(state)
-    assert "stage 0 · subagents · 2 sub-agents · budget left 9/10" in text
+    assert "stage 0 · subagents · 2 sub-agents · critical steps 1/10" in text
     assert "w-0-0  running  1/4 steps  python  task A" in text
     assert "last error: NameError" in text
     assert "→ x  rejected (InvalidAction)" in text and "unknown sub-agent 'x'" in text
@@ -125,7 +125,7 @@ def test_the_live_view_shows_running_agents_their_tools_and_errors() -> None:
     state(SubagentFinished(agent_id="w-0-0", status=AgentStatus.COMPLETED, result=result))
     state(StageFinished(index=0, critical_steps=3, critical_so_far=4))
     text = _render(state)
-    assert "3 critical steps · budget left 6/10" in text and "w-0-0  completed  2/4 steps" in text
+    assert "critical steps +3 → 4/10" in text and "w-0-0  completed  2/4 steps" in text
 
 
 def _render(obj: object) -> str:
@@ -170,5 +170,5 @@ def test_in_a_terminal_the_live_view_runs_and_the_tree_stays(tmp_path: Path) -> 
     assert "running" in screen  # the live view drew sub-agents while they ran
     assert "swarm critical steps" in screen
     final = screen[screen.rindex("stages (2)") :]
-    assert "researcher-0-8" in final and "failed" in final and "budget left 11/16" in final
+    assert "researcher-0-8" in final and "failed" in final and "critical steps +1 → 5/16" in final
     assert "stage 0 started" not in screen  # a terminal gets the live view, not log lines

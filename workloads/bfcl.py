@@ -278,7 +278,10 @@ def attempted_calls(record: EpisodeRecord, item: BfclItem) -> Attempts:
       ``AlreadyDone`` across stages) counts as its twin's calls once more: running it would have made
       them again, as a single agent's repeated call is scored as made twice.
 
-    Assignments refused for width or budget never formed a call and count for nothing."""
+    Assignments refused for width or budget never formed a call and count for nothing. The score is a
+    function of the record alone (a stored episode rescored gives the same number); the one call it
+    cannot see is one whose step was cancelled while it ran (that step keeps no results), a window of
+    one scheduling point, since the recorder functions return at once."""
     names = {tool_name(f["name"]): f["name"] for f in item.functions}
     calls: list[tuple[str, dict[str, Any], bool]] = []
     held = 0

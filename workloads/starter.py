@@ -30,6 +30,7 @@ answer alone (single), calling the calculator for arithmetic.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import operator
 import random
@@ -559,6 +560,28 @@ def _operators(text: str) -> str:
     return text
 
 
+def _arithmetic_units(
+    part: str, patterns: Sequence[re.Pattern[str]], operands: Sequence[tuple[float, ...]]
+) -> list[tuple[int, str]]:
+    """(item, unit) pairs of one segment: the text from each expression named to the next; with several
+    expressions named first and as many numbers after the last (``… for 61 * 77 and 80 * 70 are 4697
+    and 5600``), each expression with its number in order; with none, the item whose two operands
+    start the segment (``the product of 61 and 77 is 4697``)."""
+    found = sorted((m.start(), m.end(), i) for i, p in enumerate(patterns) for m in p.finditer(part))
+    if not found:
+        lead = tuple(_numbers(part)[:2])
+        owners = [i for i, o in enumerate(operands) if o == lead]
+        return [(owners[0], part)] if len(owners) == 1 else []
+    tail = _numbers(part[found[-1][1] :])
+    between = [_numbers(part[a[1] : b[0]]) for a, b in itertools.pairwise(found)]
+    if len(found) > 1 and len(tail) == len(found) and not any(between) and not hedged(part):
+        return [(i, f"{operands[i][0]} {operands[i][1]} = {x}") for (_, _, i), x in zip(found, tail, strict=True)]
+    ends = [s for s, _, _ in found[1:]] + [len(part)]
+    return [
+        (i, part[0 if n == 0 else start : end]) for n, ((start, _, i), end) in enumerate(zip(found, ends, strict=True))
+    ]
+
+
 def _score_arithmetic(answer: str, items: Sequence[dict[str, Any]]) -> list[bool]:
     """Per item: a unit names its expression (``61 * 77``, ``61 × 77``, ``61 times 77``) or starts with
     its two operands, holds its value, and no number but the operands and the value; else, with no
@@ -568,14 +591,8 @@ def _score_arithmetic(answer: str, items: Sequence[dict[str, Any]]) -> list[bool
     values = [float(it["answer"][0]) for it in items]
     units: dict[int, list[str]] = {}
     for part in map(_operators, segments(answer)):
-        hits = sorted((m.start(), i) for i, p in enumerate(patterns) for m in p.finditer(part))
-        if not hits:
-            lead = tuple(_numbers(part)[:2])
-            owners = [i for i, o in enumerate(operands) if o == lead]
-            hits = [(0, owners[0])] if len(owners) == 1 else []
-        for n, (start, i) in enumerate(hits):
-            end = hits[n + 1][0] if n + 1 < len(hits) else len(part)
-            units.setdefault(i, []).append(part[0 if n == 0 else start : end])
+        for i, unit in _arithmetic_units(part, patterns, operands):
+            units.setdefault(i, []).append(unit)
     if not units:
         found = _positional([c for seg in segments(answer) for c in clauses(seg)], len(items), _numbers)
         return [found is not None and math.isclose(found[i], values[i], abs_tol=1e-6) for i in range(len(items))]

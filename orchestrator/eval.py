@@ -382,16 +382,20 @@ class _Run:
     models: set[str] = field(default_factory=set)
 
 
+Job = tuple[Task, str, int]
+"""(task, arm, sample)."""
+
+
 def _raw_row(
     run: _Run,
-    task: Task,
-    arm: str,
+    job: Job,
     cfg: SwarmConfig,
     record: EpisodeRecord | None,
     error: str | None,
     provenance: Provenance,
 ) -> RawEpisode:
     """The raw row of one episode (``error``: a runtime crash, with ``record`` the partial record if any)."""
+    task, arm, sample = job
     common: dict[str, Any] = {
         "run_id": run.run_id,
         "workload": run.workload.name,
@@ -401,7 +405,8 @@ def _raw_row(
         "task_id": task.id,
         "arm": arm,
         "mode": arm_mode(arm),
-        "episode_id": f"{task.id}-{arm}",
+        "sample": sample,
+        "episode_id": episode_id(task.id, arm, sample),
         "provenance": provenance,
         "config": cfg.model_dump(mode="json"),
         "concurrent_episodes": run.concurrent,
@@ -441,11 +446,28 @@ def _raw_row(
     )
 
 
-async def _episode(run: _Run, task: Task, arm: str) -> RawEpisode:
+def episode_id(task_id: str, arm: str, sample: int = 0) -> str:
+    """``<task>-<arm>``, and ``-r<sample>`` for samples after the first."""
+    return f"{task_id}-{arm}" + (f"-r{sample}" if sample else "")
+
+
+def sample_config(cfg: SwarmConfig, sample: int) -> SwarmConfig:
+    """Sample ``sample`` of a task: each role's sampling seed moved on by ``sample`` (sample 0 unchanged)."""
+    if not sample:
+        return cfg
+    update = {}
+    for name in ("orchestrator_sampling", "subagent_sampling"):
+        sp = getattr(cfg, name)
+        if sp.seed is not None:
+            update[name] = sp.model_copy(update={"seed": sp.seed + sample})
+    return cfg.model_copy(update=update)
+
+
+async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
     """Run one episode, save its record, append its raw row."""
     mode = arm_mode(arm)
     ep = run.workload.episode(task, mode)
-    cfg = arm_config(ep, arm, run.base, run.overrides)
+    cfg = sample_config(arm_config(ep, arm, run.base, run.overrides), sample)
     orch_backend, sub_backend = run.backends(task, mode)
     run.models.add(orch_backend.model)
     prov = run.provenance
@@ -466,12 +488,12 @@ async def _episode(run: _Run, task: Task, arm: str) -> RawEpisode:
     record: EpisodeRecord | None
     error = None
     try:
-        record = await orch.run(task, episode_id=f"{task.id}-{arm}")
+        record = await orch.run(task, episode_id=episode_id(task.id, arm, sample))
     except anyio.get_cancelled_exc_class():
         raise  # interrupted: no row, so a resumed run runs this episode again
     except Exception as exc:  # a runtime bug in one episode must not end the evaluation
         error, record = f"{type(exc).__name__}: {exc}", orch.last_record
-    raw = _raw_row(run, task, arm, cfg, record, error, prov)
+    raw = _raw_row(run, (task, arm, sample), cfg, record, error, prov)
     if run.root is not None:
         if record is not None:
             write_episode(record, run.root / "episodes" / arm)
@@ -548,13 +570,13 @@ def _open_run(root: Path, manifest: RunManifest, resume: bool) -> list[RawEpisod
     return rows
 
 
-async def _run_all(run: _Run, todo: Sequence[tuple[Task, str]], on_row: Callable[[RawEpisode], None]) -> None:
+async def _run_all(run: _Run, todo: Sequence[Job], on_row: Callable[[RawEpisode], None]) -> None:
     """Run ``todo`` with at most ``run.concurrent`` episodes at once, in order of starting."""
-    jobs: Iterator[tuple[Task, str]] = iter(todo)
+    jobs: Iterator[Job] = iter(todo)
 
     async def worker() -> None:
-        for task, arm in jobs:  # the workers share one iterator: each job runs once
-            on_row(await _episode(run, task, arm))
+        for task, arm, sample in jobs:  # the workers share one iterator: each job runs once
+            on_row(await _episode(run, task, arm, sample))
 
     async with anyio.create_task_group() as tg:
         for _ in range(max(1, min(run.concurrent, len(todo)))):
@@ -591,12 +613,14 @@ async def run_eval(
     on_row: Callable[[Progress], None] | None = None,
     on_start: Callable[[int, int, Configs], None] | None = None,
     concurrent_episodes: int = 1,
+    samples: int = 1,
     provenance: Provenance | None = None,
     telemetry: Callable[[str], Telemetry | None] | None = None,
     argv: Sequence[str] = (),
 ) -> EvalReport:
-    """Run every task in every arm, ``concurrent_episodes`` at a time (1: one after another, so wall
-    times are comparable). Budgets below what the gold policy needs are refused first (ConfigError).
+    """Run every task in every arm ``samples`` times (sample ``i`` moves each sampling seed on by ``i``;
+    greedy samples measure run-to-run variance), ``concurrent_episodes`` at a time (1: one after
+    another, so wall times are comparable). Budgets below what the gold policy needs are refused first (ConfigError).
 
     A runtime crash in one episode becomes a row with status ``crashed`` and the error; it does not
     stop the evaluation. Rows are written as they finish, so an interrupted run keeps them, and
@@ -606,6 +630,8 @@ async def run_eval(
     arms = tuple(dict.fromkeys(arms))
     if not arms or any(a not in ARMS for a in arms):
         raise ConfigError(f"arms must be among {list(ARMS)}, got {list(arms)}")
+    if samples < 1:
+        raise ConfigError(f"samples must be at least 1, got {samples}")
     if concurrent_episodes < 1:
         raise ConfigError(f"concurrent_episodes must be at least 1, got {concurrent_episodes}")
     if resume and (out_dir is None or run_id is None):
@@ -625,7 +651,11 @@ async def run_eval(
         seed=seed,
         task_ids=tuple(t.id for t in tasks),
         arms=arms,
-        settings=_settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov),
+        settings={
+            **_settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov),
+            "samples": samples,
+        },
+        samples=samples,
         provenance=prov,
         concurrent_episodes=concurrent_episodes,
         argv=tuple(argv),
@@ -635,7 +665,7 @@ async def run_eval(
     if root is not None and not (root / "tasks.jsonl").exists():
         write_tasks(tasks, root / "tasks.jsonl")
     done = {r.key for r in raws}
-    todo = [(t, a) for t in tasks for a in arms if (t.id, a, 0) not in done]
+    todo = [(t, a, i) for t in tasks for i in range(samples) for a in arms if (t.id, a, i) not in done]
     if on_start is not None:
         on_start(len(raws), len(todo), configs)
     run = _Run(
@@ -692,7 +722,7 @@ def _report(
 ) -> EvalReport:
     """The summary report of a run (task order, then arm order), written to ``report.json``."""
     order = {(t.id, a): i for i, (t, a) in enumerate((t, a) for t in tasks for a in manifest.arms)}
-    rows = [row_of(r) for r in sorted(raws, key=lambda r: order.get((r.task_id, r.arm), len(order)))]
+    rows = [row_of(r) for r in sorted(raws, key=lambda r: (order.get((r.task_id, r.arm), len(order)), r.sample))]
     summaries = {a: summarise(a, [r for r in rows if r.arm == a]) for a in manifest.arms}
     models = run.models or {manifest.provenance.model} - {""}
     report = EvalReport(

@@ -145,6 +145,7 @@ class RunManifest(_Frozen):
     arms: tuple[str, ...]
     settings: dict[str, Any] = Field(description="everything that must match for a resume to continue the run")
     provenance: Provenance
+    samples: int = Field(1, description="episodes per task and arm")
     concurrent_episodes: int = 1
     argv: tuple[str, ...] = ()
     created_at: float = 0.0

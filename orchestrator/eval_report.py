@@ -101,15 +101,22 @@ def _fmt_spread(values: Sequence[float], fmt: str) -> str:
 
 
 def _quality(rows: Sequence[RawEpisode]) -> str:
-    """The metric's mean over the episodes; with several runs, the range of the run means."""
-    by_run: dict[str, list[float]] = defaultdict(list)
+    """The metric's mean over the episodes; with repeats (runs or samples of the same tasks), the range
+    of the repeats' means and how many tasks scored differently across repeats."""
+    by_repeat: dict[tuple[str, int], list[float]] = defaultdict(list)
+    by_task: dict[str, set[float]] = defaultdict(set)
     for r in rows:
-        by_run[r.run_id].append(r.metric)
+        by_repeat[(r.run_id, r.sample)].append(r.metric)
+        by_task[r.task_id].add(r.metric)
     mean = sum(r.metric for r in rows) / len(rows)
-    if len(by_run) == 1:
+    if len(by_repeat) == 1:
         return f"{mean:.3f}"
-    means = [sum(v) / len(v) for v in by_run.values()]
-    return f"{mean:.3f} (runs {min(means):.3f}–{max(means):.3f}, {len(means)} runs)"
+    means = [sum(v) / len(v) for v in by_repeat.values()]
+    differ = sum(len(v) > 1 for v in by_task.values())
+    return (
+        f"{mean:.3f} (repeats {min(means):.3f}–{max(means):.3f}, {len(means)} repeats; "
+        f"{differ} of {len(by_task)} tasks differ)"
+    )
 
 
 def _header(runs: Sequence[RunData], rows: Sequence[RawEpisode]) -> list[str]:
@@ -145,8 +152,9 @@ def _header(runs: Sequence[RunData], rows: Sequence[RawEpisode]) -> list[str]:
 
 def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condition, str]) -> list[str]:
     lines = [
-        "| arm | tasks | episodes | quality | success | critical steps | total steps | tokens | wall s | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| arm | tasks | episodes | quality | success | fan-out | critical steps | total steps | tokens | wall s "
+        "| errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for cond in sorted(by_cond):
         rows = by_cond[cond]
@@ -158,6 +166,7 @@ def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Cond
             str(len(rows)),
             _quality(rows),
             f"{sum(r.success for r in rows) / len(rows):.3f}",
+            f"{sum(r.subagents > 0 for r in rows) / len(rows):.2f}",
             _fmt_spread([r.critical_steps for r in rows], "{:.0f}"),
             _fmt_spread([r.total_steps for r in rows], "{:.0f}"),
             tokens,
@@ -165,7 +174,11 @@ def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Cond
             str(sum(r.error is not None for r in rows)),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, "", "Steps, tokens and wall time: median (min–max) over episodes.", ""]
+    note = (
+        "Fan-out: share of episodes that created a sub-agent. "
+        "Steps, tokens and wall time: median (min–max) over episodes."
+    )
+    return [*lines, "", note, ""]
 
 
 def _per_task(rows: Sequence[RawEpisode]) -> dict[str, float]:

@@ -59,6 +59,7 @@ from swarm.errors import UserError
 from swarm.records import Task
 from swarm.tracing import Telemetry
 from workloads import Mode, Workload, get_workload, workload_names
+from workloads.splits import check_fresh_test_seed, record_test_seed, used_test_seeds
 
 __all__ = ["backend_resolver", "eval_command", "parse_knobs", "provenance", "report_table"]
 
@@ -192,11 +193,24 @@ def eval_command(
             "--concurrent-episodes", min=1, help="episodes running at once (1: wall times comparable) [default: 1]"
         ),
     ] = 1,
+    samples: Annotated[
+        int,
+        typer.Option(
+            "--samples", min=1, help="episodes per task and arm (sampling seed +i; greedy: run-to-run variance)"
+        ),
+    ] = 1,
     out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
     run_id: Annotated[str | None, typer.Option("--run-id", help="[default: a timestamp]")] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="continue run --run-id: skip its finished episodes (same settings)")
     ] = False,
+    ledger: Annotated[
+        Path | None,
+        typer.Option(
+            "--test-seed-ledger",
+            help="with --split test: refuse a seed this JSONL ledger lists as used, and record it when the run ends",
+        ),
+    ] = None,
     report_dirs: Annotated[
         list[Path] | None,
         typer.Option("--report", help="print the markdown report of run directories' raw files; run nothing"),
@@ -275,17 +289,26 @@ def eval_command(
         backend=backend,
         provenance=prov,
         concurrent=concurrent_episodes,
+        samples=samples,
         quiet=quiet,
         knobs=knobs,
     )
+    rid = run_id or f"{wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     try:
-        report = _execute(job, backends, out=out, run_id=run_id, resume=resume)
+        if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):
+            check_fresh_test_seed(ledger, wl.name, seed)
+        report = _execute(job, backends, out=out, run_id=rid, resume=resume)
     except KeyboardInterrupt:
-        hint = f"; continue it with --run-id {run_id} --resume" if run_id else ""
-        err.print("[yellow]interrupted[/yellow]; finished episodes are under " + escape(str(out)) + escape(hint))
+        err.print(
+            f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out / rid))}; continue with "
+            f"the same command and --run-id {escape(rid)} --resume",
+            soft_wrap=True,
+        )
         raise typer.Exit(130) from None
     except UserError as exc:
         raise _fail(exc) from None
+    if ledger is not None and split == "test" and seed not in used_test_seeds(ledger, wl.name):
+        record_test_seed(ledger, wl.name, seed, report=str(report.out_dir))
     if json_out:
         sys.stdout.write(report.model_dump_json() + "\n")
     else:
@@ -313,6 +336,7 @@ class _EvalJob:
     backend: str
     provenance: Provenance
     concurrent: int
+    samples: int
     quiet: bool
     knobs: dict[str, Any]
 
@@ -340,11 +364,11 @@ def _banner(job: _EvalJob, run_id: str | None, resumed: int, todo: int, configs:
     commit = f"{(p.commit or 'unknown')[:10]}{' (dirty)' if p.dirty else ''}"
     err.print(
         f"swarm eval · {job.wl.name} · split {job.split} · seed {job.seed} · n {len(job.tasks)} · "
-        f"arms {','.join(job.arms)}\n"
+        f"arms {','.join(job.arms)}" + (f" · {job.samples} samples per task" if job.samples > 1 else "") + "\n"
         f"  model {model} · backend {job.backend} · commit {commit}\n"
         f"  budgets {_budget_text(job, configs)}\n"
-        f"  {todo} episode(s) to run, {job.concurrent} at once"
-        + (f"; {resumed} already done (resumed run {run_id})" if resumed else ""),
+        f"  run {run_id}: {todo} episode(s) to run, {job.concurrent} at once"
+        + (f"; {resumed} already done (resumed)" if resumed else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -355,7 +379,7 @@ def _eta(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str | None, resume: bool) -> EvalReport:
+def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str, resume: bool) -> EvalReport:
     """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode."""
     started = time.monotonic()
 
@@ -376,7 +400,7 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
             soft_wrap=True,
         )
 
-    rid = run_id or f"{job.wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    rid = run_id
     tracings: dict[str, Tracing] = {}
     tracers: dict[str, Telemetry] = {}
 
@@ -406,6 +430,7 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
             on_row=progress,
             on_start=on_start,
             concurrent_episodes=job.concurrent,
+            samples=job.samples,
             provenance=job.provenance,
             telemetry=telemetry,
             argv=tuple(sys.argv),

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.eval import EvalReport, Progress, parse_arms, run_eval
 from orchestrator.eval_raw import RAW_FILE, read_manifest, read_raw, settings_diff
+from orchestrator.eval_report import load_runs, render_report
+from swarm.backend import SamplingParams
 from swarm.errors import ConfigError
 from swarm.records import Task
 from workloads import Mode, get_workload
@@ -167,7 +169,7 @@ def test_cli_banner_progress_traces_resume_and_report(tmp_path: Path) -> None:
     assert len(traces) == 4 and all(p.stat().st_size > 0 for p in traces)
     again = runner.invoke(app, [*args, "--resume"])
     assert again.exit_code == 0, again.output
-    assert "0 episode(s) to run" in again.stderr and "4 already done" in again.stderr
+    assert "run c: 0 episode(s) to run" in again.stderr and "4 already done" in again.stderr
     other = runner.invoke(app, [*args, "--resume", "--max-critical-steps", "30"])
     assert other.exit_code == 2 and "overrides.max_critical_steps" in other.output
     report = runner.invoke(app, ["eval", "--report", str(tmp_path / "c")])
@@ -177,3 +179,34 @@ def test_cli_banner_progress_traces_resume_and_report(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "not a swarm eval run directory" in missing.output
     parsed = json.loads((tmp_path / "c" / "manifest.json").read_text())
     assert parsed["split"] == "dev" and parsed["seed"] == 3
+
+
+async def test_samples_repeat_each_task_with_moved_sampling_seeds(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(2, seed=0)
+    sampling = SamplingParams(temperature=0.7, seed=5)
+    over = {"orchestrator_sampling": sampling, "subagent_sampling": sampling}
+    report = await run_eval(
+        wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="s", samples=3, overrides=over
+    )
+    rows = read_raw(tmp_path / "s" / RAW_FILE)[0]
+    assert sorted((r.task_id, r.sample) for r in rows) == sorted((t.id, i) for t in tasks for i in range(3))
+    assert {r.episode_id for r in rows if r.sample == 2} == {f"{t.id}-single-r2" for t in tasks}
+    assert {r.config["orchestrator_sampling"]["seed"] for r in rows} == {5, 6, 7}
+    assert len(report.rows) == 6 and read_manifest(tmp_path / "s").samples == 3
+    text = render_report(load_runs([tmp_path / "s"]))
+    assert "(repeats 1.000–1.000, 3 repeats; 0 of 2 tasks differ)" in text
+
+
+def test_a_test_seed_is_used_once_when_a_ledger_is_kept(tmp_path: Path) -> None:
+    ledger = tmp_path / "test_seeds.jsonl"
+    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "-n", "1", "--split", "test", "--seed", "4", "-q"]
+    args += ["--mode", "single", "-o", str(tmp_path), "--test-seed-ledger", str(ledger)]
+    first = runner.invoke(app, [*args, "--run-id", "a"])
+    assert first.exit_code == 0, first.output
+    assert [json.loads(line)["seed"] for line in ledger.read_text().splitlines()] == [4]
+    again = runner.invoke(app, [*args, "--run-id", "b"])
+    assert again.exit_code == 2 and "test seed 4 of bfcl-parallel was already used" in " ".join(again.output.split())
+    resumed = runner.invoke(app, [*args, "--run-id", "a", "--resume"])  # the run that used it may go on
+    assert resumed.exit_code == 0, resumed.output
+    assert len(ledger.read_text().splitlines()) == 1

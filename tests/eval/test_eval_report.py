@@ -36,6 +36,6 @@ def test_a_directory_of_runs_and_repeated_runs(tmp_path: Path) -> None:
     assert len(read_raw(tmp_path / "run2" / RAW_FILE)[0]) == 8
     text = render_report(load_runs([tmp_path]))
     assert "runs: run1, run2" in text
-    assert "| 0.250 (runs 0.000–0.500, 2 runs) |" in text  # single: 0 in run1, 0.5 in run2
+    assert "| 0.250 (repeats 0.000–0.500, 2 repeats; 4 of 4 tasks differ) |" in text  # single: 0, then 0.5
     assert "| 4 | 1.000 | 0.250 | +0.750 |" in text
     assert main([str(tmp_path)]) == 0 and main([]) == 2 and main([str(tmp_path / "none")]) == 2

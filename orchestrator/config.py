@@ -40,6 +40,16 @@ class SwarmConfig(BaseModel):
         None,
         description="prompts for a model family: 'default' or 'small' (None: chosen from the backend's model name)",
     )
+    coach: str | None = Field(
+        None,
+        description="coaching tactics: 'none' or 'small' (None: the prompt profile's; a swarm run with its own "
+        "system_prompt gets 'none')",
+    )
+    parallel_tool_calls: bool | None = Field(
+        None,
+        description="a single agent (subagents=False) runs several direct tool calls per turn (True: the "
+        "'single-parallel' arm) or its first only (False); None: the coach's choice (several; one for 'small')",
+    )
     builtin_worker: bool = Field(
         True,
         description="offer the general-purpose sub-agent type 'worker' (all grantable tools) without create_subagent",

@@ -20,7 +20,8 @@ from typing import Any
 import anyio
 from opentelemetry.trace import TracerProvider
 
-from orchestrator.admission import ASSIGN, CREATE, admit, call_signature, repeat_notice
+from orchestrator.admission import ASSIGN, CREATE, admit
+from orchestrator.coach import CallOutcome, CoachState, Ending, ReviewView, TurnAdvice, TurnView, coach_for
 from orchestrator.config import SwarmConfig
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
@@ -87,18 +88,6 @@ RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 
 ORCHESTRATOR_ID = "orchestrator"
 SINGLE_AGENT_PROMPT = "You are a helpful assistant. Use your tools when they help, then answer in plain text."
-FINAL_NOTICE = {
-    EpisodeStatus.BUDGET_EXHAUSTED: "No budget is left for tools or sub-agents. "
-    "Answer the user now in plain text with the results you have.",
-    EpisodeStatus.STUCK: "Stop calling tools: your last calls repeated failed ones. "
-    "Answer the user now in plain text with the results you have.",
-    EpisodeStatus.COMPLETED: "Every task you assigned has already completed; the results are above. "
-    "Answer the user now in plain text with those results.",
-}
-
-
-def _already_done(result: ToolResult | None) -> bool:
-    return result is not None and result.error_type == ErrorType.ALREADY_DONE
 
 
 # -- tagged next steps ------------------------------------------------------------------------------
@@ -108,6 +97,8 @@ def _already_done(result: ToolResult | None) -> bool:
 class _Answer:
     text: str
     status: EpisodeStatus
+    error: str | None = None
+    error_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +148,7 @@ class _EpisodeState:
     trace_id: str | None = None
     reward: RewardRecord | None = None
     last_ids: tuple[int, ...] | None = None
-    failed_calls: set[str] = field(default_factory=set)  # signatures of calls that failed
-    completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
-    stuck_turns: int = 0  # turns in a row that only repeated failed calls
-    split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
-    must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
-    stop: EpisodeStatus | None = None  # why the next turn is the forced last one (budget: None)
-    stop_error: str | None = None
+    coaching: CoachState = field(default_factory=CoachState)  # the coach's memory of this episode
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -295,10 +280,15 @@ class Orchestrator:
         first = next(iter(self._presets), WORKER)
         use_example = cfg.subagents and cfg.system_prompt is None
         self._example = self.profile.example_messages(first) if use_example else ()
-        # Small models answer simple wide tasks from memory instead of delegating (their own weak
-        # recall, one step after another): their first turn must act.
-        self._delegate = use_example and self.profile.delegate_first
-        self._split_nudge = use_example and self.profile.split_nudge
+        # The coach follows the profile, unless a swarm run replaces the protocol prompt its tactics assume.
+        name = cfg.coach or (self.profile.coach if use_example or not cfg.subagents else "none")
+        try:
+            self.coach = coach_for(
+                name, max_repeats=cfg.max_repeated_failures, parallel_tool_calls=cfg.parallel_tool_calls
+            )
+        except UnknownNameError as exc:
+            raise ConfigError(f"coach in the config: {exc}") from None
+        self._has_tools = bool(self._direct or (cfg.subagents and self._grantable))
         self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -326,6 +316,7 @@ class Orchestrator:
             messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
             agents=dict(self._presets),
             max_critical=self.config.max_critical_steps,
+            coaching=self.coach.start(),
         )
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
         # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
@@ -406,33 +397,46 @@ class Orchestrator:
 
     async def _drive(self, st: _EpisodeState) -> None:
         while st.status is None:
-            final = st.stop is not None or st.critical_left <= 1
-            if final and self.config.subagents:
-                reason = st.stop or EpisodeStatus.BUDGET_EXHAUSTED
-                st.messages.append(UserMessage(content=FINAL_NOTICE[reason]))
-            outcome = await self._generate(st, final)
-            nxt = self._decide(st, outcome, final)
+            advice = self._before_turn(st)
+            st.messages.extend(UserMessage(content=n) for n in advice.notices)
+            outcome = await self._generate(st, advice)
+            nxt = self._decide(st, outcome, advice.ending)
             if isinstance(nxt, _Stage):
                 await self._run_stage(st, outcome, nxt.completion)
                 continue
             kind: StageKind = "retry" if isinstance(nxt, _Retry) else "answer"
             self._record_stage(st, outcome, kind, (), ())
             if isinstance(nxt, _Answer):
-                stuck = nxt.status is EpisodeStatus.STUCK
-                st.finish(
-                    nxt.status, nxt.text, st.stop_error if stuck else None, ErrorType.ACTION_LOOP if stuck else None
-                )
+                st.finish(nxt.status, nxt.text, nxt.error, nxt.error_type)
             elif isinstance(nxt, _Fail):
                 st.finish(EpisodeStatus.FAILED, None, nxt.error, nxt.error_type)
 
-    async def _generate(self, st: _EpisodeState, final: bool) -> _TurnOutcome:
+    def _before_turn(self, st: _EpisodeState) -> TurnAdvice:
+        """The coach's advice for the next turn; the last one the budget allows always ends the episode."""
+        last = st.critical_left <= 1
+        view = TurnView(
+            task=st.task.prompt,
+            stages=len(st.stages),
+            subagents_ran=self._subagents_ran(st),
+            subagents=self.config.subagents,
+            has_tools=self._has_tools,
+            last=last,
+        )
+        advice = self.coach.before_turn(st.coaching, view)
+        if last and advice.ending is None:
+            return TurnAdvice("none", advice.notices, ending=Ending(EpisodeStatus.BUDGET_EXHAUSTED))
+        return advice
+
+    async def _generate(self, st: _EpisodeState, advice: TurnAdvice) -> _TurnOutcome:
         """One orchestrator generation (one main step)."""
         cfg = self.config
+        final = advice.ending is not None
         request = ModelRequest(
             messages=tuple(st.messages),
             tools=self._specs,
             sampling=cfg.orchestrator_sampling,
-            tool_choice="none" if final else ("required" if self._must_act(st) else "auto"),
+            tool_choice="none" if final else advice.tool_choice,
+            parallel_tool_calls=advice.parallel_tool_calls,
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
@@ -483,13 +487,13 @@ class Orchestrator:
             st.last_ids = None
         return drift
 
-    def _decide(self, st: _EpisodeState, outcome: _TurnOutcome, final: bool) -> _Next:
+    def _decide(self, st: _EpisodeState, outcome: _TurnOutcome, ending: Ending | None) -> _Next:
         c = outcome.completion
         if c is None:
             return _Fail(f"orchestrator model call failed: {outcome.error}", outcome.error_type)
-        if final:
+        if ending is not None:
             # Tools are disabled on the last turn: whatever it says is the answer.
-            return _Answer(clean_answer(c.text), st.stop or EpisodeStatus.BUDGET_EXHAUSTED)
+            return _Answer(clean_answer(c.text), ending.status, ending.error, ending.error_type)
         if c.parse_error is not None:
             st.malformed += 1
             failure = retry_malformed(
@@ -566,6 +570,8 @@ class Orchestrator:
         cfg = self.config
         index = len(st.stages)
         plan = _StagePlan(index=index, calls=calls)
+        view = ReviewView(st.task.prompt, st.agents, cfg.subagents, self._subagents_ran(st))
+        coached = self.coach.review(st.coaching, calls, view)
         for c in calls:
             if c.name == CREATE and cfg.subagents and c.error is None:
                 try:
@@ -574,25 +580,19 @@ class Orchestrator:
                 except ModelOutputError as exc:
                     plan.results[c.id] = self._error_result(st, c, str(exc), ErrorType.INVALID_ACTION)
         admission = admit(
-            calls,
+            [c for c in calls if c.id not in coached] if coached else calls,
             st.agents,
             stage=index,
             step_cap=min(cfg.max_subagent_steps, st.critical_left - 1),
             max_width=cfg.max_subagents_per_stage,
             subagents=cfg.subagents,
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
-            completed=st.completed,
-            split_task=st.task.prompt
-            if self._split_nudge and not st.split_nudged and not self._delegated(st)
-            else None,
-            distinct=self.profile.distinct_tasks,
         )
-        st.must_act = any(e == ErrorType.SPLIT_TASK for _, e in admission.refused.values())
-        st.split_nudged = st.split_nudged or st.must_act
+        refused = {**coached, **admission.refused}
         by_id: dict[str, ToolCall] = {}
-        for c in calls if admission.refused else ():
+        for c in calls if refused else ():
             by_id.setdefault(c.id, c)  # the first call with an id, as admission saw it
-        for call_id, (message, error_type) in admission.refused.items():
+        for call_id, (message, error_type) in refused.items():
             plan.results[call_id] = self._error_result(st, by_id[call_id], message, error_type)
         plan.direct = admission.direct
         runtimes: dict[str | None, SubagentRuntime] = {}
@@ -667,32 +667,27 @@ class Orchestrator:
         notes: Mapping[str, str],
     ) -> None:
         """The stage's observations for the next turn, in call order: sub-agent results, tool
-        results and refusals; a call that repeats an earlier failure verbatim says so, and a run of
-        turns that only repeat failures stops the episode (``stuck``) instead of burning its budget."""
+        results and refusals, as the coach shows them (it names repeats, and its verdict may make
+        the next turn the last)."""
         cfg = self.config
         calls = completion.tool_calls
         st.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
-        completed, max_chars = AgentStatus.COMPLETED, cfg.max_report_chars
-        repeats = failures = 0
+        outcomes: list[CallOutcome] = []
         for c in calls:
             r = done.get(c.id)
             if r is not None:
-                content, is_error = format_subagent_result(r, max_chars), r.status is not completed
-                if not is_error:
-                    st.completed[(r.name, r.task.strip())] = content
+                content = format_subagent_result(r, cfg.max_report_chars)
+                failed = r.status is not AgentStatus.COMPLETED
+                outcomes.append(CallOutcome(c, content, failed, r.error_type, (r.name, r.task.strip())))
             else:
                 tr = results[c.id]
-                content, is_error = tr.content, tr.is_error
-                if is_error:
-                    failures += 1
-                    sig = call_signature(c)
-                    if sig in st.failed_calls:
-                        repeats += 1
-                        content = repeat_notice(content)
-                    st.failed_calls.add(sig)
+                outcomes.append(CallOutcome(c, tr.content, tr.is_error, tr.error_type))
+        shown = self.coach.after_stage(st.coaching, outcomes)
+        for o, content in zip(outcomes, shown, strict=True):
+            c = o.call
             if c.id in notes:
                 content = f"note: {notes[c.id]}\n{content}"
-            st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name, content=content, is_error=is_error))
+            st.messages.append(ToolMessage(tool_call_id=c.id, name=c.name, content=content, is_error=o.is_error))
         if completion.finish_reason == "length":
             st.messages.append(
                 UserMessage(
@@ -700,23 +695,9 @@ class Orchestrator:
                     "tokens; anything after the last complete call was lost. Keep calls short."
                 )
             )
-        if calls and st.stop is None and all(_already_done(results.get(c.id)) for c in calls):
-            st.stop = EpisodeStatus.COMPLETED  # it only re-assigned finished work: it has every result
-        st.stuck_turns = st.stuck_turns + 1 if calls and repeats == failures == len(calls) else 0
-        if st.stuck_turns >= cfg.max_repeated_failures:
-            st.stop = EpisodeStatus.STUCK
-            st.stop_error = (
-                f"stopped after {st.stuck_turns} turns in a row that only repeated failed calls "
-                f"(last: {call_signature(calls[-1])[:200]})"
-            )
-
-    def _must_act(self, st: _EpisodeState) -> bool:
-        """A small model's first turn must act, and so must the turn after it was shown how to split
-        a list task (else it answers from memory instead of making the calls)."""
-        return (self._delegate and not st.stages) or st.must_act
 
     @staticmethod
-    def _delegated(st: _EpisodeState) -> bool:
+    def _subagents_ran(st: _EpisodeState) -> bool:
         return any(s.subagents for s in st.stages)
 
     def _runtime(self, st: _EpisodeState, model: str | None) -> SubagentRuntime:
@@ -734,8 +715,7 @@ class Orchestrator:
             max_malformed=cfg.max_malformed_retries,
             max_completion_tokens=cfg.max_subagent_completion_tokens,
             observer=observer,
-            tool_first=self.profile.subagent_tool_first and self._delegate,
-            one_call=self.profile.subagent_one_call and self._delegate,
+            coach=self.coach.subagents,
         )
 
     def _workspace(self, st: _EpisodeState) -> Path | None:

@@ -74,18 +74,13 @@ class PromptProfile:
     system_prompt: str
     worker_prompt: str
     example: bool
-    delegate_first: bool
-    split_nudge: bool
-    distinct_tasks: bool
+    coach: str
+    """The coach (:data:`orchestrator.coach.COACHES`) whose tactics go with these prompts."""
     orchestrator_sampling: SamplingParams
     subagent_sampling: SamplingParams
     worker_tools_prompt: str
     create_description: str
     assign_description: str
-    subagent_tool_first: bool = False
-    """A sub-agent with tools must call one on its first step and answer on its last."""
-    subagent_one_call: bool = False
-    """A sub-agent's turn runs its first tool call only; the others are answered "not run"."""
 
     def orchestrator_prompt(self, agents: Sequence[AgentDefinition], extra: str | None = None) -> str:
         """The orchestrator's system prompt: the profile's text, the sub-agent types on offer (fixed
@@ -141,9 +136,7 @@ PROFILES: dict[str, PromptProfile] = {
         description="capable models: the full protocol description",
         system_prompt=DEFAULT_SYSTEM_PROMPT,
         example=False,
-        delegate_first=False,
-        split_nudge=False,
-        distinct_tasks=False,
+        coach="none",
         orchestrator_sampling=SamplingParams(),
         subagent_sampling=SamplingParams(),
         worker_prompt=(
@@ -165,12 +158,9 @@ PROFILES: dict[str, PromptProfile] = {
         description="small models (< 3B): a short prompt with one worked example of a parallel stage",
         system_prompt=_SMALL_SYSTEM_PROMPT,
         example=True,
-        delegate_first=True,
-        # Small models often hand a whole list task to one sub-agent: the first such stage is
-        # refused once with "one assign_task per item" (orchestrator.admission.admit).
-        split_nudge=True,
-        # ... and loop, writing the same assign_task again and again in one turn: each task runs once.
-        distinct_tasks=True,
+        # Act first on list tasks and with tools, one assign_task per list item, each task once per
+        # turn, tool-first one-call sub-agents (orchestrator.coach.SmallModelCoach).
+        coach="small",
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
         # language, invented tools) and its greedy output loops; short turns bound a runaway.
         orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),
@@ -181,11 +171,6 @@ PROFILES: dict[str, PromptProfile] = {
         ),
         create_description="Define a new sub-agent type (only if no existing type fits).",
         assign_description="Run a sub-agent on one task. Calls in one message run in parallel.",
-        # A small sub-agent given search tools answers "NOT FOUND" from memory without searching.
-        subagent_tool_first=True,
-        # ... and writes `search` and `open` in one turn, inventing the id `open` needs
-        # ("1234567890") before the search result exists: one call per turn, the next after it.
-        subagent_one_call=True,
     ),
 }
 

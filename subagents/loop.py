@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from anyio import TaskHandle
 
+from subagents.coach import NoStepCoach, StepCoach, StepView
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
 from swarm.deadlines import DeadlineWatch
@@ -45,17 +46,6 @@ __all__ = [
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
-LAST_STEP_NOTICE = (
-    "No more tool calls: this is your last step. Answer your task now from the tool results above, "
-    "in the form your instructions ask for."
-)
-"""Told to a tool-first sub-agent (``SubagentRuntime.tool_first``) before its last step, after a tool
-result. Without it a small model whose tools are withdrawn keeps writing calls as text, or reports NOT
-FOUND for an entity whose document it has just opened (Qwen2.5-Coder-1.5B on the wide lookup)."""
-_ONE_CALL = (
-    "error: not run: call one tool per turn. It was written before the result of your {} call "
-    "existed; if you still need it, call it again next turn with values from that result."
-)
 
 
 def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
@@ -156,14 +146,8 @@ class SubagentRuntime:
     max_malformed: int = 2
     max_completion_tokens: int | None = None
     observer: Observer | None = None
-    # A small model's sub-agent with tools calls one on its first step (else it answers from memory:
-    # "NOT FOUND" without a search) and answers on its last (else a tool call there ends it at its cap).
-    tool_first: bool = False
-    # A small model writes `search` and `open` in one turn, inventing the id `open` needs before the
-    # search result exists: with this, its requests ask for one call (parallel_tool_calls=False; the
-    # local engine's grammar then admits one) and a turn that still has several runs its first only,
-    # the others answered "not run".
-    one_call: bool = False
+    # The tool choice, notices and calls run at each step (subagents.coach): a small model's tactics.
+    coach: StepCoach = field(default_factory=NoStepCoach)
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
 
@@ -452,25 +436,21 @@ class SubagentRun:
                 )
             )
 
-    def _tool_choice(self) -> Literal["auto", "none", "required"]:
-        if not (self.rt.tool_first and self._tool_specs and self.step_cap > 1):
-            return "auto"
-        if not self.steps:
-            return "required"
-        return "none" if len(self.steps) >= self.step_cap - 1 else "auto"
-
     async def _step(self) -> _Next:
         rt = self.rt
         started = rt.clock()
-        choice = self._tool_choice()
-        if choice == "none" and isinstance(self.messages[-1], ToolMessage):
-            self.messages.append(UserMessage(content=LAST_STEP_NOTICE))
+        coach = rt.coach
+        view = StepView(
+            len(self.steps), self.step_cap, bool(self._tool_specs), isinstance(self.messages[-1], ToolMessage)
+        )
+        choice = coach.tool_choice(view)
+        self.messages.extend(UserMessage(content=n) for n in coach.notices(view, choice))
         request = ModelRequest(
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
             tool_choice=choice,
-            parallel_tool_calls=not rt.one_call,
+            parallel_tool_calls=coach.parallel_tool_calls,
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )
@@ -512,34 +492,24 @@ class SubagentRun:
 
         self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
         calls = completion.tool_calls
-        held = calls[1:] if rt.one_call else ()
+        held = coach.review(calls)
         try:
             results = await run_tool_calls(
-                calls[:1] if held else calls, self._tools, self._ctx, rt.telemetry, rt.clock, deadlines=self.watch
+                [c for c in calls if c.id not in held] if held else calls,
+                self._tools,
+                self._ctx,
+                rt.telemetry,
+                rt.clock,
+                deadlines=self.watch,
             )
         except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
             self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
             raise
         if held:
-            now = rt.clock()
-            notice = _ONE_CALL.format(calls[0].name)
-            results = [
-                *results,
-                *(
-                    ToolResult(
-                        call=c,
-                        content=notice,
-                        is_error=True,
-                        error_type=ErrorType.ONE_CALL_PER_TURN,
-                        started=now,
-                        ended=now,
-                    )
-                    for c in held
-                ),
-            ]
+            results = _with_held(calls, results, held, rt.clock())
         for r in results:
             content = r.content
-            if r.is_error and r.error_type != ErrorType.ONE_CALL_PER_TURN:  # a repeated failure is named so
+            if r.is_error and r.call.id not in held:  # a repeated failure is named so
                 failed = self._failed if self._failed is not None else set()
                 self._failed = failed
                 sig = call_signature(r.call)
@@ -550,6 +520,25 @@ class SubagentRun:
             )
         self._record(started, completion, tuple(results))
         return _CONTINUE
+
+
+def _with_held(
+    calls: Sequence[ToolCall], ran: Sequence[ToolResult], held: Mapping[str, tuple[str, str]], now: float
+) -> list[ToolResult]:
+    """The turn's results in call order: those that ran, and the held-back calls answered "not run"."""
+    by_id = {r.call.id: r for r in ran}
+    out = []
+    for c in calls:
+        if c.id in held:
+            message, error_type = held[c.id]
+            out.append(
+                ToolResult(
+                    call=c, content=f"error: {message}", is_error=True, error_type=error_type, started=now, ended=now
+                )
+            )
+        elif c.id in by_id:
+            out.append(by_id[c.id])
+    return out
 
 
 async def run_subagents(

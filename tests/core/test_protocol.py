@@ -8,9 +8,10 @@ import json
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.admission import SPLIT_NOTICE, admit, lists_items, resolve_agent, split_items
+from orchestrator.admission import admit, resolve_agent
+from orchestrator.coach import SPLIT_NOTICE, lists_items, split_items
 from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
-from subagents.loop import LAST_STEP_NOTICE
+from subagents.coach import LAST_STEP_NOTICE
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
 from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -367,7 +368,7 @@ def test_the_profile_follows_the_model_size_in_its_name(model: str, profile: str
 
 async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act_first() -> None:
     policy = ScriptedBackend([[assign("a")], "done"], model=SMALL)
-    await Orchestrator(policy, subagent_backend=ScriptedBackend(["ra"])).run("the real task")
+    await Orchestrator(policy, subagent_backend=ScriptedBackend(["ra"])).run("the real task: Peru and Chile")
     first = policy.calls[0]
     system = first.messages[0]
     assert isinstance(system, SystemMessage) and system.content.startswith(PROFILES["small"].system_prompt)
@@ -380,7 +381,7 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     ]
     assert {c.arguments["agent"] for c in example[1].tool_calls} == {WORKER}
     assert isinstance(example[-1], AssistantMessage) and not example[-1].tool_calls
-    assert first.messages[-1] == UserMessage(content="the real task")
+    assert first.messages[-1] == UserMessage(content="the real task: Peru and Chile")
     assert first.tool_choice == "required" and policy.calls[1].tool_choice == "auto"
     assert {t.name for t in first.tools} >= {"create_subagent", "assign_task"}
     assert next(t for t in first.tools if t.name == "assign_task").description == PROFILES["small"].assign_description

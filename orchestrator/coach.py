@@ -1,0 +1,475 @@
+"""Coaching: the tactics a model needs beside the protocol, as one object with hooks the engine calls.
+
+The engine (:mod:`orchestrator.engine`) runs the protocol — turns, stages, admission, budgets — for the
+swarm arm (an orchestrator with sub-agents) and the single arm (``SwarmConfig.subagents = False``)
+alike. At four fixed points it asks its :class:`Coach`:
+
+- :meth:`Coach.before_turn` — the turn's tool choice, the notices the model reads first, whether it
+  may propose several direct calls, and whether this is the episode's last turn (an :class:`Ending`:
+  the budget is spent, or an earlier verdict stopped the episode);
+- :meth:`Coach.review` — which of the turn's proposed calls do not run, before admission (a finished
+  task assigned again, a copy within one turn, a whole list handed to one sub-agent, a single agent's
+  calls after its first);
+- :meth:`Coach.after_stage` — what the model is shown for each call (a repeated failure or a repeat
+  of a call that already returned says so), and the verdict: everything was already done, or the
+  model is stuck repeating itself;
+- :attr:`Coach.subagents` — the :class:`~subagents.coach.StepCoach` of its sub-agents.
+
+Its state lives in one :class:`CoachState` per episode (:meth:`Coach.start`). :class:`NoCoach` (capable
+models) keeps only the guards every model gets: the last-turn notice, repeat and stuck detection, no
+rerun of finished work. :class:`SmallModelCoach` (sub-3B models) adds the tactics: act first where
+the task lists several items or tools exist, one ``assign_task`` per list item, each task once per
+turn, and tool-first, one-call-per-turn steps for its sub-agents and for a single agent. Which coach
+an episode gets follows its prompt profile (:func:`coach_for`), or ``SwarmConfig.coach``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from orchestrator.admission import ASSIGN, resolve_agent
+from subagents.coach import NoStepCoach, Refusal, SmallModelStepCoach, StepCoach, ToolChoice, hold_after_first
+from subagents.loop import call_signature, repeat_notice
+from swarm.errors import ErrorType
+from swarm.messages import ToolCall
+from swarm.records import AgentDefinition, EpisodeStatus
+from swarm.registry import Registry
+
+__all__ = [
+    "COACHES",
+    "SPLIT_NOTICE",
+    "CallOutcome",
+    "Coach",
+    "CoachState",
+    "Ending",
+    "NoCoach",
+    "ReviewView",
+    "SmallModelCoach",
+    "TurnAdvice",
+    "TurnView",
+    "coach_for",
+    "lists_items",
+    "split_items",
+    "split_notice",
+]
+
+# -- what the engine shows the coach, and what it gets back -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """The episode as a coach sees it before a turn."""
+
+    task: str
+    stages: int  # stages recorded so far (retries of malformed output included)
+    subagents_ran: bool  # a sub-agent has run
+    subagents: bool  # the swarm arm (sub-agent actions offered) or the single arm
+    has_tools: bool  # tools of its own: direct ones, or (swarm) ones it can grant
+    last: bool  # the critical-step budget leaves this turn only: it must answer
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """The turn is the episode's last (tools withdrawn): the status its answer ends with."""
+
+    status: EpisodeStatus
+    error: str | None = None
+    error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAdvice:
+    """What a turn's request carries: tool choice, notices (user turns before it), several direct
+    calls or one, and ``ending`` when it is the last turn."""
+
+    tool_choice: ToolChoice = "auto"
+    notices: tuple[str, ...] = ()
+    parallel_tool_calls: bool = True
+    ending: Ending | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewView:
+    """The episode as a coach sees it when reviewing a turn's calls."""
+
+    task: str
+    agents: Mapping[str, AgentDefinition]
+    subagents: bool
+    subagents_ran: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """One call of a finished stage, as the model would see it. ``assignment`` is the ``(type, task)``
+    a sub-agent ran (``None`` for tool calls and refusals)."""
+
+    call: ToolCall
+    content: str
+    is_error: bool
+    error_type: str | None = None
+    assignment: tuple[str, str] | None = None
+
+
+@dataclass(slots=True)
+class CoachState:
+    """A coach's memory of one episode."""
+
+    failed: set[str] = field(default_factory=set)  # signatures of calls that failed
+    returned: dict[str, str] = field(default_factory=dict)  # signature -> result of a call that succeeded
+    completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
+    stuck_turns: int = 0  # turns in a row that only repeated failed calls
+    split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
+    must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
+    stop: Ending | None = None  # a verdict: the next turn is the last one
+    stop_notice: str = ""
+
+
+# -- notices ----------------------------------------------------------------------------------------
+
+_ANSWER_NOW = "Answer the user now in plain text with the results you have."
+_BUDGET_NOTICE = {
+    True: "No budget is left for tools or sub-agents. " + _ANSWER_NOW,
+    False: "No budget is left for tool calls. " + _ANSWER_NOW,
+}
+_STUCK_NOTICE = "Stop calling tools: your last calls repeated failed ones. " + _ANSWER_NOW
+_DONE_NOTICE = (
+    "Every task you assigned has already completed; the results are above. "
+    "Answer the user now in plain text with those results."
+)
+_RETURNED_NOTICE = (
+    "Every call you made has already returned its result, shown above. "
+    "Answer the user now in plain text with those results."
+)
+_SAME_RESULT = (
+    "You already made exactly this call and it returned the same result as before (above). "
+    "Do not repeat it: answer the user now if you have what you need."
+)
+
+
+# -- the coaches ------------------------------------------------------------------------------------
+
+
+class Coach:
+    """The hooks the engine calls (see the module docstring); :class:`NoCoach` implements them."""
+
+    name: str
+    subagents: StepCoach
+
+    def start(self) -> CoachState:
+        raise NotImplementedError
+
+    def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
+        raise NotImplementedError
+
+    def review(self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView) -> dict[str, Refusal]:
+        raise NotImplementedError
+
+    def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
+        raise NotImplementedError
+
+
+class NoCoach(Coach):
+    """Capable models: no tactics, only the guards every model gets.
+
+    - The last turn (budget spent, or a verdict) is told why, and to answer.
+    - A finished ``assign_task`` is not run again; the model is shown its report.
+    - A repeated failed call says so; ``max_repeats`` turns in a row of only repeated failures stop
+      the episode (``stuck``).
+    - A turn that only repeats finished work (assignments that completed, calls that return what
+      they returned before) is followed by the answer turn.
+    - A single agent runs its turn's direct calls together, or, with ``parallel_tool_calls=False``,
+      the first one only (the ``single`` arm; ``True`` is ``single-parallel``).
+    """
+
+    name = "none"
+
+    def __init__(self, *, max_repeats: int = 2, parallel_tool_calls: bool | None = None) -> None:
+        self.max_repeats = max_repeats
+        self.parallel = True if parallel_tool_calls is None else parallel_tool_calls
+        self.subagents = NoStepCoach()
+
+    def start(self) -> CoachState:
+        return CoachState()
+
+    def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
+        if state.stop is not None:
+            return TurnAdvice("none", (state.stop_notice,), ending=state.stop)
+        if view.last:
+            ending = Ending(EpisodeStatus.BUDGET_EXHAUSTED)
+            return TurnAdvice("none", (_BUDGET_NOTICE[view.subagents],), ending=ending)
+        return TurnAdvice("auto", parallel_tool_calls=view.subagents or self.parallel)
+
+    def review(self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView) -> dict[str, Refusal]:
+        if not view.subagents:
+            return {} if self.parallel else hold_after_first(calls)
+        return self._review_assignments(state, calls, view, distinct=False)
+
+    def _review_assignments(
+        self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView, *, distinct: bool
+    ) -> dict[str, Refusal]:
+        """Finished tasks assigned again, and (``distinct``) copies of one task within the turn."""
+        refused: dict[str, Refusal] = {}
+        seen: set[tuple[str, str]] = set()
+        for c in calls:
+            key = assignment_key(c, view.agents)
+            if key is None:
+                continue
+            if distinct:
+                folded = (key[0], key[1].casefold())
+                if folded in seen:
+                    refused[c.id] = (
+                        "the same task was already assigned in this message and runs once; this copy was not run.",
+                        ErrorType.DUPLICATE_TASK,
+                    )
+                    continue
+                seen.add(folded)
+            if key in state.completed:
+                refused[c.id] = (
+                    f"this exact task already completed; its result: {state.completed[key]}\n"
+                    "Do not assign it again: answer the user now if you have every part.",
+                    ErrorType.ALREADY_DONE,
+                )
+        return refused
+
+    def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
+        shown: list[str] = []
+        repeated = failures = settled = assigned_again = 0
+        for o in outcomes:
+            content, sig = o.content, call_signature(o.call)
+            if o.assignment is not None:  # a sub-agent's report
+                if not o.is_error:
+                    state.completed[o.assignment] = content
+            elif o.error_type == ErrorType.ONE_CALL_PER_TURN:
+                pass  # held back, not failed: the model was told to send it again
+            elif o.is_error:
+                failures += 1
+                if o.error_type == ErrorType.ALREADY_DONE:
+                    settled, assigned_again = settled + 1, assigned_again + 1
+                if sig in state.failed:
+                    repeated += 1
+                    content = repeat_notice(content)
+                state.failed.add(sig)
+            else:
+                if state.returned.get(sig) == content:
+                    settled += 1
+                    content = _SAME_RESULT
+                state.returned[sig] = o.content
+            shown.append(content)
+        self._verdict(state, outcomes, repeated, failures, settled, assigned_again)
+        return shown
+
+    def _verdict(
+        self,
+        state: CoachState,
+        outcomes: Sequence[CallOutcome],
+        repeated: int,
+        failures: int,
+        settled: int,
+        assigned_again: int,
+    ) -> None:
+        n = len(outcomes)
+        if n and settled == n and state.stop is None:  # it has every result: the next turn answers
+            state.stop = Ending(EpisodeStatus.COMPLETED)
+            state.stop_notice = _DONE_NOTICE if assigned_again else _RETURNED_NOTICE
+        state.stuck_turns = state.stuck_turns + 1 if n and repeated == failures == n else 0
+        if state.stuck_turns >= self.max_repeats:
+            state.stop = Ending(
+                EpisodeStatus.STUCK,
+                f"stopped after {state.stuck_turns} turns in a row that only repeated failed calls "
+                f"(last: {call_signature(outcomes[-1].call)[:200]})",
+                ErrorType.ACTION_LOOP,
+            )
+            state.stop_notice = _STUCK_NOTICE
+
+
+class SmallModelCoach(NoCoach):
+    """Sub-3B models (Qwen2.5-Coder-0.5B/1.5B, SmolLM2): :class:`NoCoach`'s guards, plus:
+
+    - The first turn must act (``tool_choice="required"``) where acting is needed: the task lists
+      several items (swarm: one sub-agent each), or the agent has tools (else a small model answers
+      from its own weak recall). A one-fact question without tools may be answered directly.
+    - A whole list task handed to one sub-agent is refused once, with the calls to send instead
+      (:func:`split_notice`); the next turn must act.
+    - Copies of one task within a turn run once (a small model loops on the same call to its cap).
+    - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
+      call per turn (:class:`~subagents.coach.SmallModelStepCoach`).
+    """
+
+    name = "small"
+
+    def __init__(self, *, max_repeats: int = 2, parallel_tool_calls: bool | None = None) -> None:
+        super().__init__(max_repeats=max_repeats, parallel_tool_calls=bool(parallel_tool_calls))
+        self.subagents = SmallModelStepCoach()
+
+    def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
+        advice = super().before_turn(state, view)
+        if advice.ending is not None or not self._must_act(state, view):
+            return advice
+        return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
+
+    @staticmethod
+    def _must_act(state: CoachState, view: TurnView) -> bool:
+        if state.must_act:
+            return True
+        if view.stages:
+            return False
+        return view.has_tools or (view.subagents and lists_items(view.task))
+
+    def review(self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView) -> dict[str, Refusal]:
+        if not view.subagents:
+            return super().review(state, calls, view)
+        refused = self._review_assignments(state, calls, view, distinct=True)
+        state.must_act = False
+        if state.split_nudged or view.subagents_ran:
+            return refused
+        runs = [c for c in calls if c.id not in refused and assignment_key(c, view.agents) is not None]
+        if len(runs) == 1 and lists_items(view.task) and lists_items(str(runs[0].arguments["task"])):
+            agent, _ = resolve_agent(runs[0].arguments.get("agent"), view.agents)
+            refused[runs[0].id] = (split_notice(view.task, agent or ""), ErrorType.SPLIT_TASK)
+            state.must_act = state.split_nudged = True
+        return refused
+
+
+def assignment_key(c: ToolCall, agents: Mapping[str, AgentDefinition]) -> tuple[str, str] | None:
+    """``(type, task)`` of an ``assign_task`` call that admission would run, else ``None``."""
+    if c.name != ASSIGN or c.error is not None:
+        return None
+    name, _ = resolve_agent(c.arguments.get("agent"), agents)
+    task = c.arguments.get("task")
+    if name is None or not isinstance(task, str) or not task.strip():
+        return None
+    return name, task.strip()
+
+
+CoachFactory = Callable[..., Coach]
+COACHES: Registry[CoachFactory] = Registry("coach")
+COACHES.add(NoCoach.name, NoCoach)
+COACHES.add(SmallModelCoach.name, SmallModelCoach)
+
+
+def coach_for(name: str, *, max_repeats: int = 2, parallel_tool_calls: bool | None = None) -> Coach:
+    """The coach registered as ``name`` (``none``, ``small``); unknown names fail with the known ones."""
+    return COACHES.get(name)(max_repeats=max_repeats, parallel_tool_calls=parallel_tool_calls)
+
+
+# -- list tasks: recognising and splitting them -----------------------------------------------------
+
+# "France and Japan", "a, b, c", "x & y", or a bulleted/numbered list of two or more lines.
+_LIST = re.compile(r"\S\s+(?:and|&)\s+\S|,[^,]+,|^\s*(?:[-*•]|\d+[.)])\s+.+\n\s*(?:[-*•]|\d+[.)])\s+", re.I | re.M)
+
+SPLIT_NOTICE = (
+    "not run yet: this task lists several items, and one sub-agent would do them one after another. "
+    "Give each item its own assign_task call, all in one message (they run in parallel), each task "
+    "complete on its own. If the task really cannot be split, assign it again unchanged."
+)
+
+_ITEM_WORD = re.compile(r"^(?:[A-Z0-9'\"‘“(]|[-+*/×=]$)")  # a name, a number, a quoted word, an operator
+_CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment
+_SENTENCE_END = re.compile(r"[.?!;]")
+_SENTENCES = re.compile(r".+?(?:[.?!;](?=\s|$)|$)")  # "3.5" and "v1.2" do not end a sentence
+# "these 6 customers: Ava Lopez." and "both France." misstate one item's task: the count goes.
+_COUNT = re.compile(
+    r"\b(these|those|the|all|following)\s+(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\s+"
+    r"|\bboth\s+$",
+    re.I,
+)
+_PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
+
+
+def lists_items(text: str) -> bool:
+    """Whether a task names several items (``France and Japan``, ``a, b, c``, a bulleted list)."""
+    return _LIST.search(text) is not None
+
+
+def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str], str] | None:
+    """``(prefix, items, rest)`` of the list whose last separator sits between ``left`` and ``right``
+    (one sentence cut at its last "and"/"&" or, for a list of commas only, at its last comma)."""
+    pieces = [p.strip() for p in left.split(",")]
+    head, middle = pieces[0], pieces[1:]
+    if any(not p or len(p.split()) > 4 for p in middle):
+        return None  # not a list of short items
+    words = head[head.rfind(":") + 1 :].split()
+    run: list[str] = []
+    for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
+        if not _ITEM_WORD.match(w):
+            break
+        run.insert(0, w)
+    rwords = right.split()
+    last: list[str] = []
+    for i, w in enumerate(rwords):
+        following = rwords[i + 1] if i + 1 < len(rwords) else ""
+        if _ITEM_WORD.match(w) or (last and w.lower() in _CONNECTORS and _ITEM_WORD.match(following)):
+            last.append(w)
+        else:
+            break
+    if not middle and not (run and last):
+        return None  # "X and Y" is a list only of names, numbers or quoted words ("write code and test it" is not)
+    sizes = sorted(len(p.split()) for p in middle) or [len(rwords)]
+    k = sizes[len(sizes) // 2]
+    first = " ".join(run or words[-k:])
+    prefix = head[: head.rfind(first)] if first else ""
+    last = last or rwords[:k]
+    items = [first, *middle, " ".join(last)]
+    if not prefix.strip() or not first or not last or len(items) < min_items:
+        return None
+    return prefix, items, " ".join(rwords[len(last) :])
+
+
+def _lists_in(sentence: str) -> list[tuple[str, list[str], str]]:
+    """Every list in one sentence (no end mark): around each "and"/"&", and a list of commas only
+    (three or more items: ``customers: Ava Lopez, Ava Hernandez, Amelia Rossi``)."""
+    found = []
+    for m in re.finditer(r"\s(?:and|&)\s", sentence):
+        got = _list_around(sentence[: m.start()].rstrip(","), sentence[m.end() :], 2)
+        if got is not None:
+            found.append(got)
+    if not found and sentence.count(",") >= 2:
+        left, _, right = sentence.rpartition(",")
+        got = _list_around(left, right, 3)
+        if got is not None:
+            found.append(got)
+    return found
+
+
+def split_items(task: str, max_items: int = 8) -> list[str] | None:
+    """One self-contained task per item of the longest list in ``task``, or ``None`` when no list of
+    2 to ``max_items`` items is found: ``Find the capitals of India, Kenya and Chile.`` gives ``Find
+    the capitals of India.``, ``… of Kenya.``, ``… of Chile.``. The sentence holding the list is kept,
+    with the sentences after it that say what to do for each item (``For each one give: zip,
+    orders.``); the rest of the task (how to format the whole answer) is the orchestrator's. A
+    suggestion shown to the model, never run by itself."""
+    text = " ".join(task.split())
+    sentences = [s for s in _SENTENCES.findall(text) if s.strip()]
+    best: tuple[int, tuple[str, list[str], str], str] | None = None
+    for i, sentence in enumerate(sentences):
+        body = sentence.rstrip()
+        mark = body[-1] if body and _SENTENCE_END.match(body[-1]) else ""
+        body = body[: len(body) - len(mark)]
+        for got in _lists_in(body):
+            if best is None or len(got[1]) > len(best[1][1]):
+                best = (i, got, mark)
+    if best is None:
+        return None
+    i, (prefix, items, rest), mark = best
+    if len(items) > max_items:
+        return None
+    per_item = [s.strip() for s in sentences[i + 1 :] if _PER_ITEM.match(s.strip())]
+    suffix = (f" {rest}" if rest else "") + mark + "".join(f" {s}" for s in per_item)
+    prefix = _COUNT.sub(lambda m: f"{m[1]} " if m[1] else "", prefix)
+    return [f"{prefix}{item}{suffix}".strip() for item in items]
+
+
+def split_notice(task: str, agent: str) -> str:
+    """The refusal of a whole list task given to one sub-agent, with the calls to send instead when
+    the list can be read from the task (small models copy a concrete call far better than they
+    follow a description)."""
+    parts = split_items(task)
+    if parts is None:
+        return SPLIT_NOTICE
+    calls = "\n".join(
+        json.dumps({"name": ASSIGN, "arguments": {"agent": agent, "task": p}}, ensure_ascii=False) for p in parts
+    )
+    return f"{SPLIT_NOTICE}\nFor this task, send these calls in one message:\n{calls}"

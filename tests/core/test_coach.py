@@ -1,0 +1,215 @@
+"""Coaching as one object: the same coach serves the swarm and the single arm, the single-parallel arm
+runs several direct calls per turn, and a one-fact question may be answered without sub-agents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator import Orchestrator, SwarmConfig
+from orchestrator.coach import COACHES, NoCoach, SmallModelCoach
+from subagents.coach import LAST_STEP_NOTICE, NoStepCoach, SmallModelStepCoach, StepView, hold_after_first
+from swarm.backend import ModelRequest
+from swarm.errors import ConfigError, ErrorType
+from swarm.messages import AssistantMessage, ToolMessage, UserMessage
+from swarm.records import EpisodeStatus
+from swarm.testing import ScriptedBackend, call
+from tools import tool
+
+SMALL = "qwen2.5-coder-1.5b"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@tool
+def search(query: str) -> str:
+    """Search the documents."""
+    return f"[1] doc/{query.lower().replace(' ', '_')} | {query}"
+
+
+@tool
+def fetch(doc_id: str) -> str:
+    """Open a document."""
+    raise ValueError(f"no document {doc_id!r}")
+
+
+def notice(request: ModelRequest) -> str:
+    """The user turn the model reads last (a coach's notice), or '' when its last message is another kind."""
+    last = request.messages[-1]
+    return last.content if isinstance(last, UserMessage) else ""
+
+
+def shown(request: ModelRequest) -> list[str]:
+    """The tool results the model sees for its latest turn."""
+    msgs = list(request.messages)
+    last = max(i for i, m in enumerate(msgs) if isinstance(m, AssistantMessage))
+    return [m.content for m in msgs[last + 1 :] if isinstance(m, ToolMessage)]
+
+
+# -- one protocol for every arm ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_both_arms_get_the_last_turn_notice(subagents: bool) -> None:
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "best effort"])
+    config = SwarmConfig(max_critical_steps=2, subagents=subagents)
+    record = await Orchestrator(policy, config, tools=[search]).run("Who founded Drari Robotics?")
+    policy.assert_consumed()
+    final = policy.calls[1]
+    assert final.tool_choice == "none" and notice(final).startswith("No budget is left for")
+    assert notice(final).endswith("Answer the user now in plain text with the results you have.")
+    assert ("sub-agents" in notice(final)) is subagents  # a single agent is not told about sub-agents
+    assert record.status is EpisodeStatus.BUDGET_EXHAUSTED and record.answer == "best effort"
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_an_agent_resending_the_same_searches_is_told_so_and_then_answers(subagents: bool) -> None:
+    # A single agent sent the same four searches in five turns in a row, identical results each
+    # time, until its context overflowed and the episode failed with no answer.
+    turn = [call("search", query=q) for q in ("Drari Robotics", "Velo Foods", "Kestrel AG", "Ombra")]
+    policy = ScriptedBackend([turn, turn, "Drari: 2019"])
+    config = SwarmConfig(max_critical_steps=30, subagents=subagents)
+    record = await Orchestrator(policy, config, tools=[search]).run("When were these founded: ...")
+    policy.assert_consumed()
+    repeats = shown(policy.calls[2])[:4]
+    assert all(s.startswith("You already made exactly this call and it returned the same result") for s in repeats)
+    final = policy.calls[2]
+    assert final.tool_choice == "none" and notice(final).startswith("Every call you made has already returned")
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "Drari: 2019"
+    assert record.stages[1].tool_results[0].content.startswith("[1] doc/drari_robotics")  # the record keeps results
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_both_arms_stop_a_loop_of_repeated_failures_with_the_same_notice(subagents: bool) -> None:
+    bad = call("fetch", doc_id="1234567890")
+    policy = ScriptedBackend([[bad], [bad], [bad], "best effort"])
+    config = SwarmConfig(max_critical_steps=30, subagents=subagents)
+    record = await Orchestrator(policy, config, tools=[fetch]).run("Open the Drari Robotics page.")
+    policy.assert_consumed()
+    assert shown(policy.calls[2])[0].startswith("You already made exactly this call and it failed")
+    assert policy.calls[3].tool_choice == "none" and notice(policy.calls[3]).startswith("Stop calling tools")
+    assert record.status is EpisodeStatus.STUCK and record.error_type == ErrorType.ACTION_LOOP
+
+
+async def test_a_new_result_of_the_same_call_is_not_a_repeat() -> None:
+    counter = iter(range(10))
+
+    @tool
+    def tick() -> str:
+        """The next number."""
+        return str(next(counter))
+
+    policy = ScriptedBackend([[call("tick")], [call("tick")], "1"])
+    record = await Orchestrator(policy, SwarmConfig(subagents=False), tools=[tick]).run("tick twice")
+    policy.assert_consumed()
+    assert shown(policy.calls[2]) == ["1"] and policy.calls[2].tool_choice == "auto"
+    assert record.status is EpisodeStatus.COMPLETED
+
+
+async def test_a_small_single_agent_with_tools_acts_first_and_runs_one_call_per_turn() -> None:
+    two = [call("search", query="Drari Robotics"), call("search", query="Velo Foods")]
+    policy = ScriptedBackend([two, [call("search", query="Velo Foods")], "Drari, Velo"], model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(subagents=False), tools=[search]).run("Find Drari and Velo.")
+    policy.assert_consumed()
+    assert [r.tool_choice for r in policy.calls] == ["required", "auto", "auto"]  # tool-first, as its sub-agents
+    assert [r.parallel_tool_calls for r in policy.calls[:2]] == [False, False]
+    first = record.stages[0].tool_results
+    assert [r.error_type for r in first] == [None, ErrorType.ONE_CALL_PER_TURN]
+    assert "call one tool per turn" in shown(policy.calls[1])[1]
+    # The held call sent again (as it was told) runs, and is not named a repeat of a failure.
+    assert shown(policy.calls[2])[0].startswith("[1] doc/velo_foods")
+    assert record.dag.critical_steps == 3
+
+
+async def test_the_single_parallel_arm_runs_every_direct_call_of_a_turn() -> None:
+    two = [call("search", query="Drari Robotics"), call("search", query="Velo Foods")]
+    policy = ScriptedBackend([two, "Drari, Velo"], model=SMALL)
+    config = SwarmConfig(subagents=False, parallel_tool_calls=True)
+    record = await Orchestrator(policy, config, tools=[search]).run("Find Drari and Velo.")
+    policy.assert_consumed()
+    assert policy.calls[0].tool_choice == "required" and policy.calls[0].parallel_tool_calls
+    assert [r.is_error for r in record.stages[0].tool_results] == [False, False]
+    assert record.dag.critical_steps == 2
+    # ... and a capable model's single agent is parallel unless told one call per turn.
+    policy = ScriptedBackend([two, [call("search", query="Velo Foods")], "Drari, Velo"])
+    config = SwarmConfig(subagents=False, parallel_tool_calls=False)
+    record = await Orchestrator(policy, config, tools=[search]).run("Find Drari and Velo.")
+    assert record.stages[0].tool_results[1].error_type == ErrorType.ONE_CALL_PER_TURN
+    assert policy.calls[0].tool_choice == "auto" and not policy.calls[0].parallel_tool_calls
+
+
+# -- controls against spurious parallelism -------------------------------------------------------------
+
+
+async def test_a_small_model_may_answer_a_one_fact_question_without_subagents() -> None:
+    policy = ScriptedBackend(["Lisbon"], model=SMALL)
+    record = await Orchestrator(policy).run("What is the capital of Portugal?")
+    policy.assert_consumed()
+    assert policy.calls[0].tool_choice == "auto"
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "Lisbon"
+    assert record.subagent_results == () and record.dag.critical_steps == 1
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Find the capital cities of France and Japan. Give each country to its own sub-agent.",
+        "Find the capital cities of France and Japan.",
+        "Look up:\n- sodium\n- zinc",
+    ],
+)
+async def test_a_small_model_still_must_act_first_on_a_list_task(task: str) -> None:
+    fan_out = [call("assign_task", agent="worker", task=f"part {i}") for i in range(2)]
+    policy = ScriptedBackend([fan_out, "done"], model=SMALL)
+    workers = ScriptedBackend({"worker-0-0": ["a"], "worker-0-1": ["b"]})
+    record = await Orchestrator(policy, subagent_backend=workers).run(task)
+    assert policy.calls[0].tool_choice == "required" and record.stages[0].width == 2
+
+
+async def test_a_small_model_with_tools_must_act_first_even_on_one_fact() -> None:
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "2019"], model=SMALL)
+    await Orchestrator(policy, tools=[search]).run("When was Drari Robotics founded?")
+    assert policy.calls[0].tool_choice == "required"
+
+
+# -- choosing a coach ------------------------------------------------------------------------------------
+
+
+def test_the_coach_follows_the_profile_and_the_config_overrides_it() -> None:
+    assert isinstance(Orchestrator(ScriptedBackend([], model=SMALL)).coach, SmallModelCoach)
+    assert type(Orchestrator(ScriptedBackend([], model="gpt-4o")).coach) is NoCoach
+    small_single = Orchestrator(ScriptedBackend([], model=SMALL), SwarmConfig(subagents=False, system_prompt="Go."))
+    assert isinstance(small_single.coach, SmallModelCoach)  # the single arm gets the swarm's coaching
+    # A swarm run that replaces the protocol prompt drops the tactics written for it, unless named.
+    own = SwarmConfig(system_prompt="Be brief.")
+    assert type(Orchestrator(ScriptedBackend([], model=SMALL), own).coach) is NoCoach
+    named = own.model_copy(update={"coach": "small"})
+    assert isinstance(Orchestrator(ScriptedBackend([], model="gpt-4o"), named).coach, SmallModelCoach)
+    with pytest.raises(ConfigError, match="coach in the config: .*'tiny'"):
+        Orchestrator(ScriptedBackend([]), SwarmConfig(coach="tiny"))
+    assert set(COACHES.names) == {"none", "small"}
+
+
+def test_a_small_models_step_coach_calls_a_tool_first_and_answers_last() -> None:
+    coach = SmallModelStepCoach()
+    choices = [coach.tool_choice(StepView(i, 4, True, i > 0)) for i in range(4)]
+    assert choices == ["required", "auto", "auto", "none"]
+    assert coach.notices(StepView(3, 4, True, True), "none") == (LAST_STEP_NOTICE,)
+    assert coach.notices(StepView(3, 4, True, False), "none") == ()
+    assert coach.tool_choice(StepView(0, 4, False, False)) == "auto"  # no tools: nothing to force
+    assert coach.tool_choice(StepView(0, 1, True, False)) == "auto"  # one step: it must answer in it
+    assert not coach.parallel_tool_calls
+    calls = [call("search", query="a"), call("fetch", doc_id="b"), call("fetch", doc_id="c")]
+    assert set(coach.review(calls)) == {calls[1].id, calls[2].id} == set(hold_after_first(calls))
+    capable = NoStepCoach()
+    assert capable.tool_choice(StepView(0, 4, True, False)) == "auto" and capable.review(calls) == {}
+
+
+def test_no_coaching_names_are_left_in_the_protocol_modules() -> None:
+    names = re.compile(
+        r"delegate|split_nudge|distinct|tool_first|one_call|must_act|stuck|FINAL_NOTICE|ALREADY_DONE", re.I
+    )
+    for path in ("orchestrator/engine.py", "orchestrator/admission.py", "subagents/loop.py"):
+        hits = [line for line in (ROOT / path).read_text().splitlines() if names.search(line)]
+        assert hits == [], f"{path} names coaching tactics: {hits}"

@@ -186,7 +186,7 @@ def test_the_coach_follows_the_profile_and_the_config_overrides_it() -> None:
     assert type(Orchestrator(ScriptedBackend([], model=SMALL), own).coach) is NoCoach
     named = own.model_copy(update={"coach": "small"})
     assert isinstance(Orchestrator(ScriptedBackend([], model="gpt-4o"), named).coach, SmallModelCoach)
-    with pytest.raises(ConfigError, match="coach in the config: .*'tiny'"):
+    with pytest.raises(ConfigError, match=r"coach in the config: .*'tiny'"):
         Orchestrator(ScriptedBackend([]), SwarmConfig(coach="tiny"))
     assert set(COACHES.names) == {"none", "small"}
 

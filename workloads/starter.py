@@ -492,14 +492,20 @@ def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]
 
     A segment naming one key is that key's; one naming several is paired in order when it reads
     "keys … values" (or the reverse), else cut into clauses, and a clause still naming several keys
-    is cut at each mention (the text up to the next mention belongs to the key it starts with)."""
+    is cut at each mention (the text up to the next mention belongs to the key it starts with). A
+    hedging segment that names no key (``France: Paris. Or Rome.``) belongs to the keys before it."""
     out: dict[int, list[str]] = {}
     named = False
+    last: list[int] = []
     for seg in segments(answer):
         if _QUESTION.match(seg):  # the question restated ("What are the capitals of France and Japan?")
             continue
         ids = facts.key_ids(seg)
         named = named or bool(ids)
+        if not ids and hedged(seg):
+            for k in last:
+                out.setdefault(k, []).append(seg)
+        last = ids or last
         if len(ids) == 1:
             out.setdefault(ids[0], []).append(seg)
             continue
@@ -590,12 +596,15 @@ def _score_arithmetic(answer: str, items: Sequence[dict[str, Any]]) -> list[bool
     operands = [tuple(float(x) for x in it["key"].split()[::2]) for it in items]
     values = [float(it["answer"][0]) for it in items]
     units: dict[int, list[str]] = {}
+    last: list[int] = []
     for part in map(_operators, segments(answer)):
-        for i, unit in _arithmetic_units(part, patterns, operands):
+        found = _arithmetic_units(part, patterns, operands)
+        for i, unit in found or [(i, part) for i in last if hedged(part)]:  # "= 4697. Or 4700." is 61 * 77's
             units.setdefault(i, []).append(unit)
+        last = [i for i, _ in found] or last
     if not units:
-        found = _positional([c for seg in segments(answer) for c in clauses(seg)], len(items), _numbers)
-        return [found is not None and math.isclose(found[i], values[i], abs_tol=1e-6) for i in range(len(items))]
+        given = _positional([c for seg in segments(answer) for c in clauses(seg)], len(items), _numbers)
+        return [given is not None and math.isclose(given[i], values[i], abs_tol=1e-6) for i in range(len(items))]
 
     def clean(i: int, unit: str) -> tuple[bool, bool]:
         rest = [x for x in _numbers(unit) if x not in operands[i]]

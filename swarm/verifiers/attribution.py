@@ -28,8 +28,8 @@ _SEGMENT_CUT = re.compile(r";|\s/\s|(?<!\b[A-Z][.!?])(?<=[.!?])(?=\s|$)")
 _CLAUSE_CUT = re.compile(r",(?!\d{3}\b)|\band\b|&")
 # Whole words, not inside an identifier, an e-mail address or a host name ("ava.or@x.com", "www.or.at").
 _HEDGE_WORDS = re.compile(
-    r"(?<![\w@.\-])(?:or|maybe|perhaps|possibly|probably|either|unsure|not sure|uncertain|might be|could be|"
-    r"likely)(?![\w@\-]|\.\w)",
+    r"(?<![\w@.\-])(?:or|maybe|perhaps|possibly|probably|either|alternatively|unsure|not sure|uncertain|might be|"
+    r"could be|likely)(?![\w@\-]|\.\w)",
     re.IGNORECASE,
 )
 _ALTERNATIVE = re.compile(r"[^\W\d_]/[^\W\d_]")  # "Paris/Lyon"

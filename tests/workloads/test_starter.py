@@ -127,6 +127,10 @@ BAD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
         [False, False],
     ),
     ("61 * 77", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),  # the key copied back
+    # a hedge in the next sentence, naming no key, is still the key's
+    ("France: Paris. Or Rome.\nJapan: Tokyo", CAPITALS_FJ, "capital", [False, True]),
+    ("France: Paris\nmaybe Lyon\nJapan: Tokyo", CAPITALS_FJ, "capital", [False, True]),
+    ("61 * 77 = 4697. Or 4700.", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
     ("5600 4697", ARITH, "arithmetic", [False, False]),  # in the wrong order
 ]
 

@@ -82,6 +82,36 @@ def resolve_agent(name: object, agents: Mapping[str, AgentDefinition]) -> tuple[
     return None, None
 
 
+def _agent_as_tool(c: ToolCall) -> tuple[str, str]:
+    """The refusal of a sub-agent type called as if it were a tool, with the call to make instead."""
+    task = c.arguments.get("task")
+    example = json.dumps(
+        {"name": ASSIGN, "arguments": {"agent": c.name, "task": task if isinstance(task, str) else "..."}},
+        ensure_ascii=False,
+    )
+    return (
+        f"{c.name!r} is a sub-agent type, not a tool. Run it with assign_task: {example}",
+        ErrorType.AGENT_CALLED_AS_TOOL,
+    )
+
+
+def _no_room(step_cap: int, admitted: int, max_width: int, budget_note: str) -> tuple[str, str] | None:
+    """The refusal of an assignment the budget or the stage's width leaves no room for, if any."""
+    if step_cap < 1:
+        return (
+            f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "
+            "Answer the user now in plain text with what you have.",
+            ErrorType.BUDGET_EXHAUSTED,
+        )
+    if admitted >= max_width:
+        return (
+            f"stage width limit of {max_width} sub-agents reached; this assignment was not run. "
+            "Assign it in a later stage.",
+            ErrorType.WIDTH_LIMIT,
+        )
+    return None
+
+
 def admit(
     calls: Sequence[ToolCall],
     agents: Mapping[str, AgentDefinition],
@@ -113,15 +143,7 @@ def admit(
             continue
         if c.name != ASSIGN:
             if c.name in agents:
-                task = c.arguments.get("task")
-                example = json.dumps(
-                    {"name": ASSIGN, "arguments": {"agent": c.name, "task": task if isinstance(task, str) else "..."}},
-                    ensure_ascii=False,
-                )
-                out.refused[c.id] = (
-                    f"{c.name!r} is a sub-agent type, not a tool. Run it with assign_task: {example}",
-                    ErrorType.AGENT_CALLED_AS_TOOL,
-                )
+                out.refused[c.id] = _agent_as_tool(c)
             else:
                 out.direct.append(c)
             continue
@@ -136,19 +158,9 @@ def admit(
         if not isinstance(task, str) or not task.strip():
             out.refused[c.id] = ("assign_task needs a non-empty string 'task'", ErrorType.INVALID_ACTION)
             continue
-        if step_cap < 1:
-            out.refused[c.id] = (
-                f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "
-                "Answer the user now in plain text with what you have.",
-                ErrorType.BUDGET_EXHAUSTED,
-            )
-            continue
-        if len(out.assignments) >= max_width:
-            out.refused[c.id] = (
-                f"stage width limit of {max_width} sub-agents reached; this assignment was not run. "
-                "Assign it in a later stage.",
-                ErrorType.WIDTH_LIMIT,
-            )
+        full = _no_room(step_cap, len(out.assignments), max_width, budget_note)
+        if full is not None:
+            out.refused[c.id] = full
             continue
         definition = agents[name]
         agent_id = f"{definition.name}-{stage}-{len(out.assignments)}"

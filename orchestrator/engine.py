@@ -243,7 +243,14 @@ class Orchestrator:
         self._grantable_sets = {
             name: members for name, members in self.tools.toolsets.items() if all(m in self._grantable for m in members)
         }
-        self._presets: dict[str, AgentDefinition] = {}
+        self._presets = self._check_presets(agents)
+        self._set_up_protocol(cfg)
+        self.last_record: EpisodeRecord | None = None
+
+    def _check_presets(self, agents: Iterable[AgentDefinition]) -> dict[str, AgentDefinition]:
+        """Predefined sub-agent types by name, their toolsets expanded; a grant or model the episode
+        does not offer fails now."""
+        presets: dict[str, AgentDefinition] = {}
         for a in agents:
             expanded, bad = self._expand_grant(a.tools)
             if bad:
@@ -253,7 +260,12 @@ class Orchestrator:
                 raise ConfigError(
                     f"predefined agent {a.name!r} uses model {a.model!r}; known: {sorted(self.subagent_backends)}"
                 )
-            self._presets[a.name] = a
+            presets[a.name] = a
+        return presets
+
+    def _set_up_protocol(self, cfg: SwarmConfig) -> None:
+        """The prompt profile, the built-in worker, the action specs, the system prompt, the worked
+        example and the coach of this orchestrator's episodes."""
         try:
             self.profile = profile_for(self.backend.model, cfg.prompt_profile)
         except UnknownNameError as exc:
@@ -289,7 +301,6 @@ class Orchestrator:
         except UnknownNameError as exc:
             raise ConfigError(f"coach in the config: {exc}") from None
         self._has_tools = bool(self._direct or (cfg.subagents and self._grantable))
-        self.last_record: EpisodeRecord | None = None
 
     # -- public API ---------------------------------------------------------------------------------
 

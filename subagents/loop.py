@@ -490,9 +490,14 @@ class SubagentRun:
                 report += f" [cut off at the {rt.sampling.max_tokens}-token limit]"
             return _Finish(report)
 
+        return await self._act(started, completion)
+
+    async def _act(self, started: float, completion: Completion) -> _Next:
+        """Run the step's tool calls the coach lets through and show every result to the model."""
+        rt = self.rt
         self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
         calls = completion.tool_calls
-        held = coach.review(calls)
+        held = rt.coach.review(calls)
         try:
             results = await run_tool_calls(
                 [c for c in calls if c.id not in held] if held else calls,

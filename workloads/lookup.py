@@ -32,26 +32,20 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
-from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
 from swarm.verifiers.match import ExactArgs, exact_verdict
 from swarm.verifiers.table import ColumnRule
 from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload
+from workloads.chains import Chain, Hop, chain_gold
 from workloads.splits import Split, pool_splits
 from workloads.wide import (
     AGENT,
     EXACT_NUMBER,
-    LABEL_RE,
-    NOT_FOUND,
     Attr,
     Kind,
-    own_hit,
-    parse_report,
     research_episode,
     wide_episode,
     wide_gold,
@@ -427,8 +421,11 @@ DEEP_SWARM = (
 )
 
 
-def deep_episode(task: Task, mode: Mode, *, swarm_instructions: str = DEEP_SWARM) -> Episode:
-    """The episode of a deep-lookup task (``train-mix`` passes instructions that say what exists, not what to do)."""
+def deep_episode(
+    task: Task, mode: Mode, *, swarm_instructions: str = DEEP_SWARM, tools: tuple[Tool, ...] | None = None
+) -> Episode:
+    """The episode of a deep question: over the τ² corpus by default, or over ``tools`` (a generated
+    collection); ``train-mix`` passes instructions that say what exists, not what to do."""
     expected = str(task.verifier_args["expected"])
 
     args = ExactArgs(expected=expected, extract="answer")
@@ -444,7 +441,7 @@ def deep_episode(task: Task, mode: Mode, *, swarm_instructions: str = DEEP_SWARM
     return research_episode(
         task,
         mode,
-        tools=_search_tools(),
+        tools=_search_tools() if tools is None else tools,
         researcher="You answer one look-up question by following references through a document "
         "collection with the search and open tools (check document titles). Report the facts you found "
         "as 'name: value' lines.",
@@ -459,91 +456,29 @@ def deep_episode(task: Task, mode: Mode, *, swarm_instructions: str = DEEP_SWARM
 
 def deep_gold(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
     """The gold policies of a deep-lookup task: one researcher per branch (swarm), or every chain in turn."""
-    labels: list[str] = list(task.metadata["labels"])
-    if mode == "swarm":
-        orch = FunctionBackend(lambda r: _deep_swarm(r, labels), model="gold-orchestrator", delay=latency_s)
-    else:
-        orch = FunctionBackend(lambda r: _deep_single(r, labels), model="gold-single", delay=latency_s)
-    return GoldPolicy(orch, FunctionBackend(_deep_researcher, model="gold-subagent", delay=latency_s))
+    return chain_gold(DEEP_CHAIN, list(task.metadata["labels"]), mode, latency_s=latency_s)
 
 
-_USER_PREFIX = KINDS["retail_user"].title_prefix
+_FIRST_ORDER = re.compile(r"^Orders: (#W\d+)", re.MULTILINE)
+_TOTAL = re.compile(r"total \$([0-9.]+)\)")
 
 
-def _chain(label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, float | None, int]:
-    """One branch: search name → open profile → search first order → open order → total.
-
-    Returns (next call or None, the total once known, tool results consumed)."""
-    if len(seen) < 1:
-        return Completion(tool_calls=(call("search", query=label, k=5),)), None, 0
-    doc = own_hit(seen[0], _USER_PREFIX(label))
-    if doc is None:
-        return None, None, 1
-    if len(seen) < 2:
-        return Completion(tool_calls=(call("open", doc_id=doc),)), None, 1
-    first = re.search(r"^Orders: (#W\d+)", seen[1].content, re.MULTILINE)
-    if first is None:
-        return None, None, 2
-    if len(seen) < 3:
-        return Completion(tool_calls=(call("search", query=f"Order {first.group(1)}", k=5),)), None, 2
-    order_doc = own_hit(seen[2], f"Order {first.group(1)}")
-    if order_doc is None:
-        return None, None, 3
-    if len(seen) < 4:
-        return Completion(tool_calls=(call("open", doc_id=order_doc),)), None, 3
-    total = re.search(r"total \$([0-9.]+)\)", seen[3].content)
-    return None, float(total.group(1)) if total else None, 4
+def _match(pattern: re.Pattern[str]) -> Callable[[str], str | None]:
+    return lambda text: m.group(1) if (m := pattern.search(text)) else None
 
 
-def _deep_researcher(request: ModelRequest) -> Completion:
-    m = LABEL_RE.search(user_text(request))
-    if m is None:
-        return Completion(text="My task names no customer in quotes; nothing done.")
-    nxt, total, _ = _chain(m.group(1), tool_messages(request))
-    if nxt is not None:
-        return nxt
-    return Completion(text=f"customer: {m.group(1)}\nfirst_order_total: {total if total is not None else NOT_FOUND}")
-
-
-def _answer(totals: dict[str, float]) -> Completion:
-    if not totals:
-        return Completion(text=f"ANSWER: {NOT_FOUND}")
-    best = max(totals, key=lambda k: totals[k])
-    lines = [f"{k}: first order total ${v:.2f}" for k, v in totals.items()]
-    return Completion(text="\n".join([*lines, f"ANSWER: {best}"]))
-
-
-def _deep_swarm(request: ModelRequest, labels: Sequence[str]) -> Completion:
-    reports = tool_messages(request, "assign_task")
-    if reports or request.tool_choice == "none":
-        totals = {}
-        for msg in reports:
-            rep = parse_report(msg.content) or {}
-            try:
-                totals[rep["customer"]] = float(rep["first_order_total"])
-            except (KeyError, ValueError):
-                continue
-        return _answer(totals)
-    calls = [
-        call(
-            "assign_task",
-            agent=AGENT,
-            task=f"Find the total of the first order listed in the profile of the "
-            f"retail customer '{label}'. Report 'first_order_total: <amount>'.",
-        )
-        for label in labels
-    ]
-    return Completion(text=f"{len(calls)} independent branches.", tool_calls=tuple(calls))
-
-
-def _deep_single(request: ModelRequest, labels: Sequence[str]) -> Completion:
-    seen = tool_messages(request)
-    pos, totals = 0, {}
-    for label in labels:
-        nxt, total, used = _chain(label, seen[pos:])
-        if nxt is not None:
-            return nxt
-        pos += used
-        if total is not None:
-            totals[label] = total
-    return _answer(totals)
+# One branch: search the name → open the profile → search its first order → open it → its total.
+DEEP_CHAIN = Chain(
+    key="customer",
+    value="first_order_total",
+    task=lambda label: (
+        f"Find the total of the first order listed in the profile of the retail customer '{label}'. "
+        "Report 'first_order_total: <amount>'."
+    ),
+    hops=(
+        Hop(query=lambda name: name, prefix=KINDS["retail_user"].title_prefix, read=_match(_FIRST_ORDER)),
+        Hop(query=lambda order: f"Order {order}", prefix=lambda order: f"Order {order}", read=_match(_TOTAL)),
+    ),
+    largest=True,
+    line=lambda name, total: f"{name}: first order total ${total:.2f}",
+)

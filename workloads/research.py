@@ -30,10 +30,21 @@ from tools.builtin.search import SearchIndex, search_toolset
 from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind, World, fictional_world
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
+from workloads.chains import Chain, Hop, chain_gold
 from workloads.splits import key_split, split_rng
 from workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, rx, wide_episode, wide_gold, wide_prompt
 
-__all__ = ["FICTION", "WideResearchKnobs", "WideResearchWorkload", "research_task", "research_world"]
+__all__ = [
+    "FICTION",
+    "FICTION_CHAIN",
+    "WideResearchKnobs",
+    "WideResearchWorkload",
+    "chain_gold_policy",
+    "chain_task",
+    "research_task",
+    "research_tools",
+    "research_world",
+]
 
 NAME = "wide-research"
 
@@ -107,18 +118,19 @@ class WideResearchKnobs(Knobs):
 
 
 @lru_cache(maxsize=64)
-def research_world(key: str, kind: FictionalKind, entities: int, distractors: int, missing: int, split: str) -> World:
+def research_world(
+    key: str, kind: FictionalKind, entities: int, distractors: int, missing: int, split: str, linked: bool = False
+) -> World:
     """The generated collection of one task (asked names all in ``split``); cached per process."""
-    return fictional_world(
-        key, kind, entities, distractors=distractors, missing=missing, accept=lambda name: key_split(name) == split
-    )
+    accept = lambda name: key_split(name) == split  # noqa: E731
+    return fictional_world(key, kind, entities, distractors=distractors, missing=missing, accept=accept, linked=linked)
 
 
 @lru_cache(maxsize=64)
 def _tools(
-    key: str, kind: FictionalKind, entities: int, distractors: int, missing: int, split: str
+    key: str, kind: FictionalKind, entities: int, distractors: int, missing: int, split: str, linked: bool
 ) -> tuple[Tool, ...]:
-    world = research_world(key, kind, entities, distractors, missing, split)
+    world = research_world(key, kind, entities, distractors, missing, split, linked)
     return search_toolset(SearchIndex(world.corpus())).tools
 
 
@@ -187,6 +199,7 @@ def research_tools(task: Task) -> tuple[Tool, ...]:
         int(spec["distractors"]),
         int(spec["missing"]),
         str(spec["split"]),
+        bool(spec.get("linked", False)),
     )
 
 
@@ -229,3 +242,73 @@ class WideResearchWorkload(Workload):
         self.check_task(task)
         kind = FICTION[task.metadata["kind"]]
         return wide_gold(kind, task.metadata["labels"], task.metadata["attrs"], mode, latency_s=latency_s)
+
+
+# -- deep chains over a generated collection: company → its chief executive → their birth year -----------
+
+FICTION_CHAIN = Chain(
+    key="company",
+    value="ceo_born",
+    task=lambda label: (
+        f"Find the birth year of the chief executive of the company '{label}'. Report 'ceo_born: <year>'."
+    ),
+    hops=(
+        Hop(query=lambda c: c, prefix=FICTION["company"].title_prefix, read=FICTION["company"].attr("ceo").parse),
+        Hop(query=lambda p: p, prefix=FICTION["person"].title_prefix, read=FICTION["person"].attr("born").parse),
+    ),
+    largest=False,
+    line=lambda company, year: f"{company}: chief executive born {year:.0f}",
+)
+
+
+def _chain_prompt(labels: list[str]) -> str:
+    return (
+        f"Each of these companies has a chief executive: {', '.join(labels)}.\n"
+        "Whose chief executive was born first (the earliest birth year)? Look everything up in the document "
+        "collection with the search and open tools; do not guess. End with a line 'ANSWER: <the company>'."
+    )
+
+
+def chain_task(
+    workload: str, task_id: str, branches: int, *, distractors: int, split: str, seed: int, knobs: dict[str, Any]
+) -> Task:
+    """A deep question over a generated collection: which of ``branches`` companies has the earliest-born
+    chief executive (two hops each, joined at the end). The world is redrawn until the answer is unique."""
+    for attempt in range(100):
+        key = f"{task_id}/{attempt}"
+        world = research_world(key, "company", branches, distractors, 0, split, True)
+        born = {str(r["name"]): _ceo_born(world, str(r["ceo"])) for r in world.entities}
+        first = min(born.values())
+        winners = [c for c, y in born.items() if y == first]
+        if len(winners) == 1:
+            break
+    else:  # pragma: no cover - 100 ties in a row are practically impossible
+        raise ConfigError(f"could not draw companies without a tie for {task_id}")
+    labels = list(born)
+    random.Random(f"{key}:order").shuffle(labels)
+    corpus = {"generator": GENERATOR, "key": key, "kind": "company", "entities": branches, "distractors": distractors}
+    return Task(
+        id=task_id,
+        prompt=_chain_prompt(labels),
+        verifier="exact",
+        verifier_args={"expected": winners[0], "extract": "answer"},
+        metadata={
+            "workload": workload,
+            "labels": labels,
+            "parts": branches,
+            "born": born,
+            "corpus": corpus | {"missing": 0, "split": split, "linked": True},
+            "split": split,
+            "seed": seed,
+            "knobs": knobs,
+        },
+    )
+
+
+def _ceo_born(world: World, ceo: str) -> int:
+    return int(next(d.fields["born"] for d in world.documents if d.kind == "person" and d.fields["name"] == ceo))
+
+
+def chain_gold_policy(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+    """The gold policies of a :func:`chain_task`."""
+    return chain_gold(FICTION_CHAIN, list(task.metadata["labels"]), mode, latency_s=latency_s)

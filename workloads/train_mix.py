@@ -5,8 +5,10 @@ An unlimited stream of training tasks, mixed by weight:
 * **wide** — a ``wide-research`` table: N fictional entities (N drawn from ``min_entities`` to
   ``max_entities``, 2 to 16 by default) × 1–3 attributes, in a freshly generated collection with 0–3
   distractor documents per entity and now and then a missing name;
-* **deep** — a ``deep-lookup`` question over the τ² corpus: 2–5 independent multi-hop chains (customer →
-  profile → first order → its total) joined at the end;
+* **deep** — 2–5 independent multi-hop chains joined at the end: half of them (knob ``fiction_deep``)
+  over a generated collection (company → its chief executive → their birth year: whose was born
+  first?), the others ``deep-lookup`` questions over the τ² corpus (customer → profile → first order →
+  its total: whose is largest?);
 * **control** — a single-fact ``controls`` question (a fact, a sum, one look-up), where fanning out is wrong.
 
 No prompt and no instruction asks for sub-agents: swarm mode is told that a ``researcher`` type exists,
@@ -34,7 +36,7 @@ from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, FictionalKind
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
 from workloads.controls import CONTROL_KINDS, control_episode, control_gold, control_task
 from workloads.lookup import DeepLookupWorkload, deep_episode, deep_gold
-from workloads.research import FICTION, SWARM_NOTE, research_task, research_tools
+from workloads.research import FICTION, SWARM_NOTE, chain_gold_policy, chain_task, research_task, research_tools
 from workloads.splits import split_rng
 from workloads.wide import wide_episode, wide_gold
 
@@ -53,6 +55,7 @@ class TrainMixKnobs(Knobs):
     min_entities: int = Field(2, ge=1, le=32, description="fewest entities of a wide task")
     max_entities: int = Field(16, ge=1, le=32, description="most entities of a wide task")
     max_branches: int = Field(5, ge=2, le=8, description="most chains of a deep task")
+    fiction_deep: float = Field(0.5, ge=0.0, le=1.0, description="share of deep tasks over generated collections")
 
     @model_validator(mode="after")
     def _check(self) -> TrainMixKnobs:
@@ -77,6 +80,9 @@ def _wide(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:
 
 def _deep(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:
     branches = rng.randint(2, kn.max_branches)
+    if rng.random() < kn.fiction_deep:
+        knobs = kn.model_dump()
+        return chain_task(NAME, tid, branches, distractors=rng.randint(0, 2), split="train", seed=seed, knobs=knobs)
     task = _DEEP.tasks(1, seed=rng.randrange(2**31), split="train", branches=branches)[0]
     md = {**task.metadata, "workload": NAME, "seed": seed, "knobs": kn.model_dump()}
     return task.model_copy(update={"id": tid, "metadata": md})
@@ -119,7 +125,8 @@ class TrainMixWorkload(Workload):
         if family == "wide":
             return wide_episode(task, mode, research_tools(task), SWARM_NOTE)
         if family == "deep":
-            return deep_episode(task, mode, swarm_instructions=SWARM_NOTE)
+            tools = research_tools(task) if "corpus" in task.metadata else None  # a generated collection
+            return deep_episode(task, mode, swarm_instructions=SWARM_NOTE, tools=tools)
         if family == "control":
             return control_episode(task, mode)
         raise ConfigError(f"task {task.id!r} has family {family!r}; a {NAME} task is one of {list(FAMILIES)}")
@@ -131,7 +138,8 @@ class TrainMixWorkload(Workload):
             kind = FICTION[task.metadata["kind"]]
             return wide_gold(kind, task.metadata["labels"], task.metadata["attrs"], mode, latency_s=latency_s)
         if family == "deep":
-            return deep_gold(task, mode, latency_s=latency_s)
+            gold = chain_gold_policy if "corpus" in task.metadata else deep_gold
+            return gold(task, mode, latency_s=latency_s)
         if family == "control":
             return control_gold(task, mode, latency_s=latency_s)
         raise ConfigError(f"task {task.id!r} has family {family!r}; a {NAME} task is one of {list(FAMILIES)}")

@@ -18,6 +18,7 @@ from swarm.errors import ConfigError
 from swarm.records import Task
 from workloads import get_workload
 from workloads.base import Mode
+from workloads.research import research_world
 from workloads.splits import key_split
 
 pytest.importorskip("bm25s")  # wide tasks and look-ups search generated collections
@@ -28,8 +29,8 @@ WL = get_workload("train-mix")
 def _items(task: Task) -> set[str]:
     """What a task is made of: entity names (with their kind), customers, facts, expressions."""
     md = task.metadata
-    if md.get("family") == "deep" or md["workload"] == "deep-lookup":
-        return {f"customer:{x}" for x in md["labels"]}
+    if md.get("family") == "deep" or md["workload"] == "deep-lookup":  # companies of a generated collection
+        return {f"{'company' if 'corpus' in md else 'customer'}:{x}" for x in md["labels"]}
     if "items" in md:  # a fact or a sum
         return {f"{md['kind']}:{it['key']}" for it in md["items"]}
     return {f"{md['kind']}:{x}" for x in md["labels"]}
@@ -131,3 +132,23 @@ def test_swarm_rollout_and_train_configs_use_it(tmp_path: Path) -> None:
     assert summary["episodes"] == 8 and summary["mean_r_perf"] == 1.0
     spec = WorkloadTasks(workload="train-mix", n=5, seed=3, knobs={"max_entities": 4})
     assert [t.id for t in spec.tasks()] == [f"train-mix-train-s3-{i}" for i in range(5)]
+
+
+async def test_fictional_chains_need_both_hops_and_have_one_answer() -> None:
+    tasks = WL.tasks(6, seed=4, wide=0, control=0, fiction_deep=1.0)
+    for task in tasks:
+        md = task.metadata
+        assert md["family"] == "deep" and md["corpus"]["linked"] and md["parts"] == len(md["labels"]) >= 2
+        spec = md["corpus"]
+        world = research_world(spec["key"], "company", spec["entities"], spec["distractors"], 0, "train", True)
+        people = {d.fields["name"]: d.fields for d in world.documents if d.kind == "person"}
+        for company in world.entities:
+            ceo = people[company["ceo"]]  # the second hop exists, and says where they work
+            assert ceo["employer"] == company["name"] and md["born"][company["name"]] == ceo["born"]
+            first = company["ceo"].split(" ")[0]
+            assert any(n != company["ceo"] and n.startswith(f"{first} ") for n in people)  # a near-namesake
+        assert task.verifier_args["expected"] == min(md["born"], key=lambda c: md["born"][c])
+        assert list(md["born"].values()).count(min(md["born"].values())) == 1
+        assert "sub-agent" not in task.prompt and "ANSWER:" in task.prompt
+        for mode in ("swarm", "single"):
+            assert await _run(task, mode) == 1.0

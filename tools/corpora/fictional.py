@@ -280,11 +280,15 @@ def fictional_world(
     distractors: int = 2,
     missing: int = 0,
     accept: Accept | None = None,
+    linked: bool = False,
 ) -> World:
     """The world of ``key``: ``entities`` asked entities of ``kind``, ``distractors`` documents about each
     that are not it, ``missing`` asked names without a document, and as many background entities as
     asked ones. Asked and missing names pass ``accept``. Deterministic in its arguments (``accept``
-    must be a pure function of the name)."""
+    must be a pure function of the name).
+
+    ``linked`` (companies only) adds the second hop of a chain: each asked company's chief executive
+    gets a person document (working at that company), and a near-namesake of theirs one too."""
     if kind not in FICTIONAL_KINDS:
         raise ConfigError(f"unknown fictional kind {kind!r}; known: {', '.join(FICTIONAL_KINDS)}")
     if entities < 1 or distractors < 0 or missing < 0:
@@ -305,8 +309,21 @@ def fictional_world(
                 docs.append(_doc(kind, _record(kind, names.twin(kind, r["name"]), names)))
             else:
                 docs.append(_news(kind, r, _record(kind, names.of(kind), names), j, rng))
+    if linked:
+        docs += _linked(kind, asked, names)
     rng.shuffle(docs)
     return World(key=key, kind=kind, entities=tuple(asked), missing=tuple(absent), documents=tuple(docs))
+
+
+def _linked(kind: str, asked: Sequence[dict[str, Any]], names: _Names) -> list[Document]:
+    if kind != "company":
+        raise ConfigError(f"linked worlds chain a company to its chief executive; kind {kind!r} has no such link")
+    docs = []
+    for r in asked:
+        ceo = {**_record("person", r["ceo"], names), "employer": r["name"]}
+        twin = _record("person", names.twin("person", r["ceo"]), names)
+        docs += [_doc("person", ceo), _doc("person", twin)]
+    return docs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

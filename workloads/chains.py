@@ -1,0 +1,124 @@
+"""Deep questions as chains of look-ups, and their gold policies (deep-lookup, train-mix's fictional chains).
+
+A deep question (K2.5's "depth" prompts) names B independent entities; for each, a chain of hops —
+search for a value, open the document whose title starts as expected, read the next value from its
+text — ends in a number, and the answer is the entity whose number is best (the largest first-order
+total, the earliest-born chief executive). :class:`Chain` describes one such question shape;
+:func:`chain_gold` gives its gold policies in both modes: swarm (one researcher per entity, all in one
+stage, then compare) and single (every chain in turn). The policies read the real tools' output, so an
+environment that lost a link cannot reach reward 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from swarm.backend import Completion, ModelRequest
+from swarm.messages import ToolMessage
+from swarm.testing import FunctionBackend, call
+from workloads.base import GoldPolicy, Mode, tool_messages, user_text
+from workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report
+
+__all__ = ["Chain", "Hop", "chain_gold", "follow"]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One link: search ``query(value)``, open the hit whose title starts with ``prefix(value)``, and
+    ``read`` the next value from the opened text (None: the chain breaks)."""
+
+    query: Callable[[str], str]
+    prefix: Callable[[str], str]
+    read: Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A deep question's shape: the hops from an entity to its number, and how the answer is chosen."""
+
+    key: str  # the report's name of the entity ("customer")
+    value: str  # the report's name of the number ("first_order_total")
+    task: Callable[[str], str]  # a researcher's task for one entity (names it in single quotes)
+    hops: tuple[Hop, ...]
+    largest: bool  # the answer is the entity with the largest number (else the smallest)
+    line: Callable[[str, float], str]  # how the answer states one entity's number
+
+
+def follow(chain: Chain, label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, float | None, int]:
+    """One entity's chain over the tool results ``seen`` so far: (the next call or None, the number once
+    known, the tool results this chain consumed)."""
+    value, used = label, 0
+    for hop in chain.hops:
+        if len(seen) <= used:
+            return Completion(tool_calls=(call("search", query=hop.query(value), k=5),)), None, used
+        doc = own_hit(seen[used], hop.prefix(value))
+        used += 1
+        if doc is None:
+            return None, None, used
+        if len(seen) <= used:
+            return Completion(tool_calls=(call("open", doc_id=doc),)), None, used
+        nxt = hop.read(seen[used].content)
+        used += 1
+        if nxt is None:
+            return None, None, used
+        value = nxt
+    try:
+        return None, float(value.replace(",", "")), used
+    except ValueError:
+        return None, None, used
+
+
+def _answer(chain: Chain, numbers: Mapping[str, float]) -> Completion:
+    if not numbers:
+        return Completion(text=f"ANSWER: {NOT_FOUND}")
+    pick = max if chain.largest else min
+    best = pick(numbers, key=lambda k: numbers[k])
+    return Completion(text="\n".join([*(chain.line(k, v) for k, v in numbers.items()), f"ANSWER: {best}"]))
+
+
+def _researcher(request: ModelRequest, chain: Chain) -> Completion:
+    m = LABEL_RE.search(user_text(request))
+    if m is None:
+        return Completion(text="My task names nothing in quotes; nothing done.")
+    nxt, number, _ = follow(chain, m.group(1), tool_messages(request))
+    if nxt is not None:
+        return nxt
+    return Completion(text=f"{chain.key}: {m.group(1)}\n{chain.value}: {number if number is not None else NOT_FOUND}")
+
+
+def _swarm(request: ModelRequest, chain: Chain, labels: Sequence[str]) -> Completion:
+    reports = tool_messages(request, "assign_task")
+    if reports or request.tool_choice == "none":
+        numbers = {}
+        for msg in reports:
+            rep = parse_report(msg.content) or {}
+            try:
+                numbers[rep[chain.key]] = float(rep[chain.value])
+            except (KeyError, ValueError):
+                continue
+        return _answer(chain, numbers)
+    calls = [call("assign_task", agent=AGENT, task=chain.task(label)) for label in labels]
+    return Completion(text=f"{len(calls)} independent branches.", tool_calls=tuple(calls))
+
+
+def _single(request: ModelRequest, chain: Chain, labels: Sequence[str]) -> Completion:
+    seen = tool_messages(request)
+    pos, numbers = 0, {}
+    for label in labels:
+        nxt, number, used = follow(chain, label, seen[pos:])
+        if nxt is not None:
+            return nxt
+        pos += used
+        if number is not None:
+            numbers[label] = number
+    return _answer(chain, numbers)
+
+
+def chain_gold(chain: Chain, labels: Sequence[str], mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+    """The gold policies of a deep question over ``labels`` in ``mode``."""
+    if mode == "swarm":
+        orch = FunctionBackend(lambda r: _swarm(r, chain, labels), model="gold-orchestrator", delay=latency_s)
+    else:
+        orch = FunctionBackend(lambda r: _single(r, chain, labels), model="gold-single", delay=latency_s)
+    return GoldPolicy(orch, FunctionBackend(lambda r: _researcher(r, chain), model="gold-subagent", delay=latency_s))

@@ -283,7 +283,7 @@ def rollout(
         int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train (development) or test (held out) [default: train]")
+        str | None, typer.Option("--split", help="workload: train, dev (tuning) or test (held out) [default: train]")
     ] = None,
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")

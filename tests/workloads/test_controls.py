@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from orchestrator.cli import app
 from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.eval import run_eval
@@ -121,3 +124,13 @@ def test_tasks_rotate_kinds_are_deterministic_and_never_ask_for_sub_agents() -> 
     for t in tasks:
         assert not re.search(r"sub-?agent|assign|delegat|parallel|spawn", t.prompt, re.IGNORECASE), t.prompt
     assert WL.episode(tasks[0], "swarm").instructions == ""  # a fact: what a newcomer's `swarm run` gets
+
+
+@pytest.mark.parametrize("name", ["controls", "wide-research"])
+def test_swarm_eval_runs_the_gold_policy_of_the_new_workloads(name: str, tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["eval", "-w", name, "-b", "scripted", "-n", "3", "--json", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert report["split"] == "dev" and len(report["rows"]) == 6 and all(row["metric"] == 1.0 for row in report["rows"])
+    fanout = {m: s["fanout_rate"] for m, s in report["summaries"].items()}
+    assert fanout == ({"swarm": 0.0, "single": 0.0} if name == "controls" else {"swarm": 1.0, "single": 0.0})

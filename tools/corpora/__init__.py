@@ -7,6 +7,11 @@ domain with all their orders and reservations. Every document has a stable id
 ``airline/flight/<flight_number>``, ``airline/user/<user_id>``, ``airline/reservation/<id>``,
 ``<domain>/policy/<section>``), a ``kind`` and ``fields`` = the source record, so workloads can
 generate table and multi-hop questions whose answers are computed from :func:`tau2_records`.
+
+``fictional`` (:mod:`tools.corpora.fictional`): generated, not packaged — small collections of made-up
+companies, people and products with random facts, near-namesakes and news items, one per task of the
+``wide-research``/``controls``/``train-mix`` workloads (``python -m tools.corpora.fictional OUT.jsonl``
+writes one for ``--search-corpus``).
 """
 
 from __future__ import annotations

@@ -32,6 +32,17 @@ if ! command -v bwrap >/dev/null; then
     fi
 fi
 
+# traces (issue 31): `swarm traces show ID --html` pages are tested in headless Chromium (Debian's
+# `chromium`); installed here when we are root with apt, else the tests that need it skip.
+if ! command -v chromium >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+    else
+        echo "note: chromium is missing: the HTML trace page tests skip (apt-get install chromium)" >&2
+    fi
+fi
+
 # rewards/trajectories/rollouts (issue 6): Parquet export needs pyarrow; the GRPOTrainer test needs trl,
 # which pulls torch: install the CPU build torch==2.13.0 first so pip never fetches CUDA wheels.
 .venv/bin/pip install -q 'torch==2.13.0'

@@ -512,7 +512,7 @@ def start_tracing(
         host, port = target.address
         notes.append(
             f"no OTLP receiver on {host}:{port}; spans go to the trace file only "
-            "(start Jaeger: README, Traces; or set --otlp-endpoint / OTEL_EXPORTER_OTLP_ENDPOINT)"
+            "(`swarm traces push ID` sends them to a Jaeger started later; README, Traces)"
         )
         target = None
     elif target is not None and target.explicit and not receiver_listening(target, options.probe_timeout_s):

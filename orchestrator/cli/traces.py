@@ -29,6 +29,7 @@ from rich.text import Text
 from orchestrator.cli.live import stages_from_record
 from orchestrator.cli.telemetry_setup import TRACE_FILE
 from orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, records_dir
+from swarm.errors import ConfigError
 from swarm.monitors import episode_monitors
 from swarm.records import EpisodeRecord, StepRecord
 
@@ -36,8 +37,10 @@ __all__ = ["episode_timeline", "find_episode", "traces_app"]
 
 traces_app = typer.Typer(
     name="traces",
-    help="Inspect recorded runs: list them, or show one as a timeline with its critical path."
-    "\n\nExamples:\n\n\b\n  swarm traces list\n  swarm traces show 3f2a",
+    help="Inspect recorded runs: list them, show one as a timeline with its critical path (or an HTML "
+    "page), push its spans to Jaeger."
+    "\n\nExamples:\n\n\b\n  swarm traces list\n  swarm traces show 3f2a\n  swarm traces show 3f2a --html\n"
+    "  swarm traces push 3f2a",
     no_args_is_help=True,
 )
 _err = Console(stderr=True)
@@ -438,11 +441,79 @@ def jaeger_url(data: dict[str, Any]) -> str:
     return f"{base.rstrip('/')}/trace/{data['trace_id']}"
 
 
+@traces_app.command("push")
+def push_trace(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="episode id (or unique prefix), trace id, or path")],
+    out: RootOption = None,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-endpoint",
+            metavar="URL",
+            help="OTLP receiver [default: OTEL_EXPORTER_OTLP_* or a local Jaeger on :4318]",
+        ),
+    ] = None,
+    otlp_protocol: Annotated[
+        str | None, typer.Option("--otlp-protocol", metavar="PROTOCOL", help="http/protobuf or grpc")
+    ] = None,
+) -> None:
+    """Send a recorded episode's spans (its trace.jsonl) to an OTLP receiver, e.g. a Jaeger started
+    after the run. Exit codes: 0 sent, 1 the receiver could not be reached or refused, 2 bad input.
+
+    Examples:
+
+    \b
+      swarm traces push 3f2a
+      swarm traces push 3f2a --otlp-endpoint http://jaeger.internal:4318
+    """
+    from orchestrator.cli.telemetry_setup import resolve_otlp
+    from orchestrator.cli.trace_push import PushError, push
+
+    try:
+        path, record = find_episode(out if out is not None else records_dir(), ident)
+        target = resolve_otlp(otlp_endpoint, otlp_protocol)
+    except (LookupError, ConfigError) as exc:
+        raise _exit(str(exc)) from None
+    trace_file = path.parent / TRACE_FILE
+    if path.name != EPISODE_FILE or not trace_file.is_file():
+        raise _exit(f"episode {record.episode_id} has no {TRACE_FILE} beside its record (--no-trace-file?)")
+    if target is None:
+        raise _exit("OTEL_TRACES_EXPORTER=none turns export off; give --otlp-endpoint URL to push anyway")
+    try:
+        n = push(trace_file, target)
+    except PushError as exc:
+        raise _exit(f"{exc}; start Jaeger (README, Traces) or give --otlp-endpoint URL", 1) from None
+    except ConfigError as exc:
+        raise _exit(str(exc)) from None
+    link = jaeger_url({"exported_to": target.endpoint, "trace_id": record.trace_id}) if record.trace_id else ""
+    typer.echo(f"pushed {n} spans of episode {record.episode_id} to {target.endpoint}" + (f"; {link}" if link else ""))
+
+
+def _write_page(path: Path, record: EpisodeRecord) -> Path:
+    """The episode's HTML page beside its record (``episode.html``), or ``./<id>.html`` for a record
+    read from a rollout's ``episodes.jsonl``; private to the user, like the record."""
+    from orchestrator.cli.trace_html import episode_page
+
+    target = path.parent / "episode.html" if path.name == EPISODE_FILE else Path(f"{record.episode_id}.html")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(episode_page(record))
+    return target.resolve()
+
+
 @traces_app.command("show")
 def show(
     ident: Annotated[str, typer.Argument(metavar="ID", help="episode id (or unique prefix), trace id, or path")],
     out: RootOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="the timeline as JSON on stdout")] = False,
+    html: Annotated[
+        bool,
+        typer.Option(
+            "--html",
+            help="write one self-contained HTML page (stage DAG, critical path, Gantt, transcripts on click; "
+            "no network) next to the record, and print its path",
+        ),
+    ] = False,
 ) -> None:
     """One run as a timeline per agent, grouped by stage, with the critical path highlighted.
 
@@ -455,11 +526,15 @@ def show(
     \b
       swarm traces show 3f2a
       swarm traces show traces/3f2a9c/episode.json --json
+      swarm traces show 3f2a --html
     """
     try:
         path, record = find_episode(out if out is not None else records_dir(), ident)
     except LookupError as exc:
         raise _exit(str(exc)) from None
+    if html:
+        typer.echo(str(_write_page(path, record)))
+        return
     trace_file = path.parent / TRACE_FILE
     data = episode_timeline(record, trace_file if trace_file.is_file() else None)
     data["path"] = str(path)

@@ -30,7 +30,9 @@ The steps, in order:
    response's column set differs from the required one, everything scores 0;
 3. rewrite response key values through ``key_aliases``; reject listed cells (above); preprocess every
    cell per column (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with
-   duplicate keys on both sides (the response's disagreeing cells rejected);
+   duplicate keys on both sides (the response's disagreeing cells rejected); a response row whose
+   looked-up cells all say "no value" (``n/a``, ``unknown``, ``NOT FOUND``, empty) claims nothing and is
+   left out, as an omitted row is (``abstained_rows``): abstaining costs no more than leaving it out;
 4. inner-join on the key columns; a looked-up cell scores the *minimum* over its column's metrics
    (``exact_match``, ``number_near``, ``date_near``, ``url_match``, ``in_match``, ``llm_judge``); a row
    scores the minimum of its looked-up cells (a row counts when all its cells are right);
@@ -105,6 +107,7 @@ class TableScore(BaseModel):
     pred_rows: int = 0
     gold_rows: int = 0
     matched_rows: int = 0
+    abstained_rows: int = 0
     column_scores: dict[str, float] = Field(default_factory=dict)
     scored_columns: tuple[str, ...] = ()
     items: dict[str, float] = Field(default_factory=dict)
@@ -272,7 +275,9 @@ def _netlocs(s: str) -> set[str]:
     return out
 
 
-_NO_VALUE = frozenset({"", "n/a", "na", "none", "unknown", "null", "nan", "-", "—", "not found", "notfound"})
+_NO_VALUE = frozenset(
+    {"", "n/a", "na", "none", "unknown", "null", "nan", "-", "—", "not found", "notfound", "not in the collection"}
+)
 REJECTED = "\x00rejected"
 """What a hedged or listed response cell becomes: it equals no gold value under any metric."""
 
@@ -627,8 +632,20 @@ def score_table(
     for r in spec.gold_rows:  # duplicate gold keys: the first row counts (WideSearch)
         prepped = prep(r, False)
         g_rows.setdefault(tuple(prepped[c] for c in spec.keys), (spec.gold_id(r), prepped))
-    p_rows = _dedup([prep(r, True) for r in resp_rows], spec.keys, conflicts=True)
-    return _compare(spec, p_rows, list(g_rows.values()))
+    looked_up = [c for c in spec.required if c not in spec.keys]
+
+    def says_nothing(row: Mapping[str, Any], raw: bool) -> bool:
+        return bool(looked_up) and all(_no_value(_unwrap(str(row.get(c, ""))) if raw else row[c]) for c in looked_up)
+
+    claims = [  # an abstaining row is left out, unless the gold row has no value either (then it is right)
+        r
+        for r, silent in ((prep(r, True), says_nothing(r, True)) for r in resp_rows)
+        if not silent or ((g := g_rows.get(tuple(r[c] for c in spec.keys))) is not None and says_nothing(g[1], False))
+    ]
+    p_rows = _dedup(claims, spec.keys, conflicts=True)
+    return _compare(spec, p_rows, list(g_rows.values())).model_copy(
+        update={"abstained_rows": len(resp_rows) - len(claims)}
+    )
 
 
 class TableArgs(VerifierArgs):

@@ -179,3 +179,15 @@ def test_a_link_in_a_url_column_is_its_target() -> None:
     rules = {"site": ColumnRule(preprocess=(), metrics=("url_match",))}
     s = score_table("| k | site |\n|-|-|\n| x | [Paris](https://www.paris.fr) |", gold, key_columns=["k"], rules=rules)
     assert s.success
+
+
+def test_a_row_that_says_not_found_claims_nothing() -> None:
+    # A distractor reported as not found in the table costs no precision, as leaving it out does;
+    # a guessed value for it does.
+    base = RIGHT + "\n| Mia Park | NOT FOUND | NOT FOUND | NOT FOUND |"
+    s = score(base)
+    assert s.success and s.abstained_rows == 1 and s.pred_rows == 2
+    guessed = score(RIGHT + "\n| Mia Park | mia@example.com | Boise | 2 |")
+    assert guessed.item_precision == pytest.approx(2 / 3) and not guessed.success
+    names_only = score(HEADER + "| Ava Lopez | n/a | n/a | n/a |\n| Liam Chen |  |  |  |")
+    assert names_only.item_f1 == 0.0 and names_only.abstained_rows == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -16,7 +17,7 @@ from swarm.errors import ConfigError
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend
 from tools.builtin.search import Corpus
-from tools.corpora.fictional import ATTRIBUTES, fictional_world, main
+from tools.corpora.fictional import ATTRIBUTES, GENERATOR, fictional_world, main
 from workloads import get_workload
 from workloads.base import Mode
 from workloads.research import FICTION, research_world
@@ -166,3 +167,17 @@ def test_the_corpus_writer_makes_a_user_corpus_for_swarm_run(
     assert len(corpus) == len(world.documents) and all(json.loads(line)["id"] for line in out.read_text().splitlines())
     said = capsys.readouterr().out
     assert all(r["name"] in said for r in world.entities) and "--search-corpus" in said
+
+
+def test_the_generator_is_pinned_to_its_version() -> None:
+    """Task files rebuild their collection from (generator version, key): a change to the documents must
+    bump GENERATOR, or old task files would be scored against other documents than they were made with."""
+    docs = [
+        d.model_dump()
+        for k in ("company", "person", "product")
+        for d in fictional_world("pin", k, 3, distractors=3, missing=1).documents
+    ]
+    docs += [d.model_dump() for d in fictional_world("pin", "company", 2, linked=True).documents]
+    digest = hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()
+    pinned = {"fictional-v1": "78dbd9a825c885b2022f9f5722de7d7d095ee1bf46492c7aa9862efb1e274109"}
+    assert pinned.get(GENERATOR) == digest, f"the documents changed: bump GENERATOR and pin {digest}"

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.agent_files import DEFAULT_AGENTS_DIR
+from orchestrator.cli.discovery import agent_dirs
 from orchestrator.cli.tools import agent_files
 from swarm.errors import UserError
 
@@ -32,7 +33,11 @@ _err = Console(stderr=True)
 def list_agents(
     agents_dirs: Annotated[
         list[Path] | None,
-        typer.Option("--agents", help=f"agent file directory, repeatable (default: ./{DEFAULT_AGENTS_DIR}/)"),
+        typer.Option(
+            "--agents",
+            help="agent file directory, repeatable (default: .swarm/agents/ from here up to the repository root, "
+            "then the user config directory's agents/)",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object per agent on stdout")] = False,
 ) -> None:
@@ -56,7 +61,13 @@ def list_agents(
             typer.echo(json.dumps({**row, "system_prompt": d.system_prompt, "path": str(a.path)}, ensure_ascii=False))
         return
     if not found:
-        where = ", ".join(map(str, agents_dirs)) if agents_dirs else f"./{DEFAULT_AGENTS_DIR}/"
+        where = (
+            ", ".join(map(str, agents_dirs))
+            if agents_dirs
+            else "the discovered directories ("
+            + (", ".join(map(str, agent_dirs())) or f"none: no ./{DEFAULT_AGENTS_DIR}/")
+            + ")"
+        )
         _err.print(f"no agent files in {escape(where)} (write NAME.md: front matter, then the system prompt)")
         return
     table = Table(show_header=True, header_style="bold", box=None)

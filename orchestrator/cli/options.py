@@ -82,7 +82,12 @@ SubagentModelOpt = Annotated[
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="TOML/JSON config: [swarm] budgets and sampling, [backend], [reward], [tools]"),
+    typer.Option(
+        "--config",
+        "-c",
+        help="TOML/JSON config: [swarm] budgets and sampling, [backend], [reward], [tools] "
+        "[default: ./swarm.toml, else the user config directory's swarm.toml]",
+    ),
 ]
 MaxCriticalStepsOpt = Annotated[
     int | None,

@@ -25,6 +25,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from orchestrator.cli.discovery import find_config
 from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
 from orchestrator.cli.live import (
     NO_ANSWER,
@@ -201,7 +202,8 @@ def run(
         typer.Option(
             "--agents",
             help="agent files (*.md with name/description/tools/model front matter; the body is the system "
-            "prompt) offered as ready sub-agent types; repeatable (default: ./.swarm/agents/ if it exists)",
+            "prompt) offered as ready sub-agent types; repeatable (default: .swarm/agents/ from here up to the "
+            "repository root, then the user config directory's agents/)",
         ),
     ] = None,
     print_answer: Annotated[
@@ -230,6 +232,10 @@ def run(
       swarm run -m path/to/model.gguf --tools python,files "Plot x^2 to x2.png"
       swarm run -b openai --base-url http://localhost:8000/v1 -m MODEL -p "2+2?"
       swarm run --tasks tasks.jsonl --json-summary --agents ./my-agents
+      echo "2+2?" | swarm run -p -
+      swarm run -w deep-lookup -b gold --split test --index 3
+
+    Config: -c FILE, else ./swarm.toml, else the user config directory's swarm.toml (swarm init writes one).
     """
     tracing = TracingOptions(
         otlp_endpoint=otlp_endpoint,
@@ -241,6 +247,9 @@ def run(
     if sum((json_out, json_summary, print_answer)) > 1:
         raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
     out = out if out is not None else records_dir()
+    config_file, found_in = find_config(config_file)
+    if config_file is not None and found_in != "-c" and not quiet:
+        err.print(f"[dim]config: {escape(str(config_file))} ({found_in}; -c FILE picks another)[/dim]", soft_wrap=True)
     output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
     try:
         resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.agent_files import DEFAULT_AGENTS_DIR, AgentFile, load_agents
+from orchestrator.agent_files import AgentFile, load_agents
+from orchestrator.cli.discovery import agent_dirs
 from swarm.errors import ConfigError, UserError
 from tools.registry import Tool, Toolset
 
@@ -101,8 +102,14 @@ def _search(corpus_path: Path | None) -> Toolset:
 
 
 def agent_files(dirs: Iterable[Path] | None) -> list[AgentFile]:
-    """Agent files from ``dirs`` (``--agents``), or from ``./.swarm/agents/`` when it exists."""
+    """Agent files from ``dirs`` (``--agents``), or the discovered ones
+    (:func:`orchestrator.cli.discovery.agent_dirs`: ``.swarm/agents/`` from here up to the repository
+    root, then the user config directory's ``agents/``; the nearest definition of a name wins)."""
     given = list(dirs or ())
-    if not given:
-        return load_agents(DEFAULT_AGENTS_DIR) if DEFAULT_AGENTS_DIR.is_dir() else []
-    return load_agents(*given)
+    if given:
+        return load_agents(*given)
+    found: dict[str, AgentFile] = {}
+    for d in agent_dirs():
+        for a in load_agents(d):
+            found.setdefault(a.definition.name, a)
+    return list(found.values())

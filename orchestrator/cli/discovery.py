@@ -1,0 +1,62 @@
+"""Where the CLI finds its config and agent files when none are named, as Claude Code and kimi-cli do.
+
+- **Config** (``swarm run``): ``-c FILE`` when given; else ``./swarm.toml``; else ``swarm.toml`` in the
+  user config directory (:func:`config_dir`). The first found is used whole (files are not merged), and
+  the run says which one on stderr.
+- **Agent files**: ``--agents DIR`` when given; else every ``.swarm/agents/`` from the working
+  directory up to the repository root (the first directory holding ``.git``; just the working directory
+  outside a repository), then ``agents/`` in the user config directory. The nearest definition of a
+  name wins, as a project's own agents override a user's.
+- **Records**: :func:`orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user data
+  directory), for writing and for ``swarm traces``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["CONFIG_NAME", "agent_dirs", "config_dir", "find_config"]
+
+CONFIG_NAME = "swarm.toml"
+AGENTS = Path(".swarm") / "agents"
+
+
+def config_dir() -> Path:
+    """The user config directory: ``$SWARM_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/swarm``, else ``~/.config/swarm``."""
+    explicit = os.environ.get("SWARM_CONFIG_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "swarm"
+
+
+def find_config(explicit: Path | None, cwd: Path | None = None) -> tuple[Path | None, str]:
+    """(the config file to use or ``None``, where it came from: ``-c``, ``./swarm.toml`` or ``user config``)."""
+    if explicit is not None:
+        return explicit, "-c"
+    here = (cwd or Path.cwd()) / CONFIG_NAME
+    if here.is_file():
+        return here, f"./{CONFIG_NAME}"
+    user = config_dir() / CONFIG_NAME
+    if user.is_file():
+        return user, "user config"
+    return None, ""
+
+
+def _repo_chain(start: Path) -> list[Path]:
+    """``start`` and its parents up to the repository root (``start`` alone outside a repository)."""
+    chain: list[Path] = []
+    for d in (start, *start.parents):
+        chain.append(d)
+        if (d / ".git").exists():
+            return chain
+    return [start]
+
+
+def agent_dirs(cwd: Path | None = None) -> list[Path]:
+    """The agent file directories that exist, nearest first: ``.swarm/agents/`` from ``cwd`` up to the
+    repository root, then the user config directory's ``agents/``."""
+    start = (cwd or Path.cwd()).resolve()
+    dirs = [d / AGENTS for d in _repo_chain(start)] + [config_dir() / "agents"]
+    return [d for d in dirs if d.is_dir()]

@@ -30,9 +30,12 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import re
+import shutil
 import sys
-from collections.abc import Container, Mapping
+import tempfile
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -230,6 +233,30 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if type(exc).__name__ not in msg else msg
 
 
+STDERR_TAIL_LINES = 5
+"""Lines of a stdio server's stderr quoted when it fails to connect."""
+
+
+def _stdio_hint(cfg: StdioServerConfig | HttpServerConfig, errlog: TextIO | None) -> str:
+    """What to add to a stdio server's connect error: where its ``command`` resolved on PATH, and the
+    last lines it wrote to stderr (an import error, a usage message). Empty for HTTP servers."""
+    if not isinstance(cfg, StdioServerConfig):
+        return ""
+    path = (cfg.env or {}).get("PATH") or os.environ.get("PATH")
+    found = shutil.which(cfg.command, path=path)
+    where = f"resolved on PATH to {found}" if found else "not found on PATH"
+    hint = f"; `command` {cfg.command!r} is {where} (give a full path, e.g. the Python that has the server's packages)"
+    tail: list[str] = []
+    if errlog is not None:
+        with contextlib.suppress(OSError, ValueError):
+            errlog.flush()
+            errlog.seek(0)
+            tail = [line.rstrip() for line in errlog.read().splitlines() if line.strip()][-STDERR_TAIL_LINES:]
+    if tail:
+        hint += "; the server's last stderr lines: " + " | ".join(tail)
+    return hint
+
+
 def public_tool_name(server: str, tool: str, taken: Container[str] = ()) -> str:
     """``server__tool`` made valid for OpenAI-style tool names (``^[A-Za-z0-9_-]{1,64}$``): other
     characters become ``_``; a name too long or already taken gets a short stable hash suffix."""
@@ -314,29 +341,32 @@ class MCPServers:
             while True:
                 lost = anyio.Event()
                 shutdown = False
-                try:
-                    # The deadline covers connecting and listing only; it is lifted once connected.
-                    deadline = anyio.current_time() + conn.config.connect_timeout_s
-                    with anyio.CancelScope(deadline=deadline) as scope:
-                        async with self._client(conn) as client:
-                            listed = await client.list_tools()
-                            scope.deadline = math.inf
-                            if not started:  # the tool list agents see is fixed at the first connect
-                                conn.tools = list(listed.tools)
-                                info = client.server_info
-                                if info is not None:
-                                    conn.server_info = f"{info.name} {info.version}".strip()
-                            conn.connected, conn.error = True, None
-                            if not started:
-                                started = True
-                                task_status.started()
-                            shutdown = await self._serve(conn, client, lost)
-                    if scope.cancelled_caught and not conn.connected:
-                        conn.error = f"connect timed out after {conn.config.connect_timeout_s:g}s"
-                except Exception as exc:
-                    if conn.error is None or conn.connected:
-                        prefix = "connection lost: " if conn.connected else "connect failed: "
-                        conn.error = prefix + _describe(exc)
+                with self._errlog(conn) as errlog:
+                    try:
+                        # The deadline covers connecting and listing only; it is lifted once connected.
+                        deadline = anyio.current_time() + conn.config.connect_timeout_s
+                        with anyio.CancelScope(deadline=deadline) as scope:
+                            async with self._client(conn, errlog) as client:
+                                listed = await client.list_tools()
+                                scope.deadline = math.inf
+                                if not started:  # the tool list agents see is fixed at the first connect
+                                    conn.tools = list(listed.tools)
+                                    info = client.server_info
+                                    if info is not None:
+                                        conn.server_info = f"{info.name} {info.version}".strip()
+                                conn.connected, conn.error = True, None
+                                if not started:
+                                    started = True
+                                    task_status.started()
+                                shutdown = await self._serve(conn, client, lost)
+                        if scope.cancelled_caught and not conn.connected:
+                            conn.error = f"connect timed out after {conn.config.connect_timeout_s:g}s"
+                    except Exception as exc:
+                        if conn.error is None or conn.connected:
+                            prefix = "connection lost: " if conn.connected else "connect failed: "
+                            conn.error = prefix + _describe(exc)
+                    if not conn.connected and conn.error is not None and conn.error.startswith("connect"):
+                        conn.error += _stdio_hint(conn.config, errlog)
                 conn.connected = False
                 if shutdown or not started or conn.restarts >= conn.config.max_restarts:
                     break
@@ -353,14 +383,33 @@ class MCPServers:
             if not started:
                 task_status.started()
 
-    def _client(self, conn: _Connection) -> Client:
+    @contextlib.contextmanager
+    def _errlog(self, conn: _Connection) -> Iterator[TextIO | None]:
+        """A stdio server's stderr for one connection: a temporary file (so a failed connect can quote
+        its last lines), copied to ``server_stderr`` (default: our stderr) when the connection ends."""
+        if not isinstance(conn.config, StdioServerConfig):
+            yield None
+            return
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
+            try:
+                yield log
+            finally:
+                with contextlib.suppress(OSError, ValueError):
+                    log.seek(0)
+                    text = log.read()
+                    if text:
+                        sink = self.server_stderr or sys.stderr
+                        sink.write(text)
+                        sink.flush()
+
+    def _client(self, conn: _Connection, errlog: TextIO | None = None) -> Client:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
         cfg = conn.config
         if isinstance(cfg, StdioServerConfig):
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=cfg.env, cwd=cfg.cwd)
-            return Client(stdio_client(params, errlog=self.server_stderr or sys.stderr))
+            return Client(stdio_client(params, errlog=errlog or self.server_stderr or sys.stderr))
         return Client(_HttpTransport(cfg.url, cfg.headers))
 
     async def _serve(self, conn: _Connection, client: Client, lost: anyio.Event) -> bool:

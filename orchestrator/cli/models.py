@@ -8,9 +8,10 @@ import re
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.table import Table
+from rich.padding import Padding
+from rich.text import Text
 
 __all__ = ["inventory", "models", "short_install"]
 
@@ -33,8 +34,43 @@ def short_install(command: str) -> str:
     return re.sub(r"([\w.-]+?part)(\d+)==([\w.]+)(?: \1\d+==\3)+", fold, command)
 
 
+def _indented(text: str, style: str = "") -> Padding:
+    return Padding(Text(text, style=style), (0, 0, 0, 4))
+
+
+def _model_block(m: dict[str, Any], default: bool) -> Group:
+    """One model as a few lines: its full name and status, what it is, where it comes from, how to
+    install it, and a shipped orchestrator adapter (names are never cut, whatever the width)."""
+    head = Text(m["name"], style="bold")
+    head.append("  ")
+    head.append("installed" if m["available"] else "missing", style="green" if m["available"] else "red")
+    if default:
+        head.append(" (default)")
+    lines: list[RenderableType] = [head, _indented(m["description"])]
+    lines.append(_indented(f"{m['license']} · {m['source']}", "dim"))
+    if m["sha256"]:
+        lines.append(_indented(f"sha256 {m['sha256']}", "dim"))
+    if not m["available"]:
+        lines.append(_indented(f"install: {short_install(m['install'])}"))
+    adapter = m.get("adapter")
+    if adapter:
+        when = "applied by default" if adapter["default"] else "--orchestrator-adapter shipped applies it"
+        lines.append(_indented(f"orchestrator adapter {adapter['version']} (LoRA, swarm train): {when}"))
+    return Group(*lines)
+
+
+def _engine_block(b: dict[str, Any]) -> Group:
+    head = Text(f"{b['backend']:<13} ", style="bold")
+    head.append("ready" if b["available"] else "not installed", style="green" if b["available"] else "red")
+    lines: list[RenderableType] = [head, _indented(b["note"])]
+    if not b["available"]:
+        lines.append(_indented(f"install: {b['install']}", "dim"))
+    return Group(*lines)
+
+
 def inventory() -> dict[str, Any]:
     """What ``swarm models`` reports, as data: local models, engines, and the install command of each."""
+    from orchestrator.adapters import shipped_adapter
     from swarm.backends.local import ENGINE_INSTALL, LOCAL_MODELS, cache_dir, engine_available, model_available
 
     default: str | None = None
@@ -56,6 +92,10 @@ def inventory() -> dict[str, Any]:
         if m.parts:
             cached = cache_dir() / m.file
             entry["assembled"] = str(cached) if cached.is_file() else None
+        manifest = shipped_adapter(name)
+        entry["adapter"] = (
+            {"version": manifest.version, "default": manifest.default, "file": manifest.file} if manifest else None
+        )
         models.append(entry)
     engines = [
         {
@@ -106,25 +146,12 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="print the inve
         typer.echo(json.dumps(inv, indent=2))
         return
     out = Console()
-    t = Table(title="local models (--backend local --model NAME)", title_justify="left")
-    for col in ("model", "status", "what", "licence · source · sha256", "how to get it"):
-        t.add_column(col)
+    out.print(Text("local models (swarm run -m NAME; any GGUF file: -m path/to/model.gguf)", style="bold"))
     for m in inv["models"]:
-        status = "[green]installed[/green]" if m["available"] else "[red]missing[/red]"
-        if m["name"] == inv["default_local_model"]:
-            status += " (default)"
-        origin = f"{m['license']} · {m['source']}" + (f" · {m['sha256']}" if m["sha256"] else "")
-        t.add_row(
-            m["name"], status, escape(m["description"]), escape(origin), "" if m["available"] else escape(m["install"])
-        )
-    out.print(t)
-    e = Table(title="backends (--backend KIND)", title_justify="left")
-    for col in ("backend", "status", "use", "how to get it"):
-        e.add_column(col)
+        out.print(_model_block(m, m["name"] == inv["default_local_model"]))
+    out.print(Text("\nbackends (swarm run -b KIND)", style="bold"))
     for b in inv["engines"]:
-        status = "[green]ready[/green]" if b["available"] else "[red]not installed[/red]"
-        e.add_row(b["backend"], status, escape(b["note"]), "" if b["available"] else escape(b["install"]))
-    out.print(e)
+        out.print(_engine_block(b))
     out.print(f"assembled models are cached in {escape(str(inv['cache_dir']))} (set SWARM_CACHE_DIR to move it)")
     if inv["default_local_model"] is None:
         out.print("[yellow]no local model installed:[/yellow] install one of the above to run `swarm run` offline")

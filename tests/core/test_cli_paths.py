@@ -169,3 +169,17 @@ def test_an_index_past_the_last_task_is_bad_input(tmp_path: Path) -> None:
     assert export.exit_code == 0
     result = runner.invoke(app, _gold(tmp_path, "-t", str(tasks), "--index", "5"))
     assert result.exit_code == 2 and "past the last task" in result.stderr
+
+
+def test_swarm_models_reads_at_80_columns_with_full_names_adapters_and_gguf_paths() -> None:
+    from swarm.backends.local import LOCAL_MODELS
+
+    result = runner.invoke(app, ["models"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), [line for line in lines if len(line.rstrip()) > 80]
+    for name in LOCAL_MODELS:  # each name whole at the start of its own line, never "qwen2.5-code…"
+        assert any(line.startswith(f"{name}  ") for line in lines), name
+    assert "…" not in result.stdout
+    assert "-m path/to/model.gguf" in result.stdout
+    assert "orchestrator adapter" in result.stdout and "--orchestrator-adapter shipped" in result.stdout

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import statistics
 import time
 import uuid
@@ -49,7 +50,7 @@ from orchestrator.eval_raw import (
     write_manifest,
     write_raw,
 )
-from orchestrator.store import write_episode
+from orchestrator.store import episode_dir, write_episode
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.events import Observer
@@ -485,10 +486,13 @@ async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
         observers=list(run.observers),
         telemetry=run.telemetry(arm),
     )
+    eid = episode_id(task.id, arm, sample)
+    if run.root is not None:  # what an interrupted attempt left (its trace) would mix with this one's
+        shutil.rmtree(episode_dir(run.root / "episodes" / arm, eid), ignore_errors=True)
     record: EpisodeRecord | None
     error = None
     try:
-        record = await orch.run(task, episode_id=episode_id(task.id, arm, sample))
+        record = await orch.run(task, episode_id=eid)
     except anyio.get_cancelled_exc_class():
         raise  # interrupted: no row, so a resumed run runs this episode again
     except Exception as exc:  # a runtime bug in one episode must not end the evaluation

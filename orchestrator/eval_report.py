@@ -29,7 +29,7 @@ from orchestrator.eval_raw import MANIFEST_FILE, RAW_FILE, RawEpisode, RunManife
 from orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
 from swarm.errors import ConfigError
 
-__all__ = ["Condition", "RunData", "load_runs", "main", "render_report"]
+__all__ = ["Condition", "RunData", "comparisons", "load_runs", "main", "render_report"]
 
 ARM_ORDER = ("swarm", "single-parallel", "single")
 
@@ -220,6 +220,19 @@ def _comparisons(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condit
     ]
 
 
+def _by_condition(rows: Sequence[RawEpisode]) -> dict[Condition, list[RawEpisode]]:
+    by_cond: dict[Condition, list[RawEpisode]] = defaultdict(list)
+    for r in rows:
+        by_cond[_condition(r)].append(r)
+    return by_cond
+
+
+def comparisons(rows: Sequence[RawEpisode], *, seed: int = 0) -> str:
+    """The paired-comparison table of one run's rows (markdown; empty with fewer than two conditions)."""
+    by_cond = _by_condition(rows)
+    return "\n".join(_comparisons(by_cond, _labels(list(by_cond)), seed))
+
+
 def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
     """The markdown report of ``runs`` (deterministic for the same raw files)."""
     if not runs:
@@ -234,9 +247,7 @@ def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
         if not rows:
             out += [f"## {key[0]} · {key[1]} split", "", "No finished episodes.", ""]
             continue
-        by_cond: dict[Condition, list[RawEpisode]] = defaultdict(list)
-        for r in rows:
-            by_cond[_condition(r)].append(r)
+        by_cond = _by_condition(rows)
         labels = _labels(list(by_cond))
         out += _header(group, rows)
         out += _summary_table(by_cond, labels)

@@ -50,8 +50,8 @@ from orchestrator.eval import (
     run_eval,
     write_tasks,
 )
-from orchestrator.eval_raw import Provenance, code_state, file_sha256
-from orchestrator.eval_report import load_runs, render_report
+from orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
+from orchestrator.eval_report import comparisons, load_runs, render_report
 from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
@@ -313,7 +313,9 @@ def eval_command(
         sys.stdout.write(report.model_dump_json() + "\n")
     else:
         Console().print(report_table(report))
-        err.print(f"results: {escape(str(report.out_dir))}")
+        if report.out_dir is not None and (paired := comparisons(read_raw(Path(report.out_dir) / RAW_FILE)[0])):
+            sys.stdout.write("\n" + paired + "\n")
+        err.print(f"results: {escape(str(report.out_dir))} (tables again: swarm eval --report DIR)")
     raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
 
 

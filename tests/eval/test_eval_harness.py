@@ -106,6 +106,9 @@ async def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> No
     assert read_raw(tmp_path / "r" / RAW_FILE)[1] == 1
     with pytest.raises(ConfigError, match="already exists; pass --resume"):
         await run_eval(wl, tasks, gold(wl), out_dir=tmp_path, run_id="r")
+    stale = tmp_path / "r" / "episodes" / "swarm" / f"{tasks[1].id}-swarm" / "trace.jsonl"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("spans of the interrupted attempt\n")
     second: list[str] = []
     started: list[tuple[int, int]] = []
     report = await run_eval(
@@ -124,6 +127,7 @@ async def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> No
     )
     assert len(report.rows) == 6 and report.summaries["single"].metric == 1.0
     assert len(read_manifest(tmp_path / "r").resumed_at) == 1
+    assert not stale.exists() and (stale.parent / "episode.json").is_file()  # the rerun's files only
     # a resume with other settings is refused, naming what differs
     with pytest.raises(ConfigError, match=r"differ in .*overrides\.max_critical_steps"):
         await run_eval(
@@ -165,6 +169,7 @@ def test_cli_banner_progress_traces_resume_and_report(tmp_path: Path) -> None:
     assert "swarm eval · bfcl-parallel · split dev · seed 3 · n 2 · arms swarm,single" in err
     assert "budgets swarm: critical 12, sub-agent steps 4; single: critical 12" in err
     assert "[1/4]" in err and "[4/4]" in err and "ETA" in err and "commit" in err
+    assert "| swarm vs single | 2 |" in r.stdout and "not a headline" in r.stdout  # the paired comparison
     traces = sorted((tmp_path / "c" / "episodes").glob("*/*/trace.jsonl"))
     assert len(traces) == 4 and all(p.stat().st_size > 0 for p in traces)
     again = runner.invoke(app, [*args, "--resume"])

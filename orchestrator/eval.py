@@ -124,13 +124,13 @@ def arm_mode(arm: str) -> Mode:
 
 
 def arm_settings(arm: str) -> dict[str, Any]:
-    """The config fields that define an arm, applied on top of everything else (flags included)."""
-    if arm == "single-parallel":
-        raise ConfigError(
-            "the single-parallel arm is not available in this version (it needs the engine's "
-            "parallel direct tool calls); use --mode swarm,single"
-        )
-    return {}
+    """The config fields that define an arm, applied on top of everything else (flags and config files
+    included): the single agent runs one direct tool call per turn, single-parallel every call of a
+    turn (concurrently, one critical step). The swarm's own setting is the workload mode's."""
+    arm_mode(arm)  # an unknown arm is a ConfigError
+    if arm == "swarm":
+        return {}
+    return {"parallel_tool_calls": arm == "single-parallel"}
 
 
 def episode_config(

@@ -215,3 +215,18 @@ def test_a_test_seed_is_used_once_when_a_ledger_is_kept(tmp_path: Path) -> None:
     resumed = runner.invoke(app, [*args, "--run-id", "a", "--resume"])  # the run that used it may go on
     assert resumed.exit_code == 0, resumed.output
     assert len(ledger.read_text().splitlines()) == 1
+
+
+async def test_each_arm_runs_its_own_protocol_on_the_same_tasks(tmp_path: Path) -> None:
+    """single: one direct call per turn; single-parallel: every call of a turn; both without sub-agents,
+    whatever a config or flag says (the arm defines it)."""
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(2, seed=0)
+    over = {"parallel_tool_calls": True}  # a flag cannot turn the single arm into the other one
+    report = await run_eval(wl, tasks, gold(wl), arms=parse_arms("all"), out_dir=tmp_path, run_id="a", overrides=over)
+    rows = read_raw(tmp_path / "a" / RAW_FILE)[0]
+    protocol = {(r.arm, r.config["subagents"], r.config["parallel_tool_calls"]) for r in rows}
+    assert protocol == {("swarm", True, True), ("single", False, False), ("single-parallel", False, True)}
+    assert {r.task_id for r in rows if r.arm == "single-parallel"} == {t.id for t in tasks}
+    assert list(report.summaries) == ["swarm", "single", "single-parallel"]
+    assert all(s.metric == 1.0 for s in report.summaries.values())

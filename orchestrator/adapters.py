@@ -19,7 +19,6 @@ manifest's hash before it is loaded, and the base model's hash against the one i
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,14 +62,6 @@ class OrchestratorAdapter:
     version: str
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def shipped_adapter(model: str, root: Path = SHIPPED_DIR) -> AdapterManifest | None:
     """The manifest of the adapter shipped for ``model``, or ``None`` when none ships."""
     path = root / model / "manifest.json"
@@ -83,7 +74,7 @@ def shipped_adapter(model: str, root: Path = SHIPPED_DIR) -> AdapterManifest | N
 
 
 def _checked(manifest: AdapterManifest, root: Path) -> OrchestratorAdapter:
-    from swarm.backends.local import LOCAL_MODELS
+    from swarm.backends.local.catalogue import LOCAL_MODELS, file_sha256
 
     base = LOCAL_MODELS.get(manifest.base_model)
     if base is None or base.sha256 != manifest.base_sha256:
@@ -95,7 +86,7 @@ def _checked(manifest: AdapterManifest, root: Path) -> OrchestratorAdapter:
     path = root / manifest.base_model / manifest.file
     if not path.is_file():
         raise ConfigError(f"the shipped adapter file {path} is missing; reinstall agent-swarm")
-    got = _sha256(path)
+    got = file_sha256(path)  # cached by (path, size, mtime, inode)
     if got != manifest.sha256:
         raise ConfigError(
             f"the shipped adapter {path} has sha256 {got}, expected {manifest.sha256} (a damaged or altered "

@@ -382,13 +382,9 @@ def model_identity(kind: str, model: str | None, base_url: str | None = None) ->
             entry = LOCAL_MODELS[name]
             return f"sha256:{entry.sha256}" if entry.sha256 else f"package:{entry.install}"
         if model and model.endswith(".gguf") and os.path.isfile(model):
-            import hashlib
+            from swarm.backends.local.catalogue import file_sha256
 
-            h = hashlib.sha256()
-            with open(model, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-            return f"sha256:{h.hexdigest()}"
+            return f"sha256:{file_sha256(Path(model))}"
         raise ConfigError(
             f"the sub-agent cache cannot pin the local model {model!r}: no sha256 known; turn the cache off"
         )

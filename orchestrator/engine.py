@@ -824,6 +824,7 @@ class Orchestrator:
             completion_tokens=c.usage.completion_tokens if c else 0,
             tool_results=tool_results,
             error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
+            timings=c.timings if c else None,
         )
         sub_max = max((r.steps for r in subs), default=0)
         st.charge(sub_max)

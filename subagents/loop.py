@@ -423,6 +423,7 @@ class SubagentRun:
                 completion_tokens=usage.completion_tokens,
                 tool_results=results,
                 error=error,
+                timings=completion.timings if completion is not None else None,
             )
         )
         if self.rt.observer is not None:

@@ -33,6 +33,7 @@ __all__ = [
     "ModelBackend",
     "ModelRequest",
     "SamplingParams",
+    "Timings",
     "ToolSpec",
     "Usage",
 ]
@@ -151,6 +152,39 @@ class Usage:
         return replace(self, **(update or {}))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timings:
+    """Where one model call's time went, as the backend measured it (seconds; token counts).
+
+    ``call_s`` is the call once its engine was up. Inside it: ``queue_s`` waiting for a free slot,
+    ``prefill_s`` computing ``prefill_tokens`` prompt tokens, ``decode_s`` sampling ``decode_tokens``;
+    ``cached_tokens`` of the prompt were reused from the KV cache instead of being computed,
+    ``restored_tokens`` of them restored from the on-disk prefix cache. The rest (:attr:`other_s`)
+    is the backend's own work: chat template, tokenizer, transport. ``startup_s`` is an engine start
+    (finding and hash-checking the model, ``hash_check_s``, then loading it, ``model_load_s``),
+    reported by the first call after each start, outside ``call_s``. A backend that measures none of
+    this leaves :attr:`Completion.timings` ``None``.
+    """
+
+    __pydantic_config__ = _RECORD_CONFIG
+    call_s: float = 0.0
+    startup_s: float = 0.0
+    hash_check_s: float = 0.0
+    model_load_s: float = 0.0
+    queue_s: float = 0.0
+    prefill_tokens: int = 0
+    cached_tokens: int = 0
+    restored_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+
+    @property
+    def other_s(self) -> float:
+        """``call_s`` less the parts measured inside it (never negative)."""
+        return max(0.0, self.call_s - self.queue_s - self.prefill_s - self.decode_s)
+
+
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
 _FINISH_REASONS = frozenset(("stop", "length", "tool_calls", "error"))
 _NO_USAGE = Usage()
@@ -187,6 +221,7 @@ class Completion:
     logprobs: tuple[float, ...] | None = None
     parse_error: str | None = None
     weight_version: str | None = None
+    timings: Timings | None = None
 
     def __post_init__(self) -> None:
         if not (
@@ -202,6 +237,7 @@ class Completion:
             and _ids_ok(self.logprobs, _FLOAT)
             and (self.parse_error is None or type(self.parse_error) is str)
             and (self.weight_version is None or type(self.weight_version) is str)
+            and (self.timings is None or type(self.timings) is Timings)
         ):
             validate_fields(self)
 

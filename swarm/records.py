@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backend import Usage
+from swarm.backend import Timings, Usage
 from swarm.messages import Message, ToolCall, quick_init
 
 __all__ = [
@@ -125,6 +125,9 @@ class StepRecord:
     completion_tokens: int = 0
     tool_results: tuple[ToolResult, ...] = ()
     error: str | None = None
+    timings: Timings | None = None
+    """Where the step's model call spent its time (:class:`~swarm.backend.Timings`), when the
+    backend measured it; records written before it existed load with ``None``."""
 
     @property
     def duration(self) -> float:

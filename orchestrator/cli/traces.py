@@ -32,6 +32,7 @@ from orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, record
 from swarm.errors import ConfigError
 from swarm.monitors import episode_monitors
 from swarm.records import EpisodeRecord, StepRecord
+from swarm.timings import episode_timings
 
 __all__ = ["episode_timeline", "find_episode", "traces_app"]
 
@@ -238,6 +239,7 @@ def _step_json(step: StepRecord, critical: set[str]) -> dict[str, Any]:
         "tool_calls": [r.call.name for r in step.tool_results],
         "tool_errors": sum(r.is_error for r in step.tool_results),
         "error": step.error,
+        "timings": asdict(step.timings) if step.timings is not None else None,
     }
 
 
@@ -296,6 +298,7 @@ def episode_timeline(record: EpisodeRecord, trace_file: Path | None = None) -> d
         "subagent_statuses": dict(sorted(statuses.items())),
         "monitors": (record.monitors or episode_monitors(record)).model_dump(mode="json"),
         "stages": stages,
+        "timings": asdict(episode_timings(record)),
     }
 
 
@@ -385,6 +388,7 @@ def _render(data: dict[str, Any], console: Console) -> None:
     if path:
         shown = " → ".join(path if len(path) <= 12 else [*path[:5], "…", *path[-5:]])
         console.print(Text(f"critical path ({CRITICAL}): {shown}"), soft_wrap=True)
+    _render_timings(data, console)
     statuses = data["subagent_statuses"]
     if statuses:
         console.print(
@@ -406,6 +410,44 @@ def _render_monitors(m: dict[str, Any], console: Console) -> None:
     )
     flags = Text(" ".join(f"⚑ {f.replace('_', ' ')}" for f in m["flags"]) or "none fired", style="yellow")
     console.print(Text("monitors  ") + flags + Text(f"  ({numbers})", style="dim"), soft_wrap=True)
+
+
+def _render_timings(data: dict[str, Any], console: Console) -> None:
+    """Where the time went (swarm.timings): engine start, prefill, decode, queueing, the runtime."""
+    t = data["timings"]
+    if not t["measured_calls"]:
+        return
+    console.print(Text("time", style="bold"))
+    start = (
+        f"engine start {t['startup_s']:.2f}s (model check {t['hash_check_s']:.2f}s, load {t['model_load_s']:.2f}s) · "
+    )
+    console.print(
+        Text(
+            f"wall {t['wall_s']:.2f}s · {start if t['startup_s'] else ''}runtime's own {t['runtime_s']:.2f}s · "
+            f"model calls {t['measured_calls']} ({t['model_s']:.2f}s, queued {t['queue_s']:.2f}s)"
+        ),
+        soft_wrap=True,
+    )
+    console.print(
+        Text(
+            f"prefill {t['prefill_tokens']} tok in {t['prefill_s']:.2f}s · cached {t['cached_tokens']} tok "
+            f"({t['restored_tokens']} restored from disk) · decode {t['decode_tokens']} tok in {t['decode_s']:.2f}s"
+        ),
+        soft_wrap=True,
+    )
+    for stage in data["stages"]:
+        for row in stage["rows"]:
+            for step in row["steps"] if row["name"] == "orchestrator" else ():
+                if step["timings"]:
+                    s = step["timings"]
+                    console.print(
+                        Text(
+                            f"  turn {step['index']}: prefill {s['prefill_tokens']} tok {s['prefill_s']:.2f}s, "
+                            f"cached {s['cached_tokens']}, decode {s['decode_tokens']} tok {s['decode_s']:.2f}s, "
+                            f"call {s['call_s']:.2f}s"
+                        ),
+                        style="dim",
+                    )
 
 
 _SHOWN_ACTIONS = 8

@@ -38,7 +38,7 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +157,8 @@ class ReplayCache:
         return _COMPLETION.validate_json(zlib.decompress(row[0]))
 
     def put(self, key: str, completion: Completion) -> None:
-        blob = zlib.compress(_COMPLETION.dump_json(completion), 6)
+        # A hit costs no model time: the call's timings stay with the call that computed it.
+        blob = zlib.compress(_COMPLETION.dump_json(replace(completion, timings=None)), 6)
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?)", (key, blob))
 

@@ -31,15 +31,18 @@ from swarm.backends.local.catalogue import (
     QWEN_SHA256,
     QWEN_SIZE,
     LocalModel,
+    ModelCheck,
     Progress,
     assemble,
     assemble_qwen,
     cache_dir,
     default_model,
     engine_available,
+    file_sha256,
     model_available,
     planned_model_name,
     resolve_model,
+    verify_models,
 )
 from swarm.backends.local.cpu import busy_cores, default_threads
 from swarm.backends.local.engine import LocalEngine
@@ -53,6 +56,7 @@ __all__ = [
     "LocalBackend",
     "LocalEngine",
     "LocalModel",
+    "ModelCheck",
     "Progress",
     "assemble",
     "assemble_qwen",
@@ -61,7 +65,9 @@ __all__ = [
     "default_model",
     "default_threads",
     "engine_available",
+    "file_sha256",
     "model_available",
     "planned_model_name",
     "resolve_model",
+    "verify_models",
 ]

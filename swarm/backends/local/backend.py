@@ -6,21 +6,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
+from swarm.backend import Completion, FinishReason, ModelRequest, Timings, ToolSpec, Usage
 from swarm.backends.continuation import TurnMemory
 from swarm.backends.local.catalogue import Progress
-from swarm.backends.local.engine import LocalEngine
+from swarm.backends.local.engine import EngineStartup, LocalEngine
+from swarm.backends.local.prefix import MIN_PREFIX_TOKENS, PrefixWork, Slot, common_prefix
 from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
 from swarm.backends.repeats import RepeatGuard
 from swarm.backends.toolparse import action_grammar, constrained_answer, parse_tool_calls
 from swarm.errors import BackendError, ConfigError
-from swarm.messages import Message, to_openai_messages
+from swarm.messages import Message, UserMessage, to_openai_messages
 
 __all__ = ["LocalBackend"]
 
@@ -114,14 +117,51 @@ class LocalBackend:
             await stale.aclose()
 
     async def complete(self, request: ModelRequest) -> Completion:
-        if self._http is None or self._generation != self.engine.generation:
-            await self.start()
+        startup = await self._started()
+        began = time.perf_counter()  # the call's own time starts once the engine is up
         http = self._http
         assert http is not None
         offered = bool(request.tools) and request.tool_choice != "none"
-        # Each request below takes one of the engine's slots (OpenAIBackend.post_json) only while it
-        # is in flight; a retry's backoff holds none.
         prompt_ids, continued = await self._prompt_ids(http, request)
+        body = self._body(request, prompt_ids)
+        if self.constrain_actions and request.tools:
+            grammar = await self._grammar(
+                http,
+                request.tools if offered else (),
+                request.tool_choice,
+                body.get("lora"),
+                one_call=not request.parallel_tool_calls,
+            )
+            if grammar is not None:
+                body["grammar"] = grammar
+        prefix = await self._fixed_prefix(http, request, prompt_ids, continued)
+        waiting = time.perf_counter()
+        async with self.engine.slot(bool(self.lora_scale), prompt_ids) as slot:
+            queue_s = time.perf_counter() - waiting
+            work = await self._prepare(http, slot, prefix, body.get("lora"))
+            body["id_slot"] = slot.id
+            data = await (self._stream(http, body) if self.stop_repeats else http.post_json("/completion", body))
+            slot.held = prompt_ids + tuple(t for t in data.get("tokens") or () if isinstance(t, int))
+        eog = await self._eog_text(http, data)
+        completion = self._parse(request, prompt_ids, data, offered)
+        timings = _timings(data, began, startup, queue_s, work)
+        update: dict[str, Any] = {"timings": timings}
+        if self.lora_scale is not None:
+            update["weight_version"] = self.engine.adapter_version
+        completion = replace(completion, **update)
+        self.memory.remember(request.messages, completion, str(data.get("content")), eog)
+        self.memory.continued += continued
+        return completion
+
+    async def _started(self) -> EngineStartup | None:
+        """Connect (starting the engine if needed); the engine's start cost if no completion has
+        reported it yet (one completion per start carries it)."""
+        if self._http is None or self._generation != self.engine.generation:
+            await self.start()
+        return self.engine.take_startup()
+
+    def _body(self, request: ModelRequest, prompt_ids: tuple[int, ...]) -> dict[str, Any]:
+        """The ``/completion`` body of a request, without its grammar and slot."""
         room = self.engine.ctx_per_slot - len(prompt_ids)
         if room < 1:
             raise BackendError(
@@ -156,27 +196,41 @@ class LocalBackend:
             body["lora"] = [{"id": 0, "scale": self.lora_scale}]
         if s.stop:
             body["stop"] = list(s.stop)
-        if self.constrain_actions and request.tools:
-            grammar = await self._grammar(
-                http,
-                request.tools if offered else (),
-                request.tool_choice,
-                body.get("lora"),
-                one_call=not request.parallel_tool_calls,
-            )
-            if grammar is not None:
-                body["grammar"] = grammar
-        async with self.engine.slot(bool(self.lora_scale)) as slot_id:
-            if slot_id is not None:
-                body["id_slot"] = slot_id
-            data = await (self._stream(http, body) if self.stop_repeats else http.post_json("/completion", body))
-        eog = await self._eog_text(http, data)
-        completion = self._parse(request, prompt_ids, data, offered)
-        if self.lora_scale is not None:
-            completion = completion.model_copy(update={"weight_version": self.engine.adapter_version})
-        self.memory.remember(request.messages, completion, str(data.get("content")), eog)
-        self.memory.continued += continued
-        return completion
+        return body
+
+    # -- fixed prefixes -----------------------------------------------------------------------------
+
+    @property
+    def _adapter_key(self) -> str:
+        return self.engine.adapter_key if self.lora_scale else ""
+
+    async def _fixed_prefix(
+        self, http: OpenAIBackend, request: ModelRequest, prompt_ids: tuple[int, ...], continued: bool
+    ) -> tuple[int, ...] | None:
+        """The fixed prefix of this prompt whose KV state is cached: a known one, else (first turns
+        only) the ids before the last user message's text, found by rendering the same messages with
+        another text there. ``None`` when the prefix cache is off or the prefix is short."""
+        cache = self.engine.prefixes
+        if cache is None:
+            return None
+        known = cache.match(prompt_ids, self._adapter_key)
+        if known is not None or continued:
+            return known
+        last_user = max((i for i, m in enumerate(request.messages) if isinstance(m, UserMessage)), default=None)
+        if last_user is None:
+            return None
+        probe = list(request.messages[: last_user + 1])
+        probe[last_user] = UserMessage(content=_PROBE_TEXT)
+        rendered = await http.post_json("/apply-template", self._wire(probe, request))
+        ids = await self._tokenize(http, str(rendered.get("prompt", "")), first=True)
+        n = min(common_prefix(ids, prompt_ids), len(prompt_ids) - 1)
+        return prompt_ids[:n] if n >= MIN_PREFIX_TOKENS else None
+
+    async def _prepare(self, http: OpenAIBackend, slot: Slot, prefix: tuple[int, ...] | None, lora: Any) -> PrefixWork:
+        cache = self.engine.prefixes
+        if cache is None or prefix is None:
+            return PrefixWork()
+        return await cache.prepare(http, slot, prefix, self._adapter_key, lora)
 
     # -- constrained actions ------------------------------------------------------------------------
 
@@ -216,9 +270,9 @@ class LocalBackend:
             }
             if lora is not None:
                 probe["lora"] = lora
-            async with self.engine.slot(bool(self.lora_scale)) as slot_id:
-                if slot_id is not None:
-                    probe["id_slot"] = slot_id
+            async with self.engine.slot(bool(self.lora_scale)) as slot:
+                probe["id_slot"] = slot.id
+                slot.held = ()  # the probe replaces what the slot held
                 data = await http.post_json("/completion", probe)
             first = (data.get("tokens") or [None])[0]
             text = str(data.get("content", ""))
@@ -377,6 +431,31 @@ class LocalBackend:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+_PROBE_TEXT = "\u2063swarm prefix probe\u2063"
+"""Stands in for the last user message's text to find where a prompt's fixed part ends."""
+
+
+def _timings(
+    data: dict[str, Any], began: float, startup: EngineStartup | None, queue_s: float, work: PrefixWork
+) -> Timings:
+    """The call's :class:`~swarm.backend.Timings` from llama.cpp's ``timings`` and our own clocks."""
+    t = data.get("timings")
+    t = t if isinstance(t, dict) else {}
+    return Timings(
+        call_s=time.perf_counter() - began,
+        startup_s=startup.total_s if startup is not None else 0.0,
+        hash_check_s=startup.hash_check_s if startup is not None else 0.0,
+        model_load_s=startup.model_load_s if startup is not None else 0.0,
+        queue_s=queue_s,
+        prefill_tokens=int(t.get("prompt_n") or 0) + work.prefill_tokens,
+        cached_tokens=max(0, int(t.get("cache_n") or 0) - work.prefill_tokens),  # the primed prefix is prefill
+        restored_tokens=work.restored_tokens,
+        prefill_s=float(t.get("prompt_ms") or 0.0) / 1e3 + work.prefill_s,
+        decode_tokens=int(t.get("predicted_n") or 0),
+        decode_s=float(t.get("predicted_ms") or 0.0) / 1e3,
+    )
 
 
 def _logprob(entry: Any) -> float:

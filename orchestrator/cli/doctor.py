@@ -8,7 +8,6 @@ would find, and the records directory. ``fail`` means a feature will refuse to r
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -77,41 +76,19 @@ def _extras() -> list[Check]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _models(verify: bool) -> list[Check]:
-    from swarm.backends.local import LOCAL_MODELS, cache_dir, model_available
+    from swarm.backends.local import LOCAL_MODELS, verify_models
 
+    # Hashes are cached by (path, size, mtime, inode); --verify reads every file again.
+    checked = {c.name: c for c in verify_models(force=verify)}
     out = []
     for name, m in LOCAL_MODELS.items():
-        label = f"model {name}"
-        if not model_available(name):
-            out.append(Check(label, "warn", f"not installed: {short_install(m.install)}"))
-            continue
-        assembled = cache_dir() / m.file
-        if not (m.parts and assembled.is_file()) or m.sha256 is None:
-            pinned = f"sha256 {m.sha256[:12]}… is checked when it is assembled" if m.sha256 else "no pinned sha256"
-            out.append(Check(label, "ok", f"installed ({pinned})"))
-            continue
-        stamp = assembled.with_suffix(".gguf.sha256")
-        if verify:
-            digest = _sha256(assembled)
-            good = digest == m.sha256
-            status: Status = "ok" if good else "fail"
-            detail = "sha256 matches the pinned one" if good else f"sha256 {digest} is not the pinned {m.sha256}"
-            out.append(Check(label, status, f"{assembled}: {detail}" + ("" if good else "; delete it")))
-        elif stamp.is_file() and stamp.read_text().strip() == m.sha256:
-            out.append(
-                Check(label, "ok", f"assembled at {assembled}, stamped with the pinned sha256 (--verify rehashes)")
-            )
+        c = checked.get(name)
+        if c is None:
+            out.append(Check(f"model {name}", "warn", f"not installed: {short_install(m.install)}"))
         else:
-            out.append(Check(label, "fail", f"{assembled} has no matching sha256 stamp; delete it to re-assemble"))
+            where = f"{c.path}: " if c.path is not None else "installed: "
+            out.append(Check(f"model {name}", "ok" if c.ok else "fail", where + c.detail))
     return out
 
 

@@ -655,6 +655,7 @@ async def run_eval(
         seed=seed,
         task_ids=tuple(t.id for t in tasks),
         arms=arms,
+        knobs=workload.knobs(knobs or {}).model_dump(mode="json"),
         settings={
             **_settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov),
             "samples": samples,

@@ -143,6 +143,7 @@ class RunManifest(_Frozen):
     seed: int
     task_ids: tuple[str, ...]
     arms: tuple[str, ...]
+    knobs: dict[str, Any] = Field(default_factory=dict, description="the workload knobs, defaults included")
     settings: dict[str, Any] = Field(description="everything that must match for a resume to continue the run")
     provenance: Provenance
     samples: int = Field(1, description="episodes per task and arm")

@@ -24,12 +24,23 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.eval_raw import MANIFEST_FILE, RAW_FILE, RawEpisode, RunManifest, read_manifest, read_raw
 from orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
 from swarm.errors import ConfigError
 
-__all__ = ["Condition", "RunData", "comparisons", "load_runs", "main", "render_report"]
+__all__ = [
+    "Condition",
+    "CurvePoint",
+    "RunData",
+    "comparisons",
+    "curve",
+    "load_runs",
+    "main",
+    "render_curve",
+    "render_report",
+]
 
 ARM_ORDER = ("swarm", "single-parallel", "single")
 
@@ -255,14 +266,76 @@ def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """One arm at one value of a knob: medians over its episodes (quality: the mean)."""
+
+    value: Any
+    arm: str
+    n: int
+    quality: float
+    critical_steps: float
+    total_steps: float
+    tokens: float
+    wall_time_s: float
+
+
+def curve(runs: Sequence[RunData], knob: str) -> list[CurvePoint]:
+    """Points of a curve over ``knob`` (the width curve: ``entities``), one per (knob value, arm), from
+    each run's resolved knobs; runs without the knob are a ConfigError."""
+    rows: dict[tuple[Any, str], list[RawEpisode]] = defaultdict(list)
+    for run in runs:
+        if knob not in run.manifest.knobs:
+            raise ConfigError(f"run {run.path} has no knob {knob!r} (its knobs: {sorted(run.manifest.knobs)})")
+        for r in run.rows:
+            rows[(run.manifest.knobs[knob], r.arm)].append(r)
+    points = []
+    for (value, arm), rs in rows.items():
+        points.append(
+            CurvePoint(
+                value=value,
+                arm=arm,
+                n=len({r.task_id for r in rs}),
+                quality=sum(r.metric for r in rs) / len(rs),
+                critical_steps=spread([r.critical_steps for r in rs]).median,
+                total_steps=spread([r.total_steps for r in rs]).median,
+                tokens=spread([r.total_tokens for r in rs]).median,
+                wall_time_s=spread([r.wall_time_s for r in rs]).median,
+            )
+        )
+    rank = {a: i for i, a in enumerate(ARM_ORDER)}
+    return sorted(points, key=lambda p: (p.value, rank.get(p.arm, len(rank)), p.arm))
+
+
+def render_curve(runs: Sequence[RunData], knob: str) -> str:
+    """The curve over ``knob`` as a markdown table: one row per knob value and arm."""
+    points = curve(runs, knob)
+    metric = runs[0].manifest.metric_name if runs else "quality"
+    lines = [
+        f"| {knob} | arm | tasks | {metric} (mean) | critical steps | total steps | tokens | wall s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {p.value} | {p.arm} | {p.n} | {p.quality:.3f} | {p.critical_steps:g} | {p.total_steps:g} | "
+        f"{p.tokens:.0f} | {p.wall_time_s:.2f} |"
+        for p in points
+    ]
+    return "\n".join([*lines, "", "Steps, tokens and wall time: medians over episodes.", ""])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m orchestrator.eval_report DIR [DIR ...]``: print the report (exit 2 on bad input)."""
+    """``python -m orchestrator.eval_report [--curve KNOB] DIR [DIR ...]``: print the report, or the curve
+    over a knob (exit 2 on bad input)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    knob = None
+    if args[:1] == ["--curve"] and len(args) >= 2:
+        knob, args = args[1], args[2:]
     if not args or any(a.startswith("-") for a in args):
-        sys.stderr.write("usage: python -m orchestrator.eval_report RUN_DIR [RUN_DIR ...]\n")
+        sys.stderr.write("usage: python -m orchestrator.eval_report [--curve KNOB] RUN_DIR [RUN_DIR ...]\n")
         return 2
     try:
-        sys.stdout.write(render_report(load_runs([Path(a) for a in args])))
+        runs = load_runs([Path(a) for a in args])
+        sys.stdout.write(render_curve(runs, knob) if knob else render_report(runs))
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli import app
 from orchestrator.eval_raw import RAW_FILE, read_raw, write_manifest, write_raw
-from orchestrator.eval_report import load_runs, main, render_report
+from orchestrator.eval_report import curve, load_runs, main, render_curve, render_report
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()
@@ -39,3 +39,16 @@ def test_a_directory_of_runs_and_repeated_runs(tmp_path: Path) -> None:
     assert "| 0.250 (repeats 0.000–0.500, 2 repeats; 4 of 4 tasks differ) |" in text  # single: 0, then 0.5
     assert "| 4 | 1.000 | 0.250 | +0.750 |" in text
     assert main([str(tmp_path)]) == 0 and main([]) == 2 and main([str(tmp_path / "none")]) == 2
+
+
+def test_the_width_curve_reads_each_runs_resolved_knobs(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    for width, steps in ((2, 5), (8, 9)):
+        root = tmp_path / f"n{width}"
+        root.mkdir()
+        write_manifest(root, src.manifest.model_copy(update={"run_id": f"n{width}", "knobs": {"entities": width}}))
+        write_raw(root / RAW_FILE, [r.model_copy(update={"critical_steps": steps}) for r in src.rows])
+    table = render_curve(load_runs([tmp_path]), "entities")
+    assert "| 2 | swarm | 4 | 1.000 | 5 |" in table and "| 8 | single | 4 | 0.000 | 9 |" in table
+    assert [(p.value, p.arm) for p in curve(load_runs([tmp_path]), "entities")][:2] == [(2, "swarm"), (2, "single")]
+    assert main(["--curve", "entities", str(tmp_path)]) == 0 and main(["--curve", "nope", str(tmp_path)]) == 2

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.table import Table
@@ -42,6 +42,7 @@ from swarm.events import (
     SubagentFinished,
     SubagentStarted,
     SubagentStep,
+    TurnFinished,
 )
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, StageRecord, SubagentResult, ToolResult
 
@@ -182,6 +183,9 @@ def _stage_actions(stage: StageRecord, call_order: list[tuple[str, str]]) -> lis
             out.append(_action_from_subagent(r))
     out += [_action_from_result(r) for r in by_id.values()]
     out += [_action_from_subagent(r) for r in subs]
+    # The live view lists an assignment when it is decided: refusals at admission, then the runs in
+    # the order they start; the final tree keeps that order (so no row moves when the run ends).
+    out.sort(key=lambda a: a.kind == "assign" and a.outcome != "rejected")
     return out
 
 
@@ -260,15 +264,21 @@ def stage_tree(
     budget: int | None = None,
     max_rows: int = MAX_ROWS,
     elapsed: float | None = None,
+    folded: frozenset[int] = frozenset(),
 ) -> Tree:
     """The tree of stages: a branch per stage, a leaf per action (at most ``max_rows`` per stage,
-    the rest counted by outcome)."""
+    the rest counted by outcome). Actions keep one order, live and final (:meth:`StageView.ordered`);
+    in a stage listed in ``folded`` (a short terminal) finished actions become one line of counts."""
     tree = Tree(title if isinstance(title, Text) else Text(title, style="bold"), guide_style="dim")
     for s in stages:
         branch = tree.add(_stage_label(s, budget, elapsed if s.running else None))
         actions = s.ordered()
-        if s.running:  # running sub-agents first, so a wide stage shows what is still going on
-            actions.sort(key=lambda a: a.outcome != "running")
+        if s.index in folded:
+            done = Counter(a.outcome for a in actions if a.outcome != "running")
+            actions = [a for a in actions if a.outcome == "running"]
+            if done:
+                summary = ", ".join(f"{n} {k}" for k, n in sorted(done.items()))
+                branch.add(Text(f"✓ {sum(done.values())} finished ({summary})", style="dim"))
         for a in actions[:max_rows]:
             branch.add(_action_line(a))
         if len(actions) > max_rows:
@@ -276,6 +286,26 @@ def stage_tree(
             more = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
             branch.add(Text(f"… {len(actions) - max_rows} more ({len(actions)} actions: {more})", style="dim"))
     return tree
+
+
+def _rows(s: StageView, folded: bool = False) -> int:
+    """Terminal rows a stage takes in the tree (its label, its actions and their reason lines)."""
+    actions = [a for a in s.ordered() if not folded or a.outcome == "running"]
+    listed = actions[:MAX_ROWS]
+    return 1 + len(listed) + sum(1 for a in listed if a.reason) + (len(actions) > MAX_ROWS) + folded
+
+
+def _fit(stages: list[StageView], room: int) -> tuple[list[StageView], int, frozenset[int]]:
+    """(stages to draw, how many earlier ones are left out, stages whose finished actions fold) so
+    the tree fits ``room`` rows: the latest three stages at most, then fewer, then finished
+    sub-agents folded into a line of counts."""
+    shown = stages[-3:]
+    while len(shown) > 1 and 1 + sum(map(_rows, shown)) > room:
+        shown = shown[1:]
+    folded: frozenset[int] = frozenset()
+    if 1 + sum(map(_rows, shown)) > room:
+        folded = frozenset(s.index for s in shown)
+    return shown, len(stages) - len(shown), folded
 
 
 @dataclass
@@ -294,6 +324,15 @@ class LiveState:
     endpoint_until: float = 0.0
     """A model endpoint answered 429: requests wait until this time (shown in the header)."""
     endpoint_refused: str = ""
+    model: str | None = None
+    """The orchestrator's model, named in the status line."""
+    turns: int = 0
+    """Orchestrator turns finished so far."""
+    thinking: bool = False
+    """The orchestrator is generating its next turn (no stage is running)."""
+    thinking_since: float = field(default_factory=time.monotonic)
+    said: str = ""
+    """The orchestrator's latest text between calls."""
     _agents: dict[str, ActionView] = field(default_factory=dict)
 
     def _stage(self, index: int) -> StageView | None:
@@ -305,11 +344,19 @@ class LiveState:
         elif isinstance(event, EndpointRefused):
             self.endpoint_refused = f"endpoint refused (HTTP {event.status})"
 
-    def __call__(self, event: Event) -> None:
-        self._endpoint(event)
+    def _orchestrator(self, event: Event) -> None:
         if isinstance(event, EpisodeStarted):
             self.task, self.stages, self.critical, self._agents = event.task, [], 0, {}
-        elif isinstance(event, StageStarted):
+            self.turns, self.said = 0, ""
+            self._think()
+        elif isinstance(event, TurnFinished):
+            self.turns, self.thinking = event.index + 1, False
+            self.said = " ".join(event.text.split())
+
+    def __call__(self, event: Event) -> None:
+        self._endpoint(event)
+        self._orchestrator(event)
+        if isinstance(event, StageStarted):
             self.critical = event.critical_so_far
             left = self.budget - event.critical_so_far if self.budget is not None else None
             self.stages.append(StageView(event.index, event.kind, event.width, budget_left=left, running=True))
@@ -357,8 +404,29 @@ class LiveState:
                 s.running, s.critical_steps = False, event.critical_steps
                 if self.budget is not None:
                     s.budget_left = self.budget - event.critical_so_far
+            self._think()
 
-    def __rich__(self) -> RenderableType:
+    def _think(self) -> None:
+        self.thinking, self.thinking_since = True, time.monotonic()
+
+    def status_line(self) -> Text:
+        """What the orchestrator is doing: ``orchestrator: thinking · turn 2 · model X · 4.1s``, or the
+        stage its last turn started; then its latest words."""
+        model = f" · model {self.model}" if self.model else ""
+        if self.thinking:
+            line = Text("orchestrator: ", style="bold")
+            line.append(
+                f"thinking · turn {self.turns + 1}{model} · {time.monotonic() - self.thinking_since:.1f}s", style="cyan"
+            )
+        else:
+            running = next((s for s in reversed(self.stages) if s.running), None)
+            what = f"waiting for stage {running.index} ({running.kind})" if running else "done"
+            line = Text.assemble(("orchestrator: ", "bold"), f"{what} · turn {self.turns}{model}")
+        if self.said:
+            line.append(f"\n  “{_short(self.said, 150)}”", style="dim")
+        return line
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         head = Text.assemble(
             ("swarm ", "bold"),
             critical_text(self.critical, self.budget),
@@ -368,14 +436,20 @@ class LiveState:
             note = self.endpoint_refused or f"waiting for rate limit, {math.ceil(wait)} s"
             head = Text.assemble(head, (f" · {note}", "yellow"))
         running = [s for s in self.stages if s.running]
-        shown = self.stages[-3:]  # a long episode keeps its latest stages on screen
-        tree = stage_tree(shown, title=head, budget=self.budget, elapsed=time.monotonic() - self.stage_started)
-        if len(self.stages) > len(shown):
-            tree.label = Text.assemble(head, (f" · {len(self.stages) - len(shown)} earlier stage(s) above", "dim"))
-        parts: list[RenderableType] = [tree]
-        if running and any(a.outcome == "running" for a in running[-1].actions):
-            parts.append(Spinner("dots", text=Text("running", style="cyan")))
-        return Group(*parts)
+        status = self.status_line()
+        spinner = bool(running and any(a.outcome == "running" for a in running[-1].actions))
+        # Rows the tree may use: the screen less the status lines, the spinner and the cursor's line.
+        room = (options.height or console.height) - len(status.plain.splitlines()) - (2 if spinner else 1)
+        shown, hidden, folded = _fit(self.stages, max(room, 4))
+        tree = stage_tree(
+            shown, title=head, budget=self.budget, elapsed=time.monotonic() - self.stage_started, folded=folded
+        )
+        if hidden:
+            tree.label = Text.assemble(head, (f" · {hidden} earlier stage(s) above", "dim"))
+        yield tree
+        yield status
+        if spinner:
+            yield Spinner("dots", text=Text("running", style="cyan"))
 
 
 class EventLines:
@@ -399,6 +473,10 @@ class EventLines:
         elif isinstance(event, EpisodeStarted):
             self._t0 = time.monotonic()
             self._line(f"episode {event.episode_id} started: {_short(event.task)}")
+        elif isinstance(event, TurnFinished):
+            calls = f" → {len(event.tool_calls)} call(s): {', '.join(dict.fromkeys(event.tool_calls))}"
+            said = f" “{_short(' '.join(event.text.split()), 100)}”" if event.text.strip() else ""
+            self._line(f"orchestrator turn {event.index + 1}{said}{calls if event.tool_calls else ' → answer'}")
         elif isinstance(event, StageStarted):
             width = f", {event.width} sub-agent{'s' if event.width != 1 else ''}" if event.width else ""
             budget = critical_text(event.critical_so_far, self._budget)

@@ -371,7 +371,7 @@ def execute(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )
     writer = RecordWriter(out, annotate=_annotations(plan, telemetry))
-    state = LiveState(budget=plan.config.max_critical_steps)
+    state = LiveState(budget=plan.config.max_critical_steps, model=None if plan.policy else plan.kit(0).backend.model)
     observers, events_out = _observers(
         writer, state if live_enabled else None, quiet, plan.config.max_critical_steps, events
     )

@@ -37,13 +37,15 @@ def main() -> None:
     runs = load_runs(args.runs)
     points = curve(runs, args.knob)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    md, png = Path(f"{args.out}.md"), Path(f"{args.out}.png")  # OUT may hold dots (latency0.05)
     text = f"# Width curve over {args.knob}\n\n{render_curve(runs, args.knob)}\n{render_report(runs)}"
-    args.out.with_suffix(".md").write_text(text, encoding="utf-8")
+    md.write_text(text, encoding="utf-8")
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4 * len(PANELS), 3.4))
     for ax, (field, label) in zip(axes, PANELS, strict=True):
         for arm in dict.fromkeys(p.arm for p in points):
             mine = [p for p in points if p.arm == arm]
-            ax.plot([p.value for p in mine], [getattr(p, field) for p in mine], marker="o", label=arm)
+            xy = [(p.value, getattr(p, field)) for p in mine if getattr(p, field) is not None]
+            ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=arm)
         ax.set_xlabel(args.knob)
         ax.set_title(label, fontsize=10)
         ax.set_xscale("log", base=2)
@@ -52,8 +54,8 @@ def main() -> None:
         ax.minorticks_off()
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=120)
-    print(f"wrote {args.out.with_suffix('.md')} and {args.out.with_suffix('.png')}")
+    fig.savefig(png, dpi=120)
+    print(f"wrote {md} and {png}")
 
 
 if __name__ == "__main__":

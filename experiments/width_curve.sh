@@ -4,6 +4,8 @@
 # Usage: experiments/width_curve.sh   (env: WIDTHS "2 4 8 16", N tasks per width (default 30), SPLIT (dev),
 #   SEED (0), MODEL (qwen2.5-coder-1.5b), ARMS (all), CONCURRENT (1), OUT (experiments/results/width_curve),
 #   EXTRA: more swarm eval flags). Interrupted runs resume (--resume); test seeds go through the ledger.
+# LATENCY=SECONDS: the latency-bound case instead (K2.5 Fig. 8): the workload's gold policy as a simulated
+#   server with that fixed latency per model call (no model), so wall time follows critical steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WIDTHS=${WIDTHS:-2 4 8 16}
@@ -17,15 +19,21 @@ OUT=${OUT:-experiments/results/width_curve}
 export HF_HUB_OFFLINE=1 PYTHONPATH=$PWD
 SWARM=${SWARM:-.venv/bin/swarm}
 PY=${PY:-.venv/bin/python}
+if [ -n "${LATENCY:-}" ]; then
+    BACKEND=(-b gold --latency "$LATENCY")
+    LABEL="gold-latency$LATENCY"
+else
+    BACKEND=(-b local -m "$MODEL" --subagent-model "$MODEL" --orchestrator-adapter none --temperature 0)
+    LABEL=$MODEL
+fi
 runs=()
 for w in $WIDTHS; do
-    id="wide-research-$SPLIT-s$SEED-n$w-$MODEL"
+    id="wide-research-$SPLIT-s$SEED-n$w-$LABEL"
     runs+=("$OUT/$id")
     echo "$(date -Is) $id, load $(cut -d' ' -f1-3 /proc/loadavg)"
     # shellcheck disable=SC2086
     "$SWARM" eval -w wide-research --knob "entities=$w" -n "$N" --split "$SPLIT" --seed "$SEED" --mode "$ARMS" \
-        -b local -m "$MODEL" --subagent-model "$MODEL" --orchestrator-adapter none --temperature 0 \
-        --concurrent-episodes "$CONCURRENT" --test-seed-ledger experiments/test_seeds.jsonl \
+        "${BACKEND[@]}" --concurrent-episodes "$CONCURRENT" --test-seed-ledger experiments/test_seeds.jsonl \
         -o "$OUT" -q --run-id "$id" --resume ${EXTRA:-} > /dev/null
     rc=$?
     if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
@@ -33,4 +41,4 @@ for w in $WIDTHS; do
         exit $rc
     fi
 done
-"$PY" experiments/width_curve.py "${runs[@]}" --out "$OUT/width-curve-$SPLIT-s$SEED-$MODEL"
+"$PY" experiments/width_curve.py "${runs[@]}" --out "$OUT/width-curve-$SPLIT-s$SEED-$LABEL"

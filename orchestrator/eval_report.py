@@ -169,8 +169,7 @@ def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Cond
     ]
     for cond in sorted(by_cond):
         rows = by_cond[cond]
-        scripted = all(r.provenance.backend in ("scripted", "gold") for r in rows)
-        tokens = "not measured (scripted)" if scripted else _fmt_spread([r.total_tokens for r in rows], "{:.0f}")
+        tokens = "not measured (scripted)" if _scripted(rows) else _fmt_spread([r.total_tokens for r in rows], "{:.0f}")
         cells = [
             labels[cond],
             str(len({r.task_id for r in rows})),
@@ -276,8 +275,13 @@ class CurvePoint:
     quality: float
     critical_steps: float
     total_steps: float
-    tokens: float
+    tokens: float | None
+    """None for a scripted policy (its counts come from a stand-in tokenizer)."""
     wall_time_s: float
+
+
+def _scripted(rows: Sequence[RawEpisode]) -> bool:
+    return all(r.provenance.backend in ("scripted", "gold") for r in rows)
 
 
 def curve(runs: Sequence[RunData], knob: str) -> list[CurvePoint]:
@@ -299,7 +303,7 @@ def curve(runs: Sequence[RunData], knob: str) -> list[CurvePoint]:
                 quality=sum(r.metric for r in rs) / len(rs),
                 critical_steps=spread([r.critical_steps for r in rs]).median,
                 total_steps=spread([r.total_steps for r in rs]).median,
-                tokens=spread([r.total_tokens for r in rs]).median,
+                tokens=None if _scripted(rs) else spread([r.total_tokens for r in rs]).median,
                 wall_time_s=spread([r.wall_time_s for r in rs]).median,
             )
         )
@@ -317,7 +321,7 @@ def render_curve(runs: Sequence[RunData], knob: str) -> str:
     ]
     lines += [
         f"| {p.value} | {p.arm} | {p.n} | {p.quality:.3f} | {p.critical_steps:g} | {p.total_steps:g} | "
-        f"{p.tokens:.0f} | {p.wall_time_s:.2f} |"
+        f"{'not measured' if p.tokens is None else f'{p.tokens:.0f}'} | {p.wall_time_s:.2f} |"
         for p in points
     ]
     return "\n".join([*lines, "", "Steps, tokens and wall time: medians over episodes.", ""])

@@ -2,13 +2,80 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backend import SamplingParams
+from swarm.backend import SamplingParams, Usage
+from swarm.errors import ConfigError
 
-__all__ = ["SwarmConfig"]
+__all__ = ["Budgets", "Hedge", "Price", "SwarmConfig", "apply_overrides"]
+
+
+class Price(BaseModel):
+    """What one model costs, per million tokens: uncached input, cached input, output."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(0.0, ge=0)
+    cached: float | None = Field(None, ge=0, description="cached input (None: the input price)")
+    output: float = Field(0.0, ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        cached = self.input if self.cached is None else self.cached
+        fresh = usage.prompt_tokens - usage.cached_tokens
+        return (fresh * self.input + usage.cached_tokens * cached + usage.completion_tokens * self.output) / 1e6
+
+
+class Budgets(BaseModel):
+    """Limits on everything an episode's agents spend together (``None``: no limit)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int | None = Field(None, ge=1, description="input + output tokens of every agent, every turn")
+    max_input_tokens: int | None = Field(None, ge=1, description="uncached prompt tokens")
+    max_cached_tokens: int | None = Field(None, ge=1, description="prompt tokens read from a server's cache")
+    max_output_tokens: int | None = Field(None, ge=1, description="generated tokens")
+    max_turns: int | None = Field(None, ge=2, description="model turns of every agent (orchestrator and sub-agents)")
+    max_wall_s: float | None = Field(None, gt=0, description="wall time of the episode, seconds")
+    max_cost: float | None = Field(None, gt=0, description="cost, in the prices' unit (needs a price per model)")
+    prices: dict[str, Price] = Field(default_factory=dict, description="model name -> price per million tokens")
+
+    @property
+    def active(self) -> bool:
+        """Whether any limit is set."""
+        limits = (self.max_tokens, self.max_input_tokens, self.max_cached_tokens, self.max_output_tokens)
+        return any(v is not None for v in (*limits, self.max_turns, self.max_wall_s, self.max_cost))
+
+    def check_prices(self, models: Iterable[str]) -> None:
+        """A cost limit needs a price for every model that may run; raise :class:`ConfigError` otherwise."""
+        if self.max_cost is None:
+            return
+        missing = sorted(set(models) - set(self.prices))
+        if missing:
+            raise ConfigError(
+                f"budgets.max_cost = {self.max_cost:g} needs a price for every model; none for {missing}. "
+                'Add e.g. [swarm.budgets.prices."MODEL"] input = 0.15, output = 0.6 (per million tokens)'
+            )
+
+
+class Hedge(BaseModel):
+    """When a stage stops waiting for its stragglers (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    quorum: float | None = Field(None, gt=0, le=1, description="end the stage once this share has finished")
+    straggler_factor: float | None = Field(
+        None, gt=1, description="cut (or back up) a sub-agent running longer than this many median wall times"
+    )
+    min_finished: float = Field(0.5, gt=0, le=1, description="share that must finish before the median is trusted")
+    backup: bool = Field(False, description="launch a copy of a straggler instead of cutting it; first finisher wins")
+    min_width: int = Field(2, ge=2, description="narrower stages are not hedged")
+
+    def takes(self, width: int) -> bool:
+        return width >= self.min_width and (self.quorum is not None or self.straggler_factor is not None)
 
 
 class SwarmConfig(BaseModel):
@@ -70,3 +137,22 @@ class SwarmConfig(BaseModel):
         True,
         description="offer create_subagent/assign_task; False runs a single agent that only has direct tools",
     )
+    max_subagents_per_episode: int | None = Field(
+        None, ge=1, description="sub-agents one episode may run over its whole life (None: no cap)"
+    )
+    budgets: Budgets = Field(
+        default_factory=Budgets, description="tree-wide budgets: tokens, turns, wall time, cost (docs/budgets.md)"
+    )
+    hedge: Hedge | None = Field(None, description="straggler hedging (None: every stage waits for all its sub-agents)")
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a dumped :class:`SwarmConfig`) with the CLI's ``overrides`` applied: a ``None`` value is
+    not set; a dict merges into the table it names (``--budget tokens=N`` keeps the config file's other
+    budgets and prices)."""
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        old = data.get(k)
+        data[k] = {**old, **v} if isinstance(v, dict) and isinstance(old, dict) else v
+    return data

@@ -20,9 +20,11 @@ from typing import Any
 import anyio
 from opentelemetry.trace import TracerProvider
 
-from orchestrator.admission import ASSIGN, CREATE, admit
+from orchestrator.admission import ASSIGN, CREATE, Assignment, admit
+from orchestrator.budgets import BudgetLedger, Share, budget_attributes, new_ledger
 from orchestrator.coach import CallOutcome, CoachState, Ending, ReviewView, TurnAdvice, TurnView, coach_for
 from orchestrator.config import SwarmConfig
+from orchestrator.hedging import run_hedged
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
@@ -149,6 +151,7 @@ class _EpisodeState:
     reward: RewardRecord | None = None
     last_ids: tuple[int, ...] | None = None
     coaching: CoachState = field(default_factory=CoachState)  # the coach's memory of this episode
+    budget: BudgetLedger | None = None  # the tree-wide budgets and breadth cap, when any is set
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -191,6 +194,7 @@ class _StagePlan:
     direct: list[ToolCall] = field(default_factory=list)
     results: dict[str, ToolResult] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    discarded: list[SubagentResult] = field(default_factory=list)  # hedged backups that lost
 
 
 class Orchestrator:
@@ -245,6 +249,7 @@ class Orchestrator:
         }
         self._presets = self._check_presets(agents)
         self._set_up_protocol(cfg)
+        cfg.budgets.check_prices({self.backend.model, *self.subagent_backends})
         self.last_record: EpisodeRecord | None = None
 
     def _check_presets(self, agents: Iterable[AgentDefinition]) -> dict[str, AgentDefinition]:
@@ -328,6 +333,7 @@ class Orchestrator:
             agents=dict(self._presets),
             max_critical=self.config.max_critical_steps,
             coaching=self.coach.start(),
+            budget=new_ledger(self.config, self.backend.model, self.subagent_backend.model),
         )
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
         # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
@@ -425,6 +431,8 @@ class Orchestrator:
     def _before_turn(self, st: _EpisodeState) -> TurnAdvice:
         """The coach's advice for the next turn; the last one the budget allows always ends the episode."""
         last = st.critical_left <= 1
+        why = None if last or st.budget is None else st.budget.final_reason(st.messages, st.clock())
+        last = last or why is not None
         view = TurnView(
             task=st.task.prompt,
             stages=len(st.stages),
@@ -434,8 +442,9 @@ class Orchestrator:
             last=last,
         )
         advice = self.coach.before_turn(st.coaching, view)
-        if last and advice.ending is None:
-            return TurnAdvice("none", advice.notices, ending=Ending(EpisodeStatus.BUDGET_EXHAUSTED))
+        if last and (advice.ending is None or (why and advice.ending.status is EpisodeStatus.BUDGET_EXHAUSTED)):
+            ending = Ending(EpisodeStatus.BUDGET_EXHAUSTED, why, ErrorType.BUDGET_EXHAUSTED if why else None)
+            return TurnAdvice("none", advice.notices, ending=ending)
         return advice
 
     async def _generate(self, st: _EpisodeState, advice: TurnAdvice) -> _TurnOutcome:
@@ -460,6 +469,8 @@ class Orchestrator:
             kind = ErrorType.BACKEND_REFUSED if refused else ErrorType.BACKEND
             return _TurnOutcome(started, st.clock(), None, failed, kind)
         st.usage = st.usage + completion.usage
+        if st.budget is not None:
+            st.budget.charge_turn(completion.usage, st.clock() - started, st.messages)
         drift = self._check_drift(st, completion)
         st.turns.append(
             OrchestratorTurn(
@@ -600,6 +611,7 @@ class Orchestrator:
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
         )
         refused = {**coached, **admission.refused}
+        assignments, shares, timeout = self._reserve(st, admission.assignments, refused)
         by_id: dict[str, ToolCall] = {}
         for c in calls if refused else ():
             by_id.setdefault(c.id, c)  # the first call with an id, as admission saw it
@@ -607,8 +619,8 @@ class Orchestrator:
             plan.results[call_id] = self._error_result(st, by_id[call_id], message, error_type)
         plan.direct = admission.direct
         runtimes: dict[str | None, SubagentRuntime] = {}
-        width = len(admission.assignments)
-        for position, a in enumerate(admission.assignments):
+        width = len(assignments)
+        for position, a in enumerate(assignments):
             rt = runtimes.get(a.definition.model)
             if rt is None:
                 rt = runtimes[a.definition.model] = self._runtime(st, a.definition.model)
@@ -620,13 +632,28 @@ class Orchestrator:
                 agent_id=a.agent_id,
                 stage=index,
                 step_cap=a.step_cap,
-                timeout_s=cfg.subagent_timeout_s,
+                timeout_s=timeout,
                 rt=rt,
                 index=position,
                 width=width,
+                budget=shares.get(a.agent_id),
             )
             plan.runs.append((a.call, run))
         return plan
+
+    def _reserve(
+        self, st: _EpisodeState, assignments: list[Assignment], refused: dict[str, tuple[str, str]]
+    ) -> tuple[list[Assignment], dict[str, Share], float | None]:
+        """The tree-wide budgets' say on the admitted assignments (:meth:`BudgetLedger.reserve`): the
+        ones with a share, the shares, and the sub-agents' timeout; refusals are added to ``refused``."""
+        timeout = self.config.subagent_timeout_s
+        if st.budget is None or not assignments:
+            return assignments, {}, timeout
+        r = st.budget.reserve(assignments, st.clock())
+        refused.update(r.refused)
+        if r.timeout_s is not None:
+            timeout = r.timeout_s if timeout is None else min(timeout, r.timeout_s)
+        return r.admitted, r.shares, timeout
 
     @staticmethod
     def _error_result(st: _EpisodeState, c: ToolCall, text: str, error_type: str) -> ToolResult:
@@ -651,17 +678,17 @@ class Orchestrator:
                     if direct:
                         tg.start_soon(self._direct_calls, st, direct, results)
                     if runs:
-                        tg.start_soon(self._fan_out, st, index, runs, done)
+                        tg.start_soon(self._fan_out, st, plan, done)
             except anyio.get_cancelled_exc_class():
                 for c, run in runs:
                     if c.id not in done:
                         done[c.id] = run.result(
                             AgentStatus.CANCELLED, error="cancelled with the episode", error_type=ErrorType.CANCELLED
                         )
-                subs = tuple(done[c.id] for c in plan.calls if c.id in done)
+                subs = (*(done[c.id] for c in plan.calls if c.id in done), *plan.discarded)
                 self._record_stage(st, outcome, kind, tuple(results.values()), subs, span)
                 raise
-            subs = tuple(done[c.id] for c in plan.calls if c.id in done)
+            subs = (*(done[c.id] for c in plan.calls if c.id in done), *plan.discarded)
             tool_results = tuple(results[c.id] for c in plan.calls if c.id in results)
             stage = self._record_stage(st, outcome, kind, tool_results, subs, span)
         self._emit_lazy(
@@ -759,10 +786,10 @@ class Orchestrator:
             )
         )
 
-    async def _fan_out(
-        self, st: _EpisodeState, index: int, runs: list[tuple[ToolCall, SubagentRun]], done: dict[str, SubagentResult]
-    ) -> None:
-        """Run the stage's admitted sub-agents: here, or where the placement puts a stage this wide."""
+    async def _fan_out(self, st: _EpisodeState, plan: _StagePlan, done: dict[str, SubagentResult]) -> None:
+        """Run the stage's admitted sub-agents: here (hedged when the config says so), or where the
+        placement puts a stage this wide."""
+        index, runs = plan.index, plan.runs
         call_of = {run.agent_id: c.id for c, run in runs}
 
         def started(run: SubagentRun) -> None:
@@ -776,9 +803,18 @@ class Orchestrator:
             done[call_of[run.agent_id]] = result
             self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
 
-        placement = self.placement
+        def discarded(run: SubagentRun, result: SubagentResult) -> None:
+            plan.discarded.append(result)
+            self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+
+        placement, hedge, local = self.placement, self.config.hedge, [run for _, run in runs]
         if placement is None or not placement.takes(len(runs)):
-            await run_subagents([run for _, run in runs], self._limiter_now(), finished, started)
+            if hedge is not None and hedge.takes(len(runs)):
+                await run_hedged(
+                    local, self._limiter_now(), finished, started, hedge, discarded=discarded, clock=st.clock
+                )
+            else:
+                await run_subagents(local, self._limiter_now(), finished, started)
             return
         by_agent = {run.agent_id: run for _, run in runs}
         for _, run in runs:
@@ -826,8 +862,11 @@ class Orchestrator:
             error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
             timings=c.timings if c else None,
         )
-        sub_max = max((r.steps for r in subs), default=0)
+        # The stage waited for every sub-agent but the stragglers hedging cut (orchestrator.hedging).
+        sub_max = max((r.steps for r in subs if r.error_type != ErrorType.HEDGED), default=0)
         st.charge(sub_max)
+        if st.budget is not None:
+            st.budget.settle()
         for r in subs:
             st.subagent_usage = st.subagent_usage + r.usage
         stage = StageRecord(
@@ -874,6 +913,7 @@ class Orchestrator:
             trace_id=st.trace_id,
             reward=st.reward,
             config=self.config.model_dump(mode="json"),
+            budgets=st.budget.report(st.clock()) if st.budget is not None else {},
         )
         return record.model_copy(update={"monitors": episode_monitors(record)})
 
@@ -894,6 +934,8 @@ class Orchestrator:
         )
         if record.monitors is not None:
             span.set_many(monitor_attributes(record.monitors))
+        if record.budgets:
+            span.set_many(budget_attributes(record.budgets))
         if status in (EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED):
             span.fail(st.error_type or status.value, st.error or "")
         self.last_record = record

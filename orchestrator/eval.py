@@ -34,7 +34,7 @@ from typing import Any, Literal, get_args
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.config import SwarmConfig
+from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.eval_raw import (
     RAW_FILE,
@@ -143,7 +143,7 @@ def episode_config(
     data = (base or SwarmConfig()).model_dump()
     data.update(ep.config)
     data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    apply_overrides(data, overrides or {})
     if not (overrides or {}).get("system_prompt"):
         if ep.mode == "swarm":  # the prompt profile's protocol prompt (chosen from the model), then these
             data["extra_instructions"] = ep.instructions

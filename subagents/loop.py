@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio import TaskHandle
@@ -32,6 +32,7 @@ from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
 __all__ = [
+    "StepBudget",
     "SubagentRun",
     "SubagentRuntime",
     "call_model",
@@ -42,6 +43,19 @@ __all__ = [
     "run_subagents",
     "run_tool_calls",
 ]
+
+
+class StepBudget(Protocol):
+    """A sub-agent's share of the episode's tree-wide budgets (``orchestrator.budgets.Share``)."""
+
+    def spend(self, usage: Usage) -> None:
+        """Charge one model call."""
+        ...
+
+    def exhausted(self) -> str | None:
+        """Why another step would overrun the share, or ``None`` while one fits."""
+        ...
+
 
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
@@ -260,6 +274,8 @@ class SubagentRun:
     # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
     # cancels the task; its result is left in ``timed_out`` (the task handle absorbs the cancellation).
     watch: DeadlineWatch | None = None
+    # Its share of the episode's tree-wide budgets: spent after each model call, checked before each step.
+    budget: StepBudget | None = None
     handle: TaskHandle[Any] | None = None
     timed_out: SubagentResult | None = None
     _expired: bool = False
@@ -392,6 +408,8 @@ class SubagentRun:
                     f"step cap of {self.step_cap} reached before the sub-agent answered",
                     ErrorType.STEP_BUDGET,
                 )
+            if self.budget is not None and (why := self.budget.exhausted()) is not None:
+                return _Fail(AgentStatus.BUDGET_EXHAUSTED, f"budget share reached: {why}", ErrorType.STEP_BUDGET)
             nxt = await self._step()
             if not isinstance(nxt, _Continue):
                 return nxt
@@ -468,6 +486,8 @@ class SubagentRun:
         usage = completion.usage
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        if self.budget is not None:
+            self.budget.spend(usage)
 
         if completion.parse_error is not None:
             self.malformed += 1

@@ -132,9 +132,13 @@ class Usage:
     __pydantic_config__ = _RECORD_CONFIG
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the server read from its prompt cache (0 when it does not say)."""
 
     def __post_init__(self) -> None:
-        if not (type(self.prompt_tokens) is int and type(self.completion_tokens) is int):
+        if not (
+            type(self.prompt_tokens) is int and type(self.completion_tokens) is int and type(self.cached_tokens) is int
+        ):
             validate_fields(self)
 
     @property
@@ -145,6 +149,7 @@ class Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Usage:

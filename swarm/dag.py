@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 import networkx as nx
 
+from swarm.errors import ErrorType
 from swarm.records import DagStats, StageRecord, StepRecord, SubagentResult
 
 __all__ = ["build_dag", "critical_steps_formula", "dag_stats"]
@@ -50,6 +51,11 @@ def _attrs(step: StepRecord) -> dict[str, object]:
     }
 
 
+def _hedged(result: SubagentResult) -> bool:
+    """A straggler its stage stopped waiting for (``orchestrator.hedging``): off the longest path."""
+    return result.error_type == ErrorType.HEDGED
+
+
 def build_dag(stages: Sequence[StageRecord]) -> nx.DiGraph:
     """Build the step DAG from an episode's stages (nodes and edges added in bulk)."""
     nodes: list[tuple[str, dict[str, object]]] = []
@@ -68,15 +74,16 @@ def build_dag(stages: Sequence[StageRecord]) -> nx.DiGraph:
             prev_main = node
         for result in stage.subagents:
             prev: str | None = None
+            waited = not _hedged(result)
             for step in result.step_records:
                 node = _node(step)
-                nodes.append((node, _attrs(step)))
+                nodes.append((node, {**_attrs(step), "waited": waited} if not waited else _attrs(step)))
                 if prev is not None:
                     edges.append((prev, node, seq))
                 elif prev_main is not None:
                     edges.append((prev_main, node, fork))
                 prev = node
-            if prev is not None:
+            if prev is not None and waited:
                 pending_join.append(prev)
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
@@ -104,10 +111,12 @@ def _longest(g: nx.DiGraph) -> tuple[int, list[str], float]:
         steps[node] = best_n + 1
         secs[node] = best_s + (data["ended"] - data["started"])
         back[node] = parent
-        wall = max(wall, secs[node] + data["tools_tail"])
-    if not steps:
+        if data.get("waited", True):  # a hedged straggler's steps were not waited for
+            wall = max(wall, secs[node] + data["tools_tail"])
+    ends = [n for n in steps if nodes[n].get("waited", True)]
+    if not ends:
         return 0, [], 0.0
-    end = max(steps, key=steps.__getitem__)
+    end = max(ends, key=steps.__getitem__)
     path: list[str] = []
     cur: str | None = end
     while cur is not None:
@@ -158,7 +167,7 @@ def _longest_direct(stages: Sequence[StageRecord]) -> tuple[int, list[str], floa
                 best_secs = secs + main_tail
         for result in stage.subagents:
             records = result.step_records
-            if not records:
+            if not records or _hedged(result):
                 continue
             n, secs, parent = (main[1], main[2], main[0]) if main is not None else (0, 0.0, None)
             for step in records:

@@ -199,6 +199,7 @@ class ErrorType(StrEnum):
     ONE_CALL_PER_TURN = "OneCallPerTurn"  # a sub-agent's extra call, not run (subagents.loop)
     # How work ended without an exception of its own.
     CANCELLED = "Cancelled"
+    HEDGED = "Hedged"  # a straggler the stage stopped waiting for (orchestrator.hedging)
     TIMEOUT = "TimeoutError"
     ACTION_LOOP = "ActionLoopError"
     PLACEMENT = "PlacementError"

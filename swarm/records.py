@@ -18,6 +18,7 @@ from swarm.messages import Message, ToolCall, quick_init
 __all__ = [
     "AgentDefinition",
     "AgentStatus",
+    "BudgetLine",
     "DagStats",
     "EpisodeRecord",
     "EpisodeStatus",
@@ -255,6 +256,16 @@ class MonitorReport(_Frozen):
     """The monitors that fired: ``serial_collapse``, ``spurious_parallelism``, ``stragglers``, ``low_finish_rate``."""
 
 
+class BudgetLine(_Frozen):
+    """One tree-wide budget of an episode (``orchestrator.budgets``): its limit, what the agents
+    used, what is reserved for sub-agents still running, and what is left."""
+
+    limit: float
+    used: float
+    reserved: float = 0.0
+    left: float
+
+
 class EpisodeRecord(_Frozen):
     """Everything one episode did. Every ending (answer, budget, timeout, cancel, error) produces one."""
 
@@ -278,6 +289,8 @@ class EpisodeRecord(_Frozen):
     trace_id: str | None = None
     reward: RewardRecord | None = None
     monitors: MonitorReport | None = None
+    budgets: dict[str, BudgetLine] = Field(default_factory=dict)
+    """The tree-wide budgets that were set (``tokens``, ``turns``, ``wall_s``, ``cost``, ``subagents``, ...)."""
     config: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -24,9 +24,11 @@ from rich.text import Text
 
 from orchestrator.adapters import resolve_orchestrator_adapter
 from orchestrator.backend_factory import build_backends
+from orchestrator.budgets import budget_overrides
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
+    BudgetOpt,
     EpisodeTimeoutOpt,
     MaxConcurrencyOpt,
     MaxCriticalStepsOpt,
@@ -171,6 +173,7 @@ def eval_command(
         Path | None, typer.Option("--config", "-c", help="TOML/JSON config: [swarm] and [backend] tables")
     ] = None,
     max_critical_steps: MaxCriticalStepsOpt = None,
+    budget: BudgetOpt = None,
     max_subagent_steps: MaxSubagentStepsOpt = None,
     max_concurrency: MaxConcurrencyOpt = None,
     episode_timeout: EpisodeTimeoutOpt = None,
@@ -272,6 +275,7 @@ def eval_command(
             "max_subagent_steps": max_subagent_steps,
             "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
+            **budget_overrides(budget),
         }
         prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
         if not is_scripted(backend):

@@ -44,7 +44,7 @@ from swarm.events import (
     SubagentStep,
     TurnFinished,
 )
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, StageRecord, SubagentResult, ToolResult
+from swarm.records import AgentStatus, BudgetLine, EpisodeRecord, EpisodeStatus, StageRecord, SubagentResult, ToolResult
 
 __all__ = [
     "NO_ANSWER",
@@ -548,6 +548,8 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     t.add_row("sub-agents", ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none")
     t.add_row("tokens", _tokens(record))
     t.add_row("wall time", f"{record.wall_time_s:.2f}s (critical path {d.wall_critical_path_s:.2f}s)")
+    if record.budgets:
+        t.add_row("budgets", Text(", ".join(_budget(k, v) for k, v in record.budgets.items())))
     if record.monitors is not None and record.monitors.flags:
         fired = ", ".join(f.replace("_", " ") for f in record.monitors.flags)
         t.add_row("monitors", Text(f"{fired} (swarm traces show {record.episode_id[:8]})", style="yellow"))
@@ -558,6 +560,13 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     if path:
         t.add_row("record", Text(path))
     return t
+
+
+def _budget(name: str, line: BudgetLine) -> str:
+    def n(v: float) -> str:
+        return f"{v:,.2f}" if name in ("cost", "wall_s") else f"{v:,.0f}"
+
+    return f"{name} {n(line.used)}/{n(line.limit)} used ({n(line.left)} left)"
 
 
 def _tokens(record: EpisodeRecord) -> str:

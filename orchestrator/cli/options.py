@@ -93,6 +93,14 @@ MaxCriticalStepsOpt = Annotated[
     int | None,
     typer.Option("--max-critical-steps", min=1, help="episode budget in critical steps [default: 32, or the config's]"),
 ]
+BudgetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--budget",
+        help="a tree-wide budget KEY=VALUE, repeatable: tokens, input_tokens, cached_tokens, output_tokens, turns, "
+        "wall_s, cost, subagents (per episode; docs/budgets.md) [default: none, or the config's]",
+    ),
+]
 MaxSubagentStepsOpt = Annotated[
     int | None,
     typer.Option("--max-subagent-steps", min=1, help="step cap of one sub-agent [default: 8, or the config's]"),

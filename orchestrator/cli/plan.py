@@ -21,7 +21,7 @@ from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import is_scripted
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
-from orchestrator.config import SwarmConfig
+from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.tasks import load_config, load_tasks
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import UserError
@@ -160,8 +160,7 @@ def _common(req: RunRequest) -> _Common:
 
 
 def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
-    data = base.model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    data = apply_overrides(base.model_dump(), overrides)
     try:
         return SwarmConfig.model_validate(data)
     except Exception as exc:

@@ -29,10 +29,12 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.backend_factory import build_backends
+from orchestrator.budgets import budget_overrides
 from orchestrator.cli.eval import backend_resolver, parse_knobs
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
+    BudgetOpt,
     EpisodeTimeoutOpt,
     MaxConcurrencyOpt,
     MaxCriticalStepsOpt,
@@ -42,7 +44,7 @@ from orchestrator.cli.options import (
     SubagentModelOpt,
 )
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.config import SwarmConfig
+from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
@@ -124,8 +126,7 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
 
 
 def _with_overrides(cfg: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
-    data = cfg.model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    data = apply_overrides(cfg.model_dump(), overrides)
     try:
         return SwarmConfig.model_validate(data)
     except ValidationError as exc:
@@ -328,6 +329,7 @@ def rollout(
         Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
     ] = None,
     max_critical_steps: MaxCriticalStepsOpt = None,
+    budget: BudgetOpt = None,
     max_subagent_steps: MaxSubagentStepsOpt = None,
     max_concurrency: MaxConcurrencyOpt = None,
     episode_timeout: EpisodeTimeoutOpt = None,
@@ -387,6 +389,7 @@ def rollout(
             "max_subagent_steps": max_subagent_steps,
             "max_concurrency": max_concurrency,
             "episode_timeout_s": episode_timeout,
+            **budget_overrides(budget),
         }
         wl_mode: Mode = "single" if mode == "single" else "swarm"
         task_list, problems = _select_tasks(

@@ -25,6 +25,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from orchestrator.budgets import budget_overrides
 from orchestrator.cli.discovery import find_config
 from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
 from orchestrator.cli.live import (
@@ -40,6 +41,7 @@ from orchestrator.cli.live import (
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
+    BudgetOpt,
     ConfigOpt,
     EpisodeTimeoutOpt,
     MaxConcurrencyOpt,
@@ -107,6 +109,7 @@ def run(
     subagent_model: SubagentModelOpt = None,
     config_file: ConfigOpt = None,
     max_critical_steps: MaxCriticalStepsOpt = None,
+    budget: BudgetOpt = None,
     max_subagents: Annotated[
         int | None,
         typer.Option("--max-subagents", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"),
@@ -277,6 +280,7 @@ def run(
                 "max_subagent_steps": max_subagent_steps,
                 "subagent_timeout_s": subagent_timeout,
                 "episode_timeout_s": episode_timeout,
+                **budget_overrides(budget),
             },
             sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
             tools=tools,

@@ -521,6 +521,7 @@ class OpenAIBackend:
         usage = Usage(
             prompt_tokens=int(usage_raw.get("prompt_tokens") or (len(prompt_ids) if prompt_ids else 0)),
             completion_tokens=int(usage_raw.get("completion_tokens") or (len(token_ids) if token_ids else 0)),
+            cached_tokens=_cached_tokens(usage_raw),
         )
         finish = _finish(choice.get("finish_reason"), bool(calls))
         return Completion(
@@ -639,6 +640,13 @@ def _retry_after(value: str | None) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """Prompt tokens the server served from its cache (OpenAI/vLLM ``prompt_tokens_details``)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return int(cached) if isinstance(cached, int) and cached > 0 else 0
 
 
 def _finish(raw: Any, has_calls: bool) -> FinishReason:

@@ -113,6 +113,7 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
         "UNKNOWN_TOOL": "UnknownTool",
         "ONE_CALL_PER_TURN": "OneCallPerTurn",
         "CANCELLED": "Cancelled",
+        "HEDGED": "Hedged",
         "TIMEOUT": "TimeoutError",
         "ACTION_LOOP": "ActionLoopError",
         "PLACEMENT": "PlacementError",

@@ -806,7 +806,7 @@ def _gold_single(request: ModelRequest, items: Sequence[dict[str, Any]], kind: s
     if kind != "arithmetic":
         return Completion(text=_lines(items, [str(it["answer"][0]) for it in items]))
     seen = tool_messages(request, "calculator")
-    if not seen and request.tool_choice != "none":
-        return Completion(tool_calls=tuple(call("calculator", expression=it["key"]) for it in items))
+    if len(seen) < len(items) and request.tool_choice != "none":  # one call per turn, as the protocol allows
+        return Completion(tool_calls=(call("calculator", expression=items[len(seen)]["key"]),))
     values = [m.content for m in seen] + ["?"] * (len(items) - len(seen))
     return Completion(text=_lines(items, values))

@@ -531,14 +531,20 @@ def _swarm_orchestrator(request: ModelRequest, tickets: Sequence[Ticket]) -> Com
     return Completion(text=f"Assigning {len(calls)} tickets in parallel.", tool_calls=tuple(calls))
 
 
+def _signature(action: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps(action, sort_keys=True)
+
+
 def _single_agent(request: ModelRequest, tickets: Sequence[Ticket]) -> Completion:
+    """Every ticket's actions in turn, one call per turn; an action an earlier ticket already made (the
+    same read twice) is not repeated: the protocol stops an agent that repeats finished work."""
     results = tool_messages(request)
-    plan = [(t.id, a) for t in tickets for a in t.actions]
+    plan = list({_signature(a): a for t in tickets for a in t.actions}.values())
     if len(results) < len(plan) and request.tool_choice != "none":
-        name, args = plan[len(results)][1]
+        name, args = plan[len(results)]
         return Completion(tool_calls=(call(name, **args),))
-    rows, pos = [], 0
-    for t in tickets:
-        rows.append((t.id, _report(t.domain, results[pos : pos + t.n_actions])))
-        pos += t.n_actions
+    by_call = {_signature(a): m for a, m in zip(plan, results, strict=False)}
+    rows = [
+        (t.id, _report(t.domain, [by_call[k] for a in t.actions if (k := _signature(a)) in by_call])) for t in tickets
+    ]
     return Completion(text=_table(rows))

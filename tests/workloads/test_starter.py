@@ -232,8 +232,9 @@ def test_the_calculator_is_exact_and_refuses_anything_but_arithmetic() -> None:
 async def test_single_mode_has_the_calculator_and_no_subagent_actions() -> None:
     task = STARTER.tasks(1, seed=0, kinds=["arithmetic"], min_items=3, max_items=3)[0]
     rec = await _run(task, "single")
-    assert rec.dag.stage_widths == (0, 0) and rec.reward is not None and rec.reward.r_perf == 1.0
-    assert [t.call.name for t in rec.stages[0].tool_results] == ["calculator"] * 3
+    # one calculator call per turn (the single arm's protocol: several per turn is single-parallel), then the answer
+    assert rec.dag.stage_widths == (0, 0, 0, 0) and rec.reward is not None and rec.reward.r_perf == 1.0
+    assert [[t.call.name for t in s.tool_results] for s in rec.stages] == [["calculator"]] * 3 + [[]]
 
 
 @pytest.mark.parametrize("name", ["starter", "bfcl-parallel", "wide-lookup"])

@@ -257,6 +257,14 @@ class WideLookupKnobs(Knobs):
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
 
 
+def _pool(kind: Kind, split: str) -> list[tuple[str, dict[str, Any]]]:
+    return [e for e, s in zip(_entities(kind.name), _entity_splits(kind.name), strict=True) if s == split]
+
+
+def _fits(kind: Kind, split: str, kn: WideLookupKnobs) -> bool:
+    return kn.entities <= len(_pool(kind, split)) and kn.attributes <= len(kind.attrs)
+
+
 class WideLookupWorkload(Workload):
     name = "wide-lookup"
     metric = "item_f1"
@@ -271,7 +279,10 @@ class WideLookupWorkload(Workload):
         out = []
         for i in range(n):
             kind = KINDS[kn.kind] if kn.kind != "any" else KINDS[rng.choice(sorted(KINDS))]
-            pool = [e for e, s in zip(_entities(kind.name), _entity_splits(kind.name), strict=True) if s == split]
+            if kn.kind == "any" and not _fits(kind, split, kn):  # small split pools: draw among kinds that fit
+                fitting = [k for k in sorted(KINDS) if _fits(KINDS[k], split, kn)]
+                kind = KINDS[rng.choice(fitting)] if fitting else kind
+            pool = _pool(kind, split)
             if kn.entities > len(pool):
                 raise ConfigError(
                     f"only {len(pool)} {split} {kind.noun} in the corpus; entities={kn.entities} is too many"

@@ -173,3 +173,12 @@ async def test_wide_lookup_copying_the_names_scores_zero() -> None:
         rec = await _run(WIDE, task, "single", _says(answer))
         assert rec.reward is not None and rec.reward.r_perf == 0.0, answer
         assert not any(rec.reward.details.get("items", {}).values())
+
+
+def test_default_knobs_draw_only_kinds_whose_split_pool_fits() -> None:
+    for split in ("dev", "test"):  # 16 entities: only the flights pool is that large outside train
+        tasks = WIDE.tasks(6, seed=0, split=split)
+        assert {t.metadata["kind"] for t in tasks} == {"airline_flight"}
+    assert WIDE.tasks(8, seed=3) == WIDE.tasks(8, seed=3)
+    with pytest.raises(ConfigError, match="too many"):
+        WIDE.tasks(1, split="dev", kind="airline_user")  # a kind asked for by name is not swapped

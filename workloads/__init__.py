@@ -22,7 +22,7 @@ from workloads.base import (
 from workloads.bfcl import BfclWorkload
 from workloads.controls import ControlsWorkload
 from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
-from workloads.research import WideResearchWorkload
+from workloads.research import DeepResearchWorkload, WideResearchWorkload
 from workloads.splits import SPLITS, Split
 from workloads.starter import StarterWorkload
 from workloads.tau2_batch import Tau2BatchWorkload
@@ -52,5 +52,6 @@ register_workload(WideLookupWorkload.name, WideLookupWorkload)
 register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
 register_workload(StarterWorkload.name, StarterWorkload)
 register_workload(WideResearchWorkload.name, WideResearchWorkload)
+register_workload(DeepResearchWorkload.name, DeepResearchWorkload)
 register_workload(ControlsWorkload.name, ControlsWorkload)
 register_workload(TrainMixWorkload.name, TrainMixWorkload)

@@ -6,7 +6,8 @@ text — ends in a number, and the answer is the entity whose number is best (th
 total, the earliest-born chief executive). :class:`Chain` describes one such question shape;
 :func:`chain_gold` gives its gold policies in both modes: swarm (one researcher per entity, all in one
 stage, then compare) and single (every chain in turn). The policies read the real tools' output, so an
-environment that lost a link cannot reach reward 1.
+environment that lost a link cannot reach reward 1. :func:`chain_episode` is the episode of any deep
+question (exact match of its ``ANSWER:`` line).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from dataclasses import dataclass
 
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
+from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
-from workloads.base import GoldPolicy, Mode, tool_messages, user_text
-from workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report
+from swarm.verifiers.match import ExactArgs, exact_verdict
+from tools.registry import Tool
+from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
+from workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report, research_episode
 
-__all__ = ["Chain", "Hop", "chain_gold", "follow"]
+__all__ = ["Chain", "Hop", "chain_episode", "chain_gold", "follow"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,37 @@ def _single(request: ModelRequest, chain: Chain, labels: Sequence[str]) -> Compl
         if number is not None:
             numbers[label] = number
     return _answer(chain, numbers)
+
+
+def chain_episode(task: Task, mode: Mode, *, tools: tuple[Tool, ...], swarm: str) -> Episode:
+    """The episode of a deep question over ``tools``: the researcher sub-agent type, ``swarm`` as swarm
+    mode's instructions, the exact-match scorer of the ``ANSWER:`` line, budgets for B chains."""
+    expected = str(task.verifier_args["expected"])
+
+    args = ExactArgs(expected=expected, extract="answer")
+
+    def scorer(record: EpisodeRecord) -> Score:
+        # The task's own verifier (one implementation of the metric for task files and episodes).
+        v = exact_verdict(record.answer or "", args)
+        return Score(
+            metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
+        )
+
+    b = len(task.metadata["labels"])
+    return research_episode(
+        task,
+        mode,
+        tools=tools,
+        researcher="You answer one look-up question by following references through a document "
+        "collection with the search and open tools (check document titles). Report the facts you found "
+        "as 'name: value' lines.",
+        instructions={
+            "swarm": swarm,
+            "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
+        },
+        scorer=scorer,
+        config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
+    )
 
 
 def chain_gold(chain: Chain, labels: Sequence[str], mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

@@ -33,20 +33,18 @@ from typing import Any, Literal
 from pydantic import Field
 
 from swarm.errors import ConfigError
-from swarm.records import EpisodeRecord, Task
-from swarm.verifiers.match import ExactArgs, exact_verdict
+from swarm.records import Task
 from swarm.verifiers.table import ColumnRule
 from tools.corpora import tau2_records, tau2_search_toolset
 from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload
-from workloads.chains import Chain, Hop, chain_gold
+from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
+from workloads.chains import Chain, Hop, chain_episode, chain_gold
 from workloads.splits import Split, pool_splits
 from workloads.wide import (
     AGENT,
     EXACT_NUMBER,
     Attr,
     Kind,
-    research_episode,
     wide_episode,
     wide_gold,
     wide_prompt,
@@ -437,32 +435,7 @@ def deep_episode(
 ) -> Episode:
     """The episode of a deep question: over the τ² corpus by default, or over ``tools`` (a generated
     collection); ``train-mix`` passes instructions that say what exists, not what to do."""
-    expected = str(task.verifier_args["expected"])
-
-    args = ExactArgs(expected=expected, extract="answer")
-
-    def scorer(record: EpisodeRecord) -> Score:
-        # The task's own verifier (one implementation of the metric for task files and episodes).
-        v = exact_verdict(record.answer or "", args)
-        return Score(
-            metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
-        )
-
-    b = len(task.metadata["labels"])
-    return research_episode(
-        task,
-        mode,
-        tools=_search_tools() if tools is None else tools,
-        researcher="You answer one look-up question by following references through a document "
-        "collection with the search and open tools (check document titles). Report the facts you found "
-        "as 'name: value' lines.",
-        instructions={
-            "swarm": swarm_instructions,
-            "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
-        },
-        scorer=scorer,
-        config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
-    )
+    return chain_episode(task, mode, tools=_search_tools() if tools is None else tools, swarm=swarm_instructions)
 
 
 def deep_gold(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

@@ -30,13 +30,15 @@ from tools.builtin.search import SearchIndex, search_toolset
 from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind, World, fictional_world
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
-from workloads.chains import Chain, Hop, chain_gold
+from workloads.chains import Chain, Hop, chain_episode, chain_gold
 from workloads.splits import key_split, split_rng
 from workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, rx, wide_episode, wide_gold, wide_prompt
 
 __all__ = [
     "FICTION",
     "FICTION_CHAIN",
+    "DeepResearchKnobs",
+    "DeepResearchWorkload",
     "WideResearchKnobs",
     "WideResearchWorkload",
     "chain_gold_policy",
@@ -312,3 +314,44 @@ def _ceo_born(world: World, ceo: str) -> int:
 def chain_gold_policy(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
     """The gold policies of a :func:`chain_task`."""
     return chain_gold(FICTION_CHAIN, list(task.metadata["labels"]), mode, latency_s=latency_s)
+
+
+class DeepResearchKnobs(Knobs):
+    branches: int = Field(4, ge=2, le=12, description="independent two-hop chains joined at the end")
+    distractors: int = Field(2, ge=0, le=6, description="documents per company that are not it")
+
+
+class DeepResearchWorkload(Workload):
+    """Deep questions over a generated collection: which of B companies has the earliest-born chief
+    executive (company → chief executive → birth year, B chains joined at the end). Fresh entities and
+    facts for every seed, so a test seed is never seen before; scored by exact match of the ANSWER line."""
+
+    name = "deep-research"
+    metric = "exact"
+    description = "B two-hop chains (company → chief executive → birth year) in a generated corpus, joined at the end"
+    knobs_model = DeepResearchKnobs
+
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
+        kn = self.knobs(knobs)
+        assert isinstance(kn, DeepResearchKnobs)
+        self.check_request(n, split)
+        return [
+            chain_task(
+                self.name,
+                f"{self.name}-{split}-s{seed}-{i}",
+                kn.branches,
+                distractors=kn.distractors,
+                split=split,
+                seed=seed,
+                knobs=kn.model_dump(),
+            )
+            for i in range(n)
+        ]
+
+    def episode(self, task: Task, mode: Mode) -> Episode:
+        self.check_task(task)
+        return chain_episode(task, mode, tools=research_tools(task), swarm=SWARM_NOTE)
+
+    def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
+        self.check_task(task)
+        return chain_gold_policy(task, mode, latency_s=latency_s)

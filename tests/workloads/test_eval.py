@@ -56,6 +56,7 @@ def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> No
         "bfcl-parallel",
         "controls",
         "deep-lookup",
+        "deep-research",
         "starter",
         "tau2-batch",
         "train-mix",
@@ -302,7 +303,7 @@ def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
 
 
 @pytest.mark.parametrize(
-    "name", ["bfcl-parallel", "deep-lookup", "starter", "tau2-batch", "wide-lookup", "wide-research"]
+    "name", ["bfcl-parallel", "deep-lookup", "deep-research", "starter", "tau2-batch", "wide-lookup", "wide-research"]
 )
 async def test_each_task_declares_the_parts_its_gold_swarm_fans_out_to(name: str, tmp_path: Path) -> None:
     """``metadata["parts"]`` is what the ``parts`` form of r_parallel pays for: one sub-agent per part."""

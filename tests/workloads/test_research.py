@@ -181,3 +181,30 @@ def test_the_generator_is_pinned_to_its_version() -> None:
     digest = hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()
     pinned = {"fictional-v1": "78dbd9a825c885b2022f9f5722de7d7d095ee1bf46492c7aa9862efb1e274109"}
     assert pinned.get(GENERATOR) == digest, f"the documents changed: bump GENERATOR and pin {digest}"
+
+
+async def test_deep_research_chains_two_hops_per_company_and_scores_the_answer_line() -> None:
+    deep = get_workload("deep-research")
+    tasks = deep.tasks(3, seed=1, split="test", branches=5)
+    assert tasks == deep.tasks(3, seed=1, split="test", branches=5)
+    for task in tasks:
+        assert task.metadata["parts"] == 5 and task.metadata["corpus"]["linked"] is True
+        born = task.metadata["born"]
+        assert task.verifier_args["expected"] == min(born, key=lambda c: born[c])
+        assert not re.search(r"sub-?agent|assign|parallel", task.prompt, re.IGNORECASE)
+        for mode in ("swarm", "single"):
+            ep = deep.episode(task, mode)
+            gold = deep.gold_policy(task, mode)
+            o = Orchestrator(
+                gold.orchestrator,
+                SwarmConfig(**ep.config),
+                tools=ep.tools,
+                agents=ep.agents,
+                subagent_backend=gold.subagent,
+                reward_fn=ep.reward,
+            )
+            rec = await o.run(task)
+            assert rec.reward is not None and rec.reward.r_perf == 1.0, rec.answer
+        wrong = next(c for c in born if c != task.verifier_args["expected"])
+        record = EpisodeRecord.model_construct(answer=f"ANSWER: {wrong}")  # type: ignore[call-arg]
+        assert deep.episode(task, "single").score(record).metric == 0.0

@@ -46,6 +46,7 @@ def _items(task: Task) -> set[str]:
 
 ITEMS: dict[str, Callable[[Task], set[str]]] = {
     "wide-research": lambda t: {f"{t.metadata['kind']}:{x}" for x in t.metadata["labels"]},
+    "deep-research": lambda t: {f"company:{x}" for x in t.metadata["labels"]},
     "controls": lambda t: (
         {f"{t.metadata['kind']}:{x}" for x in t.metadata["labels"]}
         if t.metadata["control"] == "lookup"

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from swarm.backends.local.prefix import MAX_FILES, PrefixCache, Slot, common_prefix
+from swarm.backends.local.prefix import MAX_FILES, PrefixCache, Slot, SlotPool, common_prefix
 from swarm.errors import BackendError
 
 PREFIX = tuple(range(100, 300))
@@ -123,3 +123,24 @@ async def test_old_states_are_evicted_beyond_the_limit(tmp_path: Path) -> None:
 
 def _count(directory: Path, pattern: str) -> int:
     return len(list(directory.glob(pattern)))
+
+
+def test_a_request_gets_the_slot_holding_its_prefix_else_an_empty_one() -> None:
+    pool = SlotPool(range(3))
+    a = pool.take(PREFIX)
+    assert a is not None
+    a.held = (*PREFIX, 1, 2, 3)  # the orchestrator's conversation
+    pool.give(a)
+    b = pool.take((7, 7, 7))
+    assert b is not None and b is not a
+    b.held = (7, 7, 7, 8)  # something else
+    pool.give(b)
+    # A sub-agent's prompt shares only a few template tokens with the orchestrator's slot: it takes
+    # the empty slot, not the one holding a conversation.
+    other = pool.take((*PREFIX[:5], 9, 9, 9))
+    assert other is not None and other.held == () and other.id not in (a.id, b.id)
+    # The orchestrator's next turn finds its slot; with none free, nothing is handed out.
+    assert pool.take((*PREFIX, 1, 2, 3, 4, 5)) is a
+    assert pool.take(PREFIX) is b and pool.take(PREFIX) is None
+    pool.give(other)
+    assert pool.take(()) is other

@@ -342,7 +342,8 @@ class LocalBackend:
             tokens = event.get("tokens")
             return guard.feed(tokens) if isinstance(tokens, list) else True
 
-        events = await http.post_stream("/completion", {**body, "stream": True}, keep_going)
+        # timings_per_token: every event carries the timings so far, so a stream stopped early has them.
+        events = await http.post_stream("/completion", {**body, "stream": True, "timings_per_token": True}, keep_going)
         last = events[-1]
         probs: list[Any] = []
         for e in events:

@@ -24,7 +24,7 @@ from swarm.backends.local.catalogue import (
     resolve_model,
 )
 from swarm.backends.local.cpu import default_threads
-from swarm.backends.local.prefix import PrefixCache, Slot, common_prefix
+from swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
 from swarm.errors import BackendError, ConfigError
 
 __all__ = ["EngineStartup", "LocalEngine"]
@@ -98,9 +98,8 @@ class LocalEngine:
             raise ConfigError(
                 f"adapter_slots must leave slots to both kinds of request: 1 <= {self.adapter_slots} < slots={slots}"
             )
-        self._free: dict[bool, list[Slot]] = {True: [], False: []}
-        """Free slots for requests that apply an adapter (True) and for the others; set at start."""
-        self._slot_lock = threading.Lock()
+        self._pools = {True: SlotPool(()), False: SlotPool(())}
+        """Slots for requests that apply an adapter (True) and for the others; set at start."""
         self.use_prefix_cache = prefix_cache
         self.prefixes: PrefixCache | None = None
         """The fixed-prefix cache (set at start when ``prefix_cache``)."""
@@ -172,10 +171,7 @@ class LocalEngine:
             self._server = xllamacpp.Server(p)
             self.generation += 1
             first_base = self.adapter_slots if self.lora_adapters else 0  # a new server's slots hold nothing
-            self._free = {
-                True: [Slot(i) for i in range(first_base)],
-                False: [Slot(i) for i in range(first_base, p.n_parallel)],
-            }
+            self._pools = {True: SlotPool(range(first_base)), False: SlotPool(range(first_base, p.n_parallel))}
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             self.tool_tags = _tag_tokens(self.base_url)
             self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
@@ -210,23 +206,20 @@ class LocalEngine:
         """A slot reserved for one request of this kind: of the free ones, the one whose KV cache
         shares the longest prefix with ``prompt``, else the least recently used. The caller sets
         :attr:`Slot.held` to what the slot holds afterwards (a failed request leaves it unknown)."""
-        free = self._free[adapter and bool(self.lora_adapters)]
+        pool = self._pools[adapter and bool(self.lora_adapters)]
         while True:
-            with self._slot_lock:
-                slot = max(free, key=lambda s: (common_prefix(s.held, prompt), -s.used), default=None)
-                if slot is not None:
-                    free.remove(slot)
-                    break
-            await anyio.sleep(0.01)  # every slot of this kind is busy (several backends share it)
+            slot = pool.take(prompt)
+            if slot is not None:
+                break
+            # Every slot of this kind is busy (several backends, maybe on other event loops, share it).
+            await anyio.sleep(0.01)
         try:
             yield slot
         except BaseException:
             slot.held = ()
             raise
         finally:
-            slot.used = time.monotonic()
-            with self._slot_lock:
-                free.append(slot)
+            pool.give(slot)
 
     def restart(self, *, lora_adapters: Sequence[Path] | None = None, adapter_version: str | None = None) -> None:
         """Stop and start again, with new LoRA adapter files (llama.cpp reads them only at start).

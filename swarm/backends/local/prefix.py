@@ -22,7 +22,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,7 +31,7 @@ import anyio
 
 from swarm.errors import BackendError
 
-__all__ = ["MIN_PREFIX_TOKENS", "PrefixCache", "PrefixWork", "Slot", "common_prefix"]
+__all__ = ["MIN_PREFIX_TOKENS", "PrefixCache", "PrefixWork", "Slot", "SlotPool", "common_prefix"]
 
 MIN_PREFIX_TOKENS = 64
 """Shorter prefixes are prefilled every time (restoring them saves nothing worth a file)."""
@@ -61,6 +61,34 @@ class Slot:
     id: int
     held: tuple[int, ...] = ()
     used: float = 0.0
+
+
+class SlotPool:
+    """The free slots of one kind; :meth:`take` picks the one that suits a prompt best."""
+
+    def __init__(self, ids: Iterable[int]) -> None:
+        self.free = [Slot(i) for i in ids]
+        self._lock = threading.Lock()
+
+    def take(self, prompt: Sequence[int]) -> Slot | None:
+        """The free slot with a cached prefix of ``prompt`` worth keeping (a chat template's few
+        shared header tokens are not), else an empty one (nothing of value is overwritten), else the
+        least recently used; ``None`` when all are busy."""
+        with self._lock:
+            slot = max(self.free, key=lambda s: _rank(s, prompt), default=None)
+            if slot is not None:
+                self.free.remove(slot)
+            return slot
+
+    def give(self, slot: Slot) -> None:
+        slot.used = time.monotonic()
+        with self._lock:
+            self.free.append(slot)
+
+
+def _rank(slot: Slot, prompt: Sequence[int]) -> tuple[int, bool, float]:
+    shared = common_prefix(slot.held, prompt)
+    return (shared if shared >= MIN_PREFIX_TOKENS else 0, not slot.held, -slot.used)
 
 
 @dataclass(slots=True)

@@ -16,11 +16,13 @@ wall-clock critical path never exceeds the episode's wall time.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from swarm.errors import ErrorType
 from swarm.records import DagStats, StageRecord, StepRecord, SubagentResult
+
+if TYPE_CHECKING:  # networkx costs a quarter of a second at import; only build_dag needs it
+    import networkx as nx
 
 __all__ = ["build_dag", "critical_steps_formula", "dag_stats"]
 
@@ -85,6 +87,8 @@ def build_dag(stages: Sequence[StageRecord]) -> nx.DiGraph:
                 prev = node
             if prev is not None and waited:
                 pending_join.append(prev)
+    import networkx as nx
+
     g = nx.DiGraph()
     g.add_nodes_from(nodes)
     g.add_edges_from(edges)
@@ -93,6 +97,8 @@ def build_dag(stages: Sequence[StageRecord]) -> nx.DiGraph:
 
 def _longest(g: nx.DiGraph) -> tuple[int, list[str], float]:
     """Longest path in steps (with the path) and longest path in seconds, in one topological pass."""
+    import networkx as nx
+
     steps: dict[str, int] = {}
     secs: dict[str, float] = {}
     back: dict[str, str | None] = {}

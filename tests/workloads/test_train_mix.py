@@ -152,3 +152,22 @@ async def test_fictional_chains_need_both_hops_and_have_one_answer() -> None:
         assert "sub-agent" not in task.prompt and "ANSWER:" in task.prompt
         for mode in ("swarm", "single"):
             assert await _run(task, mode) == 1.0
+
+
+def test_swarm_train_sft_keeps_the_gold_transcript_of_every_task(tmp_path: Path) -> None:
+    """SFT's warm start (gold transcripts, exact tokens) takes train-mix tasks of every family."""
+    for module in ("torch", "transformers", "peft", "matplotlib"):
+        pytest.importorskip(module)
+    from orchestrator.rl.gold import read_examples
+
+    (tmp_path / "train.toml").write_text(
+        'run_dir = "run"\nsteps = 1\ntasks_per_step = 1\n[tiny]\nhidden_size = 32\nintermediate_size = 64\n'
+        '[[workloads]]\nworkload = "train-mix"\nn = 6\nseed = 1\nknobs = { max_entities = 4 }\n'
+        "[sft]\nsteps = 1\nbatch_size = 2\n[rollout]\ngroup_size = 2\n"
+    )
+    r = CliRunner().invoke(app, ["train", "sft", "--config", str(tmp_path / "train.toml"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    examples = read_examples(tmp_path / "run" / "sft" / "data.jsonl")
+    assert len(examples) == 6 and all(e.workload == "train-mix" and e.r_perf == 1.0 for e in examples)
+    families = {t.id: t.metadata["family"] for t in WL.tasks(6, seed=1, max_entities=4)}
+    assert {families[e.task_id] for e in examples} == {"wide", "deep", "control"}

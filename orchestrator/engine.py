@@ -89,6 +89,10 @@ RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 """Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
 ORCHESTRATOR_ID = "orchestrator"
+REFUSED_NOTICE = (
+    "The sub-agents' model server refused service (credentials or quota), so no more sub-agents can run. "
+    "Answer the user now in plain text with the results you have."
+)
 SINGLE_AGENT_PROMPT = "You are a helpful assistant. Use your tools when they help, then answer in plain text."
 
 
@@ -152,6 +156,7 @@ class _EpisodeState:
     last_ids: tuple[int, ...] | None = None
     coaching: CoachState = field(default_factory=CoachState)  # the coach's memory of this episode
     budget: BudgetLedger | None = None  # the tree-wide budgets and breadth cap, when any is set
+    refused: str | None = None  # a sub-agent's endpoint refused service (401/403/quota): why
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -429,7 +434,11 @@ class Orchestrator:
                 st.finish(EpisodeStatus.FAILED, None, nxt.error, nxt.error_type)
 
     def _before_turn(self, st: _EpisodeState) -> TurnAdvice:
-        """The coach's advice for the next turn; the last one the budget allows always ends the episode."""
+        """The coach's advice for the next turn; the last one the budget allows always ends the episode,
+        and so does the turn after an endpoint refused service to a sub-agent (nothing more is admitted)."""
+        if st.refused is not None:
+            ending = Ending(EpisodeStatus.FAILED, st.refused, ErrorType.BACKEND_REFUSED)
+            return TurnAdvice("none", (REFUSED_NOTICE,), ending=ending)
         last = st.critical_left <= 1
         why = None if last or st.budget is None else st.budget.final_reason(st.messages, st.clock())
         last = last or why is not None
@@ -869,6 +878,8 @@ class Orchestrator:
             st.budget.settle()
         for r in subs:
             st.subagent_usage = st.subagent_usage + r.usage
+            if r.error_type == ErrorType.BACKEND_REFUSED and st.refused is None:
+                st.refused = f"stopped admitting: sub-agent {r.agent_id}'s endpoint refused service: {r.error}"
         stage = StageRecord(
             index=index,
             kind=kind,

@@ -293,3 +293,21 @@ def test_swarm_runs_views_show_the_wait_and_the_refusal() -> None:
     log(EndpointWaiting(endpoint="http://x", wait_s=3.0, message="waiting for rate limit, 3 s"))
     log(EndpointRefused(endpoint="http://x", status=403, reason="HTTP 403: forbidden"))
     assert "http://x: waiting for rate limit, 3 s" in lines[0] and "refused service: HTTP 403" in lines[1]
+
+
+async def test_after_a_refusal_the_episode_admits_nothing_more_and_ends_with_the_reason(
+    server: tuple[str, Script],
+) -> None:
+    """The orchestrator's own endpoint is healthy; the sub-agents' refuses: the next turn is the last
+    (tools withdrawn), the episode ends failed with the reason, and nothing idles."""
+    url, script = server
+    script.code, script.burst, script.body = 403, None, '{"error": "forbidden"}'
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=f"part {i}") for i in range(3)], "partial"])
+    sub = _backend(url)
+    record = await Orchestrator(policy, SwarmConfig(), subagent_backend=sub).run("go")
+    await sub.aclose()
+    policy.assert_consumed()
+    assert record.status is EpisodeStatus.FAILED and record.error_type == ErrorType.BACKEND_REFUSED
+    assert "stopped admitting" in (record.error or "") and "HTTP 403" in (record.error or "")
+    assert record.answer == "partial" and not record.turns[-1].tools_enabled
+    assert "refused service" in policy.calls[-1].messages[-1].content

@@ -18,6 +18,7 @@ times and breakdown)::
 
     flock /work/heavy.lock python bench/bench_first_answer.py --before ../main-before \\
         --out bench/results/first_answer.json
+    python bench/bench_first_answer.py --report bench/results/first_answer.json   # the table again
 
 Run it on an idle machine: other work on the cores slows llama.cpp's threads several-fold.
 """
@@ -170,10 +171,46 @@ def _summary(runs: list[dict[str, Any]], floor: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def report(result: dict[str, Any]) -> str:
+    """The table of a results file: every run's process wall time per arm and scenario (range and
+    median, never the best alone), the breakdown of each run that has one, and the floor."""
+    lines = [
+        f"model {result['model']} ({result['model_sha256'] or 'unpinned'}), commit {result['commit'][:10]}, "
+        f"{result['cpus']} cores, load {result['loadavg_before'][0]:.2f} -> {result['loadavg_after'][0]:.2f}",
+    ]
+    f = result["floor"]
+    lines.append(
+        f"floor at {f['threads']} thread(s): prefill {f['prefill_tok_s']} tok/s, decode {f['decode_tok_s']} tok/s, "
+        f"model load {f['model_load_s']}s, CLI import {f['cli_import_s']}s"
+    )
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in result["runs"]:
+        groups.setdefault((r["arm"], r["scenario"], r["kind"]), []).append(r)
+    lines.append(f"{'arm':<7}{'task':<8}{'cache':<7}{'n':>2}  {'process wall s (each run)':<30}{'median':>7}")
+    for (arm, scenario, kind), rows in groups.items():
+        walls = sorted(r["process_wall_s"] for r in rows)
+        each = ", ".join(f"{r['process_wall_s']:.1f}" for r in rows)
+        lines.append(f"{arm:<7}{scenario:<8}{kind:<7}{len(rows):>2}  {each:<30}{walls[len(walls) // 2]:>7.1f}")
+    lines.append("breakdown of each run (seconds; tokens):")
+    for r in result["runs"]:
+        t = r.get("timings")
+        if not t:
+            continue
+        lines.append(
+            f"  {r['arm']} {r['scenario']} {r['kind']}: process {r['process_wall_s']:.1f}, episode {t['wall_s']:.1f}, "
+            f"start {t['startup_s']:.1f} (check {t['hash_check_s']:.1f}, load {t['model_load_s']:.1f}), "
+            f"prefill {t['prefill_tokens']} in {t['prefill_s']:.1f}, cached {t['cached_tokens']}/restored "
+            f"{t['restored_tokens']}, decode {t['decode_tokens']} in {t['decode_s']:.1f}, "
+            f"runtime {t['runtime_s']:.2f}, {r['status']}: {(r.get('answer') or '')[:60]!r}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     from swarm.backends.local import LOCAL_MODELS, default_model, default_threads
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--report", type=Path, help="print the table of a results file and exit (no runs)")
     ap.add_argument("--before", type=Path, help="a checkout of the code before the change (the 'before' arm)")
     ap.add_argument("--model", default=None, help="local model (default: the best installed, as swarm run picks)")
     ap.add_argument("--threads", type=int, default=None, help="decode threads for every run (default: free cores now)")
@@ -183,6 +220,9 @@ def main() -> None:
     ap.add_argument("--extra-path", action="append", default=[], help="more PYTHONPATH entries (model wheels)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "first_answer.json")
     args = ap.parse_args()
+    if args.report is not None:
+        print(report(json.loads(args.report.read_text(encoding="utf-8"))))
+        return
     args.model = args.model or default_model()
     args.threads = args.threads or default_threads()
     load_before = os.getloadavg()
@@ -211,8 +251,8 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(result["summary"], indent=1))
-    print(f"load {load_before} -> {result['loadavg_after']}; raw results: {args.out}")
+    print(report(result))
+    print(f"raw results: {args.out}; the table again: python bench/bench_first_answer.py --report {args.out}")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,19 @@ async def test_old_states_are_evicted_beyond_the_limit(tmp_path: Path) -> None:
     assert _count(tmp_path, "*.bin") == MAX_FILES == len(cache.known) == _count(tmp_path, "*.json")
 
 
+async def test_old_states_are_evicted_beyond_the_byte_limit(tmp_path: Path) -> None:
+    http = FakeSlots(tmp_path)
+    one = len(json.dumps(list(PREFIX)))  # what FakeSlots writes per state
+    cache = PrefixCache.open(tmp_path, max_bytes=3 * one + 10)
+    for i in range(5):
+        await cache.prepare(http, Slot(0), (*PREFIX, i))
+    assert _count(tmp_path, "*.bin") == 3 == len(cache.known)
+    # The newest one always stays, even alone over the limit.
+    tiny = PrefixCache.open(tmp_path, max_bytes=1)
+    await tiny.prepare(http, Slot(0), (*PREFIX, 99))
+    assert _count(tmp_path, "*.bin") == 1 and list(tiny.known.values()) == [("", (*PREFIX, 99))]
+
+
 def _count(directory: Path, pattern: str) -> int:
     return len(list(directory.glob(pattern)))
 

@@ -221,8 +221,11 @@ class LocalBackend:
             return None
         probe = list(request.messages[: last_user + 1])
         probe[last_user] = UserMessage(content=_PROBE_TEXT)
-        rendered = await http.post_json("/apply-template", self._wire(probe, request))
-        ids = await self._tokenize(http, str(rendered.get("prompt", "")), first=True)
+        try:
+            rendered = await http.post_json("/apply-template", self._wire(probe, request))
+            ids = await self._tokenize(http, str(rendered.get("prompt", "")), first=True)
+        except BackendError:  # no cached prefix for this request; the request itself goes on
+            return None
         n = min(common_prefix(ids, prompt_ids), len(prompt_ids) - 1)
         return prompt_ids[:n] if n >= MIN_PREFIX_TOKENS else None
 

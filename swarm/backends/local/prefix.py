@@ -39,6 +39,9 @@ MIN_PREFIX_TOKENS = 64
 MAX_FILES = 32
 """Slot files kept per model directory; the least recently used go first."""
 
+MAX_BYTES = 512 << 20
+"""Bytes of slot files kept per model directory (a 1,400-token prefix of the 1.5B is about 40 MB)."""
+
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """The length of the longest common prefix of two id sequences (slice compares, O(n log n) in C)."""
@@ -110,14 +113,16 @@ class PrefixCache:
     ``slot_save_path``)."""
 
     directory: Path
+    max_files: int = MAX_FILES
+    max_bytes: int = MAX_BYTES
     known: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
     """File key -> (adapter, prefix ids) of the prefixes on disk (loaded at start or saved since)."""
     _busy: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def open(cls, directory: Path) -> PrefixCache:
-        cache = cls(directory)
+    def open(cls, directory: Path, *, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> PrefixCache:
+        cache = cls(directory, max_files, max_bytes)
         directory.mkdir(parents=True, exist_ok=True)
         for index in directory.glob("*.json"):
             entry = _read_index(index)
@@ -219,12 +224,17 @@ class PrefixCache:
         warnings.warn(f"a cached prompt prefix was dropped: {why}; it is computed again", RuntimeWarning, stacklevel=3)
 
     def _evict(self) -> None:
-        files = sorted(self.directory.glob("*.bin"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in files[MAX_FILES:]:
-            if ".tmp" not in old.name:
-                self.known.pop(old.stem, None)
-                old.unlink(missing_ok=True)
-                old.with_suffix(".json").unlink(missing_ok=True)
+        """Keep the most recently used states within ``max_files`` and ``max_bytes`` (the newest always)."""
+        files = [(p, p.stat()) for p in self.directory.glob("*.bin") if ".tmp" not in p.name]
+        files.sort(key=lambda f: f[1].st_mtime, reverse=True)
+        kept = 0
+        for i, (path, st) in enumerate(files):
+            kept += st.st_size
+            if i == 0 or (i < self.max_files and kept <= self.max_bytes):
+                continue
+            self.known.pop(path.stem, None)
+            path.unlink(missing_ok=True)
+            path.with_suffix(".json").unlink(missing_ok=True)
 
 
 def _read_index(index: Path) -> tuple[str, tuple[int, ...]] | None:

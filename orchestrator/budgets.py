@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ from orchestrator.config import Budgets, Price, SwarmConfig
 from swarm.backend import Usage
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import Message
-from swarm.records import BudgetLine
+from swarm.records import BudgetLine, SubagentResult
 
 __all__ = [
     "BudgetLedger",
@@ -325,13 +325,16 @@ class BudgetLedger:
                 )
         return 0, why
 
-    def settle(self) -> None:
-        """The stage ended: release its shares and charge what each spent (the rest is refunded)."""
+    def settle(self, results: Iterable[SubagentResult]) -> None:
+        """The stage ended with ``results`` (backups and cut stragglers included): release its shares
+        and charge what each sub-agent used (the rest of its share is refunded). Charged from the
+        results, so sub-agents a placement ran elsewhere are counted too."""
         for share in self._open:
             for name, v in share.limits.items():
                 self.reserved[name] -= v
-            self.used.add(share.spent)
         self._open.clear()
+        for r in results:
+            self.used.add(Spend.of(r.usage, r.steps, self.budgets.prices.get(r.model)))
 
     # -- reporting --------------------------------------------------------------------------------
 

@@ -875,7 +875,7 @@ class Orchestrator:
         sub_max = max((r.steps for r in subs if r.error_type != ErrorType.HEDGED), default=0)
         st.charge(sub_max)
         if st.budget is not None:
-            st.budget.settle()
+            st.budget.settle(subs)
         for r in subs:
             st.subagent_usage = st.subagent_usage + r.usage
             if r.error_type == ErrorType.BACKEND_REFUSED and st.refused is None:

@@ -260,6 +260,7 @@ class SubagentRun:
     steps: list[StepRecord] = field(default=None)  # type: ignore[arg-type]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     malformed: int = 0
     _failed: set[str] | None = None  # signatures of failed calls (made on the first failure)
     started: float = 0.0
@@ -327,7 +328,9 @@ class SubagentRun:
         """Tokens spent so far (summed per step; one :class:`Usage` is built when asked for)."""
         if not (self.prompt_tokens or self.completion_tokens):
             return _NO_USAGE
-        return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens)
+        return Usage(
+            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens, cached_tokens=self.cached_tokens
+        )
 
     @property
     def has_deadlines(self) -> bool:
@@ -486,6 +489,7 @@ class SubagentRun:
         usage = completion.usage
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
         if self.budget is not None:
             self.budget.spend(usage)
 

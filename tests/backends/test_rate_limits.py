@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -311,3 +312,16 @@ async def test_after_a_refusal_the_episode_admits_nothing_more_and_ends_with_the
     assert "stopped admitting" in (record.error or "") and "HTTP 403" in (record.error or "")
     assert record.answer == "partial" and not record.turns[-1].tools_enabled
     assert "refused service" in policy.calls[-1].messages[-1].content
+
+
+async def test_cached_prompt_tokens_are_read_from_the_usage_details() -> None:
+    body = {
+        **OK,
+        "usage": {"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 64}},
+    }
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=body)))
+    b = OpenAIBackend("http://cache.test", "m", flavour="openai", client=client)
+    usage = (await b.complete(REQ)).usage
+    await client.aclose()
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens) == (100, 64, 5)
+    assert (usage + usage).cached_tokens == 128

@@ -156,6 +156,10 @@ class SubagentResult:
     step_cap: int = 0
     step_records: tuple[StepRecord, ...] = ()
     transcript: tuple[Message, ...] = ()
+    # where it ran when placed on another process ("pid N on HOST"; empty in the episode's own process),
+    # and how many times it was started (> 1: its actor died before its result came back, and it ran again)
+    ran_in: str = ""
+    attempts: int = 1
 
 
 class OrchestratorTurn(_Frozen):

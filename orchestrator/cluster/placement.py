@@ -17,14 +17,18 @@ stateless or reach shared state through a service (an MCP or HTTP server), since
 process is elsewhere.
 
 If an actor dies mid-stage, the sub-agents whose results had not come back run again on a live actor
-(the results already received stand); after ``max_attempts`` deaths they are recorded as failed. When
+(the results already received stand; each re-run result says ``attempts`` > 1, and every placed result
+says in ``ran_in`` which process ran it); after ``max_attempts`` deaths they are recorded as failed. When
 the episode is cancelled, the placed runs are cancelled on the actors.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -65,9 +69,12 @@ class SubagentWorker(LeasingActor):
     async def run_batch(self, batch_id: str, batch: StageBatch) -> int:
         """Run the batch; results go to its outbox (see :meth:`drain`). Returns how many results."""
         box: Outbox[tuple[str, SubagentResult]] = self.outbox(batch_id)
+        here = f"pid {os.getpid()} on {socket.gethostname()}"
         try:
             with await self.limited():
-                await run_batch(batch, self.backends, self.tools, lambda agent_id, r: box.put((agent_id, r)))
+                await run_batch(
+                    batch, self.backends, self.tools, lambda agent_id, r: box.put((agent_id, replace(r, ran_in=here)))
+                )
         finally:
             box.close()
         return box.count
@@ -214,12 +221,14 @@ class RayPlacement:
 
         ray = require_ray()
         pending = {r.agent_id: r for r in runs}
+        started = 1  # how many times the runs still pending have been started
 
         def got(agent_id: str, result: SubagentResult) -> None:
             if pending.pop(agent_id, None) is not None:
-                finished(agent_id, result)
+                finished(agent_id, replace(result, attempts=started) if started > 1 else result)
 
         for attempt in range(1, self.max_attempts + 1):
+            started = attempt
             actor = self._actors[(i + attempt - 1) % len(self._actors)]
             try:
                 await self._stream(ray, actor, batch.part(tuple(pending.values())), got)

@@ -89,9 +89,10 @@ def test_busy_cores_reads_the_cpu_now_not_the_last_minutes_load(tmp_path: Path) 
 
 
 def test_an_engine_measures_its_threads_when_it_starts_not_when_it_is_built() -> None:
+    LocalEngine("smollm2-135m")  # imports done
     t0 = time.perf_counter()
     engines = [LocalEngine("smollm2-135m") for _ in range(10)]
-    assert time.perf_counter() - t0 < 1.0  # no 0.25 s CPU sample each: building backends stays instant
+    assert time.perf_counter() - t0 < 2.0  # no 0.25 s CPU sample each (2.5 s): building backends stays instant
     assert 1 <= engines[0].threads <= (os.cpu_count() or 1)
     assert LocalEngine("smollm2-135m", threads=3).threads == 3
 

@@ -124,7 +124,8 @@ async def test_a_trickling_answer_is_cut_at_the_timeout(fault_server: tuple[str,
     async with _backend(url, "trickle", timeout=0.4) as b:
         with pytest.raises(BackendTimeoutError, match=r"after 3 attempt"):
             await b.complete(REQ)
-    assert hits["trickle"] == 3 and time.monotonic() - started < 2.5
+    # 3 × 0.4 s, not 3 × the 4 s trickle (a margin that holds at load 4)
+    assert hits["trickle"] == 3 and time.monotonic() - started < 6
 
 
 async def test_failing_endpoints_are_subagent_failures_not_crashes(

@@ -430,7 +430,7 @@ async def test_a_hung_request_is_cut_at_the_timeout_and_frees_its_slot() -> None
     t0 = anyio.current_time()
     with pytest.raises(BackendTimeoutError, match=r"after 2 attempt.*within 0\.3 s"):
         await b.complete(ModelRequest(messages=(UserMessage(content="hang"),)))
-    assert anyio.current_time() - t0 < 1.5
+    assert anyio.current_time() - t0 < 6  # two 0.3 s attempts, not the 30 s hang (holds at load 4)
     assert (await b.complete(REQ)).token_ids == (57, 5248, 2) and calls == 3
 
 

@@ -56,6 +56,11 @@ async def test_a_wide_stage_on_two_actors_gives_the_in_process_record() -> None:
     assert placed.dag.total_steps == local.dag.total_steps
     assert [s.report for s in placed.stages[0].subagents] == [s.report for s in local.stages[0].subagents]
     stage = placed.stages[0]
+    # they ran in the two actors, not in this process: each result names its process
+    assert {s.ran_in for s in local.stages[0].subagents} == {""}
+    pids = {int(s.ran_in.split()[1]) for s in stage.subagents}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert all(s.attempts == 1 for s in stage.subagents)
     assert all(stage.started <= s.started <= s.ended <= stage.ended + 0.05 for s in stage.subagents)
 
 
@@ -83,6 +88,10 @@ async def test_an_actor_dying_mid_stage_reruns_only_the_unfinished_subagents(tmp
     assert stats["actor_errors"] == 1 and 0 < stats["reruns"] <= 20 and stats["failed_runs"] == 0
     subs = record.stages[0].subagents
     assert len({s.agent_id for s in subs}) == 40 and all(s.status is AgentStatus.COMPLETED for s in subs)
+    # the record says which ran again: exactly the ones the dead actor had not sent back, the victim among them
+    rerun = {s.agent_id for s in subs if s.attempts == 2}
+    assert len(rerun) == stats["reruns"] and "multiplier-0-3" in rerun
+    assert {s.attempts for s in subs} == {1, 2}
     assert record.answer == f"The sum is {task.verifier_args['expected']}"
     assert record.dag.critical_steps == 7
 
@@ -125,8 +134,11 @@ async def test_cancelling_the_episode_stops_the_placed_subagents(ray: Any) -> No
                 AgentStatus.CANCELLED,
                 AgentStatus.COMPLETED,
             }
+            # calls sent before the cancellation reached the actors may still land (a loaded machine delays
+            # them): let those settle, then any sub-agent still running would call again every 0.2 s
+            await anyio.sleep(1.0)
             calls = await counter.read.remote()
-            await anyio.sleep(1.0)  # had they kept running, 5-step sub-agents would call again within 0.2 s
+            await anyio.sleep(1.0)
             assert await counter.read.remote() == calls
     finally:
         ray.kill(counter)

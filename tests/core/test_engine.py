@@ -94,13 +94,14 @@ async def test_subagent_timeout_is_a_status() -> None:
     workers = ScriptedBackend({"w-0-0": [slow], "w-0-1": ["fast"]})
     policy = ScriptedBackend([[create(), assign("a"), assign("b")], "done"])
     cfg = SwarmConfig(subagent_timeout_s=0.2)
-    with anyio.fail_after(3):
+    with anyio.fail_after(4.5):
         record = await Orchestrator(policy, cfg, subagent_backend=workers).run("go")
     statuses = [r.status for r in record.subagent_results]
     assert statuses == [AgentStatus.TIMEOUT, AgentStatus.COMPLETED]
     late = record.subagent_results[0]
     assert late.error_type == "TimeoutError" and "0.2s" in (late.error or "")
-    assert 0.15 < late.ended - late.started < 1.0  # cut at its deadline, not at the 5 s model call
+    # cut at its deadline, not at the 5 s model call (a margin that holds at load 4 on 2 cores)
+    assert 0.15 < late.ended - late.started < 3.0
 
 
 async def test_subagent_deadline_starts_when_it_runs_not_while_it_queues() -> None:
@@ -149,7 +150,7 @@ async def test_deadline_watch_wakes_for_an_earlier_deadline_added_later() -> Non
             await both.wait()
         tg.cancel_scope.cancel()
     assert expired == ["nearer", "near"]
-    assert anyio.current_time() - now < 1.0
+    assert anyio.current_time() - now < 10.0  # long before the far one's 30 s
 
 
 async def test_budget_admission_caps_substeps_and_forces_a_last_turn_without_tools() -> None:
@@ -492,12 +493,12 @@ async def test_a_slow_tool_times_out_and_its_subagent_carries_on() -> None:
         {"w-0-0": [[call("stall")], "gave up on stall"], "w-0-1": [[call("quick")], [call("quick")], "ok"]}
     )
     policy = ScriptedBackend([[create(tools=["stall", "quick"]), assign("a"), assign("b")], "done"])
-    with anyio.fail_after(3):
+    with anyio.fail_after(6):
         record = await Orchestrator(policy, tools=[stall, quick], subagent_backend=workers).run("go")
     a, b = record.subagent_results
     assert a.status is AgentStatus.COMPLETED and a.report == "gave up on stall"
     r = a.step_records[0].tool_results[0]
-    assert r.is_error and r.error_type == "ToolTimeoutError" and 0.15 < r.ended - r.started < 1.0
+    assert r.is_error and r.error_type == "ToolTimeoutError" and 0.15 < r.ended - r.started < 5.0
     assert b.status is AgentStatus.COMPLETED and [s.tool_results[0].content for s in b.step_records[:2]] == ["fine"] * 2
 
 
@@ -575,7 +576,7 @@ async def test_deadline_watch_after_expires_in_order_and_forgets_finished_work()
             await three.wait()
         tg.cancel_scope.cancel()
     assert expired == ["sooner", "a", "b"]
-    assert anyio.current_time() - started < 1.0
+    assert anyio.current_time() - started < 10.0  # long before the far one's 30 s
     many = DeadlineWatch()
     for i in range(5000):
         many.after(1e9, Item(str(i), done=i % 10 != 0))

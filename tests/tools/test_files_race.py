@@ -97,7 +97,7 @@ async def test_fifo_is_refused_at_once(tmp_path: Path) -> None:
         with pytest.raises(ToolError, match="not a regular file"):
             await anyio.to_thread.run_sync(call)
     assert search_files(ctx, "x") == "no matches for 'x'"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # opening a FIFO would block for ever; load 4 costs seconds
 
 
 async def test_hard_link_to_an_outside_file_is_refused(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from subagents.loop import (
 )
 from swarm import limits
 from swarm._aio import running_loop
-from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage
+from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, parallel_slots
 from swarm.backends.toolparse import clean_answer
 from swarm.dag import dag_stats
 from swarm.errors import (
@@ -544,8 +544,10 @@ class Orchestrator:
     # -- stages -------------------------------------------------------------------------------------
 
     def _limiter_now(self) -> Limiter:
-        """The sub-agent cap, shared by every episode with this ``max_concurrency`` (:mod:`swarm.limits`)."""
-        cap = self.config.max_concurrency
+        """The sub-agent cap, shared by every episode with this ``max_concurrency`` (:mod:`swarm.limits`),
+        and no wider than the requests the sub-agents' backend serves at once: the rest wait unstarted,
+        their timeouts not yet running, instead of timing out in the engine's queue."""
+        cap = min(self.config.max_concurrency, parallel_slots(self.subagent_backend) or self.config.max_concurrency)
         return limits.limiter(limits.subagent_key(cap), cap)
 
     def _expand_grant(self, names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:

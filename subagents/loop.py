@@ -37,7 +37,9 @@ __all__ = [
     "SubagentRuntime",
     "call_model",
     "call_signature",
+    "excerpt",
     "malformed_feedback",
+    "partial_report",
     "repeat_notice",
     "retry_malformed",
     "run_subagents",
@@ -138,6 +140,36 @@ def retry_malformed(
     if retries > max_retries:
         return f"{who} output stayed malformed after {max_retries} retries: {error}"
     return None
+
+
+PARTIAL_RESULTS = 3
+"""Tool results a partial report keeps (the latest ones)."""
+PARTIAL_CHARS = 1200
+"""Characters kept of each tool result in a partial report (head and tail)."""
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail, with how much was cut between."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{text[:head]}\n…[{len(text) - limit} of {len(text)} characters cut]…\n{text[len(text) - tail :]}"
+
+
+def partial_report(messages: Sequence[Message], status: AgentStatus) -> str:
+    """The report of an agent that ended before its answer, built from its transcript: the last thing
+    it wrote (beside a tool call, or a malformed attempt), then its latest successful tool results as
+    head/tail excerpts. Never empty: an agent that found nothing says so."""
+    said = next((m.content for m in reversed(messages) if isinstance(m, AssistantMessage) and m.content), "")
+    results = [m for m in messages if isinstance(m, ToolMessage) and not m.is_error][-PARTIAL_RESULTS:]
+    said = clean_answer(said)
+    if not results:
+        return said or f"(no findings: the sub-agent ended {status.value} before any tool returned a result)"
+    parts = [said] if said else []
+    parts.append(f"(the sub-agent ended {status.value} before its answer; its latest tool results follow)")
+    parts.extend(f"[{m.name} result]\n{excerpt(m.content, PARTIAL_CHARS)}" for m in results)
+    return "\n".join(parts)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -379,12 +411,10 @@ class SubagentRun:
         error_type: str | None = None,
     ) -> SubagentResult:
         """The result as of now (used for normal endings and for cancellation)."""
-        if report is None:
-            # Not finished: report the last thing the agent said, so partial work is not lost.
-            report = next(
-                (m.content for m in reversed(self.messages) if isinstance(m, AssistantMessage) and m.content),
-                "",
-            )
+        if report is None and not self.steps and not self.started:  # never held a slot
+            report = f"(not started: it was queued for a free slot when it ended {status.value})"
+        elif report is None:  # not finished (timeout, cancellation, a spent budget): keep what it found
+            report = partial_report(self.messages, status)
         return SubagentResult(
             agent_id=self.agent_id,
             name=self.definition.name,

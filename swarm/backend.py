@@ -28,6 +28,7 @@ from swarm.messages import (
 )
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "Completion",
     "FinishReason",
     "ModelBackend",
@@ -36,6 +37,10 @@ __all__ = [
     "Timings",
     "ToolSpec",
     "Usage",
+    "context_window",
+    "estimate_tokens",
+    "parallel_slots",
+    "prompt_tokens",
 ]
 
 
@@ -264,3 +269,54 @@ class ModelBackend(Protocol):
     async def complete(self, request: ModelRequest) -> Completion:
         """Generate one completion. Raise :class:`swarm.errors.BackendError` subclasses on failure."""
         ...
+
+
+# -- optional capabilities -----------------------------------------------------------------------
+# A backend MAY also say (the protocol stays tokens in, tokens out; callers ask through the functions
+# below, which answer ``None`` or an estimate for a backend that does not):
+#   ``parallel_slots: int``   requests it decodes at once; more wait in its queue
+#   ``context_window: int``   tokens one request's prompt and completion hold together
+#   ``async count_tokens(request) -> int``   the exact prompt tokens of a request (its tokenizer)
+
+CHARS_PER_TOKEN = 3
+"""Characters per token of the conservative estimate (real tokenizers give 3.5-4.5 on English and JSON)."""
+
+
+def _positive_int(value: object) -> int | None:
+    return value if type(value) is int and value >= 1 else None
+
+
+def parallel_slots(backend: object) -> int | None:
+    """How many requests ``backend`` serves at once, if it says (``None``: unknown, no cap)."""
+    return _positive_int(getattr(backend, "parallel_slots", None))
+
+
+def context_window(backend: object) -> int | None:
+    """The tokens one request of ``backend`` may hold (prompt and completion), if it says."""
+    return _positive_int(getattr(backend, "context_window", None))
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """A conservative token count of a request's prompt: its characters (contents, tool calls, tool
+    specs) over :data:`CHARS_PER_TOKEN`, plus a few tokens of chat template per message."""
+    chars = 0
+    for m in request.messages:
+        chars += len(m.content) + 16
+        if isinstance(m, AssistantMessage):
+            chars += sum(len(c.name) + len(repr(c.arguments)) + 16 for c in m.tool_calls)
+    chars += sum(len(t.name) + len(t.description) + len(repr(t.parameters)) for t in request.tools)
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+async def prompt_tokens(backend: object, request: ModelRequest) -> tuple[int, bool]:
+    """(tokens of ``request``'s prompt, whether exact): the backend's own count where it offers
+    ``count_tokens``, else :func:`estimate_tokens`. A count that fails falls back to the estimate."""
+    count = getattr(backend, "count_tokens", None)
+    if count is not None:
+        try:
+            n = await count(request)
+        except Exception:  # a tokenizer that fails costs exactness, never the turn
+            n = None
+        if type(n) is int and n >= 0:
+            return n, True
+    return estimate_tokens(request), False

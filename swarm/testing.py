@@ -25,8 +25,8 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from swarm.backend import Completion, ModelRequest, Usage
-from swarm.errors import ScriptError
+from swarm.backend import Completion, ModelRequest, Usage, estimate_tokens
+from swarm.errors import BackendError, ScriptError
 from swarm.messages import AssistantMessage, Message, ToolCall
 
 __all__ = [
@@ -226,14 +226,31 @@ class ScriptedBackend:
 
 
 class FunctionBackend:
-    """A backend whose every turn is ``fn(request)`` (sync or async); records requests."""
+    """A backend whose every turn is ``fn(request)`` (sync or async); records requests.
 
-    def __init__(self, fn: TurnFn, *, model: str = "function", delay: float = 0.0, tokens: bool = True) -> None:
+    ``parallel_slots``: serve that many calls at once, like an engine's slots (the rest queue, their
+    ``delay`` not yet running), and say so (the :func:`swarm.backend.parallel_slots` capability).
+    ``context_window``: say this context size (:func:`swarm.backend.context_window`); a request
+    whose estimated prompt exceeds it fails as an engine's would."""
+
+    def __init__(
+        self,
+        fn: TurnFn,
+        *,
+        model: str = "function",
+        delay: float = 0.0,
+        tokens: bool = True,
+        parallel_slots: int | None = None,
+        context_window: int | None = None,
+    ) -> None:
         self._fn = fn
         self._model = model
         self.delay = delay
         self.tokens = tokens
         self.calls: list[ModelRequest] = []
+        self.parallel_slots = parallel_slots
+        self.context_window = context_window
+        self._slots: anyio.CapacityLimiter | None = None
 
     @property
     def model(self) -> str:
@@ -241,6 +258,16 @@ class FunctionBackend:
 
     async def complete(self, request: ModelRequest) -> Completion:
         self.calls.append(request)
+        if self.context_window is not None and (n := estimate_tokens(request)) >= self.context_window:
+            raise BackendError(f"the prompt has {n} tokens, which fills the context of {self.context_window}")
+        if self.parallel_slots is None:
+            return await self._turn(request)
+        if self._slots is None:
+            self._slots = anyio.CapacityLimiter(self.parallel_slots)
+        async with self._slots:
+            return await self._turn(request)
+
+    async def _turn(self, request: ModelRequest) -> Completion:
         if self.delay:
             await anyio.sleep(self.delay)
         out = await _resolve(self._fn, request)

@@ -95,6 +95,26 @@ class LocalBackend:
     def ctx_per_slot(self) -> int:
         return self.engine.ctx_per_slot
 
+    @property
+    def context_window(self) -> int:
+        """Tokens one request holds, prompt and completion (a slot's context; swarm.backend capability)."""
+        return self.engine.ctx_per_slot
+
+    @property
+    def parallel_slots(self) -> int:
+        """Requests of this backend's kind (with or without the adapter) the engine decodes at once."""
+        e = self.engine
+        if not e.lora_adapters:
+            return e.slots
+        return e.adapter_slots if self.lora_scale is not None else e.slots - e.adapter_slots
+
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """The exact prompt tokens of ``request`` (the engine's chat template and tokenizer)."""
+        if self._http is None or self._generation != self.engine.generation:
+            await self.start()
+        assert self._http is not None
+        return len((await self._prompt_ids(self._http, request))[0])
+
     async def start(self) -> None:
         """Start the engine (if needed) and connect to it; idempotent."""
         if not self.engine.started:

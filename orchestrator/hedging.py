@@ -181,4 +181,5 @@ def _copy(run: SubagentRun) -> SubagentRun:
         rt=run.rt,
         index=run.index,
         width=run.width,
+        budget=run.budget,  # the copy spends from the same share: together they stay within it
     )

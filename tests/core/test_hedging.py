@@ -123,3 +123,18 @@ def test_hedging_from_the_config_file(tmp_path: Path) -> None:
     path.write_text("[swarm.hedge]\nquorum = 1.5\n")
     with pytest.raises(ConfigError, match="quorum"):
         load_config(path)
+
+
+async def test_a_backup_spends_from_its_originals_budget_share() -> None:
+    """18 turns: 1 for the first turn, 1 kept for the answer, 16 shared by 4 sub-agents (4 each). The
+    slow one's backup needs 4 steps on top of the original's 1: with one share for both it runs out."""
+    from orchestrator.config import Budgets
+
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=t) for t in TASKS], "answer"])
+    hedge = Hedge(straggler_factor=2.0, backup=True)
+    cfg = SwarmConfig(hedge=hedge, max_subagent_steps=10, budgets=Budgets(max_turns=18))
+    record = await Orchestrator(policy, cfg, tools=[probe], subagent_backend=FunctionBackend(_worker)).run("go")
+    runs = {r.agent_id: r for r in record.stages[0].subagents if r.task == "slow item d"}
+    backup = runs["worker-0-3-b"]
+    assert backup.step_cap == 4 and backup.status is AgentStatus.BUDGET_EXHAUSTED and "share" in (backup.error or "")
+    assert sum(r.steps for r in runs.values()) <= 4

@@ -102,9 +102,13 @@ def _labels(conds: Sequence[Condition]) -> dict[Condition, str]:
     return out
 
 
+def _knobs(run: RunData) -> dict[str, Any]:
+    """The run's workload knobs, defaults included (older manifests: the ones given)."""
+    return run.manifest.knobs or dict(run.manifest.settings.get("knobs", {}))
+
+
 def _group_key(run: RunData) -> tuple[str, str, str]:
-    knobs = json.dumps(run.manifest.settings.get("knobs", {}), sort_keys=True)
-    return (run.manifest.workload, run.manifest.split, knobs)
+    return (run.manifest.workload, run.manifest.split, json.dumps(_knobs(run), sort_keys=True))
 
 
 def _fmt_spread(values: Sequence[float], fmt: str) -> str:
@@ -149,7 +153,7 @@ def _header(runs: Sequence[RunData], rows: Sequence[RawEpisode]) -> list[str]:
         f"## {m.workload} · {m.split} split · seeds {', '.join(map(str, seeds))}",
         "",
         f"- tasks: {len({r.task_id for r in rows})}; episodes: {len(rows)}; metric: {m.metric_name}",
-        f"- knobs: {json.dumps(m.settings.get('knobs', {}), sort_keys=True)}",
+        f"- knobs: {json.dumps(_knobs(runs[0]), sort_keys=True)}",
         f"- runs: {', '.join(r.manifest.run_id for r in runs)}",
         f"- code: {', '.join(commits)}",
         f"- models: {'; '.join(models)}",

@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 ARM_ORDER = ("swarm", "single-parallel", "single")
+MIN_SAMPLES = 3
+"""Episodes per task a condition needs when it samples (temperature > 0) before it may be a headline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,17 @@ def _per_task(rows: Sequence[RawEpisode]) -> dict[str, float]:
     return {t: sum(v) / len(v) for t, v in acc.items()}
 
 
+def _undersampled(rows: Sequence[RawEpisode]) -> bool:
+    """Sampling was on (a model at temperature > 0) and some task has fewer than MIN_SAMPLES episodes."""
+    sampled = any(
+        float(r.config.get("orchestrator_sampling", {}).get("temperature", 0.0)) > 0 for r in rows
+    ) and not _scripted(rows)
+    per_task: dict[str, int] = defaultdict(int)
+    for r in rows:
+        per_task[r.task_id] += 1
+    return sampled and min(per_task.values(), default=0) < MIN_SAMPLES
+
+
 def _comparisons(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condition, str], seed: int) -> list[str]:
     conds = sorted(by_cond)
     if len(conds) < 2:
@@ -219,7 +232,11 @@ def _comparisons(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condit
                 lines.append(f"| {labels[a]} vs {labels[b]} | 0 | | | | | | | | no common tasks |")
                 continue
             p = paired([tb[t] for t in common], [ta[t] for t in common], seed=seed)
-            note = "" if p.headline else f"n < {HEADLINE_MIN_N}: not a headline"
+            few = [labels[c] for c in (a, b) if _undersampled(by_cond[c])]
+            notes = [f"n < {HEADLINE_MIN_N}"] * (not p.headline) + [
+                f"sampled with < {MIN_SAMPLES} samples per task ({', '.join(few)})"
+            ] * bool(few)
+            note = f"{'; '.join(notes)}: not a headline" if notes else ""
             lines.append(
                 f"| {labels[a]} vs {labels[b]} | {p.n} | {p.mean_b:.3f} | {p.mean_a:.3f} | {p.diff:+.3f} | "
                 f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] | {p.wins}/{p.losses}/{p.ties} | {p.sign_p:.3g} | "

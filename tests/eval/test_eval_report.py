@@ -52,3 +52,19 @@ def test_the_width_curve_reads_each_runs_resolved_knobs(tmp_path: Path) -> None:
     assert "| 2 | swarm | 4 | 1.000 | 5 |" in table and "| 8 | single | 4 | 0.000 | 9 |" in table
     assert [(p.value, p.arm) for p in curve(load_runs([tmp_path]), "entities")][:2] == [(2, "swarm"), (2, "single")]
     assert main(["--curve", "entities", str(tmp_path)]) == 0 and main(["--curve", "nope", str(tmp_path)]) == 2
+
+
+def test_a_sampled_comparison_needs_three_samples_per_task(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    root = tmp_path / "sampled"
+    root.mkdir()
+    write_manifest(root, src.manifest)
+    hot = {**src.rows[0].config, "orchestrator_sampling": {"temperature": 0.7}}
+    model = src.rows[0].provenance.model_copy(update={"backend": "local"})
+    rows = [r.model_copy(update={"config": hot, "provenance": model}) for r in src.rows]
+    write_raw(root / RAW_FILE, rows)
+    assert "sampled with < 3 samples per task" in render_report(load_runs([root]))
+    write_raw(root / RAW_FILE, [r.model_copy(update={"sample": i}) for r in rows for i in range(3)])
+    assert "sampled with" not in render_report(load_runs([root]))
+    # greedy rows (the committed fixture) need no samples
+    assert "sampled with" not in render_report(load_runs([DATA / "report-fixture"]))

@@ -20,6 +20,7 @@ from the task's metadata and score it with the workload (the PARL terms on top).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -544,16 +545,38 @@ def _settings(
     return settings
 
 
-def _open_run(root: Path, manifest: RunManifest, resume: bool) -> list[RawEpisode]:
-    """Create the run directory, or (``resume``) check the existing one and return its finished rows."""
+@contextlib.contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    """Hold ``root/.lock`` for the run (released when the process ends, however it ends), so two
+    processes never append to one run; where ``fcntl`` is missing, no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with (root / ".lock").open("a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ConfigError(
+                f"eval run {root} is in use by another swarm eval; wait for it, or pick another --run-id"
+            ) from None
+        yield
+
+
+def _open_run(root: Path, manifest: RunManifest, resume: bool, stack: contextlib.ExitStack) -> list[RawEpisode]:
+    """Create the run directory, or (``resume``) check the existing one and return its finished rows;
+    either way the run is locked for this process (``stack``)."""
     if not root.exists():
         root.mkdir(parents=True)
+        stack.enter_context(_exclusive(root))
         write_manifest(root, manifest)
         return []
     if not resume:
         raise ConfigError(
             f"eval results directory {root} already exists; pass --resume to continue it, or pick another --run-id"
         )
+    stack.enter_context(_exclusive(root))
     old = read_manifest(root)
     diff = settings_diff(old.settings, manifest.settings)
     for name in ("split", "seed"):
@@ -631,15 +654,7 @@ async def run_eval(
     ``resume=True`` continues the run ``run_id``. ``on_start(resumed, to_run, configs)`` is called before
     the first episode (the configs of :func:`plan_configs`).
     """
-    arms = tuple(dict.fromkeys(arms))
-    if not arms or any(a not in ARMS for a in arms):
-        raise ConfigError(f"arms must be among {list(ARMS)}, got {list(arms)}")
-    if samples < 1:
-        raise ConfigError(f"samples must be at least 1, got {samples}")
-    if concurrent_episodes < 1:
-        raise ConfigError(f"concurrent_episodes must be at least 1, got {concurrent_episodes}")
-    if resume and (out_dir is None or run_id is None):
-        raise ConfigError("resuming needs the results directory and the run id (--out and --run-id)")
+    arms = _checked(arms, samples, concurrent_episodes, needs_root=resume and (out_dir is None or run_id is None))
     split = _split_of(tasks, split)
     over = dict(overrides or {})
     configs = plan_configs(workload, tasks, arms, base_config, over)
@@ -647,6 +662,7 @@ async def run_eval(
     prov = provenance or _code_provenance(backend_name)
     rid = run_id or f"{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     root = out_dir / rid if out_dir is not None else None
+    settings = _settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov)
     manifest = RunManifest(
         run_id=rid,
         workload=workload.name,
@@ -656,23 +672,13 @@ async def run_eval(
         task_ids=tuple(t.id for t in tasks),
         arms=arms,
         knobs=workload.knobs(knobs or {}).model_dump(mode="json"),
-        settings={
-            **_settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov),
-            "samples": samples,
-        },
+        settings={**settings, "samples": samples},
         samples=samples,
         provenance=prov,
         concurrent_episodes=concurrent_episodes,
         argv=tuple(argv),
         created_at=time.time(),
     )
-    raws = _open_run(root, manifest, resume) if root is not None else []
-    if root is not None and not (root / "tasks.jsonl").exists():
-        write_tasks(tasks, root / "tasks.jsonl")
-    done = {r.key for r in raws}
-    todo = [(t, a, i) for t in tasks for i in range(samples) for a in arms if (t.id, a, i) not in done]
-    if on_start is not None:
-        on_start(len(raws), len(todo), configs)
     run = _Run(
         workload,
         backends,
@@ -687,7 +693,44 @@ async def run_eval(
         observers,
         telemetry or _no_telemetry,
     )
+    with contextlib.ExitStack() as stack:
+        raws = _open_run(root, manifest, resume, stack) if root is not None else []
+        if root is not None and not (root / "tasks.jsonl").exists():
+            write_tasks(tasks, root / "tasks.jsonl")
+        await _continue(
+            run, [(t, a, i) for t in tasks for i in range(samples) for a in arms], raws, on_start, on_row, configs
+        )
+        return _report(run, manifest, tasks, raws, backend_name, knobs or {})
+
+
+def _checked(arms: Sequence[str], samples: int, concurrent: int, *, needs_root: bool) -> tuple[str, ...]:
+    """The arms, without repeats; bad arguments are ConfigErrors."""
+    out = tuple(dict.fromkeys(arms))
+    if not out or any(a not in ARMS for a in out):
+        raise ConfigError(f"arms must be among {list(ARMS)}, got {list(arms)}")
+    if samples < 1:
+        raise ConfigError(f"samples must be at least 1, got {samples}")
+    if concurrent < 1:
+        raise ConfigError(f"concurrent_episodes must be at least 1, got {concurrent}")
+    if needs_root:
+        raise ConfigError("resuming needs the results directory and the run id (--out and --run-id)")
+    return out
+
+
+async def _continue(
+    run: _Run,
+    jobs: Sequence[Job],
+    raws: list[RawEpisode],
+    on_start: Callable[[int, int, Configs], None] | None,
+    on_row: Callable[[Progress], None] | None,
+    configs: Configs,
+) -> None:
+    """Run the jobs without a row in ``raws`` (appending each new row to it)."""
+    done = {r.key for r in raws}
+    todo = [j for j in jobs if (j[0].id, j[1], j[2]) not in done]
     resumed = len(raws)
+    if on_start is not None:
+        on_start(resumed, len(todo), configs)
 
     def finished(raw: RawEpisode) -> None:
         raws.append(raw)
@@ -695,7 +738,6 @@ async def run_eval(
             on_row(Progress(row_of(raw), len(raws) - resumed, len(todo), resumed))
 
     await _run_all(run, todo, finished)
-    return _report(run, manifest, tasks, raws, backend_name, knobs or {})
 
 
 def _code_provenance(backend_name: str) -> Provenance:

@@ -230,3 +230,30 @@ async def test_each_arm_runs_its_own_protocol_on_the_same_tasks(tmp_path: Path) 
     assert {r.task_id for r in rows if r.arm == "single-parallel"} == {t.id for t in tasks}
     assert list(report.summaries) == ["swarm", "single", "single-parallel"]
     assert all(s.metric == 1.0 for s in report.summaries.values())
+
+
+async def test_one_run_is_written_by_one_process_at_a_time(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(2, seed=0)
+    errors: list[str] = []
+    async with anyio.create_task_group() as tg:
+        holding = anyio.Event()  # on_start: the first run holds the directory
+
+        async def first() -> None:
+            slow = gold(wl, latency=0.2)
+            await run_eval(
+                wl, tasks, slow, arms=["single"], out_dir=tmp_path, run_id="r", on_start=lambda *_: holding.set()
+            )
+
+        tg.start_soon(first)
+        with anyio.fail_after(10):
+            await holding.wait()
+        try:
+            await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    assert errors and "in use by another swarm eval" in errors[0]
+    rows = read_raw(tmp_path / "r" / RAW_FILE)[0]
+    assert sorted(r.task_id for r in rows) == sorted(t.id for t in tasks)  # written once each
+    again = await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)
+    assert len(again.rows) == 2  # the lock went with the first run

@@ -80,7 +80,8 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
     runs = []
     for d in dict.fromkeys(dirs):
         rows, bad = read_raw(d / RAW_FILE)
-        runs.append(RunData(d, read_manifest(d), tuple(rows), bad))
+        unique = {r.key: r for r in rows}  # an episode written twice counts once (the last row)
+        runs.append(RunData(d, read_manifest(d), tuple(unique.values()), bad + len(rows) - len(unique)))
     return runs
 
 

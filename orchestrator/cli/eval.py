@@ -53,7 +53,7 @@ from orchestrator.eval import (
     write_tasks,
 )
 from orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
-from orchestrator.eval_report import comparisons, load_runs, render_report
+from orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
 from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
@@ -218,6 +218,9 @@ def eval_command(
         list[Path] | None,
         typer.Option("--report", help="print the markdown report of run directories' raw files; run nothing"),
     ] = None,
+    curve_knob: Annotated[
+        str | None, typer.Option("--curve", help="with --report: the curve over this knob (e.g. entities) instead")
+    ] = None,
     export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
@@ -244,7 +247,7 @@ def eval_command(
             typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
         raise typer.Exit(0)
     if report_dirs:
-        raise typer.Exit(_print_report(report_dirs))
+        raise typer.Exit(_print_report(report_dirs, curve_knob))
     try:
         if not workload:
             raise UserError(f"--workload is required; known: {', '.join(workload_names())}")
@@ -450,10 +453,12 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
                 err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
 
 
-def _print_report(dirs: list[Path]) -> int:
-    """``swarm eval --report DIR...``: the markdown report regenerated from raw files (exit 2 on bad input)."""
+def _print_report(dirs: list[Path], knob: str | None = None) -> int:
+    """``swarm eval --report DIR... [--curve KNOB]``: the markdown report (or curve) regenerated from raw
+    files (exit 2 on bad input)."""
     try:
-        text = render_report(load_runs(dirs))
+        runs = load_runs(dirs)
+        text = render_curve(runs, knob) if knob else render_report(runs)
     except UserError as exc:
         raise _fail(exc) from None
     sys.stdout.write(text)

@@ -4,6 +4,7 @@ episodes in parallel, a banner with a k/N count, a trace per episode."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 from pathlib import Path
@@ -14,12 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.cli.eval import provenance
 from orchestrator.eval import EvalReport, Progress, parse_arms, run_eval
 from orchestrator.eval_raw import RAW_FILE, read_manifest, read_raw, settings_diff
 from orchestrator.eval_report import load_runs, render_report
-from swarm.backend import SamplingParams
+from swarm.backend import Completion, SamplingParams
+from swarm.backends.local.catalogue import LOCAL_MODELS
 from swarm.errors import ConfigError
 from swarm.records import Task
+from swarm.testing import FunctionBackend
 from workloads import Mode, get_workload
 
 runner = CliRunner()
@@ -257,3 +261,17 @@ async def test_one_run_is_written_by_one_process_at_a_time(tmp_path: Path) -> No
     assert sorted(r.task_id for r in rows) == sorted(t.id for t in tasks)  # written once each
     again = await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)
     assert len(again.rows) == 2  # the lock went with the first run
+
+
+def test_provenance_names_the_model_and_adapter_files(tmp_path: Path) -> None:
+    adapter = tmp_path / "adapter.gguf"
+    adapter.write_bytes(b"lora weights")
+    pair = (FunctionBackend(lambda r: Completion(text=""), model="qwen2.5-coder-0.5b"), None)
+    p = provenance("local", pair, {"backend": {"orchestrator_adapter": str(adapter)}})
+    assert p.model_sha256 == LOCAL_MODELS["qwen2.5-coder-0.5b"].sha256 == p.subagent_model_sha256
+    assert p.adapter == str(adapter)
+    assert p.adapter_sha256 == hashlib.sha256(b"lora weights").hexdigest()
+    none = provenance("local", pair, {"backend": {"orchestrator_adapter": "none"}})
+    assert none.adapter is None and none.adapter_sha256 is None
+    scripted = provenance("gold", pair, {})
+    assert scripted.model_sha256 is None and scripted.backend == "gold"

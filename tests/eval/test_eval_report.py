@@ -68,3 +68,27 @@ def test_a_sampled_comparison_needs_three_samples_per_task(tmp_path: Path) -> No
     assert "sampled with" not in render_report(load_runs([root]))
     # greedy rows (the committed fixture) need no samples
     assert "sampled with" not in render_report(load_runs([DATA / "report-fixture"]))
+
+
+def test_an_episode_written_twice_counts_once(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    root = tmp_path / "twice"
+    root.mkdir()
+    write_manifest(root, src.manifest)
+    write_raw(root / RAW_FILE, [*src.rows, *src.rows[:3]])
+    run = load_runs([root])[0]
+    assert len(run.rows) == 8 and run.damaged == 3
+    text = render_report([run])
+    assert "episodes: 8" in text and "3 damaged raw entr(y/ies) skipped" in text
+
+
+def test_cli_prints_a_curve_from_raw_files(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    root = tmp_path / "n3"
+    root.mkdir()
+    write_manifest(root, src.manifest.model_copy(update={"knobs": {"entities": 3}}))
+    write_raw(root / RAW_FILE, list(src.rows))
+    r = runner.invoke(app, ["eval", "--report", str(root), "--curve", "entities"])
+    assert r.exit_code == 0 and "| 3 | swarm | 4 | 1.000 |" in r.stdout
+    bad = runner.invoke(app, ["eval", "--report", str(root), "--curve", "width"])
+    assert bad.exit_code == 2 and "no knob 'width'" in bad.output

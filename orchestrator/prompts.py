@@ -62,6 +62,9 @@ text, covering every part."""
 _EXAMPLE_TASK = "What are the capitals of Italy and Spain?"
 _EXAMPLE_PARTS = (("What is the capital of Italy?", "Rome"), ("What is the capital of Spain?", "Madrid"))
 _EXAMPLE_ANSWER = "Italy: Rome. Spain: Madrid."
+_EXAMPLE_DIRECT = ("How many days are in a leap year?", "366.")
+"""A one-fact question answered in one step, before the list example: with the list example alone a
+small model answered single-fact questions ("What is 77 - 61?") with that example's answer (dev split)."""
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,9 @@ class PromptProfile:
         return "\n\n".join(parts)
 
     def example_messages(self, agent: str) -> tuple[Message, ...]:
-        """The worked example (a user task, one parallel stage of ``agent`` sub-agents, their
-        reports, the answer) as chat turns between the system prompt and the real task; empty when
-        the profile has none."""
+        """The worked examples (a one-fact question answered directly; a list task: one parallel stage
+        of ``agent`` sub-agents, their reports, the answer) as chat turns between the system prompt
+        and the real task; empty when the profile has none."""
         if not self.example:
             return ()
         calls = tuple(
@@ -117,7 +120,10 @@ class PromptProfile:
             )
             for i, (c, (_, answer)) in enumerate(zip(calls, _EXAMPLE_PARTS, strict=True))
         )
+        question, direct = _EXAMPLE_DIRECT
         return (
+            UserMessage(content=question),
+            AssistantMessage(content=direct),
             UserMessage(content=_EXAMPLE_TASK),
             AssistantMessage(content="", tool_calls=calls),
             *reports,

@@ -373,8 +373,11 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     system = first.messages[0]
     assert isinstance(system, SystemMessage) and system.content.startswith(PROFILES["small"].system_prompt)
     assert len(system.content) < len(DEFAULT_SYSTEM_PROMPT) + 60
-    # The worked example: a task, one turn of two parallel assign_task calls, their reports, the answer.
-    example = first.messages[1:-1]
+    # The worked examples: a one-fact question answered directly in one step, then a list task: one
+    # turn of two parallel assign_task calls, their reports, the answer.
+    direct, example = first.messages[1:3], first.messages[3:-1]
+    assert isinstance(direct[0], UserMessage) and "?" in direct[0].content
+    assert isinstance(direct[1], AssistantMessage) and direct[1].content and not direct[1].tool_calls
     assert isinstance(example[1], AssistantMessage) and [c.name for c in example[1].tool_calls] == [
         "assign_task",
         "assign_task",

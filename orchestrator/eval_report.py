@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.eval_raw import MANIFEST_FILE, RAW_FILE, RawEpisode, RunManifest, read_manifest, read_raw
+from orchestrator.eval_raw import (
+    MANIFEST_FILE,
+    RAW_FILE,
+    RawEpisode,
+    RoleTokens,
+    RunManifest,
+    read_manifest,
+    read_raw,
+)
 from orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
 from swarm.errors import ConfigError
 
@@ -198,6 +206,33 @@ def _summary_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Cond
     return [*lines, "", note, ""]
 
 
+def _compute_table(by_cond: dict[Condition, list[RawEpisode]], labels: dict[Condition, str]) -> list[str]:
+    """Tokens by role, side by side (medians over episodes; total as a multiple of the first arm's)."""
+    conds = [c for c in sorted(by_cond) if not _scripted(by_cond[c])]
+    if not conds:
+        return []
+    lines = [
+        "| arm | orchestrator prompt | orchestrator completion | sub-agent prompt | sub-agent completion "
+        "| total (mean) | × first arm |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    first = None
+    for cond in conds:
+        rows = by_cond[cond]
+
+        def med(role: str, part: str, rs: Sequence[RawEpisode] = rows) -> str:
+            values = [float(getattr(r.tokens.get(role, RoleTokens()), part)) for r in rs]
+            return f"{spread(values).median:.0f}"
+
+        total = sum(r.total_tokens for r in rows) / len(rows)
+        first = first if first is not None else total
+        ratio = f"{total / first:.2f}×" if first else "—"
+        cells = [med("orchestrator", "prompt"), med("orchestrator", "completion")]
+        cells += [med("subagent", "prompt"), med("subagent", "completion"), f"{total:.0f}", ratio]
+        lines.append(f"| {labels[cond]} | " + " | ".join(cells) + " |")
+    return ["Tokens by role: medians over episodes; total: mean per episode.", "", *lines, ""]
+
+
 def _per_task(rows: Sequence[RawEpisode]) -> dict[str, float]:
     """The metric per task, averaged over repeated runs."""
     acc: dict[str, list[float]] = defaultdict(list)
@@ -283,6 +318,7 @@ def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
         labels = _labels(list(by_cond))
         out += _header(group, rows)
         out += _summary_table(by_cond, labels)
+        out += _compute_table(by_cond, labels)
         out += _comparisons(by_cond, labels, seed)
     return "\n".join(out).rstrip() + "\n"
 

@@ -63,7 +63,10 @@ def test_a_sampled_comparison_needs_three_samples_per_task(tmp_path: Path) -> No
     model = src.rows[0].provenance.model_copy(update={"backend": "local"})
     rows = [r.model_copy(update={"config": hot, "provenance": model}) for r in src.rows]
     write_raw(root / RAW_FILE, rows)
-    assert "sampled with < 3 samples per task" in render_report(load_runs([root]))
+    text = render_report(load_runs([root]))
+    assert "sampled with < 3 samples per task" in text
+    # a model's tokens are measured: by role, side by side, the total against the first arm's
+    assert "Tokens by role" in text and "| 1.00× |" in text
     write_raw(root / RAW_FILE, [r.model_copy(update={"sample": i}) for r in rows for i in range(3)])
     assert "sampled with" not in render_report(load_runs([root]))
     # greedy rows (the committed fixture) need no samples

@@ -7,10 +7,14 @@ scripted policy (no model); any other backend name is resolved like ``swarm run`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -446,11 +450,30 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
         )
 
     try:
-        return anyio.run(main)
+        with _sigterm_as_interrupt():
+            return anyio.run(main)
     finally:
         for t in tracings.values():
             for warning in t.shutdown():
                 err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``timeout``, a scheduler) stops the run as Ctrl-C does: finished episodes kept, traces
+    flushed, exit 130 and the resume hint (outside the main thread signals cannot be caught: no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_report(dirs: list[Path], knob: str | None = None) -> int:

@@ -7,6 +7,10 @@ import gzip
 import hashlib
 import itertools
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +279,27 @@ def test_provenance_names_the_model_and_adapter_files(tmp_path: Path) -> None:
     assert none.adapter is None and none.adapter_sha256 is None
     scripted = provenance("gold", pair, {})
     assert scripted.model_sha256 is None and scripted.backend == "gold"
+
+
+def test_a_terminated_cli_run_keeps_its_episodes_and_resumes(tmp_path: Path) -> None:
+    """SIGTERM (as `timeout` sends) mid-run: exit 130 with the resume hint; --resume runs the rest once."""
+    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "--latency", "0.3", "-n", "4", "--mode", "single"]
+    args += ["-o", str(tmp_path), "--run-id", "t", "-q"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    raw = tmp_path / "t" / RAW_FILE
+    deadline = time.monotonic() + 60
+    while not (raw.exists() and read_raw(raw)[0]) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "--run-id t --resume" in " ".join(stderr.split())
+    kept = read_raw(raw)[0]
+    assert 1 <= len(kept) < 4
+    again = runner.invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    rows, bad = read_raw(raw)
+    assert bad == 0 and sorted(r.task_id for r in rows) == sorted({r.task_id for r in rows}) and len(rows) == 4
+    assert rows[: len(kept)] == kept  # the finished episodes were not run again

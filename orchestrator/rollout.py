@@ -582,6 +582,18 @@ def _atomic_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """What changed between two settings trees, one ``key.path old → new`` per differing leaf."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += _differences(old.get(k), new.get(k), f"{path}.{k}" if path else str(k))
+        return out
+    if old == new:
+        return []
+    return [f"{path or 'settings'} {json.dumps(old)} → {json.dumps(new)}"]
+
+
 def _check_manifest(out: Path, config: RolloutConfig) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / MANIFEST
@@ -600,10 +612,9 @@ def _check_manifest(out: Path, config: RolloutConfig) -> None:
             settings.pop("reward", None)
         mine_cmp = {k: v for k, v in mine.items() if k != "settings"} | ({"settings": settings} if settings else {})
         if isinstance(old, dict) and {k: old.get(k) for k in mine_cmp} != mine_cmp:
-            theirs = ", ".join(f"{k}={json.dumps(old.get(k))}" for k in mine)
-            ours = ", ".join(f"{k}={json.dumps(v)}" for k, v in mine.items())
+            changes = "; ".join(_differences({k: old.get(k) for k in mine_cmp}, mine_cmp))
             raise ConfigError(
-                f"{out} holds a rollout with {theirs}; this run asks for {ours}. "
+                f"{out} holds a rollout made with other settings ({changes}). "
                 "Resume with the same settings or write to a new --out directory"
             )
     _atomic_json(path, mine)

@@ -136,8 +136,9 @@ def _unknown_key(where: str, key: str, allowed: Collection[str]) -> str:
     return f"unknown key {where}{key}{hint}; allowed: {', '.join(sorted(allowed))}"
 
 
-def _model_problems(exc: ValidationError, prefix: str, model: type[BaseModel]) -> str:
-    """Validation errors as ``prefix.loc: message``, unknown keys with the allowed ones named."""
+def model_problems(exc: ValidationError, prefix: str, model: type[BaseModel]) -> str:
+    """Validation errors as ``prefix.loc: message`` on one line, unknown keys with the allowed ones
+    named (the closest first); ``prefix`` may be empty."""
     out = []
     for e in exc.errors(include_url=False):
         loc = [str(x) for x in e["loc"]]
@@ -150,11 +151,28 @@ def _model_problems(exc: ValidationError, prefix: str, model: type[BaseModel]) -
                 if owner is None:
                     break
             allowed = list(getattr(owner, "model_fields", {})) if owner is not None else []
-            where = ".".join([prefix, *loc[:-1]]) + "."
+            where = ".".join(p for p in [prefix, *loc[:-1]] if p) + ("." if prefix or loc[:-1] else "")
             out.append(_unknown_key(where, loc[-1], allowed) if allowed else f"{where}{loc[-1]}: unknown key")
         else:
-            out.append(f"{'.'.join([prefix, *loc])}: {e['msg']}")
+            out.append(f"{'.'.join(p for p in [prefix, *loc] if p)}: {e['msg']}")
     return "; ".join(out)
+
+
+def _read_config(path: Path) -> Any:
+    """The parsed TOML or JSON of a config file (a missing file, YAML or bad syntax: :class:`ConfigError`)."""
+    p = str(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {p} does not exist")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        raise ConfigError(
+            f"config file {p} is YAML; swarm reads TOML (.toml) or JSON (.json) configs: write it as TOML "
+            "(`swarm init` writes a commented swarm.toml)"
+        )
+    try:
+        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config file {p} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    return data
 
 
 def load_config(
@@ -169,12 +187,7 @@ def load_config(
     the allowed ones.
     """
     p = str(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {p} does not exist")
-    try:
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"config file {p} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    data = _read_config(path)
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a table/object at the top level")
     listed = ", ".join(f"[{t}]" for t in sorted(tables))
@@ -207,10 +220,10 @@ def load_config(
         try:
             RewardConfig.model_validate(data["reward"])
         except ValidationError as exc:
-            raise ConfigError(f"invalid config in {p}: {_model_problems(exc, 'reward', RewardConfig)}") from None
+            raise ConfigError(f"invalid config in {p}: {model_problems(exc, 'reward', RewardConfig)}") from None
     swarm_part = data.pop("swarm", {})
     try:
         cfg = SwarmConfig.model_validate(swarm_part)
     except ValidationError as exc:
-        raise ConfigError(f"invalid config in {p}: {_model_problems(exc, 'swarm', SwarmConfig)}") from None
+        raise ConfigError(f"invalid config in {p}: {model_problems(exc, 'swarm', SwarmConfig)}") from None
     return cfg, data

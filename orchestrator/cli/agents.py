@@ -35,6 +35,7 @@ def list_agents(
         list[Path] | None,
         typer.Option(
             "--agents",
+            metavar="DIR",
             help="agent file directory, repeatable (default: .swarm/agents/ from here up to the repository root, "
             "then the user config directory's agents/)",
         ),

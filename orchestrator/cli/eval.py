@@ -142,6 +142,7 @@ def report_table(report: EvalReport) -> Table:
 
 ADAPTER_OPTION = typer.Option(
     "--orchestrator-adapter",
+    metavar="ADAPTER",
     envvar="SWARM_ORCHESTRATOR_ADAPTER",
     help="local backend: the orchestrator's LoRA adapter: default (the shipped trained adapter where it is the "
     "default for the model), none (the base model), shipped, or a .gguf path; sub-agents run the base model",

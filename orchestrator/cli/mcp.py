@@ -1,4 +1,4 @@
-"""``swarm mcp list --config mcp.json``: connect the configured MCP servers and show their tools.
+"""``swarm mcp list --mcp-config mcp.json``: connect the configured MCP servers and show their tools.
 
 Exit code 0 when every enabled server connected, 1 when at least one did not (its error is shown),
 2 for a missing or malformed config. ``--json`` prints the status objects instead of tables.
@@ -27,7 +27,7 @@ __all__ = ["mcp_app"]
 mcp_app = typer.Typer(
     name="mcp",
     help="MCP servers as tools: inspect what a config connects to."
-    "\n\nExamples:\n\n\b\n  swarm mcp list --config mcp.json",
+    "\n\nExamples:\n\n\b\n  swarm mcp list --mcp-config mcp.json",
     no_args_is_help=True,
 )
 _err = Console(stderr=True)
@@ -45,8 +45,13 @@ async def _collect(
 
 @mcp_app.command("list")
 def list_servers(
-    config: Annotated[Path, typer.Option("--config", "-c", help="JSON file with an mcpServers object")],
-    as_json: Annotated[bool, typer.Option("--json", help="print machine-readable JSON on stdout")] = False,
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--mcp-config", metavar="FILE", help="JSON file with an mcpServers object (as swarm run --mcp-config)"
+        ),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per server on stdout")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="show the stdio servers' own logs")] = False,
 ) -> None:
     """Connect to every server in CONFIG and list its tools (as agents see them: server__tool).
@@ -54,7 +59,7 @@ def list_servers(
     Examples:
 
     \b
-      swarm mcp list --config mcp.json
+      swarm mcp list --mcp-config mcp.json
       swarm run --mcp-config mcp.json "Summarise the open issues"
     """
     try:
@@ -64,14 +69,9 @@ def list_servers(
         _err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if as_json:
-        out = [
-            {
-                **s.model_dump(),
-                "tools": [{"name": f"{s.name}__{n}", "description": d} for n, d in tools.get(s.name, [])],
-            }
-            for s in status
-        ]
-        typer.echo(json.dumps(out, indent=2))
+        for s in status:  # one object per line, as every listing command's --json
+            tools_of = [{"name": f"{s.name}__{n}", "description": d} for n, d in tools.get(s.name, [])]
+            typer.echo(json.dumps({**s.model_dump(), "tools": tools_of}, ensure_ascii=False))
     else:
         console = Console()
         for s in status:

@@ -48,6 +48,7 @@ BackendOpt = Annotated[
         "--backend",
         "-b",
         envvar="SWARM_BACKEND",
+        metavar="KIND",
         help="local (packaged GGUF model, llama.cpp), openai (any OpenAI-compatible server), vllm, transformers, "
         "or scripted (no model: the built-in demo, or a workload's gold policy; alias: gold)",
     ),
@@ -58,6 +59,7 @@ ModelOpt = Annotated[
         "--model",
         "-m",
         envvar="SWARM_MODEL",
+        metavar="MODEL",
         help="model name or path: a packaged model, path/to/file.gguf (local), or the server's model name "
         "(openai) [default: the backend's default model]",
     ),
@@ -66,6 +68,7 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--base-url",
+        metavar="URL",
         envvar="SWARM_BASE_URL",
         help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 (API key: OPENAI_API_KEY)",
     ),
@@ -73,18 +76,24 @@ BaseUrlOpt = Annotated[
 SubagentBackendOpt = Annotated[
     str | None,
     typer.Option(
-        "--subagent-backend", envvar="SWARM_SUBAGENT_BACKEND", help="sub-agents' backend [default: --backend]"
+        "--subagent-backend",
+        metavar="KIND",
+        envvar="SWARM_SUBAGENT_BACKEND",
+        help="sub-agents' backend [default: --backend]",
     ),
 ]
 SubagentModelOpt = Annotated[
     str | None,
-    typer.Option("--subagent-model", envvar="SWARM_SUBAGENT_MODEL", help="sub-agents' model [default: --model]"),
+    typer.Option(
+        "--subagent-model", metavar="MODEL", envvar="SWARM_SUBAGENT_MODEL", help="sub-agents' model [default: --model]"
+    ),
 ]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
         "--config",
         "-c",
+        metavar="FILE",
         help="TOML/JSON config: [swarm] budgets and sampling, [backend], [reward], [tools] "
         "[default: ./swarm.toml, else the user config directory's swarm.toml]",
     ),
@@ -139,6 +148,11 @@ MaxTokensOpt = Annotated[
 ]
 WorkloadOpt = Annotated[
     str | None,
-    typer.Option("--workload", "-w", help="a built-in workload: its tasks, tools and verifier (swarm eval --list)"),
+    typer.Option(
+        "--workload",
+        "-w",
+        metavar="NAME",
+        help="a built-in workload: its tasks, tools and verifier (swarm eval --list)",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]

@@ -121,7 +121,9 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
         f"{s.crashed_episodes} crashed, {s.trajectory_failures} not trainable, {s.reward_errors} reward errors",
     )
     if s.skipped_lines:
-        t.add_row("skipped lines", ", ".join(str(p.line) for p in s.skipped_lines))
+        lines = [str(p.line) for p in s.skipped_lines]
+        where = f"line{'s' if len(lines) > 1 else ''} {', '.join(lines[:20])}" + (" …" if len(lines) > 20 else "")
+        t.add_row("skipped task lines", f"{len(lines)} ({where} of the task file)")
     return t
 
 
@@ -278,18 +280,30 @@ def rollout(
         ),
     ] = None,
     workload: Annotated[
-        str | None, typer.Option("--workload", "-w", help="roll out a workload's tasks (see swarm eval --list)")
+        str | None,
+        typer.Option("--workload", "-w", metavar="NAME", help="roll out a workload's tasks (see swarm eval --list)"),
     ] = None,
     n: Annotated[
         int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
     ] = None,
     split: Annotated[
-        str | None, typer.Option("--split", help="workload: train, dev (tuning) or test (held out) [default: train]")
+        str | None,
+        typer.Option(
+            "--split", metavar="SPLIT", help="workload: train, dev (tuning) or test (held out) [default: train]"
+        ),
     ] = None,
     knob: Annotated[
-        list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable; -k is --group-size)")
+        list[str] | None,
+        typer.Option(
+            "--knob",
+            metavar="NAME=VALUE",
+            help='workload knob, repeatable; values are JSON (k=8, names=\'["a","b"]\') or plain text '
+            "(-k is --group-size)",
+        ),
     ] = None,
-    mode: Annotated[str, typer.Option("--mode", help="workload: swarm, or single (no sub-agent actions)")] = "swarm",
+    mode: Annotated[
+        str, typer.Option("--mode", metavar="MODE", help="workload: swarm, or single (no sub-agent actions)")
+    ] = "swarm",
     group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
     max_concurrent: Annotated[
         int, typer.Option("--concurrent-episodes", min=1, help="episodes running at once over all tasks")
@@ -304,17 +318,18 @@ def rollout(
         bool, typer.Option("--normalize/--no-normalize", help="divide advantages by group std")
     ] = False,
     on_malformed: Annotated[
-        str, typer.Option("--on-malformed", help="skip: report bad task lines and go on; fail: stop")
+        str, typer.Option("--on-malformed", metavar="ACTION", help="skip: report bad task lines and go on; fail: stop")
     ] = "skip",
     step: Annotated[int, typer.Option("--step", min=0, help="trainer step at which λ schedules are read")] = 0,
     schedule: Annotated[
-        str | None, typer.Option("--schedule", help="λ schedule: constant, linear, cosine or exponential")
+        str | None,
+        typer.Option("--schedule", metavar="SCHEDULE", help="λ schedule: constant, linear, cosine or exponential"),
     ] = None,
     lambda1: Annotated[float | None, typer.Option("--lambda1", min=0.0, help="λ1 at step 0 (r_parallel)")] = None,
     lambda2: Annotated[float | None, typer.Option("--lambda2", min=0.0, help="λ2 at step 0 (r_finish)")] = None,
     lambda_steps: Annotated[int | None, typer.Option("--lambda-steps", min=1, help="steps to anneal λ to 0")] = None,
     parallel_form: Annotated[
-        str | None, typer.Option("--parallel-form", help="r_parallel: any, count or width")
+        str | None, typer.Option("--parallel-form", metavar="FORM", help="r_parallel: any, count or width")
     ] = None,
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
     backend: BackendOpt = "local",
@@ -323,7 +338,8 @@ def rollout(
     subagent_backend: SubagentBackendOpt = None,
     subagent_model: SubagentModelOpt = None,
     judge_model: Annotated[
-        str | None, typer.Option("--judge-model", help="model for rubric verifiers (same backend kind)")
+        str | None,
+        typer.Option("--judge-model", metavar="MODEL", help="model for rubric verifiers (same backend kind)"),
     ] = None,
     config_file: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")

@@ -100,7 +100,8 @@ def run(
         ),
     ] = None,
     demo: Annotated[
-        str | None, typer.Option("--demo", help="run a built-in SCRIPTED demo task (no model): capitals, budget")
+        str | None,
+        typer.Option("--demo", metavar="NAME", help="run a built-in SCRIPTED demo task (no model): capitals, budget"),
     ] = None,
     backend: BackendOpt = "local",
     model: ModelOpt = None,
@@ -133,10 +134,14 @@ def run(
     otlp_endpoint: Annotated[
         str | None,
         typer.Option(
-            "--otlp-endpoint", help="OTLP receiver URL (default: OTEL_EXPORTER_OTLP_* or a local Jaeger on :4318)"
+            "--otlp-endpoint",
+            metavar="URL",
+            help="OTLP receiver URL (default: OTEL_EXPORTER_OTLP_* or a local Jaeger on :4318)",
         ),
     ] = None,
-    otlp_protocol: Annotated[str | None, typer.Option("--otlp-protocol", help="http/protobuf or grpc")] = None,
+    otlp_protocol: Annotated[
+        str | None, typer.Option("--otlp-protocol", metavar="PROTOCOL", help="http/protobuf or grpc")
+    ] = None,
     trace_content: Annotated[
         bool,
         typer.Option("--trace-content/--no-trace-content", help="put prompts and completions on spans (size-capped)"),
@@ -154,7 +159,7 @@ def run(
         ),
     ] = DEFAULT_TRACED_SUBAGENTS,
     workload: WorkloadOpt = None,
-    mode: Annotated[str, typer.Option("--mode", help="workload runs: swarm or single")] = "swarm",
+    mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="workload runs: swarm or single")] = "swarm",
     split: Annotated[
         str, typer.Option("--split", help="workload runs: train, dev or test (held out)", metavar="SPLIT")
     ] = "train",
@@ -167,7 +172,12 @@ def run(
     ] = None,
     knob: Annotated[
         list[str] | None,
-        typer.Option("--knob", help="workload runs: a knob NAME=VALUE, repeatable (swarm eval --list shows them)"),
+        typer.Option(
+            "--knob",
+            metavar="NAME=VALUE",
+            help='workload runs: a knob, repeatable; values are JSON (k=8, names=\'["a","b"]\') or plain '
+            "text (swarm eval --list shows the knobs)",
+        ),
     ] = None,
     events: Annotated[
         Path | None,
@@ -186,6 +196,7 @@ def run(
         list[str] | None,
         typer.Option(
             "--tools",
+            metavar="NAMES",
             help="built-in tools the orchestrator may call and grant to sub-agents, comma-separated: "
             "python, files, search (default: none, or the config's [tools] enabled)",
         ),
@@ -204,6 +215,7 @@ def run(
         list[Path] | None,
         typer.Option(
             "--agents",
+            metavar="DIR",
             help="agent files (*.md with name/description/tools/model front matter; the body is the system "
             "prompt) offered as ready sub-agent types; repeatable (default: .swarm/agents/ from here up to the "
             "repository root, then the user config directory's agents/)",

@@ -237,6 +237,7 @@ class _RoutingExporter(SpanExporter):
                 path = self._files.path(eid)
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
+                    path.touch(mode=0o600)  # private to the user, like episode.json (prompts, answers)
                     exporter = self._open[eid] = FileSpanExporter(path)
                 except OSError as exc:
                     self._files.errors.append(f"cannot write {path}: {exc}")

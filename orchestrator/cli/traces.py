@@ -174,7 +174,7 @@ def _summary(path: Path, record: EpisodeRecord) -> dict[str, Any]:
 @traces_app.command("list")
 def list_runs(
     out: RootOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="how many recent runs")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, metavar="N", help="how many recent runs")] = 20,
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object per run on stdout")] = False,
 ) -> None:
     """Recent episodes, newest first: id, source (run, eval or rollout), task, status,
@@ -187,7 +187,7 @@ def list_runs(
 
     \b
       swarm traces list
-      swarm traces list -o runs/r1 -n 50 --json
+      swarm traces list -o runs/r1 --limit 50 --json
     """
     out = out if out is not None else records_dir()
     rows: list[dict[str, Any]] = []

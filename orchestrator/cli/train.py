@@ -42,6 +42,14 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _config_file(path: Path) -> None:
+    """A missing or YAML config is bad input, said before torch is imported (seconds)."""
+    if not path.is_file():
+        raise _fail(f"training config {path} does not exist")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        raise _fail(f"training config {path} is YAML; swarm train reads TOML (.toml) or JSON (.json)")
+
+
 def _need_rl() -> None:
     try:
         import matplotlib  # noqa: F401
@@ -75,6 +83,7 @@ def train(
         return
     if config is None:
         raise _fail("give --config FILE to train, or `swarm train plot RUN` to plot a run")
+    _config_file(config)
     _need_rl()
     from orchestrator.rl.trainer import StepMetrics, Trainer, load_train_config
 
@@ -132,6 +141,7 @@ def sft(
     \b
       swarm train sft -c experiments/orchestrator_05b_smoke.toml --steps 2
     """
+    _config_file(config)
     _need_rl()
     from orchestrator.rl.sft import run_sft
     from orchestrator.rl.trainer import load_train_config

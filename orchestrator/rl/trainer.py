@@ -50,7 +50,7 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.to_thread
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.config import SwarmConfig
 from orchestrator.rl.gold import WorkloadTasks
@@ -72,6 +72,7 @@ from orchestrator.rollout import (
     collect_rollouts,
     orchestrator_factory,
 )
+from orchestrator.tasks import model_problems
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
 from swarm.errors import ConfigError, UserError
@@ -263,8 +264,8 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
             raw[key] = str(path.parent / raw[key])
     try:
         cfg = TrainConfig.model_validate(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{path}: invalid training config:\n{exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: invalid training config: {model_problems(exc, '', TrainConfig)}") from None
     cfg.check_names()
     return cfg
 

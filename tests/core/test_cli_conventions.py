@@ -109,7 +109,11 @@ def test_a_resumed_rollout_refuses_a_changed_reward(tmp_path: Path) -> None:
     assert same.exit_code == 0 and json.loads(same.stdout.splitlines()[-1])["episodes_resumed"] == 2
     changed = runner.invoke(app, [*args, "--lambda1", "0.1"])
     assert changed.exit_code == 2
-    assert "lambda1" in changed.stderr and "new --out directory" in " ".join(changed.stderr.split())
+    said = " ".join(changed.stderr.split())
+    assert "new --out directory" in said
+    # Only what differs, as key path old → new (not two copies of every setting).
+    assert "settings.reward.lambda1.start 0.5 → 0.1" in said, said
+    assert "group_size" not in said and len(said) < 300
 
 
 def test_scripted_policies_report_no_invented_token_counts(tmp_path: Path) -> None:
@@ -172,3 +176,56 @@ def test_a_scripted_rollout_refuses_tasks_the_script_was_not_written_for(tmp_pat
     entry = json.loads((tmp_path / "o" / "episodes.jsonl").read_text().splitlines()[0])
     assert entry["record"]["task"]["prompt"].startswith("Survey the capitals")
     assert entry["record"]["status"] == "budget_exhausted"
+
+
+def test_flags_mean_one_thing_and_metavars_read_as_words() -> None:
+    # -n is a number of tasks wherever it exists; -c a swarm config file; listing limits are --limit.
+    assert "-n" not in _option_names("traces list") and "--limit" in _option_names("traces list")
+    assert "-c" not in _option_names("mcp list") and "--mcp-config" in _option_names("mcp list")
+    for path in ("run", "rollout", "agents list", "mcp list", "traces list", "traces show", "traces push"):
+        text = runner.invoke(app, [*path.split(), "--help"], env={"COLUMNS": "120"}).stdout
+        options = [line for line in text.splitlines() if line.lstrip().startswith("-")]
+        assert not [line for line in options if "list[" in line or "<str>" in line], (path, options)
+
+
+def test_a_yaml_config_is_named_as_yaml(tmp_path: Path) -> None:
+    cfg = tmp_path / "swarm.yaml"
+    cfg.write_text("swarm:\n  max_critical_steps: 3\n")
+    r = runner.invoke(app, ["run", "--demo", "capitals", "-c", str(cfg), "-o", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "is YAML; swarm reads TOML (.toml) or JSON" in " ".join(r.stderr.split())
+
+
+def test_records_and_trace_files_are_private_to_the_user(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["run", "--demo", "capitals", "-q", "-p", "-o", str(tmp_path)])
+    assert r.exit_code == 0
+    (episode,) = tmp_path.glob("*/episode.json")
+    assert episode.stat().st_mode & 0o777 == 0o600
+    assert (episode.parent / "trace.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_rollout_counts_skipped_task_lines(tmp_path: Path) -> None:
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "capitals"}\n{"prompt": \n{"prompt": 3}\n')
+    args = ["rollout", "-b", "scripted", "-t", str(tasks), "-o", str(tmp_path / "o"), "-k", "1", "-q"]
+    r = runner.invoke(app, args, env={"COLUMNS": "120"})
+    assert "skipped task lines" in r.stdout and "2 (lines 2, 3 of the task file)" in r.stdout, r.output
+
+
+def test_train_with_a_missing_config_fails_at_once_without_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom orchestrator.cli.app import main\n"
+        "sys.argv = ['swarm', 'train', '-c', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
+    )
+    for name in ("missing.toml", "train.yaml"):
+        if name.endswith(".yaml"):
+            (tmp_path / name).write_text("steps: 3\n")
+        r = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / name)], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert "exit 2 False" in r.stdout, (r.stdout, r.stderr)
+        assert ("does not exist" if name == "missing.toml" else "is YAML") in r.stderr

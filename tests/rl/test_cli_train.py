@@ -59,3 +59,13 @@ def test_train_errors_are_one_line_messages(tmp_path: Path) -> None:
     bad.write_text('run_dir = "r"\nadvantage = "gae"\n')
     result = runner.invoke(app, ["train", "--config", str(bad)])
     assert result.exit_code == 2 and "group_mean" in result.output
+
+
+def test_a_bad_training_config_names_the_key_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('run_dir = "r"\nstepz = 3\n')
+    result = runner.invoke(app, ["train", "--config", str(bad)])
+    assert result.exit_code == 2
+    said = " ".join(result.stderr.split())
+    assert "unknown key stepz (did you mean 'steps'?)" in said
+    assert "validation error" not in said and "pydantic" not in said  # not pydantic's raw report

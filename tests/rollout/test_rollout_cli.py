@@ -102,7 +102,7 @@ def test_bad_options_exit_2_with_a_message(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "does not exist" in r.stderr
     rollout("--tasks", str(tasks), "-k", "1", "--out", str(tmp_path / "o"))
     r = rollout("--tasks", str(tasks), "-k", "2", "--out", str(tmp_path / "o"))
-    assert r.exit_code == 2 and "group_size=1" in r.stderr
+    assert r.exit_code == 2 and "group_size 1 → 2" in r.stderr
 
 
 def _sigint_ignored() -> None:

@@ -146,7 +146,7 @@ async def test_rerun_resumes_without_redoing_finished_episodes(tmp_path: Path) -
 
 async def test_resume_with_other_group_size_is_refused(tmp_path: Path) -> None:
     await collect_rollouts(TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=RolloutConfig(group_size=2))
-    with pytest.raises(ConfigError, match=r"group_size=2.*group_size=3"):
+    with pytest.raises(ConfigError, match=r"group_size 2 → 3"):
         await collect_rollouts(TASKS[:1], factory_of(Policy()), out_dir=tmp_path, config=RolloutConfig(group_size=3))
 
 

@@ -29,15 +29,15 @@ def test_mcp_list_shows_tools_and_failed_servers(tmp_path: Path) -> None:
             }
         )
     )
-    res = CliRunner().invoke(app, ["mcp", "list", "--config", str(cfg), "--json"])
+    res = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(cfg), "--json"])
     assert res.exit_code == 1, res.output  # one server failed
-    data = {s["name"]: s for s in json.loads(res.stdout)}
+    data = {s["name"]: s for s in map(json.loads, res.stdout.splitlines())}
     assert data["calc"]["connected"] is True
     assert {t["name"] for t in data["calc"]["tools"]} >= {"calc__add", "calc__greet"}
     assert data["gone"]["connected"] is False and "connect failed" in data["gone"]["error"]
 
     cfg.write_text(json.dumps({"mcpServers": {"calc": {"command": sys.executable, "args": [str(SERVER)]}}}))
-    res = CliRunner().invoke(app, ["mcp", "list", "--config", str(cfg)])
+    res = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(cfg)])
     assert res.exit_code == 0, res.output
     assert "calc__add" in res.stdout and "Add two integers." in res.stdout
 
@@ -45,6 +45,6 @@ def test_mcp_list_shows_tools_and_failed_servers(tmp_path: Path) -> None:
 def test_mcp_list_bad_config_exits_2(tmp_path: Path) -> None:
     cfg = tmp_path / "mcp.json"
     cfg.write_text('{"servers": {}}')
-    res = CliRunner().invoke(app, ["mcp", "list", "--config", str(cfg)])
+    res = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(cfg)])
     assert res.exit_code == 2
     assert "mcpServers" in res.stderr

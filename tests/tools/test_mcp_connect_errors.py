@@ -31,9 +31,9 @@ def _config(tmp_path: Path) -> Path:
 
 @pytest.mark.integration
 def test_mcp_list_quotes_the_servers_stderr_and_the_resolved_command(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["mcp", "list", "--config", str(_config(tmp_path)), "--json"])
+    res = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(_config(tmp_path)), "--json"])
     assert res.exit_code == 1
-    (calc,) = json.loads(res.stdout)
+    (calc,) = map(json.loads, res.stdout.splitlines())
     error = calc["error"]
     assert "connect failed" in error
     assert f"`command` {sys.executable!r} is resolved on PATH to {sys.executable}" in error
@@ -44,9 +44,9 @@ def test_mcp_list_quotes_the_servers_stderr_and_the_resolved_command(tmp_path: P
 def test_a_command_not_on_path_says_so(tmp_path: Path) -> None:
     cfg = tmp_path / "mcp.json"
     cfg.write_text(json.dumps({"mcpServers": {"calc": {"command": "no-such-mcp-server-xyz"}}}))
-    res = CliRunner().invoke(app, ["mcp", "list", "--config", str(cfg), "--json"])
+    res = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(cfg), "--json"])
     assert res.exit_code == 1
-    assert "'no-such-mcp-server-xyz' is not found on PATH" in json.loads(res.stdout)[0]["error"]
+    assert "'no-such-mcp-server-xyz' is not found on PATH" in json.loads(res.stdout.splitlines()[0])["error"]
 
 
 @pytest.mark.integration

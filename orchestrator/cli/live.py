@@ -117,7 +117,10 @@ class StageView:
     running: bool = False
 
     def ordered(self) -> list[ActionView]:
-        return sorted(self.actions, key=lambda a: _GROUP[a.kind])
+        """The rows of the stage: created types, assignments, direct tool calls. Assignments as the live
+        view learns them: refusals (decided at admission) before the runs, in the order they start; so
+        the final tree, built from the record's call order, shows the rows where the live view had them."""
+        return sorted(self.actions, key=lambda a: (_GROUP[a.kind], a.kind == "assign" and a.outcome != "rejected"))
 
 
 def _kind_of(name: str) -> ActionKind:
@@ -183,9 +186,6 @@ def _stage_actions(stage: StageRecord, call_order: list[tuple[str, str]]) -> lis
             out.append(_action_from_subagent(r))
     out += [_action_from_result(r) for r in by_id.values()]
     out += [_action_from_subagent(r) for r in subs]
-    # The live view lists an assignment when it is decided: refusals at admission, then the runs in
-    # the order they start; the final tree keeps that order (so no row moves when the run ends).
-    out.sort(key=lambda a: a.kind == "assign" and a.outcome != "rejected")
     return out
 
 

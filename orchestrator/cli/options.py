@@ -106,6 +106,7 @@ BudgetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--budget",
+        metavar="KEY=VALUE",
         help="a tree-wide budget KEY=VALUE, repeatable: tokens, input_tokens, cached_tokens, output_tokens, turns, "
         "wall_s, cost, subagents (per episode; docs/budgets.md) [default: none, or the config's]",
     ),

@@ -103,6 +103,9 @@ def test_doctor_reports_each_part_and_fails_on_what_will_not_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(
+        "SWARM_CACHE_DIR", str(tmp_path / "cache")
+    )  # doctor's hash cache lands here, not in the shared one
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     code, rows = _doctor()
     assert {"install", "sandbox", "extra cli", "extra local", "traces", "config", "agent files", "records"} <= set(rows)

@@ -76,7 +76,7 @@ def test_gold_rollouts_write_trajectories_scored_by_the_workload_and_resume(tmp_
     assert (resumed["episodes_run"], resumed["episodes_resumed"]) == (0, 6)
 
     other_mode = rollout(*args, "--mode", "single")
-    assert other_mode.exit_code == 2 and '"mode": "single"' in other_mode.stderr
+    assert other_mode.exit_code == 2 and 'mode "swarm" → "single"' in other_mode.stderr
 
 
 def test_single_mode_rollouts_offer_no_subagents(tmp_path: Path) -> None:

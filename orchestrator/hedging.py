@@ -72,8 +72,7 @@ class _Stage:
             return
         self.reported.add(run.agent_id)
         report(run, run.result(AgentStatus.CANCELLED, error=f"cut by hedging: {why}", error_type=ErrorType.HEDGED))
-        if run.handle is not None:
-            run.handle.cancel()
+        run.cut()
 
     def cut_group(self, key: str, why: str) -> None:
         """End a call's runs unfinished: the original is the call's result, its backup a discarded run."""

@@ -14,15 +14,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
-from anyio import TaskHandle
 
 from subagents.coach import NoStepCoach, StepCoach, StepView
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
 from swarm.backends.toolparse import clean_answer
-from swarm.deadlines import DeadlineWatch
 from swarm.errors import BackendError, ErrorType
 from swarm.events import Observer, SubagentStep
 from swarm.limits import Limiter
@@ -195,16 +193,14 @@ class SubagentRuntime:
     # The tool choice, notices and calls run at each step (subagents.coach): a small model's tactics.
     coach: StepCoach = field(default_factory=NoStepCoach)
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
-    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]] = field(default_factory=dict)
+    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
 
-    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...], bool]:
-        """The tools an allow-list grants here, their specs, and whether any of them has a timeout
-        (built once per allow-list)."""
+    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
+        """The tools an allow-list grants here and their specs (built once per allow-list)."""
         hit = self._granted.get(names)
         if hit is None:
             tools = {n: self.tools[n] for n in names if n in self.tools}
-            timed = any(t.timeout_s is not None for t in tools.values())
-            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()), timed)
+            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()))
         return hit
 
 
@@ -235,12 +231,11 @@ async def _tool_call(
     ctx: ToolContext,
     telemetry: Telemetry,
     clock: Callable[[], float],
-    deadlines: DeadlineWatch | None,
 ) -> ToolResult:
     if not telemetry.enabled:  # what the null span would do, without entering it
-        return await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
+        return await execute_tool(c, tools, ctx, clock)
     with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
-        r = await execute_tool(c, tools, ctx, clock, deadlines=deadlines)
+        r = await execute_tool(c, tools, ctx, clock)
         if r.is_error:
             span.fail(r.error_type or ErrorType.TOOL, r.content)
         telemetry.content(span, attr.TOOL_RESULT, r.content)
@@ -253,18 +248,14 @@ async def run_tool_calls(
     ctx: ToolContext,
     telemetry: Telemetry,
     clock: Callable[[], float],
-    *,
-    deadlines: DeadlineWatch | None = None,
 ) -> list[ToolResult]:
-    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order.
-
-    ``deadlines``: a running watch that enforces tool timeouts (see :meth:`tools.Tool.invoke`)."""
+    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order."""
     if len(calls) == 1:
-        return [await _tool_call(calls[0], tools, ctx, telemetry, clock, deadlines)]
+        return [await _tool_call(calls[0], tools, ctx, telemetry, clock)]
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def one(i: int, c: ToolCall) -> None:
-        results[i] = await _tool_call(c, tools, ctx, telemetry, clock, deadlines)
+        results[i] = await _tool_call(c, tools, ctx, telemetry, clock)
 
     async with anyio.create_task_group() as tg:
         for i, c in enumerate(calls):
@@ -298,26 +289,19 @@ class SubagentRun:
     started: float = 0.0
     _tool_specs: tuple[ToolSpec, ...] = ()
     _tools: Mapping[str, Tool] = field(default=None)  # type: ignore[arg-type]
-    _timed_tools: bool = False  # a granted tool has a timeout
     _ctx: ToolContext = field(default=None)  # type: ignore[assignment]
     # Its place among its stage's sub-agents, when the caller knows (traced, for samplers of wide stages).
     index: int | None = None
     width: int | None = None
-    # Set by a caller that runs this agent in a task of its own (``handle``) and enforces deadlines
-    # with a shared :class:`DeadlineWatch`: the agent then arms no timer of its own, and a timeout
-    # cancels the task; its result is left in ``timed_out`` (the task handle absorbs the cancellation).
-    watch: DeadlineWatch | None = None
     # Its share of the episode's tree-wide budgets: spent after each model call, checked before each step.
     budget: StepBudget | None = None
-    handle: TaskHandle[Any] | None = None
-    timed_out: SubagentResult | None = None
-    _expired: bool = False
-    _ended: bool = False
+    # Set while run_subagents runs it: cancelling it ends the run quietly (see :meth:`cut`).
+    scope: anyio.CancelScope | None = None
 
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
         self.steps = []
-        self._tools, self._tool_specs, self._timed_tools = self.rt.granted(self.definition.tools)
+        self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
     async def run(self) -> SubagentResult:
@@ -332,28 +316,21 @@ class SubagentRun:
             index=self.index,
             width=self.width,
         ) as span:
-            outcome: _Finish | _Fail
+            outcome: _Finish | _Fail | None = None
             try:
-                if self.timeout_s is None:
+                # Only this scope's deadline means a timeout; a cancellation from outside propagates.
+                with anyio.move_on_after(self.timeout_s):
                     outcome = await self._loop()
-                elif self.watch is not None and self.watch.running and self.handle is not None:
-                    self.watch.after(self.timeout_s, self)
-                    outcome = await self._loop()
-                else:
-                    # A bare cancel scope (cheaper than fail_after); only our deadline means timeout.
-                    with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
-                        outcome = await self._loop()
-                    if scope.cancelled_caught:
-                        outcome = self._timeout()
             except anyio.get_cancelled_exc_class():
-                if self._expired:
-                    self.timed_out = self._end(span, self._timeout())
-                else:
-                    span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
+                span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise
-            finally:
-                self._ended = True
-            return self._end(span, outcome)
+            return self._end(span, outcome if outcome is not None else self._timeout())
+
+    def cut(self) -> None:
+        """End the run from outside, without a result of its own (hedging cuts a straggler, or the
+        loser of a run and its copy, and records that result itself)."""
+        if self.scope is not None:
+            self.scope.cancel()
 
     @property
     def usage(self) -> Usage:
@@ -363,22 +340,6 @@ class SubagentRun:
         return Usage(
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens, cached_tokens=self.cached_tokens
         )
-
-    @property
-    def has_deadlines(self) -> bool:
-        """This agent arms a deadline: its own timeout or a granted tool's."""
-        return self.timeout_s is not None or self._timed_tools
-
-    @property
-    def done(self) -> bool:
-        """The run has ended (its task may still be unwinding)."""
-        return self._ended
-
-    def expire(self) -> None:
-        """Called by the :class:`DeadlineWatch` when this agent's deadline passes."""
-        if self.handle is not None and not self._ended:
-            self._expired = True
-            self.handle.cancel()
 
     def _timeout(self) -> _Fail:
         return _Fail(
@@ -560,7 +521,6 @@ class SubagentRun:
                 self._ctx,
                 rt.telemetry,
                 rt.clock,
-                deadlines=self.watch,
             )
         except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
             self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
@@ -609,25 +569,15 @@ async def run_subagents(
 ) -> None:
     """Run one stage's sub-agents in parallel, each in its own task, under ``limiter``.
 
-    One :class:`DeadlineWatch` enforces every sub-agent's timeout (and its tool calls'); it runs only
-    when some agent arms a deadline. Every ending —
-    an answer, a failure, a spent budget, its own timeout — goes to ``finished`` as a result; a
-    cancellation from outside cancels them all and propagates (the caller builds their results from the
-    runs). The engine's in-process stages and a placement's remote batches both run through here.
+    Every ending — an answer, a failure, a spent budget, its own timeout (a cancel scope in
+    :meth:`SubagentRun.run`) — goes to ``finished`` as a result; a cancellation from outside cancels
+    them all and propagates (the caller builds their results from the runs). The engine's in-process
+    stages and a placement's remote batches both run through here.
     """
-    if not any(run.has_deadlines for run in runs):
-        async with anyio.create_task_group() as tg:
-            for run in runs:
-                run.handle = tg.start_soon(_run_limited, run, limiter, finished, started)
-        return
-    async with anyio.create_task_group() as watching:
-        watch = DeadlineWatch()
-        watching.start_soon(watch.run)
-        async with anyio.create_task_group() as tg:
-            for run in runs:
-                run.watch = watch
-                run.handle = tg.start_soon(_run_limited, run, limiter, finished, started)
-        watching.cancel_scope.cancel()
+    async with anyio.create_task_group() as tg:
+        for run in runs:
+            run.scope = anyio.CancelScope()
+            tg.start_soon(_run_limited, run, limiter, finished, started)
 
 
 async def _run_limited(
@@ -636,26 +586,21 @@ async def _run_limited(
     finished: Callable[[SubagentRun, SubagentResult], None],
     started: Callable[[SubagentRun], None] | None,
 ) -> None:
-    # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
-    # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
-    if limiter.available_tokens >= 1:
-        limiter.acquire_nowait()
-    else:
-        await limiter.acquire()
+    scope = run.scope = run.scope or anyio.CancelScope()
     try:
-        if started is not None:
-            started(run)
-        result = await run.run()
-    except anyio.get_cancelled_exc_class():
-        if run.timed_out is not None:  # its deadline, on this task's scope, ended it: a result
-            finished(run, run.timed_out)
-        raise
+        with scope:  # a cut run ends here, quietly; a cancellation from outside propagates
+            # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
+            # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
+            if limiter.available_tokens >= 1:
+                limiter.acquire_nowait()
+            else:
+                await limiter.acquire()
+            try:
+                if started is not None:
+                    started(run)
+                result = await run.run()
+            finally:
+                limiter.release()
+            finished(run, result)
     finally:
-        limiter.release()
-        # The run object outlives its task (the stage keeps it until every sibling ends): drop the
-        # finished task's handle (its cancel scope, event and coroutine) now, not at the stage's end,
-        # and the watch, which holds the run until its deadline: run -> watch -> run is a cycle that
-        # only the cyclic GC would free (a stage's runs, transcripts and tool contexts).
-        run.handle = None
-        run.watch = None
-    finished(run, result)
+        run.scope = None  # the run outlives its task (the stage keeps it): drop the scope now

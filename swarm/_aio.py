@@ -1,9 +1,9 @@
 """The one module that imports :mod:`asyncio` (ruff's TID251 bans it everywhere else).
 
 The runtime is written against anyio (structured concurrency, STYLE: task groups and cancel scopes);
-these are the few places it must reach the asyncio event loop itself: the loop's clock, read directly
-on the hot path (:mod:`swarm.deadlines`), and the futures and loop timers of the Ray actors, whose
-object refs only asyncio can await (:mod:`orchestrator.cluster`).
+these are the few places it must reach the asyncio event loop itself: whether one runs (a script's
+event loop, :meth:`orchestrator.Orchestrator.run_sync`), and the futures and loop timers of the Ray
+actors, whose object refs only asyncio can await (:mod:`orchestrator.cluster`).
 """
 
 from __future__ import annotations

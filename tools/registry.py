@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from swarm.backend import ToolSpec
-from swarm.deadlines import DeadlineWatch
 from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
@@ -158,20 +157,6 @@ def _stringify(value: Any) -> str:
     return json.dumps(to_jsonable_python(value), ensure_ascii=False)
 
 
-class _ScopeGuard:
-    """A tool call's cancel scope as a :class:`~swarm.deadlines.DeadlineWatch` item."""
-
-    __slots__ = ("done", "scope")
-
-    def __init__(self, scope: anyio.CancelScope) -> None:
-        self.scope = scope
-        self.done = False
-
-    def expire(self) -> None:
-        if not self.done:
-            self.scope.cancel()
-
-
 class Tool:
     """A callable tool. Build with :meth:`from_function` or the :func:`tool` decorator."""
 
@@ -283,14 +268,9 @@ class Tool:
         kwargs: dict[str, Any] = parsed.__dict__.copy()  # exactly the fields: the model forbids extras
         return kwargs
 
-    async def invoke(
-        self, arguments: Mapping[str, Any], ctx: ToolContext, *, deadlines: DeadlineWatch | None = None
-    ) -> str:
-        """Validate, call (with timeout) and stringify. Raises ToolError/ToolTimeoutError.
-
-        ``deadlines``: a running :class:`~swarm.deadlines.DeadlineWatch` that enforces the timeout
-        instead of an event-loop timer of this call's own (the runtime passes one per stage).
-        """
+    async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:
+        """Validate, call (within ``timeout_s``, an anyio cancel scope) and stringify.
+        Raises ToolError/ToolTimeoutError."""
         kwargs = self.validate(arguments)
         if self._ctx_param is not None:
             kwargs[self._ctx_param] = ctx
@@ -308,21 +288,10 @@ class Tool:
             work = out
         if self.timeout_s is None:
             return truncate(_stringify(await work), self.max_output_chars)
-        if deadlines is not None and deadlines.running:
-            guard = _ScopeGuard(deadlines.cancel_scope())
-            deadlines.after(self.timeout_s, guard)
-            try:
-                with guard.scope:
-                    out = await work
-            finally:
-                guard.done = True
-            if guard.scope.cancelled_caught:
-                raise self._timed_out()
-        else:
-            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout_s) as scope:
-                out = await work
-            if scope.cancelled_caught:
-                raise self._timed_out()
+        with anyio.move_on_after(self.timeout_s) as scope:
+            out = await work
+        if scope.cancelled_caught:
+            raise self._timed_out()
         return truncate(_stringify(out), self.max_output_chars)
 
     def _timed_out(self) -> ToolTimeoutError:
@@ -457,12 +426,8 @@ async def execute_tool(
     tools: Mapping[str, Tool],
     ctx: ToolContext,
     clock: Callable[[], float] = time.perf_counter,
-    *,
-    deadlines: DeadlineWatch | None = None,
 ) -> ToolResult:
-    """Run one tool call; every failure becomes an error result the model can read.
-
-    ``deadlines``: a running watch that enforces the tool's timeout (see :meth:`Tool.invoke`)."""
+    """Run one tool call; every failure becomes an error result the model can read."""
     started = clock()
     if call.error is not None:  # the backend could not parse this call: tell the model, run nothing
         return ToolResult(
@@ -486,7 +451,7 @@ async def execute_tool(
             ended=clock(),
         )
     try:
-        content = await t.invoke(call.arguments, ctx, deadlines=deadlines)
+        content = await t.invoke(call.arguments, ctx)
     except ToolError as exc:
         return ToolResult(
             call=call,

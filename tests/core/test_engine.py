@@ -121,38 +121,6 @@ async def test_subagent_deadline_starts_when_it_runs_not_while_it_queues() -> No
     assert starts[2] - starts[0] > 0.25  # they really queued
 
 
-async def test_deadline_watch_wakes_for_an_earlier_deadline_added_later() -> None:
-    from swarm.deadlines import DeadlineWatch
-
-    expired: list[str] = []
-    both = anyio.Event()
-
-    class Fake:
-        done = False
-
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def expire(self) -> None:
-            expired.append(self.name)
-            if len(expired) == 2:
-                both.set()
-
-    watch = DeadlineWatch()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch.run)
-        now = anyio.current_time()
-        watch.add(now + 30, Fake("far"))
-        await anyio.sleep(0.01)
-        watch.add(now + 0.1, Fake("near"))
-        watch.add(now + 0.05, Fake("nearer"))
-        with anyio.fail_after(2):
-            await both.wait()
-        tg.cancel_scope.cancel()
-    assert expired == ["nearer", "near"]
-    assert anyio.current_time() - now < 10.0  # long before the far one's 30 s
-
-
 async def test_budget_admission_caps_substeps_and_forces_a_last_turn_without_tools() -> None:
     def worker(request: ModelRequest) -> Completion:
         return Completion(tool_calls=(call("nope"),))  # never finishes on its own
@@ -475,7 +443,7 @@ async def test_single_agent_mode_offers_no_subagent_actions() -> None:
 
 
 async def test_a_slow_tool_times_out_and_its_subagent_carries_on() -> None:
-    """Tool timeouts inside sub-agents are enforced by the stage's deadline watch: the call becomes
+    """Tool timeouts inside sub-agents are enforced by their cancel scope: the call becomes
     a ToolTimeoutError the agent sees, the agent answers, its sibling is untouched."""
 
     @tool(timeout_s=0.2)
@@ -502,27 +470,11 @@ async def test_a_slow_tool_times_out_and_its_subagent_carries_on() -> None:
     assert b.status is AgentStatus.COMPLETED and [s.tool_results[0].content for s in b.step_records[:2]] == ["fine"] * 2
 
 
-async def test_deadline_watch_forgets_finished_work() -> None:
-    from swarm.deadlines import DeadlineWatch
-
-    class Item:
-        def __init__(self, done: bool) -> None:
-            self.done = done
-
-        def expire(self) -> None:
-            raise AssertionError("a finished item must not expire")
-
-    watch = DeadlineWatch()
-    for i in range(5000):
-        watch.add(1e9 + i, Item(done=i % 10 != 0))
-    assert len(watch) < 2048  # compacted: only the 500 unfinished items, plus what came after
-
-
 async def test_a_finished_stage_is_freed_without_waiting_for_the_cyclic_gc() -> None:
     """A stage's sub-agents (runs, transcripts, results) are freed by reference counting once the
-    episode is done, also when their deadlines are watched: garbage in a cycle waits for a full
+    episode is done, also when they have deadlines: garbage in a cycle waits for a full
     collection, which the CLI's GC settings make rare, and a long rollout's memory grows meanwhile
-    (bench/README.md, Soak: the stopped watch's frame kept a stage's sub-agents in such a cycle)."""
+    (bench/README.md, Soak: a stopped deadline watcher once kept a stage's sub-agents in such a cycle)."""
     from subagents import SubagentRun
 
     n = 16
@@ -539,48 +491,6 @@ async def test_a_finished_stage_is_freed_without_waiting_for_the_cyclic_gc() -> 
     finally:
         gc.enable()
     assert left == 0
-
-
-async def test_deadline_watch_after_expires_in_order_and_forgets_finished_work() -> None:
-    """``after(delay, item)`` (one queue per delay) expires exactly what ``add(now + delay)`` would:
-    unfinished items when due, in deadline order across delays, never finished ones."""
-    from swarm.deadlines import DeadlineWatch
-
-    expired: list[str] = []
-    three = anyio.Event()
-
-    class Item:
-        def __init__(self, name: str, done: bool = False) -> None:
-            self.name, self.done = name, done
-
-        def expire(self) -> None:
-            assert not self.done, "a finished item must not expire"
-            expired.append(self.name)
-            if len(expired) == 3:
-                three.set()
-
-    watch = DeadlineWatch()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch.run)
-        await anyio.sleep(0.01)
-        started = anyio.current_time()
-        watch.after(30, Item("far"))
-        finished = Item("finished")
-        watch.after(0.05, finished)
-        watch.after(0.05, Item("a"))
-        await anyio.sleep(0.01)
-        watch.after(0.02, Item("sooner"))  # a shorter delay added later: the watch wakes for it
-        watch.after(0.05, Item("b"))
-        finished.done = True
-        with anyio.fail_after(2):
-            await three.wait()
-        tg.cancel_scope.cancel()
-    assert expired == ["sooner", "a", "b"]
-    assert anyio.current_time() - started < 10.0  # long before the far one's 30 s
-    many = DeadlineWatch()
-    for i in range(5000):
-        many.after(1e9, Item(str(i), done=i % 10 != 0))
-    assert len(many) < 2048  # compacted: only the 500 unfinished items, plus what came after
 
 
 async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_still_run() -> None:

@@ -164,11 +164,9 @@ async def test_every_kind_of_slow_tool_times_out(kind: str) -> None:
         gate.set()
 
 
-@pytest.mark.parametrize("watched", [False, True])
-async def test_async_tools_behave_the_same_whether_or_not_they_suspend(watched: bool) -> None:
+async def test_async_tools_behave_the_same_whether_or_not_they_suspend() -> None:
     """Results, errors, timeouts and cancellation of async calls are what a plain await gives,
-    whether the call suspends or not and whether a DeadlineWatch or the call's own scope times it."""
-    from swarm.deadlines import DeadlineWatch
+    whether the call suspends or not."""
 
     @tool(timeout_s=0.3)
     async def instant(x: int) -> int:
@@ -204,17 +202,10 @@ async def test_async_tools_behave_the_same_whether_or_not_they_suspend(watched: 
         return "never"
 
     cleaned: list[bool] = []
-    watch = DeadlineWatch()
     async with anyio.create_task_group() as tg:
-        if watched:
-            tg.start_soon(watch.run)
-            await anyio.sleep(0.01)
-            assert watch.running
 
         async def call(t: Tool, **args: object) -> ToolResult:
-            return await execute_tool(
-                ToolCall(id="1", name=t.name, arguments=args), {t.name: t}, ToolContext(), deadlines=watch
-            )
+            return await execute_tool(ToolCall(id="1", name=t.name, arguments=args), {t.name: t}, ToolContext())
 
         assert (await call(instant, x=2)).content == "4"
         assert (await call(yields, x=2)).content == "6"

@@ -120,7 +120,7 @@ class CoachState:
     failed: set[str] = field(default_factory=set)  # signatures of calls that failed
     returned: dict[str, str] = field(default_factory=dict)  # signature -> result of a call that succeeded
     completed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, task) -> report shown
-    stuck_turns: int = 0  # turns in a row that only repeated failed calls
+    repeat_turns: int = 0  # turns in a row that only repeated earlier calls
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     stop: Ending | None = None  # a verdict: the next turn is the last one
@@ -140,7 +140,7 @@ _DONE_NOTICE = (
     "Answer the user now in plain text with those results."
 )
 _RETURNED_NOTICE = (
-    "Every call you made has already returned its result, shown above. "
+    "Stop calling tools: your last calls repeated earlier ones and returned the same results, shown above. "
     "Answer the user now in plain text with those results."
 )
 _SAME_RESULT = (
@@ -176,10 +176,9 @@ class NoCoach(Coach):
 
     - The last turn (budget spent, or a verdict) is told why, and to answer.
     - A finished ``assign_task`` is not run again; the model is shown its report.
-    - A repeated failed call says so; ``max_repeats`` turns in a row of only repeated failures stop
-      the episode (``stuck``).
-    - A turn that only repeats finished work (assignments that completed, calls that return what
-      they returned before) is followed by the answer turn.
+    - A repeated failed call, or one that returns what it returned before, says so; ``max_repeats``
+      turns in a row that only repeat earlier calls stop the episode (``stuck`` when they failed).
+    - A turn that only re-assigns finished tasks is followed by the answer turn.
     - A single agent runs its turn's direct calls together, or, with ``parallel_tool_calls=False``,
       the first one only (the ``single`` arm; ``True`` is ``single-parallel``).
     """
@@ -236,53 +235,51 @@ class NoCoach(Coach):
 
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
         shown: list[str] = []
-        repeated = failures = settled = assigned_again = 0
+        ran = repeats = failed_again = done_again = 0
         for o in outcomes:
             content, sig = o.content, call_signature(o.call)
+            held = o.error_type == ErrorType.ONE_CALL_PER_TURN  # not run: the model was told to send it again
+            ran += not held
             if o.assignment is not None:  # a sub-agent's report
                 if not o.is_error:
                     state.completed[o.assignment] = content
-            elif o.error_type == ErrorType.ONE_CALL_PER_TURN:
-                pass  # held back, not failed: the model was told to send it again
-            elif o.is_error:
-                failures += 1
-                if o.error_type == ErrorType.ALREADY_DONE:
-                    settled, assigned_again = settled + 1, assigned_again + 1
+            elif o.error_type == ErrorType.ALREADY_DONE:
+                repeats, done_again = repeats + 1, done_again + 1
+            elif o.is_error and not held:
                 if sig in state.failed:
-                    repeated += 1
+                    repeats, failed_again = repeats + 1, failed_again + 1
                     content = repeat_notice(content)
                 state.failed.add(sig)
-            else:
+            elif not held:
                 if state.returned.get(sig) == content:
-                    settled += 1
+                    repeats += 1
                     content = _SAME_RESULT
                 state.returned[sig] = o.content
             shown.append(content)
-        self._verdict(state, outcomes, repeated, failures, settled, assigned_again)
+        self._verdict(state, outcomes, ran, repeats, failed_again, done_again)
         return shown
 
     def _verdict(
-        self,
-        state: CoachState,
-        outcomes: Sequence[CallOutcome],
-        repeated: int,
-        failures: int,
-        settled: int,
-        assigned_again: int,
+        self, state: CoachState, outcomes: Sequence[CallOutcome], ran: int, repeats: int, failed_again: int, done: int
     ) -> None:
-        n = len(outcomes)
-        if n and settled == n and state.stop is None:  # it has every result: the next turn answers
-            state.stop = Ending(EpisodeStatus.COMPLETED)
-            state.stop_notice = _DONE_NOTICE if assigned_again else _RETURNED_NOTICE
-        state.stuck_turns = state.stuck_turns + 1 if n and repeated == failures == n else 0
-        if state.stuck_turns >= self.max_repeats:
+        """A turn that only re-assigned finished tasks is followed by the answer turn; ``max_repeats``
+        turns in a row that only repeat earlier calls (failed again, or returning what they did) end
+        the episode: ``stuck`` when the last one repeated failures, else ``completed``."""
+        if ran and done == ran and state.stop is None:  # it has every result: the next turn answers
+            state.stop, state.stop_notice = Ending(EpisodeStatus.COMPLETED), _DONE_NOTICE
+        state.repeat_turns = state.repeat_turns + 1 if ran and repeats == ran else 0
+        if state.repeat_turns < self.max_repeats:
+            return
+        if failed_again:
+            state.stop_notice = _STUCK_NOTICE
             state.stop = Ending(
                 EpisodeStatus.STUCK,
-                f"stopped after {state.stuck_turns} turns in a row that only repeated failed calls "
+                f"stopped after {state.repeat_turns} turns in a row that only repeated failed calls "
                 f"(last: {call_signature(outcomes[-1].call)[:200]})",
                 ErrorType.ACTION_LOOP,
             )
-            state.stop_notice = _STUCK_NOTICE
+        elif state.stop is None:
+            state.stop, state.stop_notice = Ending(EpisodeStatus.COMPLETED), _RETURNED_NOTICE
 
 
 class SmallModelCoach(NoCoach):

@@ -68,16 +68,30 @@ async def test_an_agent_resending_the_same_searches_is_told_so_and_then_answers(
     # A single agent sent the same four searches in five turns in a row, identical results each
     # time, until its context overflowed and the episode failed with no answer.
     turn = [call("search", query=q) for q in ("Drari Robotics", "Velo Foods", "Kestrel AG", "Ombra")]
-    policy = ScriptedBackend([turn, turn, "Drari: 2019"])
+    policy = ScriptedBackend([turn, turn, turn, "Drari: 2019"])
     config = SwarmConfig(max_critical_steps=30, subagents=subagents)
     record = await Orchestrator(policy, config, tools=[search]).run("When were these founded: ...")
     policy.assert_consumed()
-    repeats = shown(policy.calls[2])[:4]
-    assert all(s.startswith("You already made exactly this call and it returned the same result") for s in repeats)
-    final = policy.calls[2]
-    assert final.tool_choice == "none" and notice(final).startswith("Every call you made has already returned")
+    for request in policy.calls[2:]:
+        repeats = shown(request)
+        assert len(repeats) == 4 and all(
+            s.startswith("You already made exactly this call and it returned") for s in repeats
+        )
+    assert policy.calls[2].tool_choice == "auto"  # one repeat is allowed: a re-read can be legitimate
+    final = policy.calls[3]
+    assert final.tool_choice == "none" and notice(final).startswith("Stop calling tools: your last calls repeated")
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "Drari: 2019"
     assert record.stages[1].tool_results[0].content.startswith("[1] doc/drari_robotics")  # the record keeps results
+
+
+async def test_a_call_repeated_once_between_new_ones_does_not_stop_the_episode() -> None:
+    again = [[call("search", query="Drari")], [call("search", query="Velo")], [call("search", query="Drari")]]
+    policy = ScriptedBackend([*again, [call("search", query="Ombra")], "done"], model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(subagents=False), tools=[search]).run("Find them.")
+    policy.assert_consumed()
+    assert shown(policy.calls[3])[0].startswith("You already made exactly this call")
+    assert [r.tool_choice for r in policy.calls] == ["required", "auto", "auto", "auto", "auto"]
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "done"
 
 
 @pytest.mark.parametrize("subagents", [True, False])

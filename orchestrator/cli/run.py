@@ -233,7 +233,7 @@ def run(
     ] = False,
     orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
 ) -> None:
-    """Run one task (or every task of a task file) through the orchestrator.
+    """Run one task, every task of a task file, or a workload's tasks through the orchestrator.
 
     A terminal shows a live tree of stages while the swarm works and keeps the final tree and a
     summary; without one, each event is a line on stderr. Records go to OUT/<episode-id>/.

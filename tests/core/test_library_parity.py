@@ -47,3 +47,20 @@ def test_the_library_builds_backends_as_the_cli_does(tmp_path: Path) -> None:
         build_backends("local", missing)
     cli = runner.invoke(app, ["run", "-m", missing, "hi", "-o", str(tmp_path)])
     assert cli.exit_code == 2 and str(lib.value) in " ".join(cli.stderr.split())
+
+
+async def test_the_live_view_attaches_to_a_library_run_as_the_readme_shows(tmp_path: Path) -> None:
+    from rich.console import Console
+    from rich.live import Live
+
+    from orchestrator.cli.live import LiveState
+
+    config = SwarmConfig(max_critical_steps=8)
+    backend = ScriptedBackend(["4"])
+    state = LiveState(budget=config.max_critical_steps, model=backend.model)
+    orch = Orchestrator(backend, config, observers=[state, RecordWriter(tmp_path)])
+    console = Console(record=True, width=100, force_terminal=False)
+    with Live(state, console=console, refresh_per_second=8):
+        record = await orch.run("2+2?")
+    assert record.answer == "4" and (tmp_path / record.episode_id / "episode.json").is_file()
+    assert "orchestrator:" in console.export_text()

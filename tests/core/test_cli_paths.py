@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -183,3 +185,17 @@ def test_swarm_models_reads_at_80_columns_with_full_names_adapters_and_gguf_path
     assert "…" not in result.stdout
     assert "-m path/to/model.gguf" in result.stdout
     assert "orchestrator adapter" in result.stdout and "--orchestrator-adapter shipped" in result.stdout
+
+
+def test_workload_run_with_a_model_server_scores_the_answer(tmp_path: Path, openai_script: Callable[..., Any]) -> None:
+    with openai_script(lambda body: ("ANSWER: nobody", [])) as srv:
+        args = ["run", "-w", "deep-lookup", "-b", "openai", "--base-url", srv.url, "-m", "m"]
+        result = runner.invoke(app, [*args, "-q", "-o", str(tmp_path), "--json-summary", "--temperature", "0.3"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["task_id"] == "deep-lookup-train-s0-0" and summary["answer"] == "ANSWER: nobody"
+    record = json.loads(Path(summary["record"]).read_text())
+    assert record["reward"]["verifier"] == "workload:deep-lookup" and record["reward"]["r_perf"] == 0.0
+    assert record["config"]["orchestrator_sampling"]["temperature"] == 0.3
+    assert "scripted" not in record["metadata"]  # a model ran: no gold label
+    assert srv.requests and "Aarav" in json.dumps(srv.requests[0])  # the workload's own task reached the model

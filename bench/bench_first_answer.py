@@ -11,6 +11,8 @@ worktree of the commit before a change), run the same way in the same invocation
 * ``warm`` ×N: the same cache again (the second run and after);
 * ``wide``: a four-country task, warm.
 
+The arms take turns run by run, so a change of the machine's load weighs on both alike.
+
 It also measures the physical floor of this machine: the model's prefill and single-stream decode
 tokens/s at the thread count the runs use, and the import time of the CLI. Raw results go to
 ``--out`` as JSON (commit, model sha256, load average before and after, every run's answer, status,
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -90,24 +93,24 @@ def _run(
     return row
 
 
-def _arm(name: str, root: Path, args: argparse.Namespace, work: Path, extra_path: list[str]) -> list[dict[str, Any]]:
-    cache = work / name / "cache"
-    cli_import_s = round(_import_time(root), 3)
-    print(f"{name:>6} CLI import {cli_import_s:.2f}s", flush=True)
-    runs = []
+def _runs(arms: dict[str, Path], args: argparse.Namespace, work: Path, save: Callable[[dict[str, Any]], None]) -> None:
+    """Every scenario for each arm in turn (before, after, before, after, ...), so that a change of
+    the machine's load during the run weighs on both arms alike."""
+    imports = {name: round(_import_time(root), 3) for name, root in arms.items()}
+    print(f"CLI import (best of 3): {imports}", flush=True)
     plan = [("readme", "cold", README_TASK)] + [("readme", "warm", README_TASK)] * args.warm
     plan += [("wide", "warm", WIDE_TASK)] * args.wide
     for i, (scenario, kind, task) in enumerate(plan):
-        row = _run(root, task, cache, work / name / f"out{i}", args, extra_path)
-        row.update(arm=name, commit=_git(root, "rev-parse", "HEAD"), scenario=scenario, kind=kind, run=i)
-        row["cli_import_s"] = cli_import_s
-        print(
-            f"{name:>6} {scenario:>6} {kind:>4}  process {row['process_wall_s']:7.2f}s  "
-            f"episode {row.get('episode_wall_s', float('nan')):7.2f}s  {row.get('status', 'no record')}",
-            flush=True,
-        )
-        runs.append(row)
-    return runs
+        for name, root in arms.items():
+            row = _run(root, task, work / name / "cache", work / name / f"out{i}", args, args.extra_path)
+            row.update(arm=name, commit=_git(root, "rev-parse", "HEAD"), scenario=scenario, kind=kind, run=i)
+            row["cli_import_s"] = imports[name]
+            print(
+                f"{name:>6} {scenario:>6} {kind:>4}  process {row['process_wall_s']:7.2f}s  "
+                f"episode {row.get('episode_wall_s', float('nan')):7.2f}s  {row.get('status', 'no record')}",
+                flush=True,
+            )
+            save(row)
 
 
 def _floor(args: argparse.Namespace) -> dict[str, Any]:
@@ -229,10 +232,6 @@ def main() -> None:
     floor = _floor(args)
     print(f"floor: {floor}", flush=True)
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as tmp:
-        if args.before is not None:
-            runs += _arm("before", args.before.resolve(), args, Path(tmp), args.extra_path)
-        runs += _arm("after", ROOT, args, Path(tmp), args.extra_path)
     entry = LOCAL_MODELS.get(args.model)
     result = {
         "bench": "first_answer",
@@ -246,11 +245,21 @@ def main() -> None:
         "wide_task": WIDE_TASK,
         "budget": BUDGET,
         "floor": floor,
-        "summary": _summary(runs, floor),
+        "summary": {},
         "runs": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+    def save(row: dict[str, Any]) -> None:  # after every run: a run cut short keeps what it measured
+        runs.append(row)
+        result["loadavg_after"] = os.getloadavg()
+        result["summary"] = _summary(runs, floor)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+    arms = {"before": args.before.resolve()} if args.before is not None else {}
+    arms["after"] = ROOT
+    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as tmp:
+        _runs(arms, args, Path(tmp), save)
     print(report(result))
     print(f"raw results: {args.out}; the table again: python bench/bench_first_answer.py --report {args.out}")
 

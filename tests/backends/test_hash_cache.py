@@ -25,6 +25,11 @@ def _rewrite_keeping_stat(path: Path, data: bytes) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def _touch(path: Path) -> Path:
+    path.write_bytes(b"f")
+    return path
+
+
 def test_a_hash_is_computed_once_per_file_version(tmp_path: Path) -> None:
     f = tmp_path / "m.gguf"
     f.write_bytes(b"a" * 1000)
@@ -43,6 +48,13 @@ def test_a_hash_is_computed_once_per_file_version(tmp_path: Path) -> None:
     replaced.write_bytes(b"d" * 1000)
     replaced.replace(f)
     assert file_sha256(f) == _sha(b"d" * 1000)
+    # Entries of deleted files go when the cache is next written.
+    gone = tmp_path / "gone.gguf"
+    gone.write_bytes(b"e")
+    file_sha256(gone)
+    gone.unlink()
+    file_sha256(_touch(tmp_path / "other.gguf"))
+    assert str(gone.resolve()) not in (cache_dir() / "hashes.json").read_text()
 
 
 def test_a_cached_model_whose_bytes_changed_is_refused_only_when_its_stat_changed_too(tmp_path: Path) -> None:

@@ -306,7 +306,7 @@ def remember_sha256(path: Path, digest: str) -> None:
     The cache is a best effort: written atomically, and a write that fails (a read-only cache
     directory) or races another process only costs a hash computed again."""
     key, stat = _file_key(path)
-    entries = _hashes()
+    entries = {k: v for k, v in _hashes().items() if os.path.exists(k)}  # forget deleted files
     entries[key] = [*stat, digest]
     target = cache_dir() / HASHES_FILE
     tmp = target.with_suffix(f".tmp{os.getpid()}")

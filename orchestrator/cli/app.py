@@ -85,7 +85,9 @@ def version() -> None:
 
 
 @app.command("demo-list")
-def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def demo_list(
+    json_out: Annotated[bool, typer.Option("--json", help="one JSON object per demo on stdout")] = False,
+) -> None:
     """List the built-in scripted demo tasks.
 
     Examples:
@@ -96,8 +98,9 @@ def demo_list(json_out: Annotated[bool, typer.Option("--json")] = False) -> None
     """
     from orchestrator.demo import DEMO_TASKS
 
-    if json_out:
-        typer.echo(json.dumps({k: v.prompt for k, v in DEMO_TASKS.items()}))
+    if json_out:  # one object per line, as every listing command's --json
+        for name, t in DEMO_TASKS.items():
+            typer.echo(json.dumps({"name": name, "prompt": t.prompt}, ensure_ascii=False))
         return
     for name, t in DEMO_TASKS.items():
         typer.echo(f"{name}\t{t.prompt}")

@@ -229,3 +229,12 @@ def test_train_with_a_missing_config_fails_at_once_without_torch(tmp_path: Path)
         )
         assert "exit 2 False" in r.stdout, (r.stdout, r.stderr)
         assert ("does not exist" if name == "missing.toml" else "is YAML") in r.stderr
+
+
+@pytest.mark.parametrize("args", [["demo-list"], ["agents", "list"], ["traces", "list"], ["doctor"]])
+def test_listing_commands_print_one_json_object_per_line(args: list[str], tmp_path: Path) -> None:
+    r = runner.invoke(app, [*args, "--json"], env={"SWARM_CACHE_DIR": str(tmp_path)})
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert all(isinstance(row, dict) for row in rows)
+    if args == ["demo-list"]:
+        assert {row["name"] for row in rows} == {"capitals", "budget"}

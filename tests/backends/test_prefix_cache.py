@@ -157,3 +157,16 @@ def test_a_request_gets_the_slot_holding_its_prefix_else_an_empty_one() -> None:
     assert pool.take(PREFIX) is b and pool.take(PREFIX) is None
     pool.give(other)
     assert pool.take(()) is other
+
+
+def test_the_action_grammar_check_is_kept_beside_the_prefix_states(tmp_path: Path) -> None:
+    from swarm.backends.local import LocalEngine
+    from swarm.backends.local.engine import GRAMMARS_FILE
+
+    engine = LocalEngine("smollm2-135m")
+    engine.remember_grammar("a", True)  # no prefix cache yet (not started): in memory only
+    assert engine.grammars == {"a": True} and not (tmp_path / GRAMMARS_FILE).exists()
+    engine.prefixes = PrefixCache.open(tmp_path)
+    engine.remember_grammar("b", False)
+    engine.remember_grammar("c", True)
+    assert json.loads((tmp_path / GRAMMARS_FILE).read_text()) == {"b": False, "c": True}

@@ -300,7 +300,7 @@ class LocalBackend:
             first = (data.get("tokens") or [None])[0]
             text = str(data.get("content", ""))
             ok = first == open_tag or (bool(text) and text[0] in "{<")
-            self.engine.grammars[key] = ok
+            self.engine.remember_grammar(key, ok)
             if not ok:
                 warnings.warn(
                     "llama.cpp could not compile the action grammar for tools "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -28,6 +30,9 @@ from swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
 from swarm.errors import BackendError, ConfigError
 
 __all__ = ["EngineStartup", "LocalEngine"]
+
+GRAMMARS_FILE = "grammars.json"
+"""Beside the prefix states: action grammar digest -> whether this model and engine enforce it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +124,8 @@ class LocalEngine:
         self.pieces: dict[int, str] = {}
         """Token id -> text, for the end-of-generation tokens seen (see ``LocalBackend._eog_text``)."""
         self.grammars: dict[str, bool] = {}
-        """Action grammars checked on this engine: digest -> whether llama.cpp enforces it."""
+        """Action grammars checked on this engine: digest -> whether llama.cpp enforces it (kept
+        beside the prefix states, so later runs of the same model and engine skip the check)."""
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -175,12 +181,26 @@ class LocalEngine:
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             self.tool_tags = _tag_tokens(self.base_url)
             self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
+            self.grammars = _read_grammars(prefix_dir) if prefix_dir is not None else {}
             done = time.perf_counter()
             self.startup = EngineStartup(checked - started, done - checked, done - started)
             self._startup_reported = False
             if self.progress is not None:
                 self.progress("load", 1, 1)
             return self
+
+    def remember_grammar(self, key: str, enforced: bool) -> None:
+        """Record whether llama.cpp enforces the action grammar with digest ``key`` (best effort on disk)."""
+        self.grammars[key] = enforced
+        if self.prefixes is None:
+            return
+        target = self.prefixes.directory / GRAMMARS_FILE
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps({**_read_grammars(self.prefixes.directory), key: enforced}), encoding="utf-8")
+            tmp.replace(target)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
     def take_startup(self) -> EngineStartup | None:
         """What the last start cost, the first time it is asked for after that start (so that one
@@ -246,6 +266,14 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _read_grammars(directory: Path) -> dict[str, bool]:
+    try:
+        data = json.loads((directory / GRAMMARS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, bool)} if isinstance(data, dict) else {}
 
 
 def _lora_info(xllamacpp: Any, path: Path) -> Any:

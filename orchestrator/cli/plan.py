@@ -13,7 +13,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 from pydantic import ValidationError
 
@@ -29,7 +29,7 @@ from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan"]
+__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "workload_knobs"]
 
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 
@@ -270,6 +270,21 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
     if not tasks:
         raise UserError(f"--index {req.index} is past the last task; lower it or give more tasks")
     return tasks
+
+
+def workload_knobs(name: str, items: Sequence[str]) -> dict[str, Any]:
+    """``--knob NAME=VALUE`` items for workload ``name``: JSON values, else text; a knob that takes a
+    list also takes ``a,b,c`` (``--knob categories=parallel,multiple``)."""
+    from orchestrator.cli.eval import parse_knobs
+    from workloads import get_workload
+
+    knobs = parse_knobs(list(items))
+    fields = get_workload(name).knobs_model.model_fields
+    for key, value in knobs.items():
+        field_info = fields.get(key)
+        if field_info is not None and isinstance(value, str) and get_origin(field_info.annotation) in (tuple, list):
+            knobs[key] = [x.strip() for x in value.split(",") if x.strip()]
+    return knobs
 
 
 def _model_backends(

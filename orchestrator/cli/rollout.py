@@ -30,7 +30,7 @@ from rich.text import Text
 
 from orchestrator.backend_factory import build_backends
 from orchestrator.budgets import budget_overrides
-from orchestrator.cli.eval import backend_resolver, parse_knobs
+from orchestrator.cli.eval import backend_resolver
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
@@ -43,6 +43,7 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentModelOpt,
 )
+from orchestrator.cli.plan import workload_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.eval import workload_orchestrator_factory
@@ -263,7 +264,7 @@ def _select_tasks(
         n=n,
         seed=seed,
         split=split,
-        knobs=parse_knobs(knob or []),
+        knobs=workload_knobs(workload, knob or []),
         mode="single" if mode == "single" else "swarm",
         on_malformed=malformed,
     )
@@ -297,8 +298,8 @@ def rollout(
         typer.Option(
             "--knob",
             metavar="NAME=VALUE",
-            help='workload knob, repeatable; values are JSON (k=8, names=\'["a","b"]\') or plain text '
-            "(-k is --group-size)",
+            help="workload knob, repeatable; values are JSON (k=8) or text; a list knob also takes a,b "
+            "(categories=parallel,multiple; -k is --group-size)",
         ),
     ] = None,
     mode: Annotated[

@@ -55,7 +55,7 @@ from orchestrator.cli.options import (
     TemperatureOpt,
     WorkloadOpt,
 )
-from orchestrator.cli.plan import RunPlan, RunRequest, make_plan
+from orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
 from orchestrator.cli.preflight import unreachable_servers
 from orchestrator.cli.telemetry_setup import (
     DEFAULT_TRACED_SUBAGENTS,
@@ -175,8 +175,8 @@ def run(
         typer.Option(
             "--knob",
             metavar="NAME=VALUE",
-            help='workload runs: a knob, repeatable; values are JSON (k=8, names=\'["a","b"]\') or plain '
-            "text (swarm eval --list shows the knobs)",
+            help="workload runs: a knob, repeatable; values are JSON (k=8) or text; a list knob also takes a,b "
+            "(categories=parallel,multiple; swarm eval --list shows the knobs)",
         ),
     ] = None,
     events: Annotated[
@@ -277,7 +277,7 @@ def run(
             split=split,
             index=index,
             num_tasks=num_tasks,
-            knobs=parse_knobs(knob or []),
+            knobs=workload_knobs(workload, knob or []) if workload else parse_knobs(knob or []),
             task_seed=seed or 0,
             backend=backend,
             model=model,

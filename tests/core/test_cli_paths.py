@@ -199,3 +199,15 @@ def test_workload_run_with_a_model_server_scores_the_answer(tmp_path: Path, open
     assert record["config"]["orchestrator_sampling"]["temperature"] == 0.3
     assert "scripted" not in record["metadata"]  # a model ran: no gold label
     assert srv.requests and "Aarav" in json.dumps(srv.requests[0])  # the workload's own task reached the model
+
+
+def test_a_list_knob_takes_comma_separated_values(tmp_path: Path) -> None:
+    args = ["run", "-w", "bfcl-parallel", "-b", "gold", "-q", "-o", str(tmp_path), "--json-summary", "-n", "3"]
+    result = runner.invoke(app, [*args, "--knob", "categories=parallel_multiple"])
+    assert result.exit_code == 0, result.output
+    assert all(json.loads(line)["task_id"].startswith("parallel_multiple_") for line in result.stdout.splitlines())
+    bad = runner.invoke(app, [*args, "--knob", "categories=nope"])
+    assert bad.exit_code == 2 and "categories" in bad.stderr
+    rollout = ["rollout", "-w", "bfcl-parallel", "-b", "gold", "-n", "1", "-k", "1", "-q", "-o", str(tmp_path / "r")]
+    r = runner.invoke(app, [*rollout, "--knob", "categories=simple_python,multiple"])
+    assert r.exit_code == 0, r.output

@@ -329,10 +329,8 @@ class BudgetLedger:
         """The stage ended with ``results`` (backups and cut stragglers included): release its shares
         and charge what each sub-agent used (the rest of its share is refunded). Charged from the
         results, so sub-agents a placement ran elsewhere are counted too."""
-        for share in self._open:
-            for name, v in share.limits.items():
-                self.reserved[name] -= v
-        self._open.clear()
+        self._open.clear()  # every share of the stage: nothing stays reserved (no float residue either)
+        self.reserved = dict.fromkeys(self._limits, 0.0)
         for r in results:
             self.used.add(Spend.of(r.usage, r.steps, self.budgets.prices.get(r.model)))
 

@@ -115,6 +115,7 @@ async def test_the_turn_budget_caps_each_subagents_steps() -> None:
     caps = [s.step_cap for s in record.subagent_results]
     assert caps[0] == caps[1] and caps[0] <= 4  # (10 - 2 turns of the orchestrator) / 2, less the answer's
     assert record.budgets["turns"].used <= 10 and record.answer == "answer"
+    assert record.budgets["turns"].reserved == 0.0  # exactly: every share was released
 
 
 async def test_cost_from_the_price_table() -> None:

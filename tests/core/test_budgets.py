@@ -199,3 +199,24 @@ def test_the_budget_flag_on_swarm_run(tmp_path: Path) -> None:
     assert record.budgets["turns"].used <= 6 and record.budgets["subagents"].used <= 2
     bad = CliRunner().invoke(app, [*args, "--budget", "tokenz=5"])
     assert bad.exit_code == 2 and "unknown budget 'tokenz'" in bad.stderr
+
+
+async def test_input_is_split_into_uncached_and_cached_prompt_tokens() -> None:
+    def cached_worker(request: ModelRequest) -> Completion:
+        looked = sum(isinstance(m, ToolMessage) for m in request.messages)
+        usage = Usage(prompt_tokens=1_000 + 100 * looked, completion_tokens=10, cached_tokens=900)
+        calls = (call("probe", n=looked),)
+        return Completion(text="working", tool_calls=calls, usage=usage)
+
+    sub = FunctionBackend(cached_worker, model="sub", tokens=False)
+    cfg = SwarmConfig(budgets=Budgets(max_cached_tokens=6_000, max_input_tokens=50_000), max_subagent_steps=50)
+    orch = Orchestrator(
+        ScriptedBackend([[_assign("probe forever")], "answer"], model="orch"), cfg, tools=[probe], subagent_backend=sub
+    )
+    record = await orch.run("go")
+    r = record.subagent_results[0]
+    assert r.status is AgentStatus.BUDGET_EXHAUSTED and "cached tokens share is spent" in (r.error or "")
+    assert r.usage.cached_tokens == 900 * r.steps
+    assert record.budgets["cached_tokens"].used == r.usage.cached_tokens <= 6_000
+    fresh = record.usage.prompt_tokens + r.usage.prompt_tokens - r.usage.cached_tokens
+    assert record.budgets["input_tokens"].used == fresh

@@ -97,6 +97,12 @@ class SwarmConfig(BaseModel):
     max_malformed_retries: int = Field(2, ge=0, description="malformed outputs fed back before failing")
     max_subagent_completion_tokens: int | None = Field(None, ge=1)
     max_report_chars: int = Field(4000, ge=64, description="a sub-agent report is trimmed to this")
+    context_tokens: int | None = Field(
+        None,
+        ge=256,
+        description="each agent's context window in tokens; older tool results are shortened to fit it "
+        "(None: what the backend says, e.g. the local engine's per-slot context; unknown: no fitting)",
+    )
     orchestrator_sampling: SamplingParams = SamplingParams()
     subagent_sampling: SamplingParams = SamplingParams()
     system_prompt: str | None = Field(None, description="replaces the prompt profile's orchestrator prompt")

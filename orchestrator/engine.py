@@ -38,8 +38,9 @@ from subagents.loop import (
 )
 from swarm import limits
 from swarm._aio import running_loop
-from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, parallel_slots
+from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, context_window, parallel_slots
 from swarm.backends.toolparse import clean_answer
+from swarm.context import EXHAUSTED_NOTICE, fit_context, prompt_limit
 from swarm.dag import dag_stats
 from swarm.errors import (
     BackendRefusedError,
@@ -69,6 +70,7 @@ from swarm.monitors import episode_monitors, monitor_attributes
 from swarm.records import (
     AgentDefinition,
     AgentStatus,
+    ContextCut,
     EpisodeRecord,
     EpisodeStatus,
     OrchestratorTurn,
@@ -157,6 +159,8 @@ class _EpisodeState:
     coaching: CoachState = field(default_factory=CoachState)  # the coach's memory of this episode
     budget: BudgetLedger | None = None  # the tree-wide budgets and breadth cap, when any is set
     refused: str | None = None  # a sub-agent's endpoint refused service (401/403/quota): why
+    context_cuts: list[ContextCut] = field(default_factory=list)  # messages shortened to fit (swarm.context)
+    context_cut: bool = False  # the next turn's prompt is a shortened (re-rendered) conversation
 
     def clock(self) -> float:
         return time.perf_counter() - self.t0
@@ -421,6 +425,9 @@ class Orchestrator:
         while st.status is None:
             advice = self._before_turn(st)
             st.messages.extend(UserMessage(content=n) for n in advice.notices)
+            advice = await self._fit_context(st, advice)
+            if st.status is not None:
+                break
             outcome = await self._generate(st, advice)
             nxt = self._decide(st, outcome, advice.ending)
             if isinstance(nxt, _Stage):
@@ -456,19 +463,51 @@ class Orchestrator:
             return TurnAdvice("none", advice.notices, ending=ending)
         return advice
 
-    async def _generate(self, st: _EpisodeState, advice: TurnAdvice) -> _TurnOutcome:
-        """One orchestrator generation (one main step)."""
-        cfg = self.config
+    @property
+    def context_tokens(self) -> int | None:
+        """The orchestrator's context window: the config's ``context_tokens``, else the backend's."""
+        return self.config.context_tokens or context_window(self.backend)
+
+    async def _fit_context(self, st: _EpisodeState, advice: TurnAdvice) -> TurnAdvice:
+        """Fit the next turn's prompt to the context (:mod:`swarm.context`): old tool results and
+        reports shortened and recorded; when that is not enough, this turn is the last (tools
+        withdrawn, ``context_exhausted``); when not even that fits, the episode ends without it."""
+        window = self.context_tokens
+        if window is None:
+            return advice
+        request = self._request(st, advice)
+        limit = prompt_limit(window, request.sampling.max_tokens)
+        fit = await fit_context(self.backend, st.messages, request, limit, turn=len(st.turns))
+        st.context_cuts.extend(fit.cuts)
+        st.context_cut = st.context_cut or bool(fit.cuts)
+        why = f"the conversation outgrew the context of {window} tokens ({fit.tokens} needed)"
+        if not fit.fits:
+            st.finish(EpisodeStatus.CONTEXT_EXHAUSTED, self._partial_answer(st), why, ErrorType.CONTEXT_EXHAUSTED)
+        elif fit.exhausted and advice.ending is None:
+            st.messages.append(UserMessage(content=EXHAUSTED_NOTICE))
+            ending = Ending(
+                EpisodeStatus.CONTEXT_EXHAUSTED, f"{why}; answered from what fits", ErrorType.CONTEXT_EXHAUSTED
+            )
+            return TurnAdvice("none", advice.notices, ending=ending)
+        return advice
+
+    def _request(self, st: _EpisodeState, advice: TurnAdvice) -> ModelRequest:
+        """The next orchestrator request, from the conversation as it stands."""
         final = advice.ending is not None
-        request = ModelRequest(
+        return ModelRequest(
             messages=tuple(st.messages),
             tools=self._specs,
-            sampling=cfg.orchestrator_sampling,
+            sampling=self.config.orchestrator_sampling,
             tool_choice="none" if final else advice.tool_choice,
             parallel_tool_calls=advice.parallel_tool_calls,
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
+
+    async def _generate(self, st: _EpisodeState, advice: TurnAdvice) -> _TurnOutcome:
+        """One orchestrator generation (one main step)."""
+        final = advice.ending is not None
+        request = self._request(st, advice)
         started = st.clock()
         completion = await call_model(self.backend, request, self.telemetry, st.messages)
         st.charge(1)
@@ -481,6 +520,10 @@ class Orchestrator:
         if st.budget is not None:
             st.budget.charge_turn(completion.usage, st.clock() - started, st.messages)
         drift = self._check_drift(st, completion)
+        cut, st.context_cut = st.context_cut, False
+        if cut and not drift:  # a shortened conversation is never an exact continuation
+            drift = True
+            st.drift_count += 1
         st.turns.append(
             OrchestratorTurn(
                 index=len(st.turns),
@@ -494,6 +537,7 @@ class Orchestrator:
                 response_logprobs=completion.logprobs,
                 parse_error=completion.parse_error,
                 drift=drift,
+                context_cut=cut,
                 tools_enabled=not final,
                 weight_version=completion.weight_version,
             )
@@ -763,6 +807,7 @@ class Orchestrator:
             workspace=self._workspace(st),
             max_malformed=cfg.max_malformed_retries,
             max_completion_tokens=cfg.max_subagent_completion_tokens,
+            context_tokens=cfg.context_tokens,
             observer=observer,
             coach=self.coach.subagents,
         )
@@ -923,6 +968,8 @@ class Orchestrator:
             usage=st.usage,
             subagent_usage=st.subagent_usage,
             drift_count=st.drift_count,
+            context_tokens=self.context_tokens,
+            context_cuts=tuple(st.context_cuts),
             trace_id=st.trace_id,
             reward=st.reward,
             config=self.config.model_dump(mode="json"),

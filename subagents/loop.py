@@ -12,20 +12,21 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 import anyio
 
 from subagents.coach import NoStepCoach, StepCoach, StepView
-from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage, context_window
 from swarm.backends.toolparse import clean_answer
+from swarm.context import EXHAUSTED_NOTICE, excerpt, fit_context, prompt_limit
 from swarm.errors import BackendError, ErrorType
 from swarm.events import Observer, SubagentStep
 from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.records import AgentDefinition, AgentStatus, StepRecord, SubagentResult, ToolResult
+from swarm.records import AgentDefinition, AgentStatus, ContextCut, StepRecord, SubagentResult, ToolResult
 from swarm.tracing import SpanHandle, Telemetry, attr
 from tools.registry import Tool, ToolContext, execute_tool
 
@@ -35,7 +36,6 @@ __all__ = [
     "SubagentRuntime",
     "call_model",
     "call_signature",
-    "excerpt",
     "malformed_feedback",
     "partial_report",
     "repeat_notice",
@@ -146,15 +146,6 @@ PARTIAL_CHARS = 1200
 """Characters kept of each tool result in a partial report (head and tail)."""
 
 
-def excerpt(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters: its head and tail, with how much was cut between."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    return f"{text[:head]}\n…[{len(text) - limit} of {len(text)} characters cut]…\n{text[len(text) - tail :]}"
-
-
 def partial_report(messages: Sequence[Message], status: AgentStatus) -> str:
     """The report of an agent that ended before its answer, built from its transcript: the last thing
     it wrote (beside a tool call, or a malformed attempt), then its latest successful tool results as
@@ -192,6 +183,8 @@ class SubagentRuntime:
     observer: Observer | None = None
     # The tool choice, notices and calls run at each step (subagents.coach): a small model's tactics.
     coach: StepCoach = field(default_factory=NoStepCoach)
+    # The context window in tokens (the config's context_tokens); None: what the backend says, if anything.
+    context_tokens: int | None = None
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
 
@@ -212,6 +205,8 @@ class _Continue:
 @dataclass(frozen=True, slots=True)
 class _Finish:
     report: str
+    status: AgentStatus = AgentStatus.COMPLETED
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +292,9 @@ class SubagentRun:
     budget: StepBudget | None = None
     # Set while run_subagents runs it: cancelling it ends the run quietly (see :meth:`cut`).
     scope: anyio.CancelScope | None = None
+    # Messages shortened to fit the context (swarm.context); set: the next step is its last (context_exhausted).
+    _cuts: tuple[ContextCut, ...] = ()
+    _exhausted: str | None = None
 
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
@@ -350,7 +348,8 @@ class SubagentRun:
 
     def _end(self, span: SpanHandle, outcome: _Finish | _Fail) -> SubagentResult:
         if isinstance(outcome, _Finish):
-            result = self.result(_COMPLETED, report=outcome.report)
+            kind = None if outcome.error is None else ErrorType.CONTEXT_EXHAUSTED
+            result = self.result(outcome.status, report=outcome.report, error=outcome.error, error_type=kind)
         else:
             result = self.result(outcome.status, error=outcome.error, error_type=outcome.error_type)
             span.fail(outcome.error_type, outcome.error)
@@ -392,6 +391,7 @@ class SubagentRun:
             step_cap=self.step_cap,
             step_records=tuple(self.steps),
             transcript=tuple(self.messages),
+            context_cuts=self._cuts,
         )
 
     async def _loop(self) -> _Finish | _Fail:
@@ -467,6 +467,12 @@ class SubagentRun:
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )
+        window = rt.context_tokens or context_window(rt.backend)
+        if window is not None:
+            fitted = await self._fit(request, window)
+            if isinstance(fitted, _Fail):
+                return fitted
+            request = fitted
         try:
             completion = await call_model(rt.backend, request, rt.telemetry, self.messages)
         except anyio.get_cancelled_exc_class():
@@ -477,6 +483,11 @@ class SubagentRun:
             self._record(started, None, error=f"{kind}: {completion}")
             what = "model call failed" if isinstance(completion, BackendError) else "model backend raised"
             return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {completion}", kind)
+        if self._exhausted is not None:  # its last turn: whatever it says is its report
+            self.messages.append(AssistantMessage(content=completion.text))
+            self._record(started, completion)
+            report = clean_answer(completion.text) or partial_report(self.messages, AgentStatus.CONTEXT_EXHAUSTED)
+            return _Finish(report, AgentStatus.CONTEXT_EXHAUSTED, self._exhausted)
         usage = completion.usage
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
@@ -507,6 +518,22 @@ class SubagentRun:
             return _Finish(report)
 
         return await self._act(started, completion)
+
+    async def _fit(self, request: ModelRequest, window: int) -> ModelRequest | _Fail:
+        """``request`` fitted to the context (:func:`swarm.context.fit_context`): old tool results
+        shortened and recorded; when even that overflows, the last turn (tools withdrawn, told why),
+        or the end when not even that fits."""
+        limit = prompt_limit(window, request.sampling.max_tokens)
+        fit = await fit_context(self.rt.backend, self.messages, request, limit, turn=len(self.steps))
+        self._cuts += tuple(fit.cuts)
+        why = f"its conversation outgrew the context of {window} tokens ({fit.tokens} needed)"
+        if not fit.fits:
+            return _Fail(AgentStatus.CONTEXT_EXHAUSTED, why, ErrorType.CONTEXT_EXHAUSTED)
+        if fit.exhausted:
+            self._exhausted = f"{why}; it answered from what fits"
+            self.messages.append(UserMessage(content=EXHAUSTED_NOTICE))
+            return replace(request, messages=tuple(self.messages), tool_choice="none")
+        return replace(request, messages=tuple(self.messages)) if fit.cuts else request
 
     async def _act(self, started: float, completion: Completion) -> _Next:
         """Run the step's tool calls the coach lets through and show every result to the model."""

@@ -213,6 +213,7 @@ class ErrorType(StrEnum):
     TOOL = "ToolError"
     TOOL_TIMEOUT = "ToolTimeoutError"
     STEP_BUDGET = "BudgetExhaustedError"
+    CONTEXT_EXHAUSTED = "ContextExhausted"  # the conversation outgrew the agent's context (swarm.context)
     TRAJECTORY = "TrajectoryError"
 
     @classmethod

@@ -19,6 +19,7 @@ __all__ = [
     "AgentDefinition",
     "AgentStatus",
     "BudgetLine",
+    "ContextCut",
     "DagStats",
     "EpisodeRecord",
     "EpisodeStatus",
@@ -56,6 +57,7 @@ class AgentStatus(StrEnum):
     TIMEOUT = "timeout"
     BUDGET_EXHAUSTED = "budget_exhausted"
     CANCELLED = "cancelled"
+    CONTEXT_EXHAUSTED = "context_exhausted"  # its conversation no longer fit its context; report is its last turn
 
 
 class EpisodeStatus(StrEnum):
@@ -65,6 +67,7 @@ class EpisodeStatus(StrEnum):
     CANCELLED = "cancelled"  # the caller cancelled (Ctrl-C)
     FAILED = "failed"  # the orchestrator's model failed or output stayed malformed
     STUCK = "stuck"  # the orchestrator kept repeating failed calls; answer is the forced last turn
+    CONTEXT_EXHAUSTED = "context_exhausted"  # the conversation no longer fit the context; answer is the last turn
 
 
 class AgentDefinition(_Frozen):
@@ -99,6 +102,23 @@ class ToolResult:
     error_type: str | None = None
     started: float = 0.0
     ended: float = 0.0
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCut:
+    """One message of an agent's conversation shortened to fit its context (:mod:`swarm.context`):
+    before the agent's turn ``turn``, message ``message`` (its index in the conversation, a tool
+    result or a sub-agent report named ``name``) went from ``chars`` to a head/tail excerpt of
+    ``kept`` characters, about ``tokens_cut`` tokens fewer."""
+
+    __pydantic_config__ = _RECORD_CONFIG
+    turn: int
+    message: int
+    name: str
+    chars: int
+    kept: int
+    tokens_cut: int
 
 
 StepKind = Literal["orchestrator", "subagent"]
@@ -160,6 +180,8 @@ class SubagentResult:
     # and how many times it was started (> 1: its actor died before its result came back, and it ran again)
     ran_in: str = ""
     attempts: int = 1
+    # messages shortened to fit its context (swarm.context), in the order they were cut
+    context_cuts: tuple[ContextCut, ...] = ()
 
 
 class OrchestratorTurn(_Frozen):
@@ -176,6 +198,9 @@ class OrchestratorTurn(_Frozen):
     response_logprobs: tuple[float, ...] | None = None
     parse_error: str | None = None
     drift: bool = False
+    context_cut: bool = False
+    """Messages were shortened to fit the context before this turn: its prompt is a re-rendered
+    conversation, never an exact continuation of the previous turn (``drift`` is set too)."""
     tools_enabled: bool = True
     weight_version: str | None = None
 
@@ -290,6 +315,8 @@ class EpisodeRecord(_Frozen):
     usage: Usage = Usage()  # orchestrator
     subagent_usage: Usage = Usage()
     drift_count: int = 0
+    context_tokens: int | None = None  # the orchestrator's context window, when known
+    context_cuts: tuple[ContextCut, ...] = ()  # the orchestrator's messages shortened to fit it
     trace_id: str | None = None
     reward: RewardRecord | None = None
     monitors: MonitorReport | None = None

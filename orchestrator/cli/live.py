@@ -67,6 +67,7 @@ _STYLE = {
     "rejected": "red",
     "timeout": "yellow",
     "budget_exhausted": "magenta",
+    "context_exhausted": "magenta",
     "cancelled": "dim",
     "running": "cyan",
 }

@@ -52,6 +52,7 @@ _STATUS_STYLE = {
     "failed": "red",
     "timeout": "yellow",
     "budget_exhausted": "magenta",
+    "context_exhausted": "magenta",
     "cancelled": "dim",
 }
 

@@ -268,6 +268,12 @@ def build_trajectory(
                 f"episode {eid} turn {turn.index}: {len(turn.response_token_ids)} response ids but "
                 f"{len(turn.response_logprobs)} logprobs"
             )
+        if turn.context_cut:
+            raise TrajectoryError(
+                f"episode {eid} turn {turn.index}: earlier tool results were shortened to fit the context "
+                f"before it (record.context_cuts), so its prompt is not the previous turn's tokens plus new "
+                "ones; refusing to train across it (raise [swarm] context_tokens or the engine's context)"
+            )
         if turn.drift:
             raise TrajectoryError(
                 f"episode {eid} turn {turn.index} drifted (the engine flagged its prompt "

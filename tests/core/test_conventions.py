@@ -126,6 +126,7 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
         "TOOL": "ToolError",
         "TOOL_TIMEOUT": "ToolTimeoutError",
         "STEP_BUDGET": "BudgetExhaustedError",
+        "CONTEXT_EXHAUSTED": "ContextExhausted",
         "TRAJECTORY": "TrajectoryError",
     }
     for e in ErrorType:  # the members named after our exceptions are those exceptions' names

@@ -62,7 +62,12 @@ def _run(
     cmd = [sys.executable, "-c", "from orchestrator.cli import main; main()", "run", task, *BUDGET]
     cmd += ["-m", args.model, "-q", "-o", str(out), "--no-trace-file"]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=args.run_timeout, check=False)
+    try:
+        proc = subprocess.run(
+            cmd, cwd=root, env=env, capture_output=True, text=True, timeout=args.run_timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return {"exit_code": None, "process_wall_s": round(time.perf_counter() - started, 3), "error": "timeout"}
     wall = time.perf_counter() - started
     row: dict[str, Any] = {"exit_code": proc.returncode, "process_wall_s": round(wall, 3)}
     records = sorted(out.glob("*/episode.json"), key=lambda p: p.stat().st_mtime)

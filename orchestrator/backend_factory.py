@@ -98,11 +98,12 @@ def _env_int(name: str) -> int | None:
     return None if v is None else int(v)
 
 
-# Context per slot of the local engine. 4,096 overflowed on a 6-entity wide lookup: the answer turn's
-# prompt holds the system prompt, the worked example and six reports (4,525 tokens). llama.cpp reserves
-# the KV cache up front: 12 KiB per token on the 0.5B, 28 KiB on the 1.5B, so 8 slots x 8,192 tokens
-# take 0.8 / 1.8 GiB.
-LOCAL_CTX = 8192
+def _local_ctx(options: dict[str, Any]) -> int | None:
+    """Each slot's context: as set (``[backend] ctx``, ``SWARM_LOCAL_CTX``), else ``None``: the engine
+    sizes it from the model and the free memory (swarm.backends.local.sizing; 4,096 once overflowed
+    on a 6-entity wide lookup, 8,192 on a single agent reading four companies' documents)."""
+    value = options.get("ctx") or _env_int("SWARM_LOCAL_CTX")
+    return None if value is None else int(value)
 
 
 def _local_slots(options: dict[str, Any]) -> int:
@@ -127,7 +128,7 @@ def _local_with_adapter(
     engine = LocalEngine(
         model,
         slots=slots + orch_slots,
-        ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or LOCAL_CTX),
+        ctx_per_slot=_local_ctx(options),
         threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
         progress=_local_progress(options),
         lora_adapters=[adapter.path],
@@ -202,7 +203,7 @@ def _build_local(model: str | None, base_url: str | None, options: dict[str, Any
     return LocalBackend(
         model,
         slots=_local_slots(options),
-        ctx_per_slot=int(options.get("ctx") or _env_int("SWARM_LOCAL_CTX") or LOCAL_CTX),
+        ctx_per_slot=_local_ctx(options),
         threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
         # Small local models write far fewer broken calls with grammar-constrained actions.
         constrain_actions=bool(options.get("constrain_actions", True)),

@@ -24,7 +24,7 @@ from rich.table import Table
 from orchestrator.cli.discovery import agent_dirs, find_config
 from orchestrator.cli.models import short_install
 from swarm import __version__
-from swarm.errors import UserError
+from swarm.errors import ConfigError, UserError
 
 __all__ = ["Check", "checks", "doctor"]
 
@@ -88,8 +88,20 @@ def _models(verify: bool) -> list[Check]:
             out.append(Check(f"model {name}", "warn", f"not installed: {short_install(m.install)}"))
         else:
             where = f"{c.path}: " if c.path is not None else "installed: "
-            out.append(Check(f"model {name}", "ok" if c.ok else "fail", where + c.detail))
+            out.append(Check(f"model {name}", "ok" if c.ok else "fail", where + c.detail + _context(c.path)))
     return out
+
+
+def _context(path: Path | None) -> str:
+    """The context each of the default 8 slots gets on this machine now (swarm.backends.local.sizing)."""
+    from swarm.backends.local.sizing import auto_context
+
+    if path is None:
+        return ""
+    try:
+        return f"; context {auto_context(path, 8).note}"
+    except ConfigError as exc:
+        return f"; context not sized: {exc}"
 
 
 def _otlp() -> Check:

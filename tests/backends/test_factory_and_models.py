@@ -44,7 +44,8 @@ def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("SWARM_LOCAL_THREADS", "1")
     default, _ = build_backends("local", "smollm2-135m")
     # room for a 6-item wide lookup's answer turn (4,525 tokens overflowed the old 4,096)
-    assert isinstance(default, LocalBackend) and default.engine.ctx_per_slot == 8192
+    assert isinstance(default, LocalBackend) and default.engine.auto_context  # sized at start
+    assert default.engine.ctx_per_slot == 8192  # the floor until then
     monkeypatch.setenv("SWARM_LOCAL_CTX", "12288")
     orch, _ = build_backends("local", "smollm2-135m")
     assert isinstance(orch, LocalBackend)

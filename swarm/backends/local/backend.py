@@ -58,7 +58,7 @@ class LocalBackend:
         *,
         engine: LocalEngine | None = None,
         slots: int = 4,
-        ctx_per_slot: int = 4096,
+        ctx_per_slot: int | None = 4096,
         threads: int | None = None,
         constrain_actions: bool = False,
         timeout: float = 600.0,

@@ -27,6 +27,7 @@ from swarm.backends.local.catalogue import (
 )
 from swarm.backends.local.cpu import default_threads
 from swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
+from swarm.backends.local.sizing import MIN_CONTEXT, auto_context
 from swarm.errors import BackendError, ConfigError
 
 __all__ = ["EngineStartup", "LocalEngine"]
@@ -56,7 +57,9 @@ class LocalEngine:
         model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
             installed model.
         slots: parallel sequences (size it to the sub-agent fan-out).
-        ctx_per_slot: context length of each slot in tokens.
+        ctx_per_slot: context length of each slot in tokens; ``None`` sizes it at start from the
+            model and the free memory (:func:`~swarm.backends.local.sizing.auto_context`, at least
+            8,192, at most the trained context), said in :attr:`context_note`.
         threads: CPU threads for decoding (default: :func:`default_threads`).
         progress: called while the model is assembled and loaded.
         lora_adapters: LoRA adapters in llama.cpp's GGUF format, loaded at scale 0 (the base model
@@ -76,7 +79,7 @@ class LocalEngine:
         model: str | None = None,
         *,
         slots: int = 4,
-        ctx_per_slot: int = 4096,
+        ctx_per_slot: int | None = 4096,
         threads: int | None = None,
         progress: Progress | None = None,
         lora_adapters: Sequence[Path] = (),
@@ -86,14 +89,18 @@ class LocalEngine:
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
-        if ctx_per_slot < 256:
+        if ctx_per_slot is not None and ctx_per_slot < 256:
             raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
         self.requested = model
         # Known before the model loads (a prompt profile is chosen from it when an orchestrator is
         # built, which is before the first request starts the engine).
         self.name = planned_model_name(model)
         self.slots = slots
-        self.ctx_per_slot = ctx_per_slot
+        self.auto_context = ctx_per_slot is None
+        self.ctx_per_slot = MIN_CONTEXT if ctx_per_slot is None else ctx_per_slot
+        """Each slot's context in tokens (with ``ctx_per_slot=None``: a floor until :meth:`start` sizes it)."""
+        self.context_note = "" if ctx_per_slot is None else f"{ctx_per_slot} tokens per slot x {slots} slots (set)"
+        """How :attr:`ctx_per_slot` was chosen (the run header and ``swarm doctor`` show it)."""
         self._threads = threads
         self.progress = progress
         self.lora_adapters = tuple(Path(a) for a in lora_adapters)
@@ -156,6 +163,9 @@ class LocalEngine:
                 raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
             started = time.perf_counter()
             self.name, self.path = resolve_model(self.requested, self.progress)
+            if self.auto_context:
+                plan = auto_context(self.path, self.slots)
+                self.ctx_per_slot, self.context_note = plan.ctx_per_slot, plan.note
             prefix_dir = self._prefix_dir() if self.use_prefix_cache else None
             checked = time.perf_counter()
             if self.progress is not None:

@@ -13,8 +13,9 @@ Faults, drawn per request (independently of the policy): ``--p500`` HTTP 500, ``
 short Retry-After, ``--pbody`` a 200 whose body is an HTML error page, ``--pmalformed`` a 200 with one
 tool call whose arguments are broken JSON (among valid ones in a fan-out turn, alone otherwise),
 ``--phang`` no answer for ``--hang-s`` seconds (longer than the client's timeout). Every request is
-logged as one JSON line (time, agent kind, body hash, seed, fault, and for hangs how long until the
-client gave up) so the soak can check that every retryable fault was retried and every hang bounded.
+logged as one JSON line (time, agent kind, body hash, the episode's seed, the worker's item, fault, and
+for hangs how long until the client gave up) so the soak can check that every retryable fault was
+retried and every hang bounded.
 
     python bench/fault_server.py --port 0 --log server.jsonl --fanout 1024    # prints its URL
 
@@ -41,6 +42,7 @@ from typing import Any
 ORCHESTRATOR_MARK = "orchestrator of a swarm"  # in the runtime's default orchestrator system prompt
 WORKER_PROMPT = "You multiply two integers. Reply exactly 'item N = PRODUCT'."
 _ITEM_RE = re.compile(r"item (\d+): multiply (-?\d+) by (-?\d+)")
+_EPISODE_RE = re.compile(r"\[episode (-?\d+)\]")  # the orchestrator's seed, in each item it assigns
 _RESULT_RE = re.compile(r"item (\d+) = (-?\d+)")
 _TASK_RE = re.compile(r"\[task (\S+)\] multiply these pairs and add up the products: (.*)", re.S)
 
@@ -98,7 +100,7 @@ class Policy:
     fanout: int
     rng: random.Random = field(default_factory=random.Random)
 
-    def orchestrator(self, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    def orchestrator(self, messages: list[dict[str, Any]], seed: Any = None) -> tuple[str, list[dict[str, Any]]]:
         user = next(str(m.get("content")) for m in messages if m.get("role") == "user")
         match = _TASK_RE.search(user)
         pairs = [tuple(map(int, p.split("x"))) for p in match.group(2).split(",")] if match else [(1, 1)]
@@ -132,7 +134,8 @@ class Policy:
             return f"{len(got)} of {len(pairs)} products in. Answer: {total}", []
         for i in todo:
             a, b = pairs[i]
-            calls.append(_call("assign_task", {"agent": agent, "task": f"item {i}: multiply {a} by {b}"}))
+            task = f"item {i}: multiply {a} by {b} [episode {seed}]"  # the log ties the worker's calls to it
+            calls.append(_call("assign_task", {"agent": agent, "task": task}))
         return "", calls
 
     def worker(self, messages: list[dict[str, Any]]) -> str:
@@ -228,10 +231,14 @@ class Server:
             "seed": req.get("seed"),
             "f": fault,
         }
+        user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
         if kind == "o" and sum(1 for m in messages if m.get("role") == "assistant") == 0:
-            user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
             m = _TASK_RE.search(user)
             entry["task"] = m.group(1) if m else None
+        elif kind == "s":  # which episode and item: the soak's checker finds the sub-agent that made the call
+            item, episode = _ITEM_RE.search(user), _EPISODE_RE.search(user)
+            entry["i"] = int(item.group(1)) if item else None
+            entry["seed"] = int(episode.group(1)) if episode else None
         self._log(entry)
         if fault == "500":
             return await self._send(writer, 500, {"error": {"message": "injected internal error"}})
@@ -255,7 +262,7 @@ class Server:
             )
             return False
         if kind == "o":
-            content, calls = self.policy.orchestrator(messages)
+            content, calls = self.policy.orchestrator(messages, req.get("seed"))
         else:
             content, calls = self.policy.worker(messages), []
         if fault == "malformed":

@@ -13,16 +13,14 @@ moments the child gets ``kill -9`` and the same command is started again (resume
 SIGINT (Ctrl-C) and stops as a user's run would.
 
 What is checked (``--check`` exits 1 when one fails; the report is JSON on stdout and in OUT/report.json):
-
-* every episode the server saw start is recorded (episodes.jsonl or failures.jsonl with a reason) or
-  was in flight when a kill or the final stop came (it runs again on resume); none is written twice;
-* every entry written before a kill is still there after the resume; every trajectory is valid or its
-  failure is recorded with a reason; the CLI never crashed (only the kills and the final Ctrl-C ended it);
-* every retryable fault (500, 429, bad body, hang) was retried (the same request body came again)
-  unless a kill or the stop cut it; every hang ended within the client's timeout (+1 s, + the event
-  loop's lag, which a probe thread measures: a timer cannot fire while the loop does not run);
-* RSS slope after warm-up, open fds and asyncio tasks by kind over time (reported; ``--check`` fails
-  on fds or sub-agent tasks that keep growing).
+see ``bench/soak_check.py``. In short: every episode the server's request log saw is recorded once, or
+the kill or final Ctrl-C that stopped its process is named; none is skipped on resume or written twice;
+every entry on disk before a kill is still there after the resume; every retryable fault was retried,
+or its excuse is named; hangs end within the client's timeout (+1 s + the event loop's measured lag);
+episodes not completed and sub-agents failed are within what the fault rates allow; task kinds and fds
+stay flat in each process; RSS grows at most ``--rss-slope-max`` MB/min after warm-up; no crash, and
+Ctrl-C exits 130. ``SWARM_SOAK_PLANT`` plants a defect in the rollout process (see :func:`_plant`) to
+prove a check bites.
 """
 
 from __future__ import annotations
@@ -39,12 +37,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import soak_check  # beside this file (bench/ is on sys.path when this runs as a script)
+
+Key = tuple[str, int]
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "bench" / "fault_server.py"
+MAX_RETRIES = 6  # the backend's, in the soak's config
+FAULTS = {"500": 0.05, "429": 0.02, "body": 0.02, "malformed": 0.02, "hang": 0.01}  # the server's rates
+PLANTS = ("drop-on-resume", "no-retry-429", "leak-task")
 ORCHESTRATOR_PROMPT = (
     "You are the orchestrator of a swarm of sub-agents (soak test). Split the work into assign_task calls "
     "that run in parallel, then answer with the total."
@@ -96,7 +100,7 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
                 "fds": len(os.listdir("/proc/self/fd")),
                 "threads": threading.active_count(),
                 "tasks": sum(kinds.values()),
-                "by_kind": dict(kinds.most_common(8)),
+                "by_kind": dict(kinds),
             }
             out.write(json.dumps(line) + "\n")
 
@@ -119,10 +123,51 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
 
     threading.Thread(target=sample, daemon=True).start()
     threading.Thread(target=lag, daemon=True).start()
+    if os.environ.get("SWARM_SOAK_PLANT"):
+        _plant(os.environ["SWARM_SOAK_PLANT"])
     sys.argv = ["swarm", *argv]
     from orchestrator.cli import main
 
     main()
+
+
+_LEAKED: list[asyncio.Task[Any]] = []
+
+
+def _plant(name: str) -> None:
+    """A planted defect in this rollout process only (``SWARM_SOAK_PLANT``), to prove that ``--check``
+    catches it (``tests/rollout/test_soak_check.py``); never set in a real soak. It wraps the CLI's
+    code from outside: nothing in the package knows about it.
+
+    ``drop-on-resume``: a resumed run forgets the first episode it should run again. ``no-retry-429``:
+    the backend treats 429 as fatal. ``leak-task``: every episode leaves a task behind that never ends.
+    """
+    if name == "drop-on-resume":
+        from orchestrator import rollout
+
+        pending = rollout._Run.pending
+
+        def dropping(self: Any) -> list[Any]:
+            jobs = pending(self)
+            return jobs[1:] if self.resumed and jobs else jobs
+
+        rollout._Run.pending = dropping  # type: ignore[method-assign]
+    elif name == "no-retry-429":
+        from swarm.backends import openai_http
+
+        openai_http._RETRY_STATUS = openai_http._RETRY_STATUS - {429}
+    elif name == "leak-task":
+        from orchestrator.rollout import EpisodeRunner
+
+        run = EpisodeRunner.run
+
+        async def leaking(self: Any, job: Any) -> Any:
+            _LEAKED.append(asyncio.get_running_loop().create_task(asyncio.Event().wait()))
+            return await run(self, job)
+
+        EpisodeRunner.run = leaking  # type: ignore[method-assign]
+    else:
+        raise SystemExit(f"SWARM_SOAK_PLANT={name!r} is not one of {', '.join(PLANTS)}")
 
 
 def _glibc() -> Any:
@@ -249,7 +294,7 @@ base_url = "{url}"
 model = "soak"
 flavour = "vllm"
 timeout = {timeout}
-max_retries = 6
+max_retries = {MAX_RETRIES}
 retry_base_delay = 0.05
 max_concurrency = 64
 """,
@@ -277,6 +322,7 @@ def _entry_keys(path: Path) -> list[tuple[str, int]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()
     out = Path(args.out or tempfile.mkdtemp(prefix="swarm-soak-"))
     out.mkdir(parents=True, exist_ok=True)
     run_dir, server_log, probe = out / "rollout", out / "server.jsonl", out / "probe.jsonl"
@@ -294,6 +340,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             str(args.seed),
             "--hang-s",
             str(args.hang_s),
+            *(f"--p{kind}={p}" for kind, p in FAULTS.items()),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -363,8 +410,50 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
-    stop_times = [start + life["ended"] for life in lifetimes]
-    return _report(out, args, expected, lifetimes, kept_checks, stop_times)
+    report = _report(out, args, expected, lifetimes, kept_checks, start)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
+    report.update(
+        commit=commit + ("+dirty" if dirty.stdout.strip() else ""), load_before_after=[load_before, os.getloadavg()]
+    )
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def keep(out: Path, dest: Path) -> None:
+    """The run in ``out`` as the files bench/soak_figures.py reads, compressed, in ``dest``: the report,
+    the server's and the probe's logs, and one line per recorded episode (not the full records)."""
+    import gzip
+    import shutil
+
+    from orchestrator.rollout import EpisodeEntry
+    from swarm.rl.export import iter_jsonl
+
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(out / "report.json", dest / "report.json")
+    for name in ("server.jsonl", "probe.jsonl"):
+        with (out / name).open("rb") as src, gzip.open(dest / f"{name}.gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+    with gzip.open(dest / "episodes.jsonl.gz", "wt", encoding="utf-8", compresslevel=9) as f:
+        for e in iter_jsonl(out / "rollout" / "episodes.jsonl", EpisodeEntry):
+            r = e.record
+            line = {
+                "group_id": e.group_id,
+                "sample_index": e.sample_index,
+                "seed": e.seed,
+                "status": r.status.value,
+                "r_perf": r.reward.r_perf if r.reward is not None else None,
+                "critical_steps": r.dag.critical_steps,
+                "total_steps": r.dag.total_steps,
+                "widest_stage": max(r.dag.stage_widths, default=0),
+                "tokens": sum(u.prompt_tokens + u.completion_tokens for u in (r.usage, r.subagent_usage)),
+                "started_at": r.started_at,
+                "wall_time_s": r.wall_time_s,
+                "subagents": dict(Counter(s.status.value for s in r.subagent_results)),
+            }
+            f.write(json.dumps(line) + "\n")
 
 
 def _last_json(text: str) -> dict[str, Any] | None:
@@ -415,73 +504,51 @@ def _malformed_answered(records: list[Any]) -> int:
     )
 
 
-def _memory(out: Path, args: argparse.Namespace, problems: list[str]) -> list[dict[str, Any]]:
-    """The probe's samples per process lifetime: RSS and fd slopes after warm-up, tasks by kind (problems
-    found are appended to ``problems``)."""
+def _per_life(out: Path) -> list[list[dict[str, Any]]]:
+    """The probe's samples, one list per rollout process (uptime restarts at each)."""
     samples = [json.loads(x) for x in (out / "probe.jsonl").read_text().splitlines() if x.strip()]
     per_life: list[list[dict[str, Any]]] = []
     for s in samples:
         if not per_life or s["up_s"] < per_life[-1][-1]["up_s"]:
             per_life.append([])
         per_life[-1].append(s)
+    return per_life
+
+
+def _memory(per_life: list[list[dict[str, Any]]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per rollout process: RSS, fds, threads and tasks over its life (the figures; checks are in
+    :func:`soak_check.check_resources`)."""
     memory = []
     for run_samples in per_life:
         warm = [s for s in run_samples if s["up_s"] >= args.warmup_s]
-        sub_tasks = [s["by_kind"].get("Orchestrator._subagent", 0) for s in run_samples]
+
+        def first_last_max(name: str, samples: list[dict[str, Any]] = run_samples) -> list[float]:
+            return [samples[0][name], samples[-1][name], max(s[name] for s in samples)]
+
         memory.append(
             {
                 "minutes": round(run_samples[-1]["up_s"] / 60, 1),
-                "rss_mb_first_last_max": [
-                    run_samples[0]["rss_mb"],
-                    run_samples[-1]["rss_mb"],
-                    max(s["rss_mb"] for s in run_samples),
-                ],
+                "rss_mb_first_last_max": first_last_max("rss_mb"),
                 "rss_slope_mb_per_min_after_warmup": _round(_slope([(s["up_s"], s["rss_mb"]) for s in warm])),
-                "fds_first_last_max": [
-                    run_samples[0]["fds"],
-                    run_samples[-1]["fds"],
-                    max(s["fds"] for s in run_samples),
-                ],
+                "fds_first_last_max": first_last_max("fds"),
                 "fds_slope_per_min_after_warmup": _round(_slope([(s["up_s"], s["fds"]) for s in warm])),
                 "threads_max": max(s["threads"] for s in run_samples),
-                "tasks_first_last_max": [
-                    run_samples[0]["tasks"],
-                    run_samples[-1]["tasks"],
-                    max(s["tasks"] for s in run_samples),
-                ],
-                "subagent_tasks_max": max(sub_tasks, default=0),
+                "tasks_first_last_max": first_last_max("tasks"),
+                "subagent_tasks_max": max(
+                    (s["by_kind"].get("Orchestrator._subagent", 0) for s in run_samples), default=0
+                ),
             }
         )
-        if max(sub_tasks, default=0) > args.fanout * args.concurrent_episodes:
-            problems.append(f"more sub-agent tasks alive than can run: {max(sub_tasks)}")
-        if max(s["fds"] for s in run_samples) > 64 + 200:
-            problems.append(f"open fds reached {max(s['fds'] for s in run_samples)} (pool of 64 connections)")
     return memory
 
 
-def _episode_requests(
-    reqs: list[dict[str, Any]], seed_of: dict[int, tuple[str, int]]
-) -> tuple[dict[tuple[str, int], list[float]], dict[tuple[str, int], float]]:
-    """Per (task, sample): when its episode's requests started, and its orchestrator's last request."""
-    started: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for r in reqs:
-        if r.get("task") and r.get("seed") in seed_of:
-            started[seed_of[r["seed"]]].append(r["t"])
-    last_request: dict[tuple[str, int], float] = {}
-    for r in reqs:
-        if r["k"] == "o" and r.get("seed") in seed_of:
-            key = seed_of[r["seed"]]
-            last_request[key] = max(last_request.get(key, 0.0), r["t"])
-    return started, last_request
-
-
 def _lifetime_problems(out: Path, lifetimes: list[dict[str, Any]]) -> list[str]:
-    """Rollout processes that ended other than by a kill, Ctrl-C or exit, or left a traceback."""
+    """Rollout processes that ended other than by a kill, Ctrl-C (exit 130) or a clean exit (0), or left
+    a traceback."""
     problems: list[str] = []
     for life in lifetimes:
-        if life["stopped_by"] not in ("kill -9", "SIGINT", "exited") or (
-            life["stopped_by"] == "SIGINT" and life["returncode"] not in (130, 0, 1)
-        ):
+        how, rc = life["stopped_by"], life["returncode"]
+        if how not in ("kill -9", "SIGINT", "exited") or (how == "SIGINT" and rc != 130) or (how == "exited" and rc):
             problems.append(f"a rollout process ended unexpectedly: {life}")
         text = (out / life["stderr"]).read_text(errors="replace")
         if "Traceback" in text:
@@ -489,53 +556,29 @@ def _lifetime_problems(out: Path, lifetimes: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def _report(
-    out: Path,
-    args: argparse.Namespace,
-    expected: dict[str, int],
-    lifetimes: list[dict[str, Any]],
-    kept_checks: list[dict[str, Any]],
-    stop_times: list[float],
-) -> dict[str, Any]:
-    from orchestrator.rollout import EpisodeEntry, RolloutFailure, episode_seed
-    from swarm.rl.export import read_jsonl
-    from swarm.rl.trajectory import Trajectory
-
-    run_dir = out / "rollout"
+def _hangs(
+    out: Path, args: argparse.Namespace, requests: list[dict[str, Any]], lives: Any
+) -> tuple[list[str], dict[str, Any]]:
+    """Every hang ended within the client's timeout, unless a stop closed it (named)."""
     problems: list[str] = []
-    # -- the server's view: requests, faults, retries, hangs, episodes started
-    requests = [json.loads(x) for x in (out / "server.jsonl").read_text().splitlines() if x.strip()]
-    reqs = [r for r in requests if "f" in r]
     hang_ends = [r for r in requests if "hang_end" in r]
-    by_hash: dict[str, list[float]] = defaultdict(list)
-    for r in reqs:
-        by_hash[r["h"]].append(r["t"])
-    faults = Counter(r["f"] or "none" for r in reqs)
-    retryable = [r for r in reqs if r["f"] in ("500", "429", "body", "hang")]
-    # A retry comes after the backoff (a few seconds at most here), then waits for one of the endpoint's
-    # 64 request slots behind the rest of a 1,024-wide stage (~15 s at the soak's request rate on 2
-    # busy cores): a fault closer than that before a kill or the final stop may have had no chance.
-    cut = args.timeout + 30
 
-    def before_stop(t: float, window: float) -> bool:
-        return any(0 <= s - t <= window for s in stop_times)
+    def stopped_by(h: dict[str, Any]) -> str | None:
+        # A kill closes every connection of the process at once: a hang that ended within 2 s of its
+        # process's stop (on the server's clock) was ended by that stop, and says nothing of the timeout.
+        i = lives.at(h["t"])
+        return lives.names[i] if lives.stopped(i) and abs(lives.ends[i] - h["t"]) <= 2.0 else None
 
-    unretried = [r for r in retryable if not any(t > r["t"] for t in by_hash[r["h"]])]
-    unexplained = [r for r in unretried if not before_stop(r["t"], cut)]
-    if unexplained:
-        problems.append(f"{len(unexplained)} retryable faults were never retried (e.g. {unexplained[0]})")
-    # A hang the client gave up on ends within its timeout; one ended by a kill/stop says nothing.
-    # The client's timeout is a timer on its event loop: it cannot fire while the loop is not running
-    # (a niced process on busy cores), so a hang may outlast the timeout by the loop's lag then (the
-    # probe measures it every 0.25 s); beyond that, the timeout did not work.
-    closed = [h for h in hang_ends if h["client_closed"] and not before_stop(h["t"], 2.0)]
-    hang_max = max((h["after_s"] for h in closed), default=0.0)
+    by_stop = Counter(name for h in hang_ends if (name := stopped_by(h)))
+    closed = [h for h in hang_ends if h["client_closed"] and stopped_by(h) is None]
     lag_path = out / "probe.jsonl.lag"
     lags = [json.loads(x) for x in lag_path.read_text().splitlines() if x.strip()] if lag_path.exists() else []
 
     def lag_during(t0: float, t1: float) -> float:
         return max((g["lag_s"] for g in lags if t0 - 1 <= g["t"] <= t1), default=0.0)
 
+    # The client's timeout is a timer on its event loop: it cannot fire while the loop does not run (a
+    # niced process on busy cores), so a hang may outlast it by the loop's lag (the probe measures it).
     late = [h for h in closed if h["after_s"] > args.timeout + 1.0 + lag_during(h["t"] - h["after_s"], h["t"])]
     if late:
         problems.append(
@@ -545,92 +588,134 @@ def _report(
     open_hangs = [h for h in hang_ends if not h["client_closed"]]
     if open_hangs:
         problems.append(f"{len(open_hangs)} hung requests were never given up by the client")
-    seed_of = {episode_seed(args.seed, tid, j): (tid, j) for tid in expected for j in range(args.group_size)}
-    started, last_request = _episode_requests(reqs, seed_of)
-    # -- the rollout directory
+    return problems, {
+        "hangs_closed_by_client": len(closed),
+        "hangs_ended_by_stop": dict(by_stop),
+        "hang_max_s": max((h["after_s"] for h in closed), default=0.0),
+        "hangs_late_beyond_loop_lag": len(late),
+        "loop_lag_max_s": max((g["lag_s"] for g in lags), default=0.0),
+        "loop_lags_over_1s": sum(1 for g in lags if g["lag_s"] > 1.0),
+    }
+
+
+def _rollout_files(run_dir: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    from orchestrator.rollout import EpisodeEntry, RolloutFailure
+    from swarm.rl.export import read_jsonl
+    from swarm.rl.trajectory import Trajectory
+
     entries = read_jsonl(run_dir / "episodes.jsonl", EpisodeEntry)
-    keys = [(e.group_id, e.sample_index) for e in entries]
-    dupes = len(keys) - len(set(keys))
-    if dupes:
-        problems.append(f"{dupes} episodes were written twice")
-    failures = read_jsonl(run_dir / "failures.jsonl", RolloutFailure) if (run_dir / "failures.jsonl").exists() else []
-    failed_keys = {(f.group_id, f.sample_index) for f in failures if f.kind != "trajectory"}
-    recorded = set(keys) | failed_keys
-    lost = [
-        k for k in started if k not in recorded and not any(0 <= s - last_request.get(k, 0) <= 300 for s in stop_times)
-    ]
-    if lost:
-        problems.append(f"{len(lost)} started episodes are neither recorded nor cut by a kill/stop: {lost[:3]}")
-    for c in kept_checks:
-        if c["missing"]:
-            problems.append(f"{c['missing']} of {c['before']} episodes on disk before a kill -9 were gone after it")
+    fail_path = run_dir / "failures.jsonl"
+    failures = read_jsonl(fail_path, RolloutFailure) if fail_path.exists() else []
     trajectories = read_jsonl(run_dir / "trajectories.jsonl", Trajectory)
+    return entries, failures, trajectories
+
+
+def _trajectory_problems(keys: list[Key], failures: list[Any], trajectories: list[Any], k: int) -> list[str]:
+    problems = []
     t_keys = [(t.group_id, t.sample_index) for t in trajectories]
     if len(t_keys) != len(set(t_keys)):
         problems.append(f"{len(t_keys) - len(set(t_keys))} trajectories were written twice")
-    t_fail = [f for f in failures if f.kind == "trajectory"]
     groups = Counter(g for g, _ in set(keys))
-    complete = {g for g, n in groups.items() if n == args.group_size}
-    exported = {k for k in t_keys} | {(f.group_id, f.sample_index) for f in t_fail}
-    missing_t = [k for k in set(keys) if k[0] in complete and k not in exported]
+    complete = {g for g, n in groups.items() if n == k}
+    exported = set(t_keys) | {(f.group_id, f.sample_index) for f in failures if f.kind == "trajectory"}
+    missing_t = [x for x in set(keys) if x[0] in complete and x not in exported]
     if missing_t:
         problems.append(f"{len(missing_t)} episodes of complete groups have neither a trajectory nor a failure")
+    return problems
+
+
+def _report(
+    out: Path,
+    args: argparse.Namespace,
+    expected: dict[str, int],
+    lifetimes: list[dict[str, Any]],
+    kept_checks: list[dict[str, Any]],
+    start: float,
+) -> dict[str, Any]:
+    from orchestrator.rollout import episode_seed
+
+    requests = [json.loads(x) for x in (out / "server.jsonl").read_text().splitlines() if x.strip()]
+    reqs = [r for r in requests if "f" in r]
+    lives = soak_check.Lives.of(start, lifetimes)
+    order = {(tid, j): n * args.group_size + j for n, tid in enumerate(expected) for j in range(args.group_size)}
+    seed_of = {episode_seed(args.seed, tid, j): (tid, j) for tid, j in order}
+    ledger = soak_check.Ledger.of(reqs, seed_of, order, lives)
+    entries, failures, trajectories = _rollout_files(out / "rollout")
+    keys = [(e.group_id, e.sample_index) for e in entries]
+    failed = {(f.group_id, f.sample_index) for f in failures if f.kind != "trajectory"}
+    problems, cut_episodes = soak_check.check_episodes(ledger, lives, keys, failed, args.concurrent_episodes)
+    problems += [
+        f"{c['missing']} of {c['before']} episodes on disk before a kill -9 were gone after it"
+        for c in kept_checks
+        if c["missing"]
+    ]
+    recorded_by = {((e.group_id, e.sample_index), lives.at(e.record.started_at)): e.record for e in entries}
+    recorded_by |= {
+        ((f.group_id, f.sample_index), lives.at(f.record.started_at)): f.record
+        for f in failures
+        if f.record is not None
+    }
+    retry_problems, excused_faults, retry_figures = soak_check.check_retries(
+        reqs, ledger, lives, recorded_by, MAX_RETRIES
+    )
+    hang_problems, hang_figures = _hangs(out, args, requests, lives)
     records = [e.record for e in entries]
-    statuses = Counter(r.status.value for r in records)
-    sub = Counter(s.status.value for r in records for s in r.subagent_results)
-    malformed_answered = _malformed_answered(records)
-    widths = Counter(max(r.dag.stage_widths, default=0) for r in records)
-    r_perf = [r.reward.r_perf for r in records if r.reward is not None]
-    problems.extend(_lifetime_problems(out, lifetimes))
-    memory = _memory(out, args, problems)
+    q = sum(FAULTS[k] for k in soak_check.RETRYABLE)
+    status_problems, status_figures = soak_check.check_statuses(records, q, MAX_RETRIES, 5, 4)
+    per_life = _per_life(out)
+    resource_problems, resource_rows = soak_check.check_resources(
+        per_life,
+        args.settle_s,
+        args.warmup_s,
+        args.rss_slope_max,
+        args.rss_min_minutes,
+        _slope,
+        args.concurrent_episodes,
+    )
+    problems += retry_problems + hang_problems + status_problems + resource_problems
+    problems += _trajectory_problems(keys, failures, trajectories, args.group_size)
+    problems += _lifetime_problems(out, lifetimes)
     report = {
         "command": " ".join(sys.argv),
-        "start_time": stop_times[0] - lifetimes[0]["ended"] if lifetimes else None,
+        "start_time": start,
         "minutes": args.minutes,
         "fanout": args.fanout,
         "load_average": os.getloadavg(),
         "lifetimes": lifetimes,
         "server": {
             "requests": len(reqs),
-            "faults": dict(faults),
-            "retryable_faults": len(retryable),
-            "retried": len(retryable) - len(unretried),
-            "by_kind": {  # per fault kind: injected, then retried (the same request body came again)
-                kind: {
-                    "injected": faults.get(kind, 0),
-                    "retried": sum(1 for r in retryable if r["f"] == kind)
-                    - sum(1 for r in unretried if r["f"] == kind),
-                }
-                for kind in ("500", "429", "body", "hang")
-            },
-            "cut_by_kill_or_stop": len(unretried) - len(unexplained),
-            "hangs_closed_by_client": len(closed),
-            "hang_max_s": hang_max,
-            "hangs_over_timeout_plus_1s": sum(1 for h in closed if h["after_s"] > args.timeout + 1.0),
-            "hangs_late_beyond_loop_lag": len(late),
-            "loop_lag_max_s": max((g["lag_s"] for g in lags), default=0.0),
-            "loop_lags_over_1s": sum(1 for g in lags if g["lag_s"] > 1.0),
-            "episodes_started": len(started),
+            "faults": dict(Counter(r["f"] or "none" for r in reqs)),
+            **retry_figures,
+            **hang_figures,
+            "episodes_started": len(ledger.lives_of),
         },
         "rollout": {
             "episodes": len(entries),
             "unique": len(set(keys)),
-            "statuses": dict(statuses),
+            "statuses": dict(Counter(r.status.value for r in records)),
+            **status_figures,
+            "episodes_cut_by_a_stop": cut_episodes,
             "failures": dict(Counter(f.kind for f in failures)),
             "failure_reasons": dict(Counter(f.error[:120] for f in failures).most_common(5)),
             "trajectories": len(trajectories),
-            "trajectory_failures": len(t_fail),
-            "subagent_statuses": dict(sub),
-            "widest_stage": dict(widths),
-            "malformed_calls_answered": malformed_answered,
-            "r_perf_1_fraction": round(sum(1 for x in r_perf if x == 1.0) / len(r_perf), 4) if r_perf else None,
+            "trajectory_failures": sum(1 for f in failures if f.kind == "trajectory"),
+            "subagent_statuses": dict(Counter(s.status.value for r in records for s in r.subagent_results)),
+            "widest_stage": dict(Counter(max(r.dag.stage_widths, default=0) for r in records)),
+            "malformed_calls_answered": _malformed_answered(records),
+            "r_perf_1_fraction": _fraction([r.reward.r_perf == 1.0 for r in records if r.reward is not None]),
             "kept_after_kill": kept_checks,
         },
-        "memory": memory,
+        "excused_faults": excused_faults,
+        "memory": _memory(per_life, args),
+        "resource_checks": resource_rows,
         "problems": problems,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+def _fraction(flags: list[bool]) -> float | None:
+    return round(sum(flags) / len(flags), 4) if flags else None
 
 
 def _rereport(args: argparse.Namespace) -> dict[str, Any]:
@@ -647,7 +732,7 @@ def _rereport(args: argparse.Namespace) -> dict[str, Any]:
         t["id"]: t["verifier_args"]["expected"] for t in map(json.loads, (out / "tasks.jsonl").read_text().splitlines())
     }
     kept = old["rollout"]["kept_after_kill"]
-    report = _report(out, args, expected, lifetimes, kept, [start + life["ended"] for life in lifetimes])
+    report = _report(out, args, expected, lifetimes, kept, start)
     report.update(command=old["command"], load_average=old["load_average"], start_time=start)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     return report
@@ -672,13 +757,20 @@ def main() -> None:
     p.add_argument("--tasks-per-minute", type=float, default=20.0, help="tasks in the file (more than can run)")
     p.add_argument("--timeout", type=float, default=5.0, help="the backend's per-request timeout (s)")
     p.add_argument("--hang-s", type=float, default=30.0, help="how long the server leaves a hung request")
-    p.add_argument("--warmup-s", type=float, default=60.0)
+    p.add_argument("--warmup-s", type=float, default=60.0, help="RSS slope is measured after this uptime")
+    p.add_argument("--settle-s", type=float, default=10.0, help="tasks and fds are held flat after this uptime")
+    p.add_argument("--rss-slope-max", type=float, default=3.0, help="MB/min allowed after warm-up")
+    p.add_argument("--rss-min-minutes", type=float, default=3.0, help="RSS slope checked over at least this")
     p.add_argument("--probe-interval", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--check", action="store_true", help="exit 1 when an invariant failed")
     p.add_argument("--report-from", type=Path, default=None, help="recompute the report of a finished run in DIR")
+    p.add_argument("--keep", type=Path, nargs=2, metavar=("OUT", "DEST"), help="compress run OUT's raw files into DEST")
     args = p.parse_args()
+    if args.keep:
+        keep(*args.keep)
+        return
     report = run(args) if args.report_from is None else _rereport(args)
     print(json.dumps(report, indent=2))
     if args.check and report["problems"]:

@@ -144,8 +144,8 @@ _RETURNED_NOTICE = (
     "Answer the user now in plain text with those results."
 )
 _SAME_RESULT = (
-    "You already made exactly this call and it returned the same result as before (above). "
-    "Do not repeat it: answer the user now if you have what you need."
+    "You already made exactly this call and it returned the same result as before, repeated below. "
+    "Do not repeat it: answer the user now if you have what you need.\n\n"
 )
 
 
@@ -253,7 +253,7 @@ class NoCoach(Coach):
             elif not held:
                 if state.returned.get(sig) == content:
                     repeats += 1
-                    content = _SAME_RESULT
+                    content = _SAME_RESULT + content  # the result stays in view (a 1.5B lost it)
                 state.returned[sig] = o.content
             shown.append(content)
         self._verdict(state, outcomes, ran, repeats, failed_again, done_again)

@@ -77,6 +77,9 @@ async def test_an_agent_resending_the_same_searches_is_told_so_and_then_answers(
         assert len(repeats) == 4 and all(
             s.startswith("You already made exactly this call and it returned") for s in repeats
         )
+        # the result itself stays in view below the notice (a 1.5B told only "as before (above)" answered
+        # "I'm sorry, but I can't assist with that." on the controls dev split)
+        assert all(s.endswith(r.content) for s, r in zip(repeats, record.stages[0].tool_results, strict=True))
     assert policy.calls[2].tool_choice == "auto"  # one repeat is allowed: a re-read can be legitimate
     final = policy.calls[3]
     assert final.tool_choice == "none" and notice(final).startswith("Stop calling tools: your last calls repeated")

@@ -33,6 +33,9 @@ __all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "workload_knobs"]
 
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 
+MAX_GENERATED_TASKS = 100_000
+"""``--index + -n`` of a workload run: a workload generates its tasks in order (about 0.1 ms each)."""
+
 WORKLOAD_TABLES = ("swarm", "backend", "tools")
 """Config tables ``swarm run -w`` reads: the workload's own scorer is the reward."""
 
@@ -181,8 +184,11 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
     if any(a.model for a in c.agents):
         raise UserError("agent files that name a model need a model backend; the scripted demo has none")
     reward = _reward_config(c.extras.get("reward"))
+    # The demo keeps its own budgets; a config file changes only what it sets (a found swarm.toml
+    # whose tables are all commented out changes nothing).
+    given = c.base.model_dump(include=c.base.model_fields_set) if c.base is not None else {}
     kit = EpisodeKit(
-        config_from(c.base or d.config, c.overrides),
+        config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}),
         d.orchestrator_backend,
         d.subagent_backend,
         (*d.tools, *c.builtin),
@@ -254,6 +260,11 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
 
     wl = get_workload(name)  # an unknown name lists the known ones
     n = req.num_tasks or 1
+    if req.task_file is None and req.index + n > MAX_GENERATED_TASKS:
+        raise UserError(
+            f"--index {req.index} with -n {n} asks for task {req.index + n - 1}; tasks are generated in order, "
+            f"so --index + -n is at most {MAX_GENERATED_TASKS} (use another --seed for other tasks)"
+        )
     if req.task_file is None:
         tasks = wl.tasks(req.index + n, seed=req.task_seed, split=req.split, **req.knobs)[req.index :]
     else:

@@ -117,3 +117,11 @@ def test_doctor_reports_each_part_and_fails_on_what_will_not_run(
     assert code == 1 and rows["config"]["status"] == "fail" and "max_critcal_steps" in rows["config"]["detail"]
     human = runner.invoke(app, ["doctor"], env={"COLUMNS": "80"})
     assert "config" in human.stdout and "fail" in human.stdout
+
+
+def test_an_all_commented_config_changes_nothing_in_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = _budget(tmp_path)[0]
+    assert runner.invoke(app, ["init"]).exit_code == 0
+    budget, note = _budget(tmp_path)
+    assert budget == before == 16 and "config: " in note

@@ -211,3 +211,10 @@ def test_a_list_knob_takes_comma_separated_values(tmp_path: Path) -> None:
     rollout = ["rollout", "-w", "bfcl-parallel", "-b", "gold", "-n", "1", "-k", "1", "-q", "-o", str(tmp_path / "r")]
     r = runner.invoke(app, [*rollout, "--knob", "categories=simple_python,multiple"])
     assert r.exit_code == 0, r.output
+
+
+def test_an_index_far_past_what_can_be_generated_is_refused_at_once(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    result = runner.invoke(app, _gold(tmp_path, "--index", "99999999", "-p"))
+    assert result.exit_code == 2 and "at most 100000" in result.stderr
+    assert time.monotonic() - t0 < 5

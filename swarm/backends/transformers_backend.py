@@ -26,18 +26,18 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 
-from swarm.backend import Completion, FinishReason, ModelRequest, SamplingParams, Usage
+from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.backends.continuation import TurnMemory
-from swarm.backends.toolparse import parse_tool_calls
+from swarm.backends.token_engine import ChatTokens, TokenOutput, chat_dicts
 from swarm.errors import BackendError, ConfigError
-from swarm.messages import AssistantMessage, Message, ToolMessage
+from swarm.messages import Message
 
 __all__ = ["TransformersBackend", "chat_dicts"]
 
@@ -72,25 +72,6 @@ def _top_p(probs: Any, top_p: float) -> Any:
     return out / out.sum()
 
 
-def chat_dicts(messages: tuple[Message, ...] | list[Message]) -> list[dict[str, Any]]:
-    """Messages as the dicts HF chat templates expect (tool-call arguments as dicts, not JSON strings)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        if isinstance(m, AssistantMessage):
-            d: dict[str, Any] = {"role": "assistant", "content": m.content}
-            if m.tool_calls:
-                d["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in m.tool_calls
-                ]
-            out.append(d)
-        elif isinstance(m, ToolMessage):
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "name": m.name, "content": m.content})
-        else:
-            out.append({"role": m.role, "content": m.content})
-    return out
-
-
 class TransformersBackend:
     """``TransformersBackend.from_pretrained(path)`` or ``TransformersBackend(model, tokenizer)``.
 
@@ -110,29 +91,29 @@ class TransformersBackend:
         max_batch: int = 16,
         batch_wait_s: float = 0.002,
     ) -> None:
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ConfigError(
-                f"tokenizer of model {name!r} has no chat template; set tokenizer.chat_template "
-                "(a Jinja ChatML template) before serving it"
-            )
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        extra_stops = [gen_eos] if isinstance(gen_eos, int) else list(gen_eos or ())
+        self.chat = ChatTokens(tokenizer, name=name, stop_ids=extra_stops)
         self.hf_model = model
         self.tokenizer = tokenizer
         self._name = name
         self.weight_version = weight_version
         self._lock = threading.Lock()  # held while decoding and while weights change
         self._queue_lock = threading.Lock()
-        self.memory = TurnMemory()
         self._pending: list[_Job] = []
         self.max_batch = max_batch
         self.batch_wait_s = batch_wait_s
-        eos = tokenizer.eos_token_id
-        self._stop_ids: set[int] = {eos} if isinstance(eos, int) else set(eos or ())
-        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        if isinstance(gen_eos, int):
-            self._stop_ids.add(gen_eos)
-        elif gen_eos:
-            self._stop_ids.update(gen_eos)
+        self._stop_ids: set[int] = set(self.chat.stop_ids)
         self._pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self._stop_ids, default=0)
+
+    @property
+    def memory(self) -> TurnMemory:
+        """The turn memory of the chat layer (prompt continuation across turns)."""
+        return self.chat.memory
+
+    @memory.setter
+    def memory(self, memory: TurnMemory) -> None:
+        self.chat.memory = memory
 
     @classmethod
     def from_pretrained(
@@ -167,33 +148,15 @@ class TransformersBackend:
         return self._name
 
     def _template(self, messages: tuple[Message, ...], request: ModelRequest) -> str:
-        tools = [t.to_openai() for t in request.tools] or None
-        try:
-            text = self.tokenizer.apply_chat_template(
-                chat_dicts(messages), tools=tools, tokenize=False, add_generation_prompt=True
-            )
-        except Exception as exc:  # a template that rejects the conversation is the developer's problem
-            raise ConfigError(f"chat template of {self._name!r} failed to render the request: {exc}") from exc
-        return str(text)
+        return self.chat.template(messages, request)
 
     def _encode(self, text: str) -> list[int]:
-        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids
+        return self.chat.encode(text)
 
     def render(self, request: ModelRequest) -> list[int]:
-        """The prompt token ids of a request (chat template + tokenization, no special tokens added).
-
-        A turn that extends an earlier generation of this backend continues that generation's exact
-        prompt + sampled ids (:class:`~swarm.backends.continuation.TurnMemory`), so re-rendering the
-        model's own output (e.g. fenced JSON recorded as a parsed call) never changes its tokens.
-        """
-        cont = self.memory.continuation(request.messages)
-        if cont is not None:
-            suffix = cont.suffix(self._template(cont.probe, request))
-            if suffix is not None:
-                self.memory.continued += 1
-                return [*cont.base_ids, *self._encode(suffix)]
-        return self._encode(self._template(request.messages, request))
+        """The prompt token ids of a request (chat template + tokenization, no special tokens added);
+        a turn that extends an earlier generation continues its exact ids (:class:`ChatTokens`)."""
+        return self.chat.render(request)
 
     async def complete(self, request: ModelRequest) -> Completion:
         prompt = self.render(request)
@@ -206,15 +169,22 @@ class TransformersBackend:
         max_new = request.sampling.max_tokens
         if limit is not None:
             max_new = min(max_new, limit - len(prompt))
-        job = _Job(prompt=prompt, sampling=request.sampling, max_new=max_new)
+        out = await self._generate(prompt, request.sampling, max_new)
+        return self.chat.completion(
+            request, prompt, out.token_ids, out.logprobs, max_new=max_new, weight_version=out.weight_version
+        )
+
+    async def generate_tokens(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> TokenOutput:
+        """Token ids in, token ids out (:class:`~swarm.backends.token_engine.TokenEngine`): up to
+        ``sampling.max_tokens`` ids after ``prompt_ids``, with their logprobs and the weight version."""
+        return await self._generate(list(prompt_ids), sampling, sampling.max_tokens)
+
+    async def _generate(self, prompt: list[int], sampling: SamplingParams, max_new: int) -> TokenOutput:
+        job = _Job(prompt=prompt, sampling=sampling, max_new=max_new)
         await anyio.to_thread.run_sync(self._run_job, job)
         if job.error is not None:
             raise job.error
-        completion, raw = self._completion(request, prompt, job.ids, job.logprobs, job.version, max_new)
-        ended = bool(job.ids) and job.ids[-1] in self._stop_ids
-        eog = str(self.tokenizer.decode([job.ids[-1]], skip_special_tokens=False)) if ended else ""
-        self.memory.remember(request.messages, completion, raw, eog)
-        return completion
+        return TokenOutput(tuple(job.ids), tuple(job.logprobs), str(job.version))
 
     # -- generation ----------------------------------------------------------------------------------
 
@@ -327,40 +297,6 @@ class TransformersBackend:
             return False
         tail = self.tokenizer.decode(job.ids[-64:], skip_special_tokens=False)
         return any(x in tail for x in stops)
-
-    def _completion(
-        self, request: ModelRequest, prompt: list[int], ids: list[int], lps: list[float], version: int, max_new: int
-    ) -> tuple[Completion, str]:
-        """The completion and the raw decoded text (before tool calls were cut out of it)."""
-        ended = bool(ids) and ids[-1] in self._stop_ids
-        body = ids[:-1] if ended else ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        for special in (self.tokenizer.pad_token,):
-            if special:
-                text = text.replace(special, "")
-        finish: FinishReason = "stop" if ended or len(ids) < max_new else "length"
-        raw = text
-        calls: tuple[Any, ...] = ()
-        parse_error = None
-        if request.tools and request.tool_choice != "none":
-            parsed = parse_tool_calls(text, [t.name for t in request.tools])
-            calls, parse_error = parsed.tool_calls, parsed.parse_error
-            if calls:
-                text = parsed.text
-                finish = "tool_calls"
-        completion = Completion(
-            text=text,
-            tool_calls=calls,
-            finish_reason=finish,
-            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(ids)),
-            model=self._name,
-            prompt_token_ids=tuple(prompt),
-            token_ids=tuple(ids),
-            logprobs=tuple(lps),
-            parse_error=parse_error,
-            weight_version=str(version),
-        )
-        return completion, raw
 
     # -- serving-engine side of training -------------------------------------------------------------
 

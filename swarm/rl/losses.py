@@ -39,6 +39,7 @@ __all__ = [
     "gather_logprobs",
     "k2_squared_loss",
     "k25_loss",
+    "k25_token_objective",
     "masked_logprobs",
     "pad_batch",
     "ppo_clip_loss",
@@ -122,6 +123,20 @@ def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
     return max(n, 1.0)  # a batch without orchestrator tokens gives a zero loss, not NaN
 
 
+def k25_token_objective(
+    log_ratio: torch.Tensor, advantages: torch.Tensor, params: LossParams
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """K2.5's per-token objective (to *maximise*) and its keep mask: ``1{α ≤ log r ≤ β}·r·A − τ·(log r)²``.
+
+    ``log_ratio`` is ``log π_θ − log π_old`` ``[B, T]``; ``advantages`` broadcasts against it (``[B, 1]``
+    per sequence, or ``[B, T]`` per token as verl passes them). The one implementation of the formula:
+    :func:`k25_loss` and the verl policy loss (``orchestrator.rl.verl_loop``) aggregate it differently.
+    """
+    ratio = torch.exp(log_ratio)
+    keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(log_ratio.dtype).detach()
+    return keep * ratio * advantages - params.tau * log_ratio.square(), keep
+
+
 @LOSSES.register("k25")
 def k25_loss(
     logprobs: torch.Tensor,
@@ -137,9 +152,7 @@ def k25_loss(
     log-ratio penalty applies to every orchestrator token, masked or not.
     """
     mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
-    ratio = torch.exp(log_ratio)
-    keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(logprobs.dtype).detach()
-    per_token = keep * ratio * advantages.detach()[:, None] - params.tau * log_ratio.square()
+    per_token, keep = k25_token_objective(log_ratio, advantages.detach()[:, None], params)
     n = _normaliser(mask, num_tokens)
     loss = -(per_token * mask).sum() / n
     with torch.no_grad():

@@ -15,8 +15,9 @@ The engine records them on every episode (``EpisodeRecord.monitors``) and on its
 
 from __future__ import annotations
 
-import re
+import functools
 import statistics
+import string
 from collections.abc import Iterable, Sequence
 
 from swarm.errors import ConfigError
@@ -25,6 +26,7 @@ from swarm.rl.rewards import task_parts
 
 __all__ = [
     "LOW_FINISH_RATE",
+    "REPORTS_CHECKED",
     "STRAGGLER_RATIO",
     "duplicate_tasks",
     "episode_monitors",
@@ -38,8 +40,12 @@ STRAGGLER_RATIO = 2.0
 """A stage whose slowest sub-agent took at least this many times the median steps has a straggler."""
 LOW_FINISH_RATE = 0.5
 """Below this share of completed sub-agents, the episode's finish rate is flagged."""
+REPORTS_CHECKED = 64
+"""Reports read per episode for unused findings: all of them up to this many completed sub-agents, an
+evenly spaced sample of this many above (the count scaled). Monitors run on every episode: reading
+every report of a 1,000-wide episode cost 6 % of the runtime's CPU in bench_runtime's realistic workload."""
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_PUNCTUATION = string.punctuation
 _FILLER = frozenset(
     {
         "a",
@@ -89,11 +95,18 @@ France" and "please look up France's capital" are the same task)."""
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """Lower-cased whitespace-separated words with the punctuation around them stripped ("Paris." and
+    "paris," are one word; "user@example.com" stays one). The cheapest tokeniser found that treats the
+    answer, reports and tasks alike (monitors run on every episode; a wide stage has 1,000 sub-tasks)."""
+    return [w for w in (t.strip(_PUNCTUATION) for t in text.lower().split()) if w]
 
 
 def _content(text: str) -> frozenset[str]:
-    return frozenset(w for w in _words(text) if w not in _FILLER)
+    return frozenset(_words(text)) - _FILLER
+
+
+_task_content = functools.lru_cache(maxsize=4096)(_content)
+"""Sub-task texts are read twice per episode (duplicates, findings) and repeat across a group's samples."""
 
 
 def duplicate_tasks(stage: StageRecord) -> int:
@@ -102,7 +115,7 @@ def duplicate_tasks(stage: StageRecord) -> int:
     seen: set[frozenset[str]] = set()
     dup = 0
     for r in stage.subagents:
-        key = _content(r.task)
+        key = _task_content(r.task)
         if key and key in seen:
             dup += 1
         seen.add(key)
@@ -112,25 +125,31 @@ def duplicate_tasks(stage: StageRecord) -> int:
 def _findings(r: SubagentResult, prompt_words: frozenset[str]) -> frozenset[str]:
     """What a report says that its task and the episode's prompt did not: its new content words
     (numbers of any length, other words of three letters or more)."""
-    asked = prompt_words | _content(r.task)
-    return frozenset(w for w in _content(r.report) if w not in asked and (len(w) >= 3 or w.isdigit()))
+    new = _content(r.report) - prompt_words - _task_content(r.task)
+    return frozenset(w for w in new if len(w) >= 3 or w.isdigit())
 
 
-def unused_reports(record: EpisodeRecord) -> int:
-    """Completed sub-agents none of whose findings (see :func:`_findings`) appear in the answer; 0 when
-    the episode has no answer."""
+def unused_reports(record: EpisodeRecord, *, limit: int | None = REPORTS_CHECKED) -> tuple[int, int]:
+    """(completed sub-agents none of whose findings (see :func:`_findings`) appear in the answer,
+    completed sub-agents checked); (0, 0) when the episode has no answer.
+
+    Above ``limit`` completed sub-agents, an evenly spaced sample of ``limit`` is checked and the
+    count scaled to all of them (``None``: check every one)."""
     if not record.answer:
-        return 0
-    answer = frozenset(_words(record.answer))
+        return 0, 0
+    done = [r for r in record.subagent_results if r.status is AgentStatus.COMPLETED]
+    sample = done if limit is None or len(done) <= limit else [done[i * len(done) // limit] for i in range(limit)]
+    if not sample:
+        return 0, 0
     prompt = _content(record.task.prompt)
+    # The answer's words a finding could be, computed once; each report then costs one tokenisation.
+    answer = frozenset(w for w in _content(record.answer) - prompt if len(w) >= 3 or w.isdigit())
     unused = 0
-    for r in record.subagent_results:
-        if r.status is not AgentStatus.COMPLETED:
-            continue
-        found = _findings(r, prompt)
-        if found and not (found & answer):
-            unused += 1
-    return unused
+    for r in sample:
+        task = _task_content(r.task)
+        if not any(w in answer and w not in task for w in _words(r.report)):
+            unused += bool(_findings(r, prompt))
+    return round(unused * len(done) / len(sample)), len(sample)
 
 
 def straggler_ratio(stages: Iterable[StageRecord]) -> float | None:
@@ -161,7 +180,7 @@ def episode_monitors(record: EpisodeRecord) -> MonitorReport:
     max_width = max(widths, default=0)
     serial = None if parts is None or parts < 2 else max_width <= 1
     dup = sum(duplicate_tasks(s) for s in record.stages)
-    unused = unused_reports(record)
+    unused, checked = unused_reports(record)
     over = sum(1 for w in widths if parts is not None and w > parts)
     finish = sum(r.status is AgentStatus.COMPLETED for r in subs) / len(subs) if subs else None
     straggler = straggler_ratio(record.stages)
@@ -183,6 +202,7 @@ def episode_monitors(record: EpisodeRecord) -> MonitorReport:
         serial_collapse=serial,
         duplicate_tasks=dup,
         unused_reports=unused,
+        reports_checked=checked,
         over_width_stages=over,
         spurious_parallelism=spurious,
         finish_rate=finish,

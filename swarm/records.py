@@ -273,7 +273,10 @@ class MonitorReport(_Frozen):
     duplicate_tasks: int = 0
     """Sub-tasks that repeat (or only reword) another sub-task of the same stage."""
     unused_reports: int = 0
-    """Completed sub-agents whose findings the answer never uses."""
+    """Completed sub-agents whose findings the answer never uses (scaled from a sample when
+    ``reports_checked`` is below the completed sub-agents)."""
+    reports_checked: int = 0
+    """Completed sub-agents' reports read for ``unused_reports``."""
     over_width_stages: int = 0
     """Stages wider than the task's parts."""
     spurious_parallelism: bool = False

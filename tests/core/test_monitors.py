@@ -155,3 +155,29 @@ async def test_the_run_summary_names_the_monitors_that_fired() -> None:
     console = Console(record=True, width=160, force_terminal=False)
     console.print(summary_table(record))
     assert f"serial collapse (swarm traces show {record.episode_id[:8]})" in console.export_text()
+
+
+def test_unused_reports_past_the_sample_size_are_estimated_from_an_even_sample() -> None:
+    from swarm.records import AgentStatus, EpisodeStatus, StageRecord, SubagentResult
+
+    subs = tuple(
+        SubagentResult(
+            agent_id=f"w-0-{i}",
+            name="w",
+            task=f"capital of country {i}",
+            status=AgentStatus.COMPLETED,
+            steps=1,
+            report=f"the capital is city{i}",
+        )
+        for i in range(200)
+    )
+    stage = StageRecord(index=0, kind="subagents", started=0, ended=1, orchestrator_steps=(), subagents=subs)
+    answer = " ".join(f"city{i}" for i in range(0, 200, 2))  # every other report used
+    record = EpisodeRecord(
+        episode_id="e", task=Task(prompt="capitals"), status=EpisodeStatus.COMPLETED, answer=answer, stages=(stage,)
+    )
+    m = episode_monitors(record)
+    assert m.reports_checked == 64 and 80 <= m.unused_reports <= 120
+    small = record.model_copy(update={"stages": (stage.model_copy(update={"subagents": subs[:40]}),)})
+    exact = episode_monitors(small)
+    assert exact.reports_checked == 40 and exact.unused_reports == 20

@@ -68,3 +68,15 @@ async def test_subagents_wait_unstarted_for_the_engines_slots_and_all_finish() -
     assert [s.status for s in subs] == [AgentStatus.COMPLETED] * 4
     assert all(s.report == "found item 0, item 1, item 2" for s in subs)
     assert max(s.ended - s.started for s in subs) < 1.8
+
+
+async def test_subagents_still_queued_when_the_episode_ends_say_they_never_started() -> None:
+    sub = FunctionBackend(_researcher, model="sub", delay=0.4, parallel_slots=1)
+    orch_turns: list[object] = [[call("assign_task", agent="worker", task=f"research {i}") for i in range(3)], "done"]
+    cfg = SwarmConfig(episode_timeout_s=1.0, subagent_timeout_s=30)
+    orch = Orchestrator(ScriptedBackend(orch_turns, model="orch"), cfg, tools=[lookup], subagent_backend=sub)  # type: ignore[arg-type]
+    record = await orch.run("research three items")
+    first, *queued = record.subagent_results
+    assert first.status is AgentStatus.CANCELLED and "item 0: value 0" in first.report  # its one lookup kept
+    assert [q.status for q in queued] == [AgentStatus.CANCELLED] * 2
+    assert all(q.report.startswith("(not started: it was queued") and q.steps == 0 for q in queued)

@@ -219,9 +219,12 @@ def eval_command(
             help="with --split test: refuse a seed this JSONL ledger lists as used, and record it when the run ends",
         ),
     ] = None,
+    report_only: Annotated[
+        bool, typer.Option("--report", help="print the markdown report of the RUN_DIRs' raw files; run nothing")
+    ] = False,
     report_dirs: Annotated[
         list[Path] | None,
-        typer.Option("--report", help="print the markdown report of run directories' raw files; run nothing"),
+        typer.Argument(metavar="RUN_DIR", help="with --report: run directories", show_default=False),
     ] = None,
     curve_knob: Annotated[
         str | None, typer.Option("--curve", help="with --report: the curve over this knob (e.g. entities) instead")
@@ -251,7 +254,9 @@ def eval_command(
             known = ", ".join(f"{k}={f.default!r}" for k, f in wl.knobs_model.model_fields.items())
             typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
         raise typer.Exit(0)
-    if report_dirs:
+    if report_only or report_dirs:
+        if not (report_only and report_dirs):
+            raise _fail(UserError("--report reads run directories: swarm eval --report RUN_DIR [RUN_DIR ...]"))
         raise typer.Exit(_print_report(report_dirs, curve_knob))
     try:
         if not workload:

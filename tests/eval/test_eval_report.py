@@ -95,3 +95,19 @@ def test_cli_prints_a_curve_from_raw_files(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "| 3 | swarm | 4 | 1.000 |" in r.stdout
     bad = runner.invoke(app, ["eval", "--report", str(root), "--curve", "width"])
     assert bad.exit_code == 2 and "no knob 'width'" in bad.output
+
+
+def test_cli_reports_several_run_directories_at_once(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    dirs = []
+    for i in (1, 2):
+        root = tmp_path / f"run{i}"
+        root.mkdir()
+        write_manifest(root, src.manifest.model_copy(update={"run_id": f"run{i}"}))
+        write_raw(root / RAW_FILE, [r.model_copy(update={"run_id": f"run{i}"}) for r in src.rows])
+        dirs.append(str(root))
+    r = runner.invoke(app, ["eval", "--report", *dirs])
+    assert r.exit_code == 0, r.output
+    assert "runs: run1, run2" in r.stdout and "(repeats 1.000–1.000, 2 repeats; 0 of 4 tasks differ)" in r.stdout
+    stray = runner.invoke(app, ["eval", *dirs])
+    assert stray.exit_code == 2 and "--report reads run directories" in stray.output

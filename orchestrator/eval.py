@@ -520,6 +520,10 @@ def _settings(
     """Everything that must match for a resumed run to continue this one."""
     dumped = {f"{t}/{a}": cfg.model_dump(mode="json") for (t, a), (_, cfg) in configs.items()}
     blob = json.dumps(dumped, sort_keys=True, default=str).encode()
+    # The same without default values: a config field added by a later commit (at its default) does
+    # not stop a resume; a value that differs does.
+    set_only = {k: cfg.model_dump(mode="json", exclude_defaults=True) for k, (_, cfg) in configs.items()}
+    set_blob = json.dumps({f"{t}/{a}": v for (t, a), v in set_only.items()}, sort_keys=True, default=str).encode()
     settings: dict[str, Any] = json.loads(
         json.dumps(
             {
@@ -538,6 +542,7 @@ def _settings(
                 "base_config": (base or SwarmConfig()).model_dump(mode="json"),
                 "overrides": {k: v for k, v in overrides.items() if v is not None},
                 "episode_configs_sha256": hashlib.sha256(blob).hexdigest(),
+                "episode_configs_nondefault_sha256": hashlib.sha256(set_blob).hexdigest(),
             },
             default=str,
         )
@@ -564,6 +569,25 @@ def _exclusive(root: Path) -> Iterator[None]:
         yield
 
 
+def _comparable(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two runs' settings as a resume compares them: base-config fields at their default left out on both
+    sides (a field a later commit added is no difference), and the episode configs compared without
+    defaults where both runs recorded that digest."""
+    a, b = dict(old), dict(new)
+    defaults = SwarmConfig().model_dump(mode="json")
+    for d in (a, b):
+        if isinstance(d.get("base_config"), dict):
+            d["base_config"] = {
+                k: v
+                for k, v in d["base_config"].items()
+                if k not in defaults or settings_diff({k: v}, {k: defaults[k]})
+            }
+    if "episode_configs_nondefault_sha256" in a and "episode_configs_nondefault_sha256" in b:
+        a.pop("episode_configs_sha256", None)
+        b.pop("episode_configs_sha256", None)
+    return a, b
+
+
 def _open_run(root: Path, manifest: RunManifest, resume: bool, stack: contextlib.ExitStack) -> list[RawEpisode]:
     """Create the run directory, or (``resume``) check the existing one and return its finished rows;
     either way the run is locked for this process (``stack``)."""
@@ -578,7 +602,7 @@ def _open_run(root: Path, manifest: RunManifest, resume: bool, stack: contextlib
         )
     stack.enter_context(_exclusive(root))
     old = read_manifest(root)
-    diff = settings_diff(old.settings, manifest.settings)
+    diff = settings_diff(*_comparable(old.settings, manifest.settings))
     for name in ("split", "seed"):
         if getattr(old, name) != getattr(manifest, name):
             diff.insert(0, name)

@@ -303,3 +303,21 @@ def test_a_terminated_cli_run_keeps_its_episodes_and_resumes(tmp_path: Path) -> 
     rows, bad = read_raw(raw)
     assert bad == 0 and sorted(r.task_id for r in rows) == sorted({r.task_id for r in rows}) and len(rows) == 4
     assert rows[: len(kept)] == kept  # the finished episodes were not run again
+
+
+async def test_a_config_field_added_by_a_later_commit_does_not_stop_a_resume(tmp_path: Path) -> None:
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(2, seed=0)
+    await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r")
+    path = tmp_path / "r" / "manifest.json"
+    old = json.loads(path.read_text())
+    # as written by code without SwarmConfig.coach: no such key, and another full-config digest
+    del old["settings"]["base_config"]["coach"]
+    old["settings"]["episode_configs_sha256"] = "0" * 64
+    path.write_text(json.dumps(old))
+    again = await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)
+    assert len(again.rows) == 2
+    old["settings"]["episode_configs_nondefault_sha256"] = "0" * 64  # a value that differs still does
+    path.write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="episode_configs_nondefault_sha256"):
+        await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)

@@ -308,6 +308,6 @@ def test_swarm_k25_is_registered_in_verl_and_equals_our_k25_loss() -> None:
         old, new, adv[:, None].expand(b, t), mask, "token-mean", cfg
     )
     (g_theirs,) = torch.autograd.grad(theirs, new)
-    assert float(theirs) == pytest.approx(float(ours.loss), rel=1e-6)
+    assert float(theirs.detach()) == pytest.approx(float(ours.loss.detach()), rel=1e-6)
     assert torch.allclose(g_ours, g_theirs, atol=1e-7)
     assert metrics["actor/k25_masked_token_frac"] == pytest.approx(ours.metrics["masked_token_frac"])

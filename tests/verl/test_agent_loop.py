@@ -32,6 +32,7 @@ pytest.importorskip("verl")
 os.environ.setdefault("HF_DATASETS_CACHE", "/tmp/swarm-test-hf-datasets")  # never the user's cache
 
 import hydra
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
@@ -42,6 +43,7 @@ from verl.experimental.agent_loop.agent_loop import (
     ToolListWrap,
     _agent_loop_registry,
 )
+from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, get_policy_loss_fn
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
@@ -311,3 +313,23 @@ def test_swarm_k25_is_registered_in_verl_and_equals_our_k25_loss() -> None:
     assert float(theirs.detach()) == pytest.approx(float(ours.loss.detach()), rel=1e-6)
     assert torch.allclose(g_ours, g_theirs, atol=1e-7)
     assert metrics["actor/k25_masked_token_frac"] == pytest.approx(ours.metrics["masked_token_frac"])
+
+
+def test_the_manager_adds_swarm_step_metrics_to_verls_own() -> None:
+    """verl logs what its agent loop manager returns; ours adds the episodes' critical steps, widths, rewards."""
+    n = 3
+    out = DataProto.from_dict(
+        tensors={"prompts": torch.zeros(n, 4, dtype=torch.long), "attention_mask": torch.ones(n, 9, dtype=torch.long)},
+        non_tensors={
+            "swarm_trainable": np.array([1.0, 1.0, 0.0]),
+            "swarm_critical_steps": np.array([3.0, 5.0, 0.0]),
+            "swarm_max_width": np.array([2.0, 4.0, 0.0]),
+            "swarm": np.array([{}, {}, {}], dtype=object),
+        },
+    )
+    per_sample = {"generate_sequences": 1.0, "tool_calls": 2.0, "compute_score": 0.0, "num_preempted": -1}
+    manager = verl_loop.SwarmAgentLoopManager.__new__(verl_loop.SwarmAgentLoopManager)  # no Ray workers needed
+    timing = manager._performance_metrics([[per_sample] * n], out)
+    assert timing["agent_loop/generate_sequences/mean"] == 1.0  # verl's own metrics stay
+    assert timing["swarm/critical_steps/max"] == 5.0 and timing["swarm/critical_steps/mean"] == 4.0
+    assert timing["swarm/max_width/mean"] == 3.0 and timing["swarm/trainable_frac"] == pytest.approx(2 / 3)

@@ -23,12 +23,10 @@ if [ -z "${POLICY:-}" ]; then
 fi
 export POLICY SUBAGENT="${SUBAGENT:-$POLICY}"
 export RUN_DIR="$OUT/run" WORKLOAD="${WORKLOAD:-starter}" N_TRAIN=16 N_VAL=4 STEPS="${STEPS:-3}" GROUP=4 BATCH=4
-export SUB_GPU_FRAC=0.15 POLICY_GPU_FRAC=0.3
+export SUB_GPU_FRAC=0.15 POLICY_GPU_FRAC=0.3 PROMPT_LEN=3072 RESPONSE_LEN=2048 LR=1e-5 SAVE_FREQ=-1 TEST_FREQ=-1
 T0=$(date +%s)
-timeout "${TIMEOUT_S:-480}" bash examples/verl/run_main_ppo.sh \
-    data.max_prompt_length=3072 data.max_response_length=2048 actor_rollout_ref.rollout.max_model_len=5120 \
-    trainer.save_freq=-1 trainer.test_freq=-1 trainer.val_before_train=False \
-    actor_rollout_ref.actor.optim.lr=1e-5 || echo "verl exited with $?" | tee -a "$OUT/gpu_check.txt"
+timeout "${TIMEOUT_S:-480}" bash examples/verl/run_main_ppo.sh trainer.val_before_train=False \
+    || echo "verl exited with $?" | tee -a "$OUT/gpu_check.txt"
 WALL=$(( $(date +%s) - T0 ))
 # verl's console logger prints one "step:N - key:value - ..." line per step: keep the curve and the throughput
 python - "$RUN_DIR/train.log" "$OUT/gpu_check.json" "$WALL" <<'PY'

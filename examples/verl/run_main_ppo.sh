@@ -25,6 +25,11 @@ BATCH="${BATCH:-16}"                      # tasks per step
 SUB_PORT="${SUB_PORT:-8001}"
 SUB_GPU_FRAC="${SUB_GPU_FRAC:-0.25}"      # the sub-agents' share of the GPU (same GPU as the policy here)
 POLICY_GPU_FRAC="${POLICY_GPU_FRAC:-0.35}"  # verl's rollout servers' share; the rest is the FSDP actor's
+PROMPT_LEN="${PROMPT_LEN:-4096}"          # the first orchestrator prompt (system prompt, tools, task)
+RESPONSE_LEN="${RESPONSE_LEN:-4096}"      # all later turns with their observations
+LR="${LR:-1e-6}"
+SAVE_FREQ="${SAVE_FREQ:-10}"              # checkpoints (what a resume starts from); -1: none
+TEST_FREQ="${TEST_FREQ:-10}"              # validation on the test split; -1: none
 mkdir -p "$RUN_DIR/data"
 cd "$ROOT"
 
@@ -40,10 +45,10 @@ export SWARM_VERL_CONFIG="$RUN_DIR/agent_loop.toml"
 # 3. the frozen sub-agents' server: its own vLLM engine, never the policy's rollout servers
 if ! curl -sf "http://127.0.0.1:$SUB_PORT/v1/models" >/dev/null; then
     python -m vllm.entrypoints.openai.api_server --model "$SUBAGENT" --served-model-name subagent \
-        --port "$SUB_PORT" --gpu-memory-utilization "$SUB_GPU_FRAC" --max-model-len 8192 \
+        --port "$SUB_PORT" --gpu-memory-utilization "$SUB_GPU_FRAC" --max-model-len 16384 \
         --enable-auto-tool-choice --tool-call-parser hermes > "$RUN_DIR/subagent-server.log" 2>&1 &
     SUB_PID=$!
-    trap 'kill $SUB_PID 2>/dev/null || true' EXIT
+    trap 'kill $SUB_PID 2>/dev/null || true' EXIT INT TERM
     for _ in $(seq 1 180); do
         curl -sf "http://127.0.0.1:$SUB_PORT/v1/models" >/dev/null && break
         kill -0 "$SUB_PID" 2>/dev/null || { tail -20 "$RUN_DIR/subagent-server.log"; exit 1; }
@@ -59,12 +64,12 @@ python -m verl.trainer.main_ppo \
     data.train_files="$RUN_DIR/data/train.parquet" \
     data.val_files="$RUN_DIR/data/val.parquet" \
     data.train_batch_size="$BATCH" \
-    data.max_prompt_length=4096 \
-    data.max_response_length=4096 \
+    data.max_prompt_length="$PROMPT_LEN" \
+    data.max_response_length="$RESPONSE_LEN" \
     data.filter_overlong_prompts=False \
     actor_rollout_ref.model.path="$POLICY" \
     actor_rollout_ref.model.use_remove_padding=True \
-    actor_rollout_ref.actor.optim.lr=1e-6 \
+    actor_rollout_ref.actor.optim.lr="$LR" \
     actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH" \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4 \
     actor_rollout_ref.actor.use_kl_loss=False \
@@ -77,7 +82,7 @@ python -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.temperature=1.0 \
     actor_rollout_ref.rollout.calculate_log_probs=True \
     actor_rollout_ref.rollout.gpu_memory_utilization="$POLICY_GPU_FRAC" \
-    actor_rollout_ref.rollout.max_model_len=8192 \
+    actor_rollout_ref.rollout.max_model_len=$((PROMPT_LEN + RESPONSE_LEN)) \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
     actor_rollout_ref.rollout.agent.default_agent_loop=swarm_agent \
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$RUN_DIR/agent_loop.yaml" \
@@ -93,7 +98,7 @@ python -m verl.trainer.main_ppo \
     trainer.resume_mode=auto \
     trainer.n_gpus_per_node=1 \
     trainer.nnodes=1 \
-    trainer.save_freq=10 \
-    trainer.test_freq=10 \
+    trainer.save_freq="$SAVE_FREQ" \
+    trainer.test_freq="$TEST_FREQ" \
     trainer.total_training_steps="$STEPS" \
     "$@" 2>&1 | tee -a "$RUN_DIR/train.log"

@@ -213,6 +213,11 @@ class ModeSummary(BaseModel):
     tokens: float
     mean_width: float
     fanout_rate: float = Field(0.0, description="share of episodes with >= 2 sub-agents in one stage")
+    delegation_rate: float = Field(
+        0.0,
+        description="share of episodes that ran any sub-agent (the controls' fan-out: answering a one-fact "
+        "question through a sub-agent counts)",
+    )
     finish_rate: float | None
     errors: int
 
@@ -253,6 +258,7 @@ def summarise(arm: str, rows: Sequence[EpisodeRow]) -> ModeSummary:
         tokens=_mean([r.tokens for r in rows]),
         mean_width=_mean([r.mean_width for r in rows]),
         fanout_rate=_mean([float(r.max_width >= 2) for r in rows]),
+        delegation_rate=_mean([float(r.max_width >= 1) for r in rows]),
         finish_rate=_mean(rates) if rates else None,
         errors=sum(r.error is not None for r in rows),
     )

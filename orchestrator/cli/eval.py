@@ -86,6 +86,7 @@ _FIELDS = (
     ("tokens", "{:.0f}"),
     ("mean_width", "{:.2f}"),
     ("fanout_rate", "{:.2f}"),
+    ("delegation_rate", "{:.2f}"),
     ("finish_rate", "{:.3f}"),
 )
 

@@ -134,3 +134,18 @@ def test_swarm_eval_runs_the_gold_policy_of_the_new_workloads(name: str, tmp_pat
     assert report["split"] == "dev" and len(report["rows"]) == 6 and all(row["metric"] == 1.0 for row in report["rows"])
     fanout = {m: s["fanout_rate"] for m, s in report["summaries"].items()}
     assert fanout == ({"swarm": 0.0, "single": 0.0} if name == "controls" else {"swarm": 1.0, "single": 0.0})
+
+
+def test_the_terminal_table_counts_one_delegated_sub_agent_as_delegation_not_as_fan_out() -> None:
+    """On the controls dev split the swarm answered 2 of 6 questions through one sub-agent each; the
+    table's fan-out (>= 2 in a stage) read 0.00, so delegation is its own row."""
+    from orchestrator.eval import EpisodeRow, summarise
+
+    def row(width: int) -> EpisodeRow:
+        return EpisodeRow(
+            task_id="t", episode_id="e", mode="swarm", status="completed", metric=1.0, success=True,
+            critical_steps=1, total_steps=1, wall_time_s=1.0, tokens=1, max_width=width,
+        )  # fmt: skip
+
+    summary = summarise("swarm", [row(0), row(1), row(1), row(3)])
+    assert summary.delegation_rate == 0.75 and summary.fanout_rate == 0.25

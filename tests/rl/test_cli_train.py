@@ -69,3 +69,24 @@ def test_a_bad_training_config_names_the_key_in_one_line(tmp_path: Path) -> None
     said = " ".join(result.stderr.split())
     assert "unknown key stepz (did you mean 'steps'?)" in said
     assert "validation error" not in said and "pydantic" not in said  # not pydantic's raw report
+
+
+SMOKE = Path(__file__).resolve().parents[2] / "experiments" / "train_smoke.toml"
+
+
+def test_the_smoke_config_loads() -> None:
+    from orchestrator.rl.trainer import load_train_config
+
+    cfg = load_train_config(SMOKE)
+    assert cfg.tiny is not None and cfg.steps == 2 and cfg.sft.steps == 2 and cfg.workloads
+
+
+@pytest.mark.slow
+def test_the_smoke_config_runs_sft_then_two_parl_steps(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    sft = runner.invoke(app, ["train", "sft", "-c", str(SMOKE), "--run-dir", str(run), "--no-progress"])
+    assert sft.exit_code == 0, sft.output
+    assert (run / "sft" / "policy").is_dir()
+    rl = runner.invoke(app, ["train", "-c", str(SMOKE), "--run-dir", str(run), "--no-progress"])
+    assert rl.exit_code == 0, rl.output
+    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [0, 1]

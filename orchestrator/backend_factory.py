@@ -170,14 +170,17 @@ def _local_takes_no_url(base_url: str | None) -> None:
 
 
 def check_local_model(model: str | None) -> None:
-    """Raise :class:`ConfigError` for a ``local`` model that can never load: a path that does not
-    exist or is not a ``.gguf`` file, or an unknown name (with the closest known one). Cheap: nothing
+    """Raise :class:`ConfigError` for a ``local`` model that can never load: a known model whose wheels
+    are not installed (with the pip command), a path that does not exist or is not a ``.gguf`` file, or
+    an unknown name (with the closest known one). Cheap: nothing
     is assembled or loaded, so a bad ``--model`` fails before any episode starts."""
     if model is None:
         return
-    from swarm.backends.local import LOCAL_MODELS
+    from swarm.backends.local import LOCAL_MODELS, model_available
 
     if model in LOCAL_MODELS:
+        if not model_available(model):
+            raise ConfigError(f"local model {model} is not installed; install it with: {LOCAL_MODELS[model].install}")
         return
     path = Path(model).expanduser()
     if path.suffix == ".gguf" or "/" in model or os.sep in model:

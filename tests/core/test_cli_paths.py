@@ -64,6 +64,40 @@ def test_a_bad_model_is_exit_2_one_line_and_no_record(tmp_path: Path, model: str
     assert not out.exists()
 
 
+def test_a_known_model_that_is_not_installed_names_its_pip_command_before_any_record(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from swarm.backends.local import LOCAL_MODELS
+
+    model = LOCAL_MODELS["qwen2.5-coder-0.5b"]
+    shadow = tmp_path / "shadow"  # empty packages named like its data wheels hide any installed ones
+    for module, _ in model.parts:
+        (shadow / module).mkdir(parents=True)
+        (shadow / module / "__init__.py").write_text("")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    out = tmp_path / "records"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(shadow), str(Path.cwd()), os.environ.get("PYTHONPATH", "")]),
+        "SWARM_CACHE_DIR": str(cache),
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "-m", model.name, "hi", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr == f"error: local model {model.name} is not installed; install it with: {model.install}\n"
+    assert r.stdout == ""
+    assert not out.exists()
+
+
 def test_an_unreachable_server_is_probed_once_before_the_first_task(tmp_path: Path) -> None:
     tasks = tmp_path / "t.jsonl"
     tasks.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')

@@ -21,8 +21,9 @@ points, as it does the critical-step ledger:
 
 A running sub-agent spends from its :class:`Share` after each model call; when the share cannot cover
 another step it ends ``budget_exhausted`` with its partial report (``subagents.loop``). Turns become
-its step cap and wall time its timeout. With no budget set there is no ledger at all: nothing is
-checked and nothing costs.
+its step cap; wall time, a deadline on the episode clock that also ends it ``budget_exhausted``
+(apart from its own ``subagent_timeout_s``, which ends it ``timeout``). With no budget set there is
+no ledger at all: nothing is checked and nothing costs.
 
 Token estimates (a prompt not yet sent) count one token per three characters, more than real
 tokenizers produce on text, so reserves err on the safe side; spends are the servers' own counts.
@@ -157,8 +158,9 @@ class Reservation:
     shares: dict[str, Share] = field(default_factory=dict)
     """Agent id -> its share."""
     refused: dict[str, tuple[str, str]] = field(default_factory=dict)
-    timeout_s: float | None = None
-    """The sub-agents' wall-time share (their timeout), when the wall budget is set."""
+    wall_deadline: float | None = None
+    """When the sub-agents' wall-time share ends (the episode clock's seconds), when the wall budget is
+    set: a sub-agent still running then ends ``budget_exhausted`` (``SubagentRun.wall_deadline``)."""
 
 
 def _chars(messages: Sequence[Message]) -> int:
@@ -278,7 +280,7 @@ class BudgetLedger:
         spendable = self._spendable(k)
         wall = self.budgets.max_wall_s
         if wall is not None:
-            out.timeout_s = max(wall - elapsed - 2 * max(self._last_turn_s, 0.25), 0.001)
+            out.wall_deadline = max(wall - 2 * max(self._last_turn_s, 0.25), elapsed + 0.001)
         for a in assignments[:k]:
             limits = {name: v / k for name, v in spendable.items()}
             share = Share(limits=limits, price=prices[a.agent_id], output_cap=self._subagent_tokens)

@@ -666,7 +666,7 @@ class Orchestrator:
             budget_note=f" ({st.critical_used} of {cfg.max_critical_steps} critical steps used)",
         )
         refused = {**coached, **admission.refused}
-        assignments, shares, timeout = self._reserve(st, admission.assignments, refused)
+        assignments, shares, wall_deadline = self._reserve(st, admission.assignments, refused)
         by_id: dict[str, ToolCall] = {}
         for c in calls if refused else ():
             by_id.setdefault(c.id, c)  # the first call with an id, as admission saw it
@@ -687,11 +687,12 @@ class Orchestrator:
                 agent_id=a.agent_id,
                 stage=index,
                 step_cap=a.step_cap,
-                timeout_s=timeout,
+                timeout_s=cfg.subagent_timeout_s,
                 rt=rt,
                 index=position,
                 width=width,
                 budget=shares.get(a.agent_id),
+                wall_deadline=wall_deadline,
             )
             plan.runs.append((a.call, run))
         return plan
@@ -700,15 +701,12 @@ class Orchestrator:
         self, st: _EpisodeState, assignments: list[Assignment], refused: dict[str, tuple[str, str]]
     ) -> tuple[list[Assignment], dict[str, Share], float | None]:
         """The tree-wide budgets' say on the admitted assignments (:meth:`BudgetLedger.reserve`): the
-        ones with a share, the shares, and the sub-agents' timeout; refusals are added to ``refused``."""
-        timeout = self.config.subagent_timeout_s
+        ones with a share, the shares, and when their wall-time share ends; refusals are added to ``refused``."""
         if st.budget is None or not assignments:
-            return assignments, {}, timeout
+            return assignments, {}, None
         r = st.budget.reserve(assignments, st.clock())
         refused.update(r.refused)
-        if r.timeout_s is not None:
-            timeout = r.timeout_s if timeout is None else min(timeout, r.timeout_s)
-        return r.admitted, r.shares, timeout
+        return r.admitted, r.shares, r.wall_deadline
 
     @staticmethod
     def _error_result(st: _EpisodeState, c: ToolCall, text: str, error_type: str) -> ToolResult:
@@ -882,7 +880,9 @@ class Orchestrator:
         return StageBatch(
             episode_id=st.episode_id,
             stage=index,
-            runs=tuple(PlacedRun(r.agent_id, r.definition, r.task, r.step_cap, r.timeout_s) for _, r in runs),
+            runs=tuple(
+                PlacedRun(r.agent_id, r.definition, r.task, r.step_cap, r.timeout_s, r.wall_deadline) for _, r in runs
+            ),
             default_model=self.subagent_backend.model,
             sampling=cfg.subagent_sampling,
             epoch=time.time() - st.clock(),

@@ -181,4 +181,5 @@ def _copy(run: SubagentRun) -> SubagentRun:
         index=run.index,
         width=run.width,
         budget=run.budget,  # the copy spends from the same share: together they stay within it
+        wall_deadline=run.wall_deadline,
     )

@@ -43,13 +43,15 @@ SubagentKit = tuple[Mapping[str, ModelBackend], ToolRegistry | Iterable[Tool]]
 
 @dataclass(frozen=True, slots=True)
 class PlacedRun:
-    """One admitted sub-agent: its type, task, id and budgets (step cap, timeout)."""
+    """One admitted sub-agent: its type, task, id and budgets (step cap, timeout, the episode-clock
+    time its wall-time budget share ends)."""
 
     agent_id: str
     definition: AgentDefinition
     task: str
     step_cap: int
     timeout_s: float | None
+    wall_deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,18 @@ async def run_batch(
                 max_malformed=batch.max_malformed,
                 max_completion_tokens=batch.max_completion_tokens,
             )
-        runs.append(SubagentRun(p.definition, p.task, p.agent_id, batch.stage, p.step_cap, p.timeout_s, rt))
+        runs.append(
+            SubagentRun(
+                p.definition,
+                p.task,
+                p.agent_id,
+                batch.stage,
+                p.step_cap,
+                p.timeout_s,
+                rt,
+                wall_deadline=p.wall_deadline,
+            )
+        )
     cap = batch.max_concurrency
     await run_subagents(runs, limits.limiter(limits.subagent_key(cap), cap), lambda r, res: finished(r.agent_id, res))
 

@@ -59,7 +59,7 @@ class StepBudget(Protocol):
 
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
-_INTERRUPTED = "interrupted {} (the sub-agent's timeout or the episode's cancellation)"
+_INTERRUPTED = "interrupted {} (the sub-agent's timeout or wall-time budget share, or the episode's cancellation)"
 
 
 def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
@@ -290,6 +290,8 @@ class SubagentRun:
     width: int | None = None
     # Its share of the episode's tree-wide budgets: spent after each model call, checked before each step.
     budget: StepBudget | None = None
+    # When its wall-time budget share ends (the episode clock): still running then, it ends budget_exhausted.
+    wall_deadline: float | None = None
     # Set while run_subagents runs it: cancelling it ends the run quietly (see :meth:`cut`).
     scope: anyio.CancelScope | None = None
     # Messages shortened to fit the context (swarm.context); set: the next step is its last (context_exhausted).
@@ -315,14 +317,18 @@ class SubagentRun:
             width=self.width,
         ) as span:
             outcome: _Finish | _Fail | None = None
+            share = None if self.wall_deadline is None else max(self.wall_deadline - self.started, 0.0)
+            by_share = share is not None and (self.timeout_s is None or share <= self.timeout_s)
             try:
                 # Only this scope's deadline means a timeout; a cancellation from outside propagates.
-                with anyio.move_on_after(self.timeout_s):
+                with anyio.move_on_after(share if by_share else self.timeout_s):
                     outcome = await self._loop()
             except anyio.get_cancelled_exc_class():
                 span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise
-            return self._end(span, outcome if outcome is not None else self._timeout())
+            if outcome is None:
+                outcome = self._wall_share_spent() if by_share else self._timeout()
+            return self._end(span, outcome)
 
     def cut(self) -> None:
         """End the run from outside, without a result of its own (hedging cuts a straggler, or the
@@ -344,6 +350,15 @@ class SubagentRun:
             AgentStatus.TIMEOUT,
             f"sub-agent timed out after {self.timeout_s:g}s ({len(self.steps)} steps done)",
             ErrorType.TIMEOUT,
+        )
+
+    def _wall_share_spent(self) -> _Fail:
+        return _Fail(
+            AgentStatus.BUDGET_EXHAUSTED,
+            f"budget share reached: its wall-time share is spent: {self.rt.clock() - self.started:.2f} s run, "
+            f"its share ended at {self.wall_deadline:.2f} s on the episode clock (started at {self.started:.2f} s; "
+            f"{len(self.steps)} steps done)",
+            ErrorType.STEP_BUDGET,
         )
 
     def _end(self, span: SpanHandle, outcome: _Finish | _Fail) -> SubagentResult:

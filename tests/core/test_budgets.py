@@ -144,14 +144,35 @@ async def test_the_breadth_cap_counts_subagents_over_the_whole_episode() -> None
     assert record.budgets["subagents"].used == 3
 
 
-async def test_the_wall_budget_bounds_subagents_and_keeps_the_answer() -> None:
-    slow = FunctionBackend(lambda r: Completion(tool_calls=(call("probe", n=1),)), model="sub", delay=0.05)
+def _slow_prober(request: ModelRequest) -> Completion:
+    looked = sum(isinstance(m, ToolMessage) for m in request.messages)
+    return Completion(text=f"so far {looked} probes", tool_calls=(call("probe", n=looked),))
+
+
+async def test_a_subagent_that_reaches_its_wall_time_share_ends_budget_exhausted_with_its_partial_report() -> None:
+    slow = FunctionBackend(_slow_prober, model="sub", delay=0.05)
     cfg = SwarmConfig(budgets=Budgets(max_wall_s=1.5), max_subagent_steps=500, max_critical_steps=600)
     orch = Orchestrator(ScriptedBackend([[_assign("x")], "answer"]), cfg, tools=[probe], subagent_backend=slow)
     record = await orch.run("go")
     sub = record.subagent_results[0]
-    assert sub.status is AgentStatus.TIMEOUT and record.answer == "answer"
+    assert sub.status is AgentStatus.BUDGET_EXHAUSTED and sub.error_type == ErrorType.STEP_BUDGET
+    assert sub.error is not None and "its wall-time share is spent" in sub.error
+    assert f"{sub.steps} steps done" in sub.error and "s on the episode clock" in sub.error
+    assert sub.steps > 1 and sub.report.startswith("so far")
+    assert record.answer == "answer"  # the answer turn was kept (forced: the wall budget is spent)
     assert record.wall_time_s < 1.6 and record.budgets["wall_s"].limit == 1.5
+
+
+async def test_the_subagent_timeout_inside_the_wall_share_still_ends_it_as_timeout() -> None:
+    slow = FunctionBackend(_slow_prober, model="sub", delay=0.05)
+    cfg = SwarmConfig(
+        budgets=Budgets(max_wall_s=30), subagent_timeout_s=0.3, max_subagent_steps=500, max_critical_steps=600
+    )
+    orch = Orchestrator(ScriptedBackend([[_assign("x")], "answer"]), cfg, tools=[probe], subagent_backend=slow)
+    record = await orch.run("go")
+    sub = record.subagent_results[0]
+    assert sub.status is AgentStatus.TIMEOUT and "timed out after 0.3s" in (sub.error or "")
+    assert sub.report.startswith("so far") and record.answer == "answer"
 
 
 async def test_budgets_on_the_span_and_in_the_run_summary() -> None:

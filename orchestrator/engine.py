@@ -544,7 +544,10 @@ class Orchestrator:
         )
         self._emit_lazy(
             lambda: TurnFinished(
-                index=len(st.turns) - 1, text=completion.text, tool_calls=tuple(c.name for c in completion.tool_calls)
+                index=len(st.turns) - 1,
+                text=completion.text,
+                tool_calls=tuple(c.name for c in completion.tool_calls),
+                call_ids=tuple(c.id for c in completion.tool_calls),
             )
         )
         return _TurnOutcome(started, st.clock(), completion)

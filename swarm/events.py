@@ -54,6 +54,8 @@ class TurnFinished(_Event):
     index: int
     text: str
     tool_calls: tuple[str, ...]
+    call_ids: tuple[str, ...] = ()
+    """The calls' ids, in the order the model wrote them (the order the stage's rows keep)."""
 
 
 class StageStarted(_Event):

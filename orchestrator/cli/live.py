@@ -103,6 +103,8 @@ class ActionView:
     cap: int | None = None
     tools: list[str] = field(default_factory=list)
     """Tools a running sub-agent called, most recent last (live view)."""
+    position: int = 0
+    """Its call's place in the turn (live view): direct tool calls are listed in call order, not as they resolve."""
 
 
 @dataclass
@@ -119,9 +121,17 @@ class StageView:
 
     def ordered(self) -> list[ActionView]:
         """The rows of the stage: created types, assignments, direct tool calls. Assignments as the live
-        view learns them: refusals (decided at admission) before the runs, in the order they start; so
-        the final tree, built from the record's call order, shows the rows where the live view had them."""
-        return sorted(self.actions, key=lambda a: (_GROUP[a.kind], a.kind == "assign" and a.outcome != "rejected"))
+        view learns them: refusals (decided at admission) before the runs, in the order they start;
+        direct tool calls in call order (a refused one resolves first, a slow one last); so the final
+        tree, built from the record's call order, shows the rows where the live view had them."""
+        return sorted(
+            self.actions,
+            key=lambda a: (
+                _GROUP[a.kind],
+                a.kind == "assign" and a.outcome != "rejected",
+                a.position if a.kind == "tool" else 0,
+            ),
+        )
 
 
 def _kind_of(name: str) -> ActionKind:
@@ -335,6 +345,8 @@ class LiveState:
     said: str = ""
     """The orchestrator's latest text between calls."""
     _agents: dict[str, ActionView] = field(default_factory=dict)
+    _call_order: dict[str, int] = field(default_factory=dict)
+    """The last turn's call ids and their places in it."""
 
     def _stage(self, index: int) -> StageView | None:
         return self.stages[-1] if self.stages and self.stages[-1].index == index else None
@@ -353,6 +365,9 @@ class LiveState:
         elif isinstance(event, TurnFinished):
             self.turns, self.thinking = event.index + 1, False
             self.said = " ".join(event.text.split())
+            self._call_order = {}
+            for i, call_id in enumerate(event.call_ids):
+                self._call_order.setdefault(call_id, i)
 
     def __call__(self, event: Event) -> None:
         self._endpoint(event)
@@ -380,6 +395,7 @@ class LiveState:
                         else "",
                         reason=None if event.ok else event.detail,
                         error_type=event.error_type,
+                        position=self._call_order.get(event.call_id, len(self._call_order)),
                     )
                 )
         elif isinstance(event, SubagentStarted):

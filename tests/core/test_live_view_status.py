@@ -168,3 +168,43 @@ def test_rows_do_not_move_when_a_sub_agent_finishes() -> None:
     state(SubagentFinished(agent_id="w-0-0", status=AgentStatus.COMPLETED, result=done))
     text = _render(state)
     assert text.index("w-0-0  completed") < text.index("w-0-1  running")
+
+
+def test_direct_tool_calls_that_finish_out_of_order_keep_call_order_live_and_final() -> None:
+    import anyio
+
+    from swarm.testing import ScriptedBackend, call
+    from tools.registry import tool
+
+    @tool
+    async def slow(x: str) -> str:
+        """Answer late."""
+        await anyio.sleep(0.2)
+        return f"slow {x}"
+
+    @tool
+    def fast(x: str) -> str:
+        """Answer at once."""
+        return f"fast {x}"
+
+    policy = ScriptedBackend(
+        [
+            [
+                call("create_subagent", name="w", system_prompt="You answer."),
+                call("slow", x="a"),
+                call("w", x="b"),  # a sub-agent type called as a tool: refused before anything runs
+                call("fast", x="c"),
+                call("slow", x="d"),
+            ],
+            "done",
+        ]
+    )
+    state = LiveState(budget=8)
+    record = Orchestrator(
+        policy, SwarmConfig(max_critical_steps=8), tools=ToolRegistry([slow, fast]), observers=[state]
+    ).run_sync("t")
+    live = [(a.label, a.outcome) for a in state.stages[0].ordered()]
+    final = [(a.label, a.outcome) for a in stages_from_record(record)[0].ordered()]
+    assert final == [("w", "created"), ("slow", "ok"), ("w", "failed"), ("fast", "ok"), ("slow", "ok")]
+    assert live == final
+    assert [a.detail for a in state.stages[0].ordered() if a.outcome == "ok"] == ["slow a", "fast c", "slow d"]

@@ -10,8 +10,7 @@ Features (retries, tracing, fallbacks, concurrency caps) wrap a backend; they ne
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +22,6 @@ from swarm.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
-    quick_init,
     validate_fields,
 )
 
@@ -78,7 +76,6 @@ _TOOL_CHOICES = ("auto", "none", "required")
 _DEFAULT_SAMPLING = SamplingParams()
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything a backend needs for one generation.
@@ -116,16 +113,10 @@ class ModelRequest:
         ):
             validate_fields(self)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ModelRequest:
-        """A copy with the fields in ``update`` replaced, validated like any new request (the name
-        pydantic models give this, which request-building code written for them calls)."""
-        return replace(self, **(update or {}))
-
 
 _RECORD_CONFIG = ConfigDict(extra="forbid")
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens of one generation (or a sum of them).
@@ -156,10 +147,6 @@ class Usage:
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
         )
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Usage:
-        """A copy with the fields in ``update`` replaced, validated like a new one."""
-        return replace(self, **(update or {}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,7 +194,6 @@ def _ids_ok(ids: object, item: frozenset[type]) -> bool:
     return ids is None or (type(ids) is tuple and item.issuperset(map(type, ids)))
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """One generation.
@@ -250,11 +236,6 @@ class Completion:
             and (self.timings is None or type(self.timings) is Timings)
         ):
             validate_fields(self)
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Completion:
-        """A copy with the fields in ``update`` replaced, validated like any new completion (the name
-        pydantic models give this, which backend code written for them calls)."""
-        return replace(self, **(update or {}))
 
 
 @runtime_checkable

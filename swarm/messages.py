@@ -8,9 +8,8 @@ they enter as data (:data:`MessageAdapter`, and every pydantic model holding the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Annotated, Any, Literal, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter
 
@@ -54,53 +53,6 @@ def validate_fields(obj: Any) -> None:
         object.__setattr__(obj, n, getattr(checked, n))  # frozen: a dataclass's post-init sets fields so
 
 
-_T = TypeVar("_T")
-
-
-def quick_init(cls: type[_T]) -> type[_T]:
-    """Give a frozen, slotted, keyword-only dataclass an equivalent ``__init__`` that is faster.
-
-    The ``__init__`` that :func:`dataclasses.dataclass` writes for a frozen class sets every field
-    through ``object.__setattr__``, a generic attribute lookup per field; on the runtime's hot path
-    (several records per sub-agent step, ten fields each) that is a third of building them. This one
-    sets each slot through its own descriptor: the same defaults, default factories and
-    ``__post_init__`` (and so the same validation), the same keyword-only signature, and the result
-    is the same frozen object. Apply it above the ``@dataclass`` decorator.
-    """
-    params = cls.__dataclass_params__  # type: ignore[attr-defined]
-    if not (params.frozen and "__slots__" in cls.__dict__):
-        raise TypeError(f"quick_init needs a frozen, slotted dataclass, not {cls.__name__}")
-    ns: dict[str, Any] = {"_NOTHING": object()}
-    args: list[str] = []
-    body: list[str] = []
-    for f in fields(cls):  # type: ignore[arg-type]
-        if not (f.init and f.kw_only):
-            raise TypeError(f"quick_init: field {cls.__name__}.{f.name} must be an init, keyword-only field")
-        ns[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
-        value = f.name
-        if f.default is not MISSING:
-            ns[f"_default_{f.name}"] = f.default
-            args.append(f"{f.name}=_default_{f.name}")
-        elif f.default_factory is not MISSING:
-            ns[f"_factory_{f.name}"] = f.default_factory
-            args.append(f"{f.name}=_NOTHING")
-            value = f"_factory_{f.name}() if {f.name} is _NOTHING else {f.name}"
-        else:
-            args.append(f.name)
-        body.append(f"    _set_{f.name}(self, {value})")
-    if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
-    exec(f"def __init__(self, *, {', '.join(args)}):\n" + "\n".join(body or ["    pass"]), ns)
-    init = ns["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    init.__annotations__ = dict(cls.__init__.__annotations__)
-    init.__doc__ = cls.__init__.__doc__
-    setattr(cls, "__init__", init)  # noqa: B010 (mypy refuses to assign to a method)
-    return cls
-
-
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """One tool call emitted by a model: ``arguments`` is the parsed JSON object.
@@ -138,11 +90,6 @@ class ToolCall:
         ):
             validate_fields(self)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> ToolCall:
-        """A copy with the fields in ``update`` replaced, validated like any new call (the name
-        pydantic models give this)."""
-        return replace(self, **(update or {}))
-
     def to_openai(self) -> dict[str, Any]:
         raw = self.raw_arguments
         args = raw if raw is not None else json.dumps(self.arguments, ensure_ascii=False)
@@ -155,7 +102,6 @@ class ToolCall:
 # pydantic model holding messages, e.g. a request or a record read back from JSON) checks dicts and
 # JSON against these field types, and records are checked again when written out
 # (:func:`swarm.records.dump_record`).
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
     __pydantic_config__ = _CONFIG
@@ -166,7 +112,6 @@ class SystemMessage:
         return {"role": "system", "content": self.content}
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     __pydantic_config__ = _CONFIG
@@ -177,7 +122,6 @@ class UserMessage:
         return {"role": "user", "content": self.content}
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     __pydantic_config__ = _CONFIG
@@ -192,7 +136,6 @@ class AssistantMessage:
         return out
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolMessage:
     """The result of one tool call, as the model will see it. ``is_error`` marks a recoverable failure."""

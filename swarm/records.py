@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm.backend import Timings, Usage
-from swarm.messages import Message, ToolCall, quick_init
+from swarm.messages import Message, ToolCall
 
 __all__ = [
     "AgentDefinition",
@@ -90,7 +90,6 @@ _RECORD_CONFIG = ConfigDict(extra="forbid")
 _NO_USAGE = Usage()  # frozen: one shared default
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """One executed tool call as the agent saw it."""
@@ -124,7 +123,6 @@ class ContextCut:
 StepKind = Literal["orchestrator", "subagent"]
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
@@ -155,7 +153,6 @@ class StepRecord:
         return self.ended - self.started
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentResult:
     """What a sub-agent returns to the orchestrator, plus its transcript as side data."""

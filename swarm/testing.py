@@ -17,6 +17,7 @@ prompt + response exactly, as with a real engine that does not re-tokenize.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import json
@@ -93,15 +94,14 @@ def complete_with_tokens(request: ModelRequest, completion: Completion, model: s
     finish = completion.finish_reason
     if finish == "stop" and completion.tool_calls:
         finish = "tool_calls"
-    return completion.model_copy(
-        update={
-            "prompt_token_ids": prompt_ids,
-            "token_ids": resp_ids,
-            "logprobs": logprobs,
-            "usage": Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(resp_ids)),
-            "model": completion.model or model,
-            "finish_reason": finish,
-        }
+    return dataclasses.replace(
+        completion,
+        prompt_token_ids=prompt_ids,
+        token_ids=resp_ids,
+        logprobs=logprobs,
+        usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(resp_ids)),
+        model=completion.model or model,
+        finish_reason=finish,
     )
 
 

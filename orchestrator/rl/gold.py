@@ -20,6 +20,7 @@ day, the data follows the current protocol whenever it is regenerated (``swarm t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,7 +134,7 @@ class _Renamed:
 
     async def complete(self, request: ModelRequest) -> Completion:
         c = await self.inner.complete(request)
-        return c.model_copy(update={"model": self._model})
+        return dataclasses.replace(c, model=self._model)
 
 
 class SftExample(BaseModel):

@@ -28,6 +28,7 @@ The ``httpx.AsyncClient`` is injectable: tests pass a real loopback server's URL
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -465,7 +466,7 @@ class OpenAIBackend:
         if completion.prompt_token_ids is None and self.flavour in ("llamacpp", "auto") and completion.token_ids:
             ids = await self._prompt_ids_from_server(body, completion.usage.prompt_tokens)
             if ids is not None:
-                completion = completion.model_copy(update={"prompt_token_ids": ids})
+                completion = dataclasses.replace(completion, prompt_token_ids=ids)
         return completion
 
     async def _prompt_ids_from_server(self, body: dict[str, Any], expected: int) -> tuple[int, ...] | None:

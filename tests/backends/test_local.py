@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import httpx
@@ -71,7 +72,7 @@ async def test_next_turn_extends_the_exact_sampled_ids_no_retokenization(smol: L
         if c1.tool_calls
         else [UserMessage(content="Please call the tool.")]
     )
-    second = first.model_copy(update={"messages": (*first.messages, recorded, *follow)})
+    second = dataclasses.replace(first, messages=(*first.messages, recorded, *follow))
     before = smol.continued_turns
     c2 = await smol.complete(second)
     assert smol.continued_turns == before + 1
@@ -143,7 +144,7 @@ class _MustAct:
 
     async def complete(self, request: ModelRequest) -> Completion:
         if request.tool_choice == "auto":
-            request = request.model_copy(update={"tool_choice": "required"})
+            request = dataclasses.replace(request, tool_choice="required")
         return await self.inner.complete(request)
 
 
@@ -197,7 +198,7 @@ async def test_a_continued_turn_has_one_end_of_turn_marker_not_two(smol: LocalBa
     end_id = c1.token_ids[-1]
     assert await _detokenize(smol.engine.base_url, (end_id,)) == "<|im_end|>"  # it ended on the EOG token
     messages = (*first.messages, AssistantMessage(content=c1.text), UserMessage(content="Why?"))
-    c2 = await smol.complete(first.model_copy(update={"messages": messages}))
+    c2 = await smol.complete(dataclasses.replace(first, messages=messages))
     assert c2.prompt_token_ids is not None and c1.prompt_token_ids is not None
     prefix = c1.prompt_token_ids + c1.token_ids
     assert c2.prompt_token_ids[: len(prefix)] == prefix  # still the exact sampled ids
@@ -269,7 +270,7 @@ async def test_action_grammar_is_enforced_and_an_uncompilable_one_is_reported(sm
         assert [t.name for t in c.tool_calls] == ["get_weather"], c.text  # forced into a valid call
         assert all(smol_engine.grammars.values())
         with pytest.warns(RuntimeWarning, match=r"could not compile the action grammar for tools \['odd'\]"):
-            await b.complete(req.model_copy(update={"tools": (odd,)}))
+            await b.complete(dataclasses.replace(req, tools=(odd,)))
         assert [ok for k, ok in smol_engine.grammars.items() if k not in checked].count(False) == 1
 
 
@@ -292,7 +293,7 @@ async def test_a_looping_generation_is_stopped_early_and_everything_else_is_unch
         messages=(UserMessage(content="Write the word cat 300 times."),),
         sampling=SamplingParams(temperature=0.0, max_tokens=400, seed=7),
     )
-    counts = loops.model_copy(update={"messages": (UserMessage(content="Count from 1 to 500 separated by commas."),)})
+    counts = dataclasses.replace(loops, messages=(UserMessage(content="Count from 1 to 500 separated by commas."),))
     async with (
         LocalBackend(engine=smol_engine, stop_repeats=False) as full,
         LocalBackend(engine=smol_engine) as guarded,

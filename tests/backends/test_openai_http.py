@@ -6,6 +6,7 @@ vLLM 0.32 and llama.cpp's server really return (see shared notes, local-models.m
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import zlib
@@ -95,7 +96,7 @@ async def test_vllm_response_gives_exact_ids_logprobs_and_parallel_calls() -> No
     assert sent["logprobs"] is True and sent["parallel_tool_calls"] is True and sent["tool_choice"] == "auto"
     assert sent["tools"] == [WEATHER.to_openai()] and sent["model"] == "smol"
     # A caller that wants one call per reply says so to the server (OpenAI's parallel_tool_calls).
-    await b.complete(REQ.model_copy(update={"parallel_tool_calls": False}))
+    await b.complete(dataclasses.replace(REQ, parallel_tool_calls=False))
     assert json.loads(seen[1].content)["parallel_tool_calls"] is False
 
 
@@ -258,15 +259,14 @@ async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_not
 async def test_history_with_tool_calls_and_results_goes_over_the_wire() -> None:
     b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="openai")
     call = ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})
-    req = REQ.model_copy(
-        update={
-            "messages": (
-                *REQ.messages,
-                AssistantMessage(content="", tool_calls=(call,)),
-                ToolMessage(tool_call_id="c1", name="get_weather", content="sunny"),
-            ),
-            "sampling": SamplingParams(temperature=0.2, max_tokens=5, seed=3, stop=("\n\n",)),
-        }
+    req = dataclasses.replace(
+        REQ,
+        messages=(
+            *REQ.messages,
+            AssistantMessage(content="", tool_calls=(call,)),
+            ToolMessage(tool_call_id="c1", name="get_weather", content="sunny"),
+        ),
+        sampling=SamplingParams(temperature=0.2, max_tokens=5, seed=3, stop=("\n\n",)),
     )
     await b.complete(req)
     sent = json.loads(seen[0].content)
@@ -278,7 +278,7 @@ async def test_history_with_tool_calls_and_results_goes_over_the_wire() -> None:
 
 async def test_tool_choice_none_sends_no_tools() -> None:
     b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="vllm")
-    await b.complete(REQ.model_copy(update={"tool_choice": "none"}))
+    await b.complete(dataclasses.replace(REQ, tool_choice="none"))
     assert "tools" not in json.loads(seen[0].content)
 
 
@@ -483,7 +483,7 @@ def test_bad_settings_are_config_errors() -> None:
 async def test_constrained_final_turn_allows_only_an_answer_and_unwraps_it() -> None:
     body = vllm_body(message={"role": "assistant", "content": '{"answer": "Paris and Oslo"}'}, finish_reason="stop")
     b, seen = backend(lambda r: httpx.Response(200, json=body), constrain_actions=True)
-    c = await b.complete(REQ.model_copy(update={"tool_choice": "none"}))
+    c = await b.complete(dataclasses.replace(REQ, tool_choice="none"))
     schema = json.loads(seen[0].content)["response_format"]["json_schema"]["schema"]
     assert schema["required"] == ["answer"] and "tools" not in json.loads(seen[0].content)
     assert c.text == "Paris and Oslo" and c.tool_calls == ()

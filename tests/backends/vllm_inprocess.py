@@ -6,6 +6,7 @@ EngineCore process.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -25,14 +26,13 @@ async def main(model: str) -> dict[str, object]:
         sampling = SamplingParams(temperature=0.0, max_tokens=16, seed=1)
         first = ModelRequest(messages=(UserMessage(content="Name a planet."),), tools=(WEATHER,), sampling=sampling)
         c1 = await backend.complete(first)
-        second = first.model_copy(
-            update={
-                "messages": (
-                    *first.messages,
-                    AssistantMessage(content=c1.text, tool_calls=c1.tool_calls),
-                    UserMessage(content="Another?"),
-                )
-            }
+        second = dataclasses.replace(
+            first,
+            messages=(
+                *first.messages,
+                AssistantMessage(content=c1.text, tool_calls=c1.tool_calls),
+                UserMessage(content="Another?"),
+            ),
         )
         c2 = await backend.complete(second)
         decoded = backend._tokenizer.decode(list(c1.token_ids or ()), skip_special_tokens=False)

@@ -111,45 +111,4 @@ def test_completions_and_usage_are_validated_where_a_backend_builds_them() -> No
             Completion(**bad)
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.text = "changed"  # type: ignore[misc]
-    assert c.model_copy(update={"text": "t"}) == dataclasses.replace(c, text="t")
     assert pickle.loads(pickle.dumps(c)) == c
-
-
-def test_quick_init_builds_what_the_dataclass_init_builds() -> None:
-    from swarm.messages import quick_init
-
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class Plain:
-        a: int
-        b: str = "b"
-        c: list[int] = dataclasses.field(default_factory=list)
-
-    @quick_init
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class Quick:
-        a: int
-        b: str = "b"
-        c: list[int] = dataclasses.field(default_factory=list)
-
-        def __post_init__(self) -> None:
-            if self.a < 0:
-                raise ValueError("a must not be negative")
-
-    for kwargs in ({"a": 1}, {"a": 1, "b": "x"}, {"a": 2, "c": [3]}):
-        assert dataclasses.astuple(Quick(**kwargs)) == dataclasses.astuple(Plain(**kwargs))
-    assert Quick(a=1).c is not Quick(a=1).c  # a fresh default per instance
-    with pytest.raises(ValueError, match="negative"):
-        Quick(a=-1)
-    with pytest.raises(TypeError):
-        Quick(1)  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        Quick(b="x")  # type: ignore[call-arg]
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        Quick(a=1).a = 2  # type: ignore[misc]
-
-    @dataclasses.dataclass(kw_only=True)
-    class Mutable:
-        a: int
-
-    with pytest.raises(TypeError, match="frozen, slotted"):
-        quick_init(Mutable)

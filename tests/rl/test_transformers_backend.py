@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -54,7 +55,7 @@ async def test_random_model_completion_carries_exact_ids_and_recomputable_logpro
     # same seed, same sample — alone or decoded in a batch with other requests
     again = await b.complete(req)
     assert again.token_ids == c.token_ids
-    others = [req.model_copy(update={"messages": tuple(_prompt("x" * i))}) for i in range(1, 4)]
+    others = [dataclasses.replace(req, messages=tuple(_prompt("x" * i))) for i in range(1, 4)]
     batch: list[Completion] = []
 
     async def one(r: ModelRequest) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -108,7 +109,7 @@ async def test_an_extra_or_missing_call_is_penalised() -> None:
 
     async def one_short(request: ModelRequest) -> Completion:
         out = await gold.complete(request)
-        return out.model_copy(update={"tool_calls": out.tool_calls[1:]}) if out.tool_calls else out
+        return dataclasses.replace(out, tool_calls=out.tool_calls[1:]) if out.tool_calls else out
 
     _metric, success, d = await _run(task, "single", FunctionBackend(one_short))
     assert d["call_precision"] == 1.0 and d["call_recall"] < 1.0 and not success
@@ -116,8 +117,8 @@ async def test_an_extra_or_missing_call_is_penalised() -> None:
     async def one_more(request: ModelRequest) -> Completion:
         out = await gold.complete(request)
         if out.tool_calls:
-            return out.model_copy(
-                update={"tool_calls": (*out.tool_calls, out.tool_calls[0].model_copy(update={"id": "dup"}))}
+            return dataclasses.replace(
+                out, tool_calls=(*out.tool_calls, dataclasses.replace(out.tool_calls[0], id="dup"))
             )
         return out
 

@@ -103,7 +103,6 @@ class ToolResult:
     ended: float = 0.0
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextCut:
     """One message of an agent's conversation shortened to fit its context (:mod:`swarm.context`):

@@ -66,7 +66,7 @@ from swarm.events import (
 )
 from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.monitors import episode_monitors, monitor_attributes
+from swarm.monitors import declared_parts, episode_monitors, monitor_attributes
 from swarm.records import (
     AgentDefinition,
     AgentStatus,
@@ -344,7 +344,7 @@ class Orchestrator:
             coaching=self.coach.start(),
             budget=new_ledger(self.config, self.backend.model, self.subagent_backend.model),
         )
-        self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt))
+        self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt, parts=declared_parts(task)))
         # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
         with (
             observing(self.observers),

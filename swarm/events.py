@@ -47,6 +47,8 @@ class EpisodeStarted(_Event):
     type: Literal["episode_started"] = "episode_started"
     episode_id: str
     task: str
+    parts: int | None = None
+    """The independent parts the task declares (``metadata["parts"]``), for the live collapse monitors."""
 
 
 class TurnFinished(_Event):

@@ -10,7 +10,8 @@ going wrong.
   median; the episode's is the largest.
 
 The engine records them on every episode (``EpisodeRecord.monitors``) and on its span
-(:func:`monitor_attributes`); a training step logs their means (:func:`summarise_monitors`).
+(:func:`monitor_attributes`); a training step logs their means (:func:`summarise_monitors`); ``swarm
+run``'s live view shows them after each stage (:func:`stage_monitors` over the stages so far).
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ import functools
 import statistics
 import string
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from swarm.errors import ConfigError
-from swarm.records import AgentStatus, EpisodeRecord, MonitorReport, StageRecord, SubagentResult
+from swarm.records import AgentStatus, EpisodeRecord, MonitorReport, SubagentResult, Task
 from swarm.rl.rewards import task_parts
 
 __all__ = [
     "LOW_FINISH_RATE",
     "REPORTS_CHECKED",
     "STRAGGLER_RATIO",
+    "StageLike",
+    "declared_parts",
     "duplicate_tasks",
     "episode_monitors",
     "monitor_attributes",
+    "stage_monitors",
     "straggler_ratio",
     "summarise_monitors",
     "unused_reports",
@@ -44,6 +49,15 @@ REPORTS_CHECKED = 64
 """Reports read per episode for unused findings: all of them up to this many completed sub-agents, an
 evenly spaced sample of this many above (the count scaled). Monitors run on every episode: reading
 every report of a 1,000-wide episode cost 6 % of the runtime's CPU in bench_runtime's realistic workload."""
+
+
+class StageLike(Protocol):
+    """A stage as the monitors read it: its sub-agents' results (a :class:`~swarm.records.StageRecord`,
+    or the live view's stage of finished sub-agents)."""
+
+    @property
+    def subagents(self) -> Sequence[SubagentResult]: ...
+
 
 _PUNCTUATION = string.punctuation
 _FILLER = frozenset(
@@ -109,7 +123,7 @@ _task_content = functools.lru_cache(maxsize=4096)(_content)
 """Sub-task texts are read twice per episode (duplicates, findings) and repeat across a group's samples."""
 
 
-def duplicate_tasks(stage: StageRecord) -> int:
+def duplicate_tasks(stage: StageLike) -> int:
     """Sub-tasks of ``stage`` that repeat an earlier sub-task of it: the same content words (case,
     punctuation, word order and filler words aside)."""
     seen: set[frozenset[str]] = set()
@@ -152,7 +166,7 @@ def unused_reports(record: EpisodeRecord, *, limit: int | None = REPORTS_CHECKED
     return round(unused * len(done) / len(sample)), len(sample)
 
 
-def straggler_ratio(stages: Iterable[StageRecord]) -> float | None:
+def straggler_ratio(stages: Iterable[StageLike]) -> float | None:
     """The largest slowest-over-median steps ratio over stages of two or more sub-agents (``None``
     when there is none); a median of 0 steps counts as 1."""
     best: float | None = None
@@ -165,25 +179,35 @@ def straggler_ratio(stages: Iterable[StageRecord]) -> float | None:
     return best
 
 
-def _parts(record: EpisodeRecord) -> int | None:
+def declared_parts(task: Task) -> int | None:
+    """The independent parts ``task`` declares (``metadata["parts"]``), ``None`` when it declares none
+    or a malformed number (the reward says so; monitors have nothing to judge against)."""
     try:
-        return task_parts(record.task)
-    except ConfigError:  # a malformed declaration: no parts to judge against (the reward says so)
+        return task_parts(task)
+    except ConfigError:
         return None
 
 
 def episode_monitors(record: EpisodeRecord) -> MonitorReport:
     """Every monitor of ``record`` (see the module docstring)."""
-    parts = _parts(record)
-    widths = [len(s.subagents) for s in record.stages]
-    subs = record.subagent_results
+    unused, checked = unused_reports(record)
+    return stage_monitors(record.stages, declared_parts(record.task), unused=unused, reports_checked=checked)
+
+
+def stage_monitors(
+    stages: Sequence[StageLike], parts: int | None, *, unused: int = 0, reports_checked: int = 0
+) -> MonitorReport:
+    """The monitors of ``stages`` on a task of ``parts`` parts. During a run (the stages finished so
+    far, no answer yet: ``unused`` reports unknown, 0) ``serial_collapse`` means *so far*: a wider stage
+    may still come. :func:`episode_monitors` calls this on the whole record."""
+    widths = [len(s.subagents) for s in stages]
+    subs = [r for s in stages for r in s.subagents]
     max_width = max(widths, default=0)
     serial = None if parts is None or parts < 2 else max_width <= 1
-    dup = sum(duplicate_tasks(s) for s in record.stages)
-    unused, checked = unused_reports(record)
+    dup = sum(duplicate_tasks(s) for s in stages)
     over = sum(1 for w in widths if parts is not None and w > parts)
     finish = sum(r.status is AgentStatus.COMPLETED for r in subs) / len(subs) if subs else None
-    straggler = straggler_ratio(record.stages)
+    straggler = straggler_ratio(stages)
     spurious = bool(dup or unused or over)
     flags = [
         name
@@ -202,7 +226,7 @@ def episode_monitors(record: EpisodeRecord) -> MonitorReport:
         serial_collapse=serial,
         duplicate_tasks=dup,
         unused_reports=unused,
-        reports_checked=checked,
+        reports_checked=reports_checked,
         over_width_stages=over,
         spurious_parallelism=spurious,
         finish_rate=finish,

@@ -44,16 +44,28 @@ from swarm.events import (
     SubagentStep,
     TurnFinished,
 )
-from swarm.records import AgentStatus, BudgetLine, EpisodeRecord, EpisodeStatus, StageRecord, SubagentResult, ToolResult
+from swarm.monitors import stage_monitors
+from swarm.records import (
+    AgentStatus,
+    BudgetLine,
+    EpisodeRecord,
+    EpisodeStatus,
+    MonitorReport,
+    StageRecord,
+    SubagentResult,
+    ToolResult,
+)
 
 __all__ = [
     "NO_ANSWER",
     "ActionView",
     "EventLines",
+    "LiveMonitors",
     "LiveState",
     "StageView",
     "critical_text",
     "given_answer",
+    "monitor_text",
     "stage_tree",
     "stages_from_record",
     "summary_table",
@@ -319,6 +331,62 @@ def _fit(stages: list[StageView], room: int) -> tuple[list[StageView], int, froz
     return shown, len(stages) - len(shown), folded
 
 
+@dataclass(slots=True)
+class _FinishedStage:
+    subagents: list[SubagentResult]
+
+
+def monitor_text(m: MonitorReport) -> str:
+    """The monitors that fired over the stages so far, with their numbers (``""`` when none): ``serial
+    collapse so far (widest stage 1, task of 3 parts) · stragglers (slowest 6.0x the median steps)``."""
+    out = []
+    for flag in m.flags:
+        if flag == "serial_collapse":
+            out.append(f"serial collapse so far (widest stage {m.max_width}, task of {m.parts} parts)")
+        elif flag == "spurious_parallelism":
+            why = [
+                f"{m.duplicate_tasks} duplicate sub-task(s)" if m.duplicate_tasks else "",
+                f"{m.over_width_stages} stage(s) wider than {m.parts} parts" if m.over_width_stages else "",
+                f"{m.unused_reports} unused report(s)" if m.unused_reports else "",
+            ]
+            out.append(f"spurious parallelism ({', '.join(w for w in why if w)})")
+        elif flag == "stragglers" and m.straggler_ratio is not None:
+            out.append(f"stragglers (slowest {m.straggler_ratio:.1f}x the median steps)")
+        elif flag == "low_finish_rate" and m.finish_rate is not None:
+            out.append(f"low finish rate ({m.finish_rate:.0%} of {m.subagents} completed)")
+    return " · ".join(out)
+
+
+class LiveMonitors:
+    """The collapse monitors while the run goes: after each stage, :func:`swarm.monitors.stage_monitors`
+    over the stages finished so far (from the runtime events; unused reports need the answer, so they
+    wait for the record). ``report`` is ``None`` until the first stage ends."""
+
+    def __init__(self) -> None:
+        self.parts: int | None = None
+        self.report: MonitorReport | None = None
+        self._stages: list[_FinishedStage] = []
+        self._current: list[SubagentResult] = []
+
+    def __call__(self, event: Event) -> bool:
+        """Fold ``event``; ``True`` when a stage ended (the monitors were recomputed)."""
+        if isinstance(event, EpisodeStarted):
+            self.parts, self.report, self._stages, self._current = event.parts, None, [], []
+        elif isinstance(event, StageStarted):
+            self._current = []
+        elif isinstance(event, SubagentFinished):
+            self._current.append(event.result)
+        elif isinstance(event, StageFinished):
+            self._stages.append(_FinishedStage(self._current))
+            self._current = []
+            self.report = stage_monitors(self._stages, self.parts)
+            return True
+        return False
+
+    def text(self) -> str:
+        return "" if self.report is None else monitor_text(self.report)
+
+
 @dataclass
 class LiveState:
     """Folds runtime events into the live view's tree of stages; ``__rich__`` renders it.
@@ -344,6 +412,8 @@ class LiveState:
     thinking_since: float = field(default_factory=time.monotonic)
     said: str = ""
     """The orchestrator's latest text between calls."""
+    monitors: LiveMonitors = field(default_factory=LiveMonitors)
+    """The collapse monitors over the stages finished so far (a line under the tree when one fired)."""
     _agents: dict[str, ActionView] = field(default_factory=dict)
     _call_order: dict[str, int] = field(default_factory=dict)
     """The last turn's call ids and their places in it."""
@@ -372,6 +442,7 @@ class LiveState:
     def __call__(self, event: Event) -> None:
         self._endpoint(event)
         self._orchestrator(event)
+        self.monitors(event)
         if isinstance(event, StageStarted):
             self.critical = event.critical_so_far
             left = self.budget - event.critical_so_far if self.budget is not None else None
@@ -455,8 +526,10 @@ class LiveState:
         running = [s for s in self.stages if s.running]
         status = self.status_line()
         spinner = bool(running and any(a.outcome == "running" for a in running[-1].actions))
-        # Rows the tree may use: the screen less the status lines, the spinner and the cursor's line.
+        fired = self.monitors.text()
+        # Rows the tree may use: the screen less the status lines, the monitors, the spinner and the cursor's line.
         room = (options.height or console.height) - len(status.plain.splitlines()) - (2 if spinner else 1)
+        room -= 1 if fired else 0
         shown, hidden, folded = _fit(self.stages, max(room, 4))
         tree = stage_tree(
             shown, title=head, budget=self.budget, elapsed=time.monotonic() - self.stage_started, folded=folded
@@ -464,6 +537,8 @@ class LiveState:
         if hidden:
             tree.label = Text.assemble(head, (f" · {hidden} earlier stage(s) above", "dim"))
         yield tree
+        if fired:
+            yield Text.assemble(("monitors: ", "bold"), (fired, "yellow"))
         yield status
         if spinner:
             yield Spinner("dots", text=Text("running", style="cyan"))
@@ -478,17 +553,27 @@ class EventLines:
         self._write = write
         self._budget = budget
         self._t0 = time.monotonic()
+        self._monitors = LiveMonitors()
+        self._fired = ""
 
     def _line(self, text: str) -> None:
         self._write(f"[{time.monotonic() - self._t0:7.2f}s] {text}")
 
+    def _monitor_line(self) -> None:
+        """A line when the monitors' flags over the stages so far changed (fired, or cleared)."""
+        fired = self._monitors.text()
+        if fired != self._fired:
+            self._line(f"  monitors: {fired or 'none fired now'}")
+            self._fired = fired
+
     def __call__(self, event: Event) -> None:
+        self._monitors(event)
         if isinstance(event, EndpointWaiting):
             self._line(f"  {event.endpoint}: {event.message}")
         elif isinstance(event, EndpointRefused):
             self._line(f"  {event.endpoint} refused service: {_short(event.reason, 200)}")
         elif isinstance(event, EpisodeStarted):
-            self._t0 = time.monotonic()
+            self._t0, self._fired = time.monotonic(), ""
             self._line(f"episode {event.episode_id} started: {_short(event.task)}")
         elif isinstance(event, TurnFinished):
             calls = f" → {len(event.tool_calls)} call(s): {', '.join(dict.fromkeys(event.tool_calls))}"
@@ -516,6 +601,7 @@ class EventLines:
         elif isinstance(event, StageFinished):
             budget = critical_text(event.critical_so_far, self._budget, event.critical_steps)
             self._line(f"stage {event.index} finished: {budget}")
+            self._monitor_line()
         elif isinstance(event, EpisodeFinished):
             rec = event.record
             budget = critical_text(rec.dag.critical_steps, self._budget)

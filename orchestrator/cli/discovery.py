@@ -1,8 +1,9 @@
 """Where the CLI finds its config and agent files when none are named, as Claude Code and kimi-cli do.
 
-- **Config** (``swarm run``): ``-c FILE`` when given; else ``./swarm.toml``; else ``swarm.toml`` in the
-  user config directory (:func:`config_dir`). The first found is used whole (files are not merged), and
-  the run says which one on stderr.
+- **Config** (``swarm run``, ``eval``, ``rollout`` and ``train``, through :func:`resolve_config`):
+  ``-c FILE`` when given; else ``./swarm.toml``; else ``swarm.toml`` in the user config directory
+  (:func:`config_dir`). The first found is used whole (files are not merged), and the command says
+  which one on stderr.
 - **Agent files**: ``--agents DIR`` when given; else every ``.swarm/agents/`` from the working
   directory up to the repository root (the first directory holding ``.git``; just the working directory
   outside a repository), then ``agents/`` in the user config directory. The nearest definition of a
@@ -16,7 +17,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CONFIG_NAME", "agent_dirs", "config_dir", "find_config"]
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["CONFIG_NAME", "agent_dirs", "config_dir", "find_config", "resolve_config"]
 
 CONFIG_NAME = "swarm.toml"
 AGENTS = Path(".swarm") / "agents"
@@ -42,6 +46,17 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> tuple[Path | 
     if user.is_file():
         return user, "user config"
     return None, ""
+
+
+def resolve_config(explicit: Path | None, *, quiet: bool = False) -> Path | None:
+    """The config file a command uses (:func:`find_config`); one it found rather than was given is
+    named on stderr, unless ``quiet``."""
+    path, found_in = find_config(explicit)
+    if path is not None and found_in != "-c" and not quiet:
+        Console(stderr=True).print(
+            f"[dim]config: {escape(str(path))} ({found_in}; -c FILE picks another)[/dim]", soft_wrap=True
+        )
+    return path
 
 
 def _repo_chain(start: Path) -> list[Path]:

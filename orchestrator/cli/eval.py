@@ -29,6 +29,7 @@ from rich.text import Text
 from orchestrator.adapters import resolve_orchestrator_adapter
 from orchestrator.backend_factory import build_backends
 from orchestrator.budgets import budget_overrides
+from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
@@ -270,6 +271,7 @@ def eval_command(
             write_tasks(tasks, export_tasks)
             err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(export_tasks))}")
             raise typer.Exit(0)
+        config_file = resolve_config(config_file, quiet=quiet or json_out)
         base, extras = (
             load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
         )

@@ -30,6 +30,7 @@ from rich.text import Text
 
 from orchestrator.backend_factory import build_backends
 from orchestrator.budgets import budget_overrides
+from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import backend_resolver
 from orchestrator.cli.options import (
     BackendOpt,
@@ -414,6 +415,7 @@ def rollout(
         )
         for p in problems:
             err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
+        config_file = resolve_config(config_file, quiet=quiet or json_out)
         base, extras = (
             load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
             if config_file

@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from orchestrator.budgets import budget_overrides
-from orchestrator.cli.discovery import find_config
+from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
 from orchestrator.cli.live import (
     NO_ANSWER,
@@ -262,9 +262,7 @@ def run(
     if sum((json_out, json_summary, print_answer)) > 1:
         raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
     out = out if out is not None else records_dir()
-    config_file, found_in = find_config(config_file)
-    if config_file is not None and found_in != "-c" and not quiet:
-        err.print(f"[dim]config: {escape(str(config_file))} ({found_in}; -c FILE picks another)[/dim]", soft_wrap=True)
+    config_file = resolve_config(config_file, quiet=quiet)
     output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
     try:
         resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from orchestrator.cli.discovery import resolve_config
 from swarm.errors import UserError
 
 __all__ = ["train_app"]
@@ -42,12 +43,18 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _config_file(path: Path) -> None:
-    """A missing or YAML config is bad input, said before torch is imported (seconds)."""
+def _config_file(given: Path | None) -> Path:
+    """The training config: ``-c FILE``, else the one :func:`resolve_config` finds (``./swarm.toml``,
+    then the user config directory's). A missing or YAML config is bad input, said before torch is
+    imported (seconds)."""
+    path = resolve_config(given)
+    if path is None:
+        raise _fail("give --config FILE to train (or put swarm.toml here), or `swarm train plot RUN` to plot a run")
     if not path.is_file():
         raise _fail(f"training config {path} does not exist")
     if path.suffix.lower() in (".yaml", ".yml"):
         raise _fail(f"training config {path} is YAML; swarm train reads TOML (.toml) or JSON (.json)")
+    return path
 
 
 def _need_rl() -> None:
@@ -81,9 +88,7 @@ def train(
     """
     if ctx.invoked_subcommand is not None:
         return
-    if config is None:
-        raise _fail("give --config FILE to train, or `swarm train plot RUN` to plot a run")
-    _config_file(config)
+    config = _config_file(config)
     _need_rl()
     from orchestrator.rl.trainer import StepMetrics, Trainer, load_train_config
 
@@ -126,7 +131,9 @@ def _progress(label: str, enabled: bool) -> Progress:
 
 @train_app.command("sft")
 def sft(
-    config: Annotated[Path, typer.Option("--config", "-c", help="training config (TOML or JSON)")],
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="training config (TOML or JSON) [default: ./swarm.toml]")
+    ] = None,
     steps: Annotated[int | None, typer.Option(help="override the config's SFT steps")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
@@ -141,7 +148,7 @@ def sft(
     \b
       swarm train sft -c experiments/orchestrator_05b_smoke.toml --steps 2
     """
-    _config_file(config)
+    config = _config_file(config)
     _need_rl()
     from orchestrator.rl.sft import run_sft
     from orchestrator.rl.trainer import load_train_config

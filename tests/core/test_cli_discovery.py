@@ -125,3 +125,30 @@ def test_an_all_commented_config_changes_nothing_in_the_demo(tmp_path: Path, mon
     assert runner.invoke(app, ["init"]).exit_code == 0
     budget, note = _budget(tmp_path)
     assert budget == before == 16 and "config: " in note
+
+
+def test_eval_rollout_and_train_read_swarm_toml_here_as_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "swarm.toml").write_text("[swarm]\nmax_malformed_retries = 5\n")
+
+    r = runner.invoke(app, ["eval", "-w", "wide-lookup", "--split", "train", "-b", "gold", "-n", "1", "--out", "ev"])
+    assert r.exit_code == 0, r.output
+    assert "(./swarm.toml;" in r.stderr
+    episodes = list((tmp_path / "ev").glob("*/episodes/*/*/episode.json"))
+    assert episodes and all(json.loads(e.read_text())["config"]["max_malformed_retries"] == 5 for e in episodes)
+
+    (tmp_path / "t.jsonl").write_text('{"prompt": "capitals"}\n')
+    r = runner.invoke(app, ["rollout", "-b", "scripted", "-t", "t.jsonl", "-k", "1", "-o", "ro", "-q"])
+    assert r.exit_code == 0, r.output
+    (line,) = (tmp_path / "ro" / "episodes.jsonl").read_text().splitlines()
+    assert json.loads(line)["record"]["config"]["max_malformed_retries"] == 5
+
+    # swarm train reads the same file as its training config: here an invalid [swarm] value, named as such
+    (tmp_path / "swarm.toml").write_text('[swarm]\nmax_critical_steps = "many"\n')
+    for args in (["train"], ["train", "sft"]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, r.output
+        assert f"{tmp_path / 'swarm.toml'}: invalid training config" in " ".join(r.stderr.split())
+        assert "swarm.max_critical_steps" in r.stderr

@@ -143,7 +143,7 @@ def models(json_out: Annotated[bool, typer.Option("--json", help="print the inve
     """
     inv = inventory()
     if json_out:
-        typer.echo(json.dumps(inv, indent=2))
+        typer.echo(json.dumps(inv, ensure_ascii=False))
         return
     out = Console()
     out.print(Text("local models (swarm run -m NAME; any GGUF file: -m path/to/model.gguf)", style="bold"))

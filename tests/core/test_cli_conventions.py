@@ -238,3 +238,29 @@ def test_listing_commands_print_one_json_object_per_line(args: list[str], tmp_pa
     assert all(isinstance(row, dict) for row in rows)
     if args == ["demo-list"]:
         assert {row["name"] for row in rows} == {"capitals", "budget"}
+
+
+def test_single_object_commands_print_one_json_object_on_one_line_with_a_fixed_shape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md: `--json` on a command that answers with one thing is one object on one line, whose
+    top-level keys are always the same (a key with nothing to say is null or empty, never missing)."""
+    from orchestrator.eval import EvalReport
+    from orchestrator.rollout import RolloutSummary
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.jsonl").write_text('{"prompt": "capitals"}\n')
+    cases: list[tuple[list[str], set[str]]] = [
+        (["models"], {"default_local_model", "models", "engines", "cache_dir"}),
+        (
+            ["eval", "-w", "wide-lookup", "--split", "train", "-b", "gold", "-n", "1", "--out", "ev"],
+            set(EvalReport.model_fields),
+        ),
+        (["rollout", "-b", "scripted", "-t", "t.jsonl", "-k", "1", "-o", "ro", "-q"], set(RolloutSummary.model_fields)),
+    ]
+    for args, keys in cases:
+        r = runner.invoke(app, [*args, "--json"], env={"SWARM_CACHE_DIR": str(tmp_path / "cache")})
+        assert r.exit_code == 0, (args, r.output)
+        assert r.stdout.endswith("\n") and r.stdout.count("\n") == 1, (args, r.stdout[:300])
+        obj = json.loads(r.stdout)
+        assert isinstance(obj, dict) and set(obj) == keys, (args, sorted(obj))

@@ -13,6 +13,13 @@ from swarm.backends.local.catalogue import cache_dir
 from swarm.errors import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests write fake model files into the cache: each gets its own, never the session's
+    shared empty cache (tests/core/test_hermetic.py checks that one holds no model)."""
+    monkeypatch.setenv("SWARM_CACHE_DIR", str(tmp_path / "swarm-cache"))
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

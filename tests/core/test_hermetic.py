@@ -15,7 +15,8 @@ def test_unmarked_tests_see_an_empty_model_cache_not_the_users() -> None:
     # A model assembled into ~/.cache/swarm must not make a skip guard pass in an unmarked test.
     here = cache_dir()
     assert here == Path(os.environ["SWARM_CACHE_DIR"]) and here != Path.home() / ".cache" / "swarm"
-    assert not here.exists() or not any(here.iterdir())
+    # It holds no model: at most the sha256 cache of files other tests hashed (hashes.json).
+    assert not here.exists() or {p.name for p in here.iterdir()} <= {"hashes.json"}
 
 
 def test_loading_a_real_model_fails_an_unmarked_test() -> None:

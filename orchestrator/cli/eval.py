@@ -159,25 +159,29 @@ def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
 
 
 def eval_command(
-    workload: Annotated[str, typer.Option("--workload", "-w", help="workload name (see --list)")] = "",
+    workload: Annotated[str, typer.Option("--workload", "-w", metavar="NAME", help="workload name (see --list)")] = "",
     mode: Annotated[
         str,
         typer.Option(
             "--mode",
+            metavar="ARMS",
             help="arms, comma-separated: swarm, single, single-parallel; both (swarm,single) or all",
         ),
     ] = "both",
     backend: BackendOpt = "local",
-    n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, help="number of tasks")] = 10,
-    seed: Annotated[int, typer.Option("--seed", help="task-generation seed (and the sampling seed)")] = 0,
-    split: Annotated[str, typer.Option("--split", help=SPLIT_HELP)] = DEFAULT_SPLIT,
-    knob: Annotated[list[str] | None, typer.Option("--knob", help="workload knob NAME=VALUE (repeatable)")] = None,
+    n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, metavar="N", help="number of tasks")] = 10,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="task-generation seed (and the sampling seed)")] = 0,
+    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help=SPLIT_HELP)] = DEFAULT_SPLIT,
+    knob: Annotated[
+        list[str] | None, typer.Option("--knob", metavar="NAME=VALUE", help="workload knob NAME=VALUE (repeatable)")
+    ] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     subagent_backend: SubagentBackendOpt = None,
     subagent_model: SubagentModelOpt = None,
     config_file: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML/JSON config: [swarm] and [backend] tables")
+        Path | None,
+        typer.Option("--config", "-c", metavar="FILE", help="TOML/JSON config: [swarm] and [backend] tables"),
     ] = None,
     max_critical_steps: MaxCriticalStepsOpt = None,
     budget: BudgetOpt = None,
@@ -186,31 +190,44 @@ def eval_command(
     episode_timeout: EpisodeTimeoutOpt = None,
     temperature: Annotated[
         float | None,
-        typer.Option("--temperature", min=0.0, help="model backends (0: greedy) [default: 0, or --config's]"),
+        typer.Option(
+            "--temperature", min=0.0, metavar="T", help="model backends (0: greedy) [default: 0, or --config's]"
+        ),
     ] = None,
     max_tokens: Annotated[
         int | None,
         typer.Option(
-            "--max-tokens", min=1, help="model backends: tokens per turn [default: as swarm run, or --config's]"
+            "--max-tokens",
+            min=1,
+            metavar="N",
+            help="model backends: tokens per turn [default: as swarm run, or --config's]",
         ),
     ] = None,
     latency: Annotated[
-        float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
+        float, typer.Option("--latency", min=0.0, metavar="SECONDS", help="scripted: simulated seconds per model call")
     ] = 0.0,
     concurrent_episodes: Annotated[
         int,
         typer.Option(
-            "--concurrent-episodes", min=1, help="episodes running at once (1: wall times comparable) [default: 1]"
+            "--concurrent-episodes",
+            min=1,
+            metavar="N",
+            help="episodes running at once (1: wall times comparable) [default: 1]",
         ),
     ] = 1,
     samples: Annotated[
         int,
         typer.Option(
-            "--samples", min=1, help="episodes per task and arm (sampling seed +i; greedy: run-to-run variance)"
+            "--samples",
+            min=1,
+            metavar="K",
+            help="episodes per task and arm (sampling seed +i; greedy: run-to-run variance)",
         ),
     ] = 1,
-    out: Annotated[Path, typer.Option("--out", "-o", help="results go to OUT/<run-id>/")] = DEFAULT_EVAL_ROOT,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="[default: a timestamp]")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="DIR", help="results go to OUT/<run-id>/")
+    ] = DEFAULT_EVAL_ROOT,
+    run_id: Annotated[str | None, typer.Option("--run-id", metavar="ID", help="[default: a timestamp]")] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="continue run --run-id: skip its finished episodes (same settings)")
     ] = False,
@@ -218,6 +235,7 @@ def eval_command(
         Path | None,
         typer.Option(
             "--test-seed-ledger",
+            metavar="FILE",
             help="with --split test: refuse a seed this JSONL ledger lists as used, and record it when the run ends",
         ),
     ] = None,
@@ -226,12 +244,15 @@ def eval_command(
     ] = False,
     report_dirs: Annotated[
         list[Path] | None,
-        typer.Argument(metavar="RUN_DIR", help="with --report: run directories", show_default=False),
+        typer.Argument(metavar="[RUN_DIR]...", help="with --report: run directories", show_default=False),
     ] = None,
     curve_knob: Annotated[
-        str | None, typer.Option("--curve", help="with --report: the curve over this knob (e.g. entities) instead")
+        str | None,
+        typer.Option("--curve", metavar="KNOB", help="with --report: the curve over this knob (e.g. entities) instead"),
     ] = None,
-    export_tasks: Annotated[Path | None, typer.Option("--export-tasks", help="write tasks as JSONL, exit")] = None,
+    export_tasks: Annotated[
+        Path | None, typer.Option("--export-tasks", metavar="FILE", help="write tasks as JSONL, exit")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,

@@ -100,7 +100,12 @@ ConfigOpt = Annotated[
 ]
 MaxCriticalStepsOpt = Annotated[
     int | None,
-    typer.Option("--max-critical-steps", min=1, help="episode budget in critical steps [default: 32, or the config's]"),
+    typer.Option(
+        "--max-critical-steps",
+        min=1,
+        metavar="N",
+        help="episode budget in critical steps [default: 32, or the config's]",
+    ),
 ]
 BudgetOpt = Annotated[
     list[str] | None,
@@ -113,29 +118,40 @@ BudgetOpt = Annotated[
 ]
 MaxSubagentStepsOpt = Annotated[
     int | None,
-    typer.Option("--max-subagent-steps", min=1, help="step cap of one sub-agent [default: 8, or the config's]"),
+    typer.Option(
+        "--max-subagent-steps", min=1, metavar="N", help="step cap of one sub-agent [default: 8, or the config's]"
+    ),
 ]
 MaxConcurrencyOpt = Annotated[
     int | None,
     typer.Option(
         "--max-concurrency",
         min=1,
+        metavar="N",
         help="sub-agents running at once, over all episodes of the command [default: 64, or the config's]",
     ),
 ]
 SubagentTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--subagent-timeout", min=0.001, help="seconds one sub-agent may run [default: 300, or the config's]"),
+    typer.Option(
+        "--subagent-timeout",
+        min=0.001,
+        metavar="SECONDS",
+        help="seconds one sub-agent may run [default: 300, or the config's]",
+    ),
 ]
 EpisodeTimeoutOpt = Annotated[
     float | None,
-    typer.Option("--episode-timeout", min=0.001, help="seconds one episode may run [default: no limit]"),
+    typer.Option(
+        "--episode-timeout", min=0.001, metavar="SECONDS", help="seconds one episode may run [default: no limit]"
+    ),
 ]
 TemperatureOpt = Annotated[
     float | None,
     typer.Option(
         "--temperature",
         min=0.0,
+        metavar="T",
         help="sampling temperature (0: greedy) [default: the model family's, or the config's]",
     ),
 ]
@@ -144,6 +160,7 @@ MaxTokensOpt = Annotated[
     typer.Option(
         "--max-tokens",
         min=1,
+        metavar="N",
         help="completion tokens per model turn [default: the model family's, or the config's]",
     ),
 ]

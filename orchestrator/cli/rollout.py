@@ -286,7 +286,8 @@ def rollout(
         typer.Option("--workload", "-w", metavar="NAME", help="roll out a workload's tasks (see swarm eval --list)"),
     ] = None,
     n: Annotated[
-        int | None, typer.Option("-n", "--num-tasks", min=1, help="workload: number of tasks [default: 10]")
+        int | None,
+        typer.Option("-n", "--num-tasks", metavar="N", min=1, help="workload: number of tasks [default: 10]"),
     ] = None,
     split: Annotated[
         str | None,
@@ -306,9 +307,11 @@ def rollout(
     mode: Annotated[
         str, typer.Option("--mode", metavar="MODE", help="workload: swarm, or single (no sub-agent actions)")
     ] = "swarm",
-    group_size: Annotated[int, typer.Option("--group-size", "-k", min=1, help="episodes per task (K)")] = 4,
+    group_size: Annotated[
+        int, typer.Option("--group-size", "-k", metavar="K", min=1, help="episodes per task (K)")
+    ] = 4,
     max_concurrent: Annotated[
-        int, typer.Option("--concurrent-episodes", min=1, help="episodes running at once over all tasks")
+        int, typer.Option("--concurrent-episodes", metavar="N", min=1, help="episodes running at once over all tasks")
     ] = 8,
     seed: Annotated[
         int,
@@ -322,18 +325,26 @@ def rollout(
     on_malformed: Annotated[
         str, typer.Option("--on-malformed", metavar="ACTION", help="skip: report bad task lines and go on; fail: stop")
     ] = "skip",
-    step: Annotated[int, typer.Option("--step", min=0, help="trainer step at which λ schedules are read")] = 0,
+    step: Annotated[
+        int, typer.Option("--step", metavar="STEP", min=0, help="trainer step at which λ schedules are read")
+    ] = 0,
     schedule: Annotated[
         str | None,
         typer.Option("--schedule", metavar="SCHEDULE", help="λ schedule: constant, linear, cosine or exponential"),
     ] = None,
-    lambda1: Annotated[float | None, typer.Option("--lambda1", min=0.0, help="λ1 at step 0 (r_parallel)")] = None,
-    lambda2: Annotated[float | None, typer.Option("--lambda2", min=0.0, help="λ2 at step 0 (r_finish)")] = None,
-    lambda_steps: Annotated[int | None, typer.Option("--lambda-steps", min=1, help="steps to anneal λ to 0")] = None,
+    lambda1: Annotated[
+        float | None, typer.Option("--lambda1", metavar="X", min=0.0, help="λ1 at step 0 (r_parallel)")
+    ] = None,
+    lambda2: Annotated[
+        float | None, typer.Option("--lambda2", metavar="X", min=0.0, help="λ2 at step 0 (r_finish)")
+    ] = None,
+    lambda_steps: Annotated[
+        int | None, typer.Option("--lambda-steps", metavar="N", min=1, help="steps to anneal λ to 0")
+    ] = None,
     parallel_form: Annotated[
         str | None, typer.Option("--parallel-form", metavar="FORM", help="r_parallel: any, count or width")
     ] = None,
-    parallel_target: Annotated[int | None, typer.Option("--parallel-target", min=1)] = None,
+    parallel_target: Annotated[int | None, typer.Option("--parallel-target", metavar="N", min=1)] = None,
     backend: BackendOpt = "local",
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -352,13 +363,13 @@ def rollout(
     max_concurrency: MaxConcurrencyOpt = None,
     episode_timeout: EpisodeTimeoutOpt = None,
     temperature: Annotated[
-        float | None, typer.Option("--temperature", min=0.0, help="model backends: sampling temperature")
+        float | None, typer.Option("--temperature", metavar="T", min=0.0, help="model backends: sampling temperature")
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="model backends: tokens per turn")
+        int | None, typer.Option("--max-tokens", metavar="N", min=1, help="model backends: tokens per turn")
     ] = None,
     latency: Annotated[
-        float, typer.Option("--latency", min=0.0, help="scripted: simulated seconds per model call")
+        float, typer.Option("--latency", metavar="SECONDS", min=0.0, help="scripted: simulated seconds per model call")
     ] = 0.0,
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
@@ -375,7 +386,12 @@ def rollout(
     ] = None,
     ray_actors: Annotated[
         int | None,
-        typer.Option("--ray-actors", min=1, help="episode actors, one event loop each (default: one per cluster CPU)"),
+        typer.Option(
+            "--ray-actors",
+            metavar="N",
+            min=1,
+            help="episode actors, one event loop each (default: one per cluster CPU)",
+        ),
     ] = None,
     keep_infra_failures: Annotated[
         bool,

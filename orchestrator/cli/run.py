@@ -113,7 +113,9 @@ def run(
     budget: BudgetOpt = None,
     max_subagents: Annotated[
         int | None,
-        typer.Option("--max-subagents", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"),
+        typer.Option(
+            "--max-subagents", metavar="N", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"
+        ),
     ] = None,
     max_concurrency: MaxConcurrencyOpt = None,
     max_subagent_steps: MaxSubagentStepsOpt = None,
@@ -154,6 +156,7 @@ def run(
         int,
         typer.Option(
             "--trace-subagents",
+            metavar="N",
             min=0,
             help="trace at most this many sub-agents of a wider stage, spread over it (0: all; the record has all)",
         ),
@@ -164,11 +167,16 @@ def run(
         str, typer.Option("--split", help="workload runs: train, dev or test (held out)", metavar="SPLIT")
     ] = "train",
     index: Annotated[
-        int, typer.Option("--index", min=0, help="workload runs: the first task's index in the split [default: 0]")
+        int,
+        typer.Option(
+            "--index", metavar="I", min=0, help="workload runs: the first task's index in the split [default: 0]"
+        ),
     ] = 0,
     num_tasks: Annotated[
         int | None,
-        typer.Option("-n", "--num-tasks", min=1, help="workload runs: how many tasks, from --index [default: 1]"),
+        typer.Option(
+            "-n", "--num-tasks", metavar="N", min=1, help="workload runs: how many tasks, from --index [default: 1]"
+        ),
     ] = None,
     knob: Annotated[
         list[str] | None,

@@ -4,6 +4,7 @@ help with defaults and examples that reads at 80 columns, and rollouts that refu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,10 +183,14 @@ def test_flags_mean_one_thing_and_metavars_read_as_words() -> None:
     # -n is a number of tasks wherever it exists; -c a swarm config file; listing limits are --limit.
     assert "-n" not in _option_names("traces list") and "--limit" in _option_names("traces list")
     assert "-c" not in _option_names("mcp list") and "--mcp-config" in _option_names("mcp list")
-    for path in ("run", "rollout", "agents list", "mcp list", "traces list", "traces show", "traces push"):
+    paths = ("run", "eval", "rollout", "train", "agents list", "mcp list", "traces list", "traces show", "traces push")
+    for path in paths:
         text = runner.invoke(app, [*path.split(), "--help"], env={"COLUMNS": "120"}).stdout
         options = [line for line in text.splitlines() if line.lstrip().startswith("-")]
-        assert not [line for line in options if "list[" in line or "<str>" in line], (path, options)
+        assert not [line for line in options if re.search(r"list\[|<str>|<int range>|<float range>", line)], (
+            path,
+            options,
+        )
 
 
 def test_a_yaml_config_is_named_as_yaml(tmp_path: Path) -> None:

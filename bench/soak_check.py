@@ -23,15 +23,16 @@ reported with it (``kill -9 #2 at +57s``, ``the final SIGINT at +120s``, ``its s
   expectation plus three standard deviations, plus one.
 * **Flat resources.** In each process, after ``settle_s``: no task kind and no fd count whose floor in
   the last third of the samples is above its peak in the first third by more than what in-flight work
-  explains (``concurrent`` episodes for a task kind, ``FD_SLACK`` for fds): a leak grows the floor, a
-  1,024-wide stage coming and going does not; RSS's least-squares slope after ``warmup_s`` at most
-  ``rss_slope_max`` MB/min, in processes that ran at least ``rss_min_minutes`` after warm-up (shorter
-  ones are reported as unchecked).
+  explains (``concurrent`` episodes for a task kind, ``FD_SLACK`` for fds), and no task kind that never
+  fell and rose by ``RISE`` or more: a leak grows the floor, a 1,024-wide stage coming and going does
+  not. RSS's least-squares slope after ``warmup_s`` is at most ``rss_slope_max`` MB/min, in processes
+  that ran at least ``rss_min_minutes`` after warm-up (shorter ones are reported as unchecked).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from typing import Any
 Key = tuple[str, int]
 RETRYABLE = ("500", "429", "body", "hang")
 FD_SLACK = 4
+RISE = 2
 
 
 @dataclass
@@ -215,14 +217,18 @@ def check_statuses(
     }
 
 
-def _grows(values: list[float], slack: float) -> tuple[float, float] | None:
-    """(peak of the first third, floor of the last third) when the floor is more than ``slack`` above
-    the peak."""
+def _grows(values: list[float], slack: float, monotone: bool = True) -> tuple[float, float] | None:
+    """(before, after) when the series grew: its floor in the last third is more than ``slack`` above its
+    peak in the first third, or it never fell and rose by ``RISE`` or more (what one task left behind per
+    episode looks like in a process that runs only a few episodes)."""
     third = len(values) // 3
     if third < 2:
         return None
     early, late = max(values[:third]), min(values[-third:])
-    return (early, late) if late > early + slack else None
+    if late > early + slack:
+        return early, late
+    never_fell = monotone and all(b >= a for a, b in itertools.pairwise(values))
+    return (values[0], values[-1]) if never_fell and values[-1] - values[0] >= RISE else None
 
 
 def check_resources(
@@ -245,7 +251,7 @@ def check_resources(
         grew = {k: g for k in kinds if (g := _grows([s["by_kind"].get(k, 0) for s in settled], concurrent))}
         if grew:
             problems.append(f"process {n}: tasks kept growing (kind: first-third peak, last-third floor): {grew}")
-        fds = _grows([s["fds"] for s in settled], FD_SLACK)
+        fds = _grows([s["fds"] for s in settled], FD_SLACK, monotone=False)  # the pool opens connections
         if fds:
             problems.append(f"process {n}: open fds kept growing (first-third peak, last-third floor): {fds}")
         warm = [(s["up_s"], s["rss_mb"]) for s in samples if s["up_s"] >= warmup_s]

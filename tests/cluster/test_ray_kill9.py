@@ -49,13 +49,16 @@ async def _wait_for(check: Any, what: str, timeout_s: float = 60.0) -> None:
 # -- mid-wide-stage ---------------------------------------------------------------------------------
 
 
-def noting_kit(pid_dir: str, started_dir: str) -> SubagentKit:
-    """The sim sub-agents (0.15 s a step), noting the actor's pid and each sub-agent's first request."""
+def noting_kit(pid_dir: str, done_dir: str) -> SubagentKit:
+    """The sim sub-agents (0.15 s a step), noting the actor's pid and each sub-agent's answer
+    (``DONE/<pid>-<agent id>``)."""
     _note_pid(pid_dir)
 
     def policy(request: ModelRequest) -> Completion:
-        Path(started_dir, request.agent_id or "?").touch()
-        return subagent_policy(request)
+        out = subagent_policy(request)
+        if not out.tool_calls:
+            Path(done_dir, f"{os.getpid()}-{request.agent_id}").touch()
+        return out
 
     return {"sim-subagent": SimBackend(policy, model="sim-subagent", latency=0.15)}, [add_tool(0.0)]
 
@@ -63,12 +66,12 @@ def noting_kit(pid_dir: str, started_dir: str) -> SubagentKit:
 async def test_kill_9_of_a_subagent_actor_mid_stage_reruns_exactly_its_unfinished_subagents(tmp_path: Path) -> None:
     width = 120
     task = sim_tasks(1, width=width, max_steps=5)[0]
-    pid_dir, started = tmp_path / "pids", tmp_path / "started"
+    pid_dir, done = tmp_path / "pids", tmp_path / "done"
     pid_dir.mkdir()
-    started.mkdir()
+    done.mkdir()
     orch_kw: dict[str, Any] = {"max_subagents_per_stage": width, "max_concurrency": width}
     killed: list[int] = []
-    async with RayPlacement(Recipe(noting_kit, str(pid_dir), str(started)), actors=2, min_width=10) as placement:
+    async with RayPlacement(Recipe(noting_kit, str(pid_dir), str(done)), actors=2, min_width=10) as placement:
         first_pids = _pids(pid_dir)
         assert len(first_pids) == 2
         orch = Orchestrator(
@@ -86,10 +89,11 @@ async def test_kill_9_of_a_subagent_actor_mid_stage_reruns_exactly_its_unfinishe
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            # every sub-agent has started and the one-step ones are back; the longer ones still run
-            await _wait_for(lambda: len(list(started.iterdir())) >= width, "all sub-agents started")
-            await anyio.sleep(0.3)
+            # kill one actor once some of its sub-agents have answered (one-step ones, 0.15 s) and before
+            # the five-step ones can have (0.75 s)
             victim = min(first_pids)
+            await _wait_for(lambda: any(p.name.startswith(f"{victim}-") for p in done.iterdir()), "an answer")
+            await anyio.sleep(0.2)  # its result leaves the actor within the 0.02 s linger
             os.kill(victim, signal.SIGKILL)
             killed.append(victim)
         stats = dict(placement.stats)

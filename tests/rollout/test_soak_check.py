@@ -178,6 +178,9 @@ def test_a_task_leaked_per_episode_or_a_growing_fd_count_fails_and_a_wide_stage_
     assert (
         len(problems) == 1 and problems[0].startswith("process 1: tasks kept growing") and "Event.wait" in problems[0]
     )
+    short = samples(12, lambda i: {"Orchestrator.run": 2, "Event.wait": 2 + (i > 7) + (i > 9)})  # two episodes
+    problems, _ = resources([short])
+    assert len(problems) == 1 and "'Event.wait': (2, 4)" in problems[0]
     fds = samples(20, lambda i: {}, fds=lambda i: 80 + i)
     problems, _ = resources([fds])
     assert problems and "open fds kept growing" in problems[0]

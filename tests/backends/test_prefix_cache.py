@@ -170,3 +170,20 @@ def test_the_action_grammar_check_is_kept_beside_the_prefix_states(tmp_path: Pat
     engine.remember_grammar("b", False)
     engine.remember_grammar("c", True)
     assert json.loads((tmp_path / GRAMMARS_FILE).read_text()) == {"b": False, "c": True}
+
+
+def test_engines_of_other_kv_layouts_never_share_prefix_states(tmp_path: Path) -> None:
+    """llama.cpp refuses to restore a state an engine of other slot sizes wrote ("No available space
+    in KV cache"): in one test session a 4 x 4096 engine's states failed in a 2 x 2048 engine."""
+    from swarm.backends.local.engine import LocalEngine
+
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"weights")
+
+    def prefix_dir(slots: int, ctx: int) -> Path:
+        engine = LocalEngine(str(weights), slots=slots, ctx_per_slot=ctx)
+        engine.path = weights
+        return engine._prefix_dir()
+
+    assert prefix_dir(4, 4096) == prefix_dir(4, 4096)
+    assert len({prefix_dir(4, 4096), prefix_dir(2, 4096), prefix_dir(4, 2048)}) == 3

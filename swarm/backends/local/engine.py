@@ -222,14 +222,17 @@ class LocalEngine:
             return self.startup
 
     def _prefix_dir(self) -> Path:
-        """Where this model's prefix states live: named by the model file's sha256 and the engine's
-        version (a state is only valid for the exact weights and KV layout that wrote it)."""
+        """Where this model's prefix states live: named by the model file's sha256, the engine's
+        version and the KV layout (a state is only valid for the exact weights and layout that wrote it)."""
         assert self.path is not None
         entry = LOCAL_MODELS.get(self.name)
         model_sha = entry.sha256 if entry is not None and entry.sha256 else file_sha256(self.path)
         self.adapter_key = "".join(file_sha256(a)[:16] for a in self.lora_adapters)
         version = importlib.metadata.version("xllamacpp")
-        return cache_dir() / "prefixes" / f"{model_sha[:32]}-xllamacpp{version}"
+        # and the KV layout: llama.cpp refuses a state written by an engine of other slot sizes
+        # ("No available space in KV cache"), so engines of different layouts never share states
+        layout = f"{self.slots}x{self.ctx_per_slot}"
+        return cache_dir() / "prefixes" / f"{model_sha[:32]}-xllamacpp{version}-{layout}"
 
     @contextlib.asynccontextmanager
     async def slot(self, adapter: bool, prompt: Sequence[int] = ()) -> AsyncIterator[Slot]:

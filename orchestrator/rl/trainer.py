@@ -287,7 +287,8 @@ def _cached_subagents(config: TrainConfig, sub: ModelBackend | None) -> ModelBac
     if config.engine != "llamacpp" or config.policy_gguf is None or sub is None:
         raise ConfigError(
             "subagent_cache needs sub-agents whose weights are pinned by hash: set engine = 'llamacpp' "
-            "with policy_gguf (sub-agents then run its frozen GGUF base), or remove subagent_cache"
+            "with policy_gguf and no other sub-agent model (sub-agents then run its frozen GGUF base), "
+            "or remove subagent_cache"
         )
     assert config.subagent_cache is not None
     return with_subagent_cache(
@@ -579,6 +580,7 @@ class Trainer:
                 config.subagent_model, name="subagent", device=config.device, dtype=config.dtype
             )
             _freeze(env.subagent_backend.hf_model)
+        sub_base: ModelBackend | None = None
         if config.engine == "vllm":
             from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
             from swarm.backends.vllm_engine import VLLMEngineBackend
@@ -593,12 +595,15 @@ class Trainer:
             if gguf is None or config.policy_gguf is None:
                 raise ConfigError("engine = 'llamacpp' serves a GGUF base with the LoRA adapter: set policy_gguf")
             orch, sub, sync = llamacpp_serving(config, policy, config.policy_gguf, gguf)
+            sub_base = sub  # the engine's frozen GGUF base: the only sub-agents the cache can pin
             kwargs.setdefault("engine", orch)
             kwargs.setdefault("sync", sync)
             if env.subagent_backend is None:
                 env.subagent_backend = sub
         if config.subagent_cache is not None:
-            env.subagent_backend = _cached_subagents(config, env.subagent_backend)
+            # only the engine's own base model: a subagent_model or an environment's backend is not pinned
+            pinned = sub_base if sub_base is not None and env.subagent_backend is sub_base else None
+            env.subagent_backend = _cached_subagents(config, pinned)
         return cls(config, policy, env, base_gguf=gguf, **kwargs)
 
     # -- the loop ----------------------------------------------------------------------------------

@@ -38,7 +38,11 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
         ["swarm.dag.*"],
         ["tests/core/test_dag.py", "tests/core/test_dag_details.py", "tests/core/test_hedging.py"],
     ),
-    "admission": ("orchestrator/admission.py", ["orchestrator.admission.*"], ["tests/core/test_protocol.py"]),
+    "admission": (
+        "orchestrator/admission.py",
+        ["orchestrator.admission.*"],
+        ["tests/core/test_admission.py", "tests/core/test_protocol.py"],
+    ),
     "rewards": (
         "swarm/rl/rewards.py",
         ["swarm.rl.rewards.*"],
@@ -106,8 +110,8 @@ def _prepare(name: str) -> Path:
             "",
         ]
     )
-    with (work / "pyproject.toml").open("a", encoding="utf-8") as f:
-        f.write(config)
+    with (work / "pyproject.toml").open("a", encoding="utf-8") as out:
+        out.write(config)
     return work
 
 

@@ -35,9 +35,9 @@ from typing import Any
 import anyio
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.config import Hedge
 from orchestrator.eval_stats import paired
 from swarm.backend import Completion, ModelRequest
+from swarm.config import Hedge
 from swarm.messages import ToolMessage
 from swarm.testing import FunctionBackend, call
 from tools import tool

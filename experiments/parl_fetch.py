@@ -42,7 +42,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from orchestrator.config import SwarmConfig  # noqa: E402
 from orchestrator.engine import Orchestrator  # noqa: E402
 from orchestrator.prompts import action_specs  # noqa: E402
 from orchestrator.rl.trainer import Environment, TrainConfig, load_train_config, sft_example  # noqa: E402
@@ -53,6 +52,7 @@ from orchestrator.rollout import (  # noqa: E402
     orchestrator_factory,
 )
 from swarm.backend import Completion, ModelRequest, ToolSpec  # noqa: E402
+from swarm.config import SwarmConfig  # noqa: E402
 from swarm.errors import BackendError  # noqa: E402
 from swarm.messages import AssistantMessage, Message, ToolCall, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task  # noqa: E402

@@ -1,7 +1,6 @@
 """The orchestrator: the trainable policy's episode engine, rollouts, trainer and the `swarm` CLI."""
 
 from orchestrator.backend_factory import build_backends
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.recorder import RecordWriter
 from orchestrator.rollout import (
@@ -12,6 +11,7 @@ from orchestrator.rollout import (
     orchestrator_factory,
     trl_rollout_func,
 )
+from swarm.config import SwarmConfig
 from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 
 __all__ = [

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.admission import Assignment
-from orchestrator.config import Budgets, Price, SwarmConfig
 from swarm.backend import Usage
+from swarm.config import Budgets, Price, SwarmConfig
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import Message
 from swarm.records import BudgetLine, SubagentResult
@@ -390,7 +390,7 @@ _FLAG_KEYS = {
 
 
 def budget_overrides(flags: Sequence[str] | None) -> dict[str, Any]:
-    """``--budget KEY=VALUE`` flags as :class:`~orchestrator.config.SwarmConfig` overrides: ``tokens``,
+    """``--budget KEY=VALUE`` flags as :class:`~swarm.config.SwarmConfig` overrides: ``tokens``,
     ``input_tokens``, ``cached_tokens``, ``output_tokens``, ``turns``, ``wall_s``, ``cost`` (into
     ``budgets``, merged with the config file's) and ``subagents`` (``max_subagents_per_episode``).
     Empty without flags; values are checked where the config is validated."""

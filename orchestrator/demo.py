@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from orchestrator.config import SwarmConfig
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ToolError, UnknownNameError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import Task

@@ -23,7 +23,6 @@ from opentelemetry.trace import TracerProvider
 from orchestrator.admission import ASSIGN, CREATE, Assignment, admit
 from orchestrator.budgets import BudgetLedger, Share, budget_attributes, new_ledger
 from orchestrator.coach import CallOutcome, CoachState, Ending, ReviewView, TurnAdvice, TurnView, coach_for
-from orchestrator.config import SwarmConfig
 from orchestrator.hedging import run_hedged
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
@@ -40,6 +39,7 @@ from swarm import limits
 from swarm._aio import running_loop
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, context_window, parallel_slots
 from swarm.backends.toolparse import clean_answer
+from swarm.config import SwarmConfig
 from swarm.context import EXHAUSTED_NOTICE, fit_context, prompt_limit
 from swarm.dag import dag_stats
 from swarm.errors import (

@@ -35,7 +35,6 @@ from typing import Any, Literal, get_args
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.eval_raw import (
     RAW_FILE,
@@ -53,6 +52,7 @@ from orchestrator.eval_raw import (
 )
 from orchestrator.store import episode_dir, write_episode
 from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import ConfigError
 from swarm.events import Observer
 from swarm.records import EpisodeRecord, RewardRecord, Task
@@ -142,7 +142,7 @@ def episode_config(
     (swarm mode) or the workload's instructions alone (single mode, which is also not offered the
     sub-agent actions)."""
     data = (base or SwarmConfig()).model_dump()
-    data.update(ep.config)
+    data.update(ep.config.model_dump(exclude_unset=True))  # only the fields the workload sets
     data["subagents"] = ep.mode == "swarm"  # a single agent is not offered create_subagent/assign_task
     apply_overrides(data, overrides or {})
     if not (overrides or {}).get("system_prompt"):

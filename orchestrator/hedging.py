@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.config import Hedge
 from subagents.loop import SubagentRun, run_subagents
+from swarm.config import Hedge
 from swarm.errors import ErrorType
 from swarm.limits import Limiter
 from swarm.records import AgentStatus, SubagentResult

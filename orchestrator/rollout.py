@@ -43,12 +43,12 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
 from orchestrator.tasks import parse_task_line
 from swarm.backend import ModelBackend
 from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
 from swarm.backends.replay_cache import episode_cache_stats
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ErrorType, TaskFileError, UnknownNameError
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.config import SwarmConfig
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, TaskFileError
 from swarm.records import Task
 

@@ -29,6 +29,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.backend import ModelBackend, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
@@ -89,8 +90,9 @@ class Episode:
     """What one episode of a workload task needs. Build a new one per episode (fresh state).
 
     ``instructions`` is the workload's system-prompt text for this mode (the caller appends it to the
-    orchestrator's default prompt in swarm mode, and uses it alone in single mode). ``config`` holds
-    :class:`~orchestrator.config.SwarmConfig` fields the workload needs (budgets).
+    orchestrator's default prompt in swarm mode, and uses it alone in single mode). ``config`` sets
+    the :class:`~swarm.config.SwarmConfig` fields the workload needs (budgets); only the fields it
+    sets override the run's config (``config.model_fields_set``).
     """
 
     task: Task
@@ -99,7 +101,7 @@ class Episode:
     agents: tuple[AgentDefinition, ...]
     instructions: str
     scorer: Callable[[EpisodeRecord], Score]
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: SwarmConfig = field(default_factory=SwarmConfig)
 
     def score(self, record: EpisodeRecord) -> Score:
         """Score a finished episode against this episode's environment."""

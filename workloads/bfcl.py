@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ErrorType, ToolError
 from swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
 from swarm.testing import FunctionBackend, call
@@ -473,7 +474,7 @@ class BfclWorkload(Workload):
             agents=(agent,),
             instructions=instructions,
             scorer=scorer,
-            config={"max_critical_steps": 12, "max_subagent_steps": 4},
+            config=SwarmConfig(max_critical_steps=12, max_subagent_steps=4),
         )
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
@@ -146,7 +147,7 @@ def chain_episode(task: Task, mode: Mode, *, tools: tuple[Tool, ...], swarm: str
             "single": "You are a research assistant. Work alone with the search and open tools, then answer.",
         },
         scorer=scorer,
-        config={"max_critical_steps": 4 * b + 8, "max_subagent_steps": 10, "max_subagents_per_stage": max(16, b)},
+        config=SwarmConfig(max_critical_steps=4 * b + 8, max_subagent_steps=10, max_subagents_per_stage=max(16, b)),
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
 from swarm.verifiers.attribution import fold, hedged, segments
@@ -210,7 +211,7 @@ def control_episode(task: Task, mode: Mode) -> Episode:
             researcher=WIDE_RESEARCHER,
             instructions={"swarm": SWARM_NOTE, "single": _SINGLE_LOOKUP},
             scorer=_scorer(task),
-            config={"max_critical_steps": 8, "max_subagent_steps": 8, "max_subagents_per_stage": 8},
+            config=SwarmConfig(max_critical_steps=8, max_subagent_steps=8, max_subagents_per_stage=8),
         )
     return Episode(
         task=task,
@@ -219,7 +220,7 @@ def control_episode(task: Task, mode: Mode) -> Episode:
         agents=(),
         instructions="" if mode == "swarm" else _SINGLE,  # what a newcomer's `swarm run` gets
         scorer=_scorer(task),
-        config={"max_critical_steps": 6, "max_subagent_steps": 3, "max_subagents_per_stage": 8},
+        config=SwarmConfig(max_critical_steps=6, max_subagent_steps=3, max_subagents_per_stage=8),
     )
 
 

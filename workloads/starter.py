@@ -43,6 +43,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ToolError
 from swarm.records import EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
@@ -754,7 +755,7 @@ class StarterWorkload(Workload):
             agents=(),
             instructions=instructions,
             scorer=scorer,
-            config={"max_critical_steps": 8, "max_subagent_steps": 3, "max_subagents_per_stage": 8},
+            config=SwarmConfig(max_critical_steps=8, max_subagent_steps=3, max_subagents_per_stage=8),
         )
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

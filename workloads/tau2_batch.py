@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ToolError
 from swarm.messages import ToolMessage
 from swarm.records import AgentDefinition, Task
@@ -455,11 +456,9 @@ class Tau2BatchWorkload(Workload):
             agents=(agent,),
             instructions=instructions,
             scorer=lambda record: _score(db, tickets),
-            config={
-                "max_critical_steps": budget,
-                "max_subagent_steps": kn.max_actions + 6,
-                "max_subagents_per_stage": max(16, kn.k),
-            },
+            config=SwarmConfig(
+                max_critical_steps=budget, max_subagent_steps=kn.max_actions + 6, max_subagents_per_stage=max(16, kn.k)
+            ),
         )
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.messages import ToolMessage
 from swarm.records import AgentDefinition, EpisodeRecord, Task
 from swarm.testing import FunctionBackend, call
@@ -145,13 +146,11 @@ def table_scorer(args: Mapping[str, Any]) -> Callable[[EpisodeRecord], Score]:
     return scorer
 
 
-def wide_config(n_labels: int) -> dict[str, Any]:
+def wide_config(n_labels: int) -> SwarmConfig:
     """Budgets of a wide table task of ``n_labels`` names: the single gold policy needs 2N + 1 steps."""
-    return {
-        "max_critical_steps": 2 * n_labels + 8,
-        "max_subagent_steps": 8,
-        "max_subagents_per_stage": max(16, n_labels),
-    }
+    return SwarmConfig(
+        max_critical_steps=2 * n_labels + 8, max_subagent_steps=8, max_subagents_per_stage=max(16, n_labels)
+    )
 
 
 def research_episode(
@@ -162,7 +161,7 @@ def research_episode(
     researcher: str,
     instructions: Mapping[Mode, str],
     scorer: Callable[[EpisodeRecord], Score],
-    config: Mapping[str, Any],
+    config: SwarmConfig,
 ) -> Episode:
     """The episode of a search-corpus task: a ``researcher`` sub-agent type with every tool (its system
     prompt ``researcher``), the instructions of ``mode``, the scorer and the budgets."""
@@ -174,7 +173,7 @@ def research_episode(
         agents=(agent,),
         instructions=instructions[mode],
         scorer=scorer,
-        config=dict(config),
+        config=config,
     )
 
 

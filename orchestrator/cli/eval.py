@@ -45,7 +45,6 @@ from orchestrator.cli.options import (
 )
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
-from orchestrator.config import SwarmConfig
 from orchestrator.eval import (
     BackendPair,
     BackendResolver,
@@ -62,6 +61,7 @@ from orchestrator.eval_report import comparisons, load_runs, render_curve, rende
 from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
+from swarm.config import SwarmConfig
 from swarm.errors import UserError
 from swarm.records import Task
 from swarm.tracing import Telemetry

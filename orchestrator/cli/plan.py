@@ -21,9 +21,9 @@ from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import is_scripted
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
-from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.tasks import load_config, load_tasks
 from swarm.backend import ModelBackend, SamplingParams
+from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import UserError
 from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig

@@ -46,7 +46,6 @@ from orchestrator.cli.options import (
 )
 from orchestrator.cli.plan import workload_knobs
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.config import SwarmConfig, apply_overrides
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
@@ -60,6 +59,7 @@ from orchestrator.rollout import (
 )
 from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
+from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
 from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator, RewardFn
+from swarm.config import SwarmConfig
 
 __all__ = ["FactoryRecipe", "Recipe", "remote_factory"]
 

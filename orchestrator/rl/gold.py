@@ -28,13 +28,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion, ModelBackend, ModelRequest, Usage
 from swarm.backends.openai_http import with_tools_in_prompt
 from swarm.backends.toolparse import parse_tool_calls
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError
 from swarm.messages import AssistantMessage
 from swarm.records import Task

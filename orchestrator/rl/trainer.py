@@ -52,7 +52,6 @@ import anyio.to_thread
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.config import SwarmConfig
 from orchestrator.rl.gold import WorkloadTasks
 from orchestrator.rl.lora import (
     LlamaCppConfig,
@@ -75,6 +74,7 @@ from orchestrator.rollout import (
 from orchestrator.tasks import model_problems
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, UserError
 from swarm.messages import Message
 from swarm.monitors import summarise_monitors

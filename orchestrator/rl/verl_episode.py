@@ -39,11 +39,11 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import EpisodeEntry
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
+from swarm.config import SwarmConfig
 from swarm.errors import BackendError, ConfigError
 from swarm.records import EpisodeRecord, RewardRecord, Task
 from swarm.rl.export import JsonlWriter

@@ -17,10 +17,10 @@ from orchestrator import Orchestrator, SwarmConfig
 from orchestrator.budgets import budget_overrides
 from orchestrator.cli import app
 from orchestrator.cli.live import summary_table
-from orchestrator.config import Budgets, Price, apply_overrides
 from orchestrator.store import read_episode
 from orchestrator.tasks import load_config
 from swarm.backend import Completion, ModelRequest, Usage
+from swarm.config import Budgets, Price, apply_overrides
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import ToolCall, ToolMessage
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.config import Hedge
 from orchestrator.tasks import load_config
 from swarm.backend import Completion, ModelRequest
+from swarm.config import Hedge
 from swarm.dag import build_dag, dag_stats
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import ToolMessage
@@ -128,7 +128,7 @@ def test_hedging_from_the_config_file(tmp_path: Path) -> None:
 async def test_a_backup_spends_from_its_originals_budget_share() -> None:
     """18 turns: 1 for the first turn, 1 kept for the answer, 16 shared by 4 sub-agents (4 each). The
     slow one's backup needs 4 steps on top of the original's 1: with one share for both it runs out."""
-    from orchestrator.config import Budgets
+    from swarm.config import Budgets
 
     policy = ScriptedBackend([[call("assign_task", agent="worker", task=t) for t in TASKS], "answer"])
     hedge = Hedge(straggler_factor=2.0, backup=True)

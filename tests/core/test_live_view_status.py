@@ -19,9 +19,9 @@ import pytest
 from rich.console import Console
 
 from orchestrator.cli.live import LiveState, stages_from_record
-from orchestrator.config import SwarmConfig
 from orchestrator.demo import demo
 from orchestrator.engine import Orchestrator
+from swarm.config import SwarmConfig
 from swarm.events import EpisodeStarted, StageFinished, StageStarted, SubagentStarted, TurnFinished
 from tools.registry import ToolRegistry
 

@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import BackendError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentStatus, EpisodeRecord

@@ -11,7 +11,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.config import SwarmConfig  # noqa: E402
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
 from orchestrator.rl.trainer import (  # noqa: E402
     Environment,
@@ -26,6 +25,7 @@ from orchestrator.rl.trainer import (  # noqa: E402
 from orchestrator.rollout import RolloutConfig  # noqa: E402
 from swarm.backend import SamplingParams  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from swarm.config import SwarmConfig  # noqa: E402
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402

@@ -12,13 +12,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from orchestrator.config import SwarmConfig  # noqa: E402
 from orchestrator.rl.trainer import Environment, OptimConfig, TrainConfig, Trainer, state_checksum  # noqa: E402
 from orchestrator.rollout import RolloutConfig  # noqa: E402
 from swarm.backend import Completion, SamplingParams  # noqa: E402
 from swarm.backends.gguf_convert import convert  # noqa: E402
 from swarm.backends.local import model_available, resolve_model  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from swarm.config import SwarmConfig  # noqa: E402
 from swarm.records import EpisodeRecord, Task  # noqa: E402
 from swarm.rl.rewards import PARLReward  # noqa: E402
 from swarm.testing import FunctionBackend  # noqa: E402

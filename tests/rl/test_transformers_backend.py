@@ -12,12 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.config import SwarmConfig  # noqa: E402
 from orchestrator.engine import Orchestrator  # noqa: E402
 from orchestrator.rl.tiny import build_tiny_model  # noqa: E402
 from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec  # noqa: E402
 from swarm.backends.continuation import TurnMemory  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from swarm.config import SwarmConfig  # noqa: E402
 from swarm.errors import BackendError, ConfigError  # noqa: E402
 from swarm.messages import Message, SystemMessage, UserMessage  # noqa: E402
 from swarm.records import AgentDefinition, EpisodeStatus  # noqa: E402

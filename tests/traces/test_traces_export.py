@@ -21,7 +21,7 @@ from orchestrator.cli.telemetry_setup import (
     resolve_otlp,
     start_tracing,
 )
-from orchestrator.config import SwarmConfig
+from swarm.config import SwarmConfig
 from orchestrator.demo import demo
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 
 from orchestrator.cli.telemetry_setup import TRACE_FILE, TracingOptions, WideStageSampler, start_tracing
-from orchestrator.config import SwarmConfig
+from swarm.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
 from swarm.records import AgentDefinition, EpisodeRecord

@@ -18,7 +18,7 @@ import anyio
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from orchestrator.config import SwarmConfig
+from swarm.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import BackendUnavailableError, ToolError

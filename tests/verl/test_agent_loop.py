@@ -49,7 +49,6 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
 from orchestrator.backend_factory import build_backend
-from orchestrator.config import SwarmConfig
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rl import verl_loop
 from orchestrator.rl.verl_episode import CONFIG_ENV, SubagentServer, VerlLoopConfig, dataset_rows
@@ -58,6 +57,7 @@ from swarm.backend import SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend
 from swarm.backends.token_engine import TokenOutput as EngineOutput
 from swarm.backends.transformers_backend import TransformersBackend
+from swarm.config import SwarmConfig
 from swarm.rl.export import read_trajectories
 from swarm.rl.losses import LossParams, k25_loss
 from swarm.rl.rewards import PARLReward, RewardConfig, Schedule

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
@@ -79,7 +78,7 @@ async def _run(task: Task, mode: Mode, orch: ModelBackend | None = None) -> tupl
     gold = WL.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,
@@ -136,7 +135,7 @@ async def test_malformed_calls_are_recorded_and_reported_to_the_model() -> None:
             return Completion(text=tool_messages(request)[0].content)
         return Completion(tool_calls=(call(tool.name, not_a_param=1),))
 
-    o = Orchestrator(FunctionBackend(policy), SwarmConfig(**ep.config), tools=ep.tools, reward_fn=ep.reward)
+    o = Orchestrator(FunctionBackend(policy), ep.config, tools=ep.tools, reward_fn=ep.reward)
     rec = await o.run(task)
     assert rec.answer is not None and "malformed" in rec.answer
     assert rec.reward is not None and rec.reward.details["emitted_calls"] == 1 and rec.reward.r_perf == 0.0

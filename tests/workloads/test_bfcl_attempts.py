@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.eval import episode_config
 from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.config import SwarmConfig
 from swarm.errors import ErrorType
 from swarm.messages import ToolCall
 from swarm.records import EpisodeRecord, Task

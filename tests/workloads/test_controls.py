@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.eval import run_eval
 from swarm.backend import Completion, ModelBackend, ModelRequest
@@ -32,7 +31,7 @@ async def _run(
     gold = WL.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=sub or gold.subagent,

@@ -325,3 +325,18 @@ async def test_each_task_declares_the_parts_its_gold_swarm_fans_out_to(name: str
 def gold_pair(wl: Any, task: Task, mode: str) -> tuple[Any, Any]:
     p = wl.gold_policy(task, mode)
     return p.orchestrator, p.subagent
+
+
+def test_a_workload_episode_config_overrides_only_the_fields_it_sets() -> None:
+    """``Episode.config`` is a typed SwarmConfig; its defaults never override the run's own settings."""
+    from orchestrator.eval import episode_config
+    from swarm.config import SwarmConfig
+
+    wl = get_workload("bfcl-parallel")
+    ep = wl.episode(wl.tasks(1, seed=0)[0], "swarm")
+    assert isinstance(ep.config, SwarmConfig) and "max_critical_steps" in ep.config.model_fields_set
+    base = SwarmConfig(max_concurrency=3, max_critical_steps=99, max_report_chars=100)
+    cfg = episode_config(ep, base, {"max_subagent_steps": 2})
+    assert (cfg.max_concurrency, cfg.max_report_chars) == (3, 100)  # the run's, not SwarmConfig's defaults
+    assert cfg.max_critical_steps == ep.config.max_critical_steps != 99  # the workload's budget
+    assert cfg.max_subagent_steps == 2  # explicit overrides win over both

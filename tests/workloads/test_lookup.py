@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
@@ -27,7 +26,7 @@ async def _run(wl: Workload, task: Task, mode: Mode, orch: ModelBackend | None =
     gold = wl.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,

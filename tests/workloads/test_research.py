@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
@@ -33,7 +32,7 @@ async def _run(task: Task, mode: Mode, orch: ModelBackend | None = None) -> Epis
     gold = WL.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,
@@ -66,7 +65,7 @@ async def test_gold_reads_every_attribute_through_distractors_in_both_modes(kind
         assert len(rec.reward.details["items"]) == 16 * m  # one item per looked-up cell, names excluded
     assert swarm.dag.stage_widths[0] == 18
     assert not any(name in (swarm.answer or "") for name in task.metadata["missing"])  # left out
-    assert single.dag.critical_steps <= WL.episode(task, "single").config["max_critical_steps"]
+    assert single.dag.critical_steps <= WL.episode(task, "single").config.max_critical_steps
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
@@ -197,7 +196,7 @@ async def test_deep_research_chains_two_hops_per_company_and_scores_the_answer_l
             gold = deep.gold_policy(task, mode)
             o = Orchestrator(
                 gold.orchestrator,
-                SwarmConfig(**ep.config),
+                ep.config,
                 tools=ep.tools,
                 agents=ep.agents,
                 subagent_backend=gold.subagent,

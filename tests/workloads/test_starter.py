@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.eval import episode_config
+from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ToolError
 from swarm.records import EpisodeRecord, Task
 from workloads import get_workload, workload_names

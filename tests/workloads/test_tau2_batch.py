@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError
@@ -55,7 +54,7 @@ async def _run(
     gold = WL.gold_policy(task, mode)
     orch = Orchestrator(
         orch_backend or gold.orchestrator,  # type: ignore[arg-type]
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=sub_backend or gold.subagent,  # type: ignore[arg-type]

@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from orchestrator.rl.gold import WorkloadTasks
 from swarm.errors import ConfigError
@@ -104,7 +103,7 @@ async def _run(task: Task, mode: Mode) -> float:
     gold = WL.gold_policy(task, mode)
     orch = Orchestrator(
         gold.orchestrator,
-        SwarmConfig(**ep.config),
+        ep.config,
         tools=ep.tools,
         agents=ep.agents,
         subagent_backend=gold.subagent,

@@ -46,7 +46,11 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
     "rewards": (
         "swarm/rl/rewards.py",
         ["swarm.rl.rewards.*"],
-        ["tests/rewards/test_parl_reward.py", "tests/rl/test_rl_maths.py"],
+        [
+            "tests/rewards/test_parl_reward.py",
+            "tests/rewards/test_parl_reward_details.py",
+            "tests/rl/test_rl_maths.py",
+        ],
     ),
     "table": ("swarm/verifiers/table.py", ["swarm.verifiers.table.*"], ["tests/rewards"]),
     "starter": (  # the score functions only (the rest is task generation and gold policies)
@@ -74,6 +78,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
         "swarm/rl/trajectory.py",
         ["swarm.rl.trajectory.*"],
         [
+            "tests/trajectory/test_trajectory_details.py",
             "tests/trajectory/test_trajectory_model.py",
             "tests/trajectory/test_export_formats.py",
             "tests/rewards/test_reward_exports.py",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,13 +82,11 @@ from swarm.records import (
     Task,
     ToolResult,
 )
+from swarm.rl.rewards import RewardFn
 from swarm.tracing import Telemetry, attr
 from tools.registry import Tool, ToolContext, ToolRegistry, Toolset
 
 __all__ = ["Orchestrator", "RewardFn"]
-
-RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
-"""Scores a finished episode; set as ``Orchestrator(reward_fn=...)`` so rewards land on the span."""
 
 ORCHESTRATOR_ID = "orchestrator"
 REFUSED_NOTICE = (
@@ -259,7 +257,6 @@ class Orchestrator:
         self._presets = self._check_presets(agents)
         self._set_up_protocol(cfg)
         cfg.budgets.check_prices({self.backend.model, *self.subagent_backends})
-        self.last_record: EpisodeRecord | None = None
 
     def _check_presets(self, agents: Iterable[AgentDefinition]) -> dict[str, AgentDefinition]:
         """Predefined sub-agent types by name, their toolsets expanded; a grant or model the episode
@@ -325,8 +322,9 @@ class Orchestrator:
         """Run one episode to an ending and return its record.
 
         If the caller cancels (Ctrl-C, an outer deadline), every sub-agent is cancelled, the record is
-        built with status ``cancelled`` and delivered to observers (``EpisodeFinished``) and to
-        :attr:`last_record`, then the cancellation propagates.
+        built with status ``cancelled`` and delivered to observers (``EpisodeFinished``), then the
+        cancellation propagates; so is the partial record of an episode the runtime fails on before
+        the exception propagates.
         """
         if isinstance(task, str):
             task = Task(prompt=task)
@@ -1001,7 +999,6 @@ class Orchestrator:
             span.set_many(budget_attributes(record.budgets))
         if status in (EpisodeStatus.FAILED, EpisodeStatus.TIMEOUT, EpisodeStatus.CANCELLED):
             span.fail(st.error_type or status.value, st.error or "")
-        self.last_record = record
         self._emit_lazy(lambda: EpisodeFinished(record=record))
         return record
 

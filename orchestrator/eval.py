@@ -13,9 +13,9 @@ per-episode data, :mod:`orchestrator.eval_raw`; reports are regenerated from the
 (the record and, from the CLI, its trace). A run resumes (``resume=True``): the episodes already in
 the raw file are skipped, provided the run's settings match.
 
-:func:`workload_orchestrator_factory` is the hook for rollout collection: an
-:data:`~orchestrator.rollout.OrchestratorFactory` whose orchestrators build each task's environment
-from the task's metadata and score it with the workload (the PARL terms on top).
+:func:`workload_orchestrator_factory` is the hook for rollout collection and training: an
+:data:`~orchestrator.rollout.EpisodeFactory` that builds each job's orchestrator in its task's own
+environment (from the task's metadata) and scores it with the workload (the PARL terms on top).
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ from orchestrator.eval_raw import (
     write_manifest,
     write_raw,
 )
+from orchestrator.rollout import EpisodeFactory, EpisodeJob
 from orchestrator.store import episode_dir, write_episode
-from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.backend import ModelBackend
 from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import ConfigError
-from swarm.events import Observer
-from swarm.records import EpisodeRecord, RewardRecord, Task
-from swarm.rl.rewards import PARLReward, parl_total
+from swarm.events import EpisodeFinished, Event, Observer
+from swarm.records import EpisodeRecord, Task
 from swarm.tracing import Telemetry
 from workloads import Episode, Mode, Workload, episode_for, finish_rate
 
@@ -74,6 +74,7 @@ __all__ = [
     "arm_mode",
     "check_budgets",
     "episode_config",
+    "episode_orchestrator",
     "parse_arms",
     "plan_configs",
     "run_eval",
@@ -471,6 +472,17 @@ def sample_config(cfg: SwarmConfig, sample: int) -> SwarmConfig:
     return cfg.model_copy(update=update)
 
 
+@dataclass(slots=True)
+class _Finished:
+    """The observer that keeps the record an episode ended with (a crashed episode's partial one too)."""
+
+    record: EpisodeRecord | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, EpisodeFinished):
+            self.record = event.record
+
+
 async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
     """Run one episode, save its record, append its raw row."""
     mode = arm_mode(arm)
@@ -483,14 +495,13 @@ async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
         prov = prov.model_copy(
             update={"model": orch_backend.model, "subagent_model": (sub_backend or orch_backend).model}
         )
-    orch = Orchestrator(
-        orch_backend,
+    finished = _Finished()
+    orch = episode_orchestrator(
+        ep,
         cfg,
-        tools=ep.tools,
-        agents=ep.agents if mode == "swarm" else (),
-        subagent_backend=sub_backend,
-        reward_fn=ep.reward,
-        observers=list(run.observers),
+        (orch_backend, sub_backend),
+        ep.reward,
+        observers=[*run.observers, finished],
         telemetry=run.telemetry(arm),
     )
     eid = episode_id(task.id, arm, sample)
@@ -503,7 +514,7 @@ async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
     except anyio.get_cancelled_exc_class():
         raise  # interrupted: no row, so a resumed run runs this episode again
     except Exception as exc:  # a runtime bug in one episode must not end the evaluation
-        error, record = f"{type(exc).__name__}: {exc}", orch.last_record
+        error, record = f"{type(exc).__name__}: {exc}", finished.record
     raw = _raw_row(run, (task, arm, sample), cfg, record, error, prov)
     if run.root is not None:
         if record is not None:
@@ -833,89 +844,31 @@ def write_tasks(tasks: Sequence[Task], path: Path) -> Path:
     return path
 
 
-# -- rollout hook ---------------------------------------------------------------------------------------
+# -- the episode of a workload task ---------------------------------------------------------------------
 
 
-class _WorkloadReward:
-    """PARL reward whose r_perf is the workload's score of this episode's environment."""
-
-    def __init__(self, episode: Episode, parl: RewardFn) -> None:
-        self.episode = episode
-        self.parl = parl
-
-    async def __call__(self, record: EpisodeRecord) -> RewardRecord:
-        base = await self.parl(record)
-        score = self.episode.score(record)
-        total = parl_total(score.metric, base.r_parallel, base.r_finish, base.lambda1, base.lambda2)
-        return base.model_copy(
-            update={
-                "total": total,
-                "r_perf": score.metric,
-                "verifier": f"workload:{self.episode.task.metadata['workload']}",
-                "details": {**base.details, **score.reward_details()},
-                "error": None,
-            }
-        )
-
-
-class _PerTaskBackend:
-    """The outer orchestrator's backend when backends are resolved per task: never asked to complete."""
-
-    model = "per-task"
-
-    async def complete(self, request: ModelRequest) -> Completion:
-        raise ConfigError("backends resolved per workload task serve workload tasks only")
-
-
-class _WorkloadOrchestrator(Orchestrator):
-    """An orchestrator that builds each task's workload environment when it runs the task."""
-
-    def __init__(
-        self,
-        backend: ModelBackend,
-        config: SwarmConfig,
-        reward_fn: RewardFn,
-        *,
-        mode: Mode,
-        subagent_backend: ModelBackend | None,
-        overrides: Mapping[str, Any] | None,
-        resolve: BackendResolver | None = None,
-    ) -> None:
-        super().__init__(backend, config, subagent_backend=subagent_backend, reward_fn=reward_fn)
-        self._mode: Mode = mode
-        self._overrides = dict(overrides or {})
-        self._resolve = resolve
-
-    async def run(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
-        if isinstance(task, str) or "workload" not in task.metadata:
-            if self._resolve is not None:
-                tid = task if isinstance(task, str) else task.id
-                raise ConfigError(
-                    f"task {tid!r} is not a workload task (no metadata.workload); backends resolved per "
-                    "workload task cannot run it"
-                )
-            return await super().run(task, episode_id=episode_id)
-        ep = episode_for(task, self._mode)
-        cfg = episode_config(ep, self.config, self._overrides)
-        parl = self.reward_fn or PARLReward()
-        if self._resolve is not None:
-            orch_backend, sub_backend = self._resolve(task, self._mode)
-        else:
-            orch_backend, sub_backend = self.backend, self.subagent_backend
-        inner = Orchestrator(
-            orch_backend,
-            cfg,
-            tools=ep.tools,
-            agents=ep.agents if self._mode == "swarm" else (),
-            subagent_backend=sub_backend,
-            reward_fn=_WorkloadReward(ep, parl),
-            telemetry=self.telemetry,
-            observers=self.observers,
-        )
-        try:
-            return await inner.run(task, episode_id=episode_id)
-        finally:
-            self.last_record = inner.last_record
+def episode_orchestrator(
+    ep: Episode,
+    config: SwarmConfig,
+    backends: BackendPair,
+    reward_fn: RewardFn,
+    *,
+    observers: Sequence[Observer] = (),
+    telemetry: Telemetry | None = None,
+) -> Orchestrator:
+    """The orchestrator of one workload episode: its tools, its sub-agent types (swarm mode only: a
+    single agent acts alone), ``config`` (see :func:`episode_config`) and ``reward_fn``."""
+    orch_backend, sub_backend = backends
+    return Orchestrator(
+        orch_backend,
+        config,
+        tools=ep.tools,
+        agents=ep.agents if ep.mode == "swarm" else (),
+        subagent_backend=sub_backend,
+        reward_fn=reward_fn,
+        observers=list(observers),
+        telemetry=telemetry,
+    )
 
 
 def workload_orchestrator_factory(
@@ -924,31 +877,36 @@ def workload_orchestrator_factory(
     *,
     mode: Mode = "swarm",
     overrides: Mapping[str, Any] | None = None,
-) -> Callable[[SwarmConfig, RewardFn], Orchestrator]:
-    """An ``OrchestratorFactory`` for :func:`orchestrator.rollout.collect_rollouts` over workload tasks:
-    each episode gets the task's fresh environment, tools and agents, and its reward's ``r_perf`` is
-    the workload's score (the PARL terms and λs from the given reward).
+) -> EpisodeFactory:
+    """An :data:`~orchestrator.rollout.EpisodeFactory` for :func:`orchestrator.rollout.collect_rollouts`
+    over workload tasks: each job gets its task's fresh environment, tools and agents
+    (:meth:`Workload.episode`), and its reward's ``r_perf`` is the workload's score (the PARL terms and
+    λs from the run's reward, :meth:`Episode.reward_with`).
 
     ``backend`` is one model backend for every episode, or a resolver ``(task, mode) -> (orchestrator
     backend, sub-agent backend or None)`` called once per episode, as :func:`run_eval` takes (the
     workload's gold policy is built per task). ``overrides`` win over the workload's budgets, as in
     :func:`episode_config`; the sampling settings come from the collector's config (per-sample seeds).
+    A task that is not a workload task runs on ``backend`` as given (no tools), which a resolver cannot.
     """
-    if isinstance(backend, ModelBackend):
-        fixed: ModelBackend = backend
-        resolve: BackendResolver | None = None
-    else:
-        fixed, resolve = _PerTaskBackend(), backend
+    extra = dict(overrides or {})
+    fixed = backend if isinstance(backend, ModelBackend) else None
 
-    def make(config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
-        return _WorkloadOrchestrator(
-            fixed,
-            config,
-            reward_fn,
-            mode=mode,
-            subagent_backend=subagent_backend,
-            overrides=overrides,
-            resolve=resolve,
+    def resolve(task: Task, mode: Mode) -> BackendPair:
+        return (backend, subagent_backend) if isinstance(backend, ModelBackend) else backend(task, mode)
+
+    def make(job: EpisodeJob, config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
+        task = job.task
+        if "workload" not in task.metadata:
+            if fixed is None:
+                raise ConfigError(
+                    f"task {task.id!r} is not a workload task (no metadata.workload); backends resolved per "
+                    "workload task cannot run it"
+                )
+            return Orchestrator(fixed, config, subagent_backend=subagent_backend, reward_fn=reward_fn)
+        ep = episode_for(task, mode)
+        return episode_orchestrator(
+            ep, episode_config(ep, config, extra), resolve(task, mode), ep.reward_with(reward_fn)
         )
 
     return make

@@ -59,11 +59,11 @@ from swarm.verifiers import validate_verifier_args
 __all__ = [
     "EpisodeDigest",
     "EpisodeEntry",
+    "EpisodeFactory",
     "EpisodeJob",
     "EpisodeOutcome",
     "EpisodeRunner",
     "LocalExecutor",
-    "OrchestratorFactory",
     "PreparedEpisode",
     "PreparedTrajectory",
     "RolloutConfig",
@@ -81,9 +81,6 @@ __all__ = [
     "prepare_episode",
     "trl_rollout_func",
 ]
-
-OrchestratorFactory = Callable[[SwarmConfig, RewardFn], Orchestrator]
-"""Builds the orchestrator of one episode from its config (with the sample's seed) and reward hook."""
 
 EPISODES = "episodes.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -309,17 +306,6 @@ def infrastructure_failure(record: EpisodeRecord) -> str | None:
     return None
 
 
-def orchestrator_factory(
-    backend: ModelBackend, *, subagent_backend: ModelBackend | None = None, **kwargs: Any
-) -> OrchestratorFactory:
-    """A factory building ``Orchestrator(backend, config, reward_fn=..., **kwargs)`` per episode."""
-
-    def make(config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
-        return Orchestrator(backend, config, subagent_backend=subagent_backend, reward_fn=reward_fn, **kwargs)
-
-    return make
-
-
 # -- episodes as the driver receives them -----------------------------------------------------------
 
 _TRAJECTORY_FIELDS = list(Trajectory.model_fields)
@@ -339,6 +325,23 @@ class EpisodeJob:
     @property
     def episode_id(self) -> str:
         return f"{self.task.id}-s{self.sample_index}"
+
+
+EpisodeFactory = Callable[[EpisodeJob, SwarmConfig, RewardFn], Orchestrator]
+"""Builds the orchestrator of one episode from its job (the task, as verl's agent loop gets each sample's
+own kwargs), its config (with the sample's seed) and the run's reward hook. A workload task gets its
+own environment here (:func:`orchestrator.eval.workload_orchestrator_factory`)."""
+
+
+def orchestrator_factory(
+    backend: ModelBackend, *, subagent_backend: ModelBackend | None = None, **kwargs: Any
+) -> EpisodeFactory:
+    """A factory building ``Orchestrator(backend, config, reward_fn=..., **kwargs)`` for every job alike."""
+
+    def make(job: EpisodeJob, config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
+        return Orchestrator(backend, config, subagent_backend=subagent_backend, reward_fn=reward_fn, **kwargs)
+
+    return make
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,34 +463,37 @@ EpisodeOutcome = PreparedEpisode | RolloutFailure
 class EpisodeRunner:
     """Runs one job to an :data:`EpisodeOutcome`: the same code in this process and on a cluster actor.
 
-    It holds the orchestrator factory, the base config, the reward and the rollout config, and must be
-    picklable to run on a cluster (see :func:`orchestrator.cluster.remote_factory`).
+    It holds the episode factory, the base config, the reward and the rollout config, and must be
+    picklable to run on a cluster (see :func:`orchestrator.cluster.remote_factory`). ``probe`` is the
+    task :meth:`check` builds an episode of (:func:`collect_rollouts` gives its first task).
     """
 
     def __init__(
         self,
-        factory: OrchestratorFactory,
+        factory: EpisodeFactory,
         swarm_config: SwarmConfig,
         reward_fn: RewardFn,
         config: RolloutConfig,
         *,
         keep_records: bool = True,
+        probe: Task | None = None,
     ) -> None:
         self.factory = factory
         self.swarm_config = swarm_config
         self.reward_fn = reward_fn
         self.config = config
         self.keep_records = keep_records
+        self.probe = probe or Task(id="check", prompt="check")
 
     def check(self) -> None:
-        """Build one orchestrator, so a factory or config mistake fails once, before anything runs."""
-        self.factory(self.swarm_config, self.reward_fn)
+        """Build the probe task's orchestrator, so a factory or config mistake fails once, before anything runs."""
+        self.factory(EpisodeJob(self.probe, 0, 0), self.swarm_config, self.reward_fn)
 
     async def run(self, job: EpisodeJob) -> EpisodeOutcome:
         base = self.swarm_config
         sampling = base.orchestrator_sampling.model_copy(update={"seed": job.seed})
         try:
-            orch = self.factory(base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
+            orch = self.factory(job, base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
             with episode_cache_stats() as cache:
                 record = await orch.run(job.task, episode_id=job.episode_id)
             if cache:
@@ -725,7 +731,7 @@ class _Run:
 
 async def collect_rollouts(
     tasks: Sequence[Task],
-    factory: OrchestratorFactory,
+    factory: EpisodeFactory,
     *,
     out_dir: Path,
     config: RolloutConfig | None = None,
@@ -754,7 +760,8 @@ async def collect_rollouts(
     if len(set(ids)) != len(ids) or not all(ids):
         raise ConfigError("rollout tasks need unique, non-empty ids (they name the groups)")
     where = executor or LocalExecutor()
-    runner = EpisodeRunner(factory, base, reward_fn, cfg, keep_records=progress is not None)
+    probe = tasks[0] if tasks else None
+    runner = EpisodeRunner(factory, base, reward_fn, cfg, keep_records=progress is not None, probe=probe)
     where.check(runner)  # a factory/config mistake fails here, once, not in every episode
     out = Path(out_dir)
     _check_manifest(out, cfg)
@@ -861,7 +868,7 @@ def _prompt_text(prompt: Any) -> str:
 
 
 def trl_rollout_func(
-    factory: OrchestratorFactory,
+    factory: EpisodeFactory,
     *,
     tasks: Sequence[Task] = (),
     swarm_config: SwarmConfig | None = None,
@@ -903,8 +910,9 @@ def trl_rollout_func(
         limiter = anyio.CapacityLimiter(max_concurrent_episodes)
 
         async def one(g: int, task: Task, j: int) -> None:
-            sampling = base.orchestrator_sampling.model_copy(update={"seed": episode_seed(seed, task.id, j)})
-            orch = factory(base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
+            job = EpisodeJob(task, j, episode_seed(seed, task.id, j))
+            sampling = base.orchestrator_sampling.model_copy(update={"seed": job.seed})
+            orch = factory(job, base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
             async with limiter:
                 records[(g, j)] = await orch.run(task, episode_id=f"{task.id}-s{j}")
 

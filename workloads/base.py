@@ -34,6 +34,7 @@ from swarm.errors import ConfigError
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
 from swarm.registry import Registry
+from swarm.rl.rewards import RewardFn, parl_total
 from tools.registry import Tool
 from workloads.splits import check_split
 
@@ -116,6 +117,26 @@ class Episode:
             verifier=f"workload:{self.task.metadata.get('workload', '?')}",
             details=s.reward_details(),
         )
+
+    def reward_with(self, parl: RewardFn) -> RewardFn:
+        """``parl``'s reward (PARL terms and λs, e.g. a :class:`~swarm.rl.rewards.PARLReward`) with
+        ``r_perf`` replaced by this episode's workload score: what rollouts and training optimise."""
+
+        async def reward(record: EpisodeRecord) -> RewardRecord:
+            base = await parl(record)
+            score = self.score(record)
+            total = parl_total(score.metric, base.r_parallel, base.r_finish, base.lambda1, base.lambda2)
+            return base.model_copy(
+                update={
+                    "total": total,
+                    "r_perf": score.metric,
+                    "verifier": f"workload:{self.task.metadata['workload']}",
+                    "details": {**base.details, **score.reward_details()},
+                    "error": None,
+                }
+            )
+
+        return reward
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from orchestrator.cli.progress import terminal_progress
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
-    OrchestratorFactory,
+    EpisodeFactory,
     RolloutConfig,
     RolloutProgress,
     RolloutSummary,
@@ -204,19 +204,19 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
     return out
 
 
-def _demo_factory(latency: float) -> OrchestratorFactory:
+def _demo_factory(latency: float) -> EpisodeFactory:
     from orchestrator.demo import demo
 
     d = demo("capitals", latency_s=latency)
     return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
 
 
-def _backend_factory(kind: str, **options: Any) -> OrchestratorFactory:
+def _backend_factory(kind: str, **options: Any) -> EpisodeFactory:
     orch, sub = _backends(kind=kind, **options)
     return orchestrator_factory(orch, subagent_backend=sub)
 
 
-def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) -> OrchestratorFactory:
+def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) -> EpisodeFactory:
     # The workload's budgets win over the config file's; the flags win over both.
     return workload_orchestrator_factory(backend_resolver(**resolver), mode=mode, overrides=overrides)
 

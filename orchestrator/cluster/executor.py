@@ -378,7 +378,12 @@ class RayExecutor:
                 pool = remote_class(SlotPool).options(name=pool_name, num_cpus=0, max_concurrency=100_000).remote()
                 handles.append(pool)
             shipped = EpisodeRunner(
-                runner.factory, runner.swarm_config, runner.reward_fn, runner.config, keep_records=False
+                runner.factory,
+                runner.swarm_config,
+                runner.reward_fn,
+                runner.config,
+                keep_records=False,
+                probe=runner.probe,
             )
             worker = remote_class(EpisodeWorker)
             actors = []

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from orchestrator.engine import Orchestrator, RewardFn
+from orchestrator.rollout import EpisodeFactory, EpisodeJob
 from swarm.config import SwarmConfig
 
 __all__ = ["FactoryRecipe", "Recipe", "remote_factory"]
@@ -63,17 +64,14 @@ class Recipe(Generic[T]):
         return f"{type(self).__name__}({name}, {len(self.args)} args, {sorted(self.kwargs)})"
 
 
-OrchestratorFactory = Callable[[SwarmConfig, RewardFn], Orchestrator]
+class FactoryRecipe(Recipe[EpisodeFactory]):
+    """An episode factory built where it runs: call it like the factory it builds."""
+
+    def __call__(self, job: EpisodeJob, config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
+        return self.get()(job, config, reward_fn)
 
 
-class FactoryRecipe(Recipe[OrchestratorFactory]):
-    """An orchestrator factory built where it runs: call it like the factory it builds."""
-
-    def __call__(self, config: SwarmConfig, reward_fn: RewardFn) -> Orchestrator:
-        return self.get()(config, reward_fn)
-
-
-def remote_factory(build: Callable[..., OrchestratorFactory], /, *args: Any, **kwargs: Any) -> FactoryRecipe:
-    """An orchestrator factory for :func:`~orchestrator.rollout.collect_rollouts` that each process
+def remote_factory(build: Callable[..., EpisodeFactory], /, *args: Any, **kwargs: Any) -> FactoryRecipe:
+    """An episode factory for :func:`~orchestrator.rollout.collect_rollouts` that each process
     (the driver, every Ray actor) builds for itself from ``build(*args, **kwargs)``."""
     return FactoryRecipe(build, *args, **kwargs)

@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 import anyio
 
-from orchestrator.cluster.recipe import FactoryRecipe, OrchestratorFactory, Recipe, remote_factory
+from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import orchestrator_factory
+from orchestrator.rollout import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolCall, ToolMessage, UserMessage
 from swarm.records import Task
@@ -119,7 +119,7 @@ def add_tool(tool_latency: float) -> Tool:
     return Tool(add)
 
 
-def build_sim_factory(latency: float, tool_latency: float) -> OrchestratorFactory:
+def build_sim_factory(latency: float, tool_latency: float) -> EpisodeFactory:
     return orchestrator_factory(
         SimBackend(orchestrator_policy, model="sim-orchestrator", latency=latency),
         subagent_backend=SimBackend(subagent_policy, model="sim-subagent", latency=latency),

@@ -66,7 +66,7 @@ from orchestrator.rl.lora import (
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
 from orchestrator.rollout import (
     EpisodeEntry,
-    OrchestratorFactory,
+    EpisodeFactory,
     RolloutConfig,
     collect_rollouts,
     orchestrator_factory,
@@ -312,9 +312,9 @@ class Environment:
     reward: PARLReward | None = None
     sft: Sequence[Sequence[Message]] = ()
     tool_specs: Sequence[ToolSpec] = field(default_factory=tuple)
-    factory: Callable[[ModelBackend, ModelBackend | None], OrchestratorFactory] | None = None
-    """``(engine, sub-agent backend) -> OrchestratorFactory`` when episodes need more than tools and
-    agents (workload tasks build a fresh environment per episode); default: a plain orchestrator."""
+    factory: Callable[[ModelBackend, ModelBackend | None], EpisodeFactory] | None = None
+    """``(engine, sub-agent backend) -> EpisodeFactory`` when episodes need more than tools and
+    agents (a workload task's job builds its own fresh environment); default: a plain orchestrator."""
 
 
 def workload_environment(config: TrainConfig) -> Environment:
@@ -328,7 +328,7 @@ def workload_environment(config: TrainConfig) -> Environment:
     mode = modes.pop()
     tasks = [t for w in config.workloads for t in w.tasks()]
 
-    def factory(engine: ModelBackend, sub: ModelBackend | None) -> OrchestratorFactory:
+    def factory(engine: ModelBackend, sub: ModelBackend | None) -> EpisodeFactory:
         return workload_orchestrator_factory(engine, sub, mode=mode)
 
     return Environment(tasks=tasks, reward=PARLReward(config.reward), factory=factory)

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout import EpisodeEntry
+from orchestrator.rollout import EpisodeEntry, EpisodeJob
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
 from swarm.config import SwarmConfig
@@ -461,7 +461,7 @@ async def _play(
         policy, runtime.subagent_backend, mode=spec.mode or cfg.mode, overrides=cfg.overrides
     )
     reward = PolicyStepReward(cfg.reward, judge=runtime.judge, default_step=cfg.default_step)
-    orchestrator = factory(_episode_config(cfg.swarm, sampling_params), reward)
+    orchestrator = factory(EpisodeJob(task, 0, 0), _episode_config(cfg.swarm, sampling_params), reward)
     try:
         return await orchestrator.run(task, episode_id=f"{task.id}-{uuid.uuid4().hex[:12]}"), None
     except Exception as exc:  # a runtime bug in one episode must not end verl's whole batch

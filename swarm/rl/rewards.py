@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +58,7 @@ __all__ = [
     "PARLReward",
     "ParallelReward",
     "RewardConfig",
+    "RewardFn",
     "Schedule",
     "ScheduleFn",
     "group_mean",
@@ -68,6 +69,11 @@ __all__ = [
     "r_parallel",
     "task_parts",
 ]
+
+
+RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
+"""Scores a finished episode: ``Orchestrator(reward_fn=...)``, a :class:`PARLReward`, a workload's
+``Episode.reward`` or ``Episode.reward_with(parl)``."""
 
 
 # -- schedules (λ1, λ2, sampling temperature, any coefficient annealed over trainer steps) -------------

@@ -19,7 +19,7 @@ from orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollo
 from orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
 from orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import OrchestratorFactory, RolloutProgress
+from orchestrator.rollout import EpisodeFactory, RolloutProgress
 from swarm.backend import Completion, ModelRequest
 from swarm.records import AgentStatus, EpisodeStatus
 
@@ -118,7 +118,7 @@ async def test_kill_9_of_a_subagent_actor_mid_stage_reruns_exactly_its_unfinishe
 # -- mid-rollout ------------------------------------------------------------------------------------
 
 
-def noting_factory(pid_dir: str) -> OrchestratorFactory:
+def noting_factory(pid_dir: str) -> EpisodeFactory:
     _note_pid(pid_dir)
     return sim_factory(latency=0.03, tool_latency=0.0)
 

@@ -22,7 +22,7 @@ from orchestrator.cluster.sim import (
     subagent_policy,
 )
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import OrchestratorFactory, orchestrator_factory
+from orchestrator.rollout import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import AgentStatus, EpisodeStatus
@@ -144,7 +144,7 @@ async def test_cancelling_the_episode_stops_the_placed_subagents(ray: Any) -> No
         ray.kill(counter)
 
 
-def placed_factory() -> OrchestratorFactory:
+def placed_factory() -> EpisodeFactory:
     # One placement per process, shared by every episode that process runs.
     placement = RayPlacement(sim_subagents(0.01, 0.0), actors=1, num_cpus=0.5, min_width=4)
     return orchestrator_factory(

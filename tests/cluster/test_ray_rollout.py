@@ -21,7 +21,7 @@ import pytest
 from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts
 from orchestrator.cluster import RayExecutor, remote_factory
 from orchestrator.cluster.sim import SimBackend, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
-from orchestrator.rollout import OrchestratorFactory, RolloutProgress, orchestrator_factory
+from orchestrator.rollout import EpisodeFactory, RolloutProgress, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.backends.openai_http import OpenAIBackend
 from swarm.errors import ConfigError
@@ -101,7 +101,7 @@ async def test_episodes_come_back_in_batches_each_written_once_and_a_cancelled_r
 # -- faults -----------------------------------------------------------------------------------------
 
 
-def crashing_factory(marker: str, target_seed: int, every_time: bool) -> OrchestratorFactory:
+def crashing_factory(marker: str, target_seed: int, every_time: bool) -> EpisodeFactory:
     """The sim workload, except that the process running episode ``target_seed`` dies in its second
     orchestrator turn (after its sub-agents ran): once (a marker file remembers), or every time."""
 
@@ -199,7 +199,7 @@ class Gauge:
         return self.peak, self.total
 
 
-def gauged_factory(gauge_name: str) -> OrchestratorFactory:
+def gauged_factory(gauge_name: str) -> EpisodeFactory:
     import ray as ray_
 
     gauge = ray_.get_actor(gauge_name)
@@ -292,7 +292,7 @@ def counting_server() -> Iterator[str]:
         server.server_close()
 
 
-def http_factory(url: str, cap: int) -> OrchestratorFactory:
+def http_factory(url: str, cap: int) -> EpisodeFactory:
     return orchestrator_factory(OpenAIBackend(url, "m", max_concurrency=cap, flavour="openai"))
 
 
@@ -314,16 +314,16 @@ async def test_an_endpoints_request_cap_holds_across_all_actors(tmp_path: Path, 
 async def test_a_factory_holding_a_live_object_is_refused_with_the_fix(tmp_path: Path) -> None:
     lock = threading.Lock()
 
-    def factory(config: SwarmConfig, reward: Any) -> Any:
+    def factory(job: Any, config: SwarmConfig, reward: Any) -> Any:
         with lock:
-            return sim_factory()(config, reward)
+            return sim_factory()(job, config, reward)
 
     with pytest.raises(ConfigError, match="remote_factory"):
         await collect_rollouts(sim_tasks(1), factory, out_dir=tmp_path, executor=RayExecutor())
     assert not (tmp_path / "episodes.jsonl").exists()
 
 
-def broken_build() -> OrchestratorFactory:
+def broken_build() -> EpisodeFactory:
     raise RuntimeError("model weights not found at /nowhere")
 
 

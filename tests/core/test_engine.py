@@ -300,11 +300,11 @@ async def test_cancelling_the_episode_cancels_subagents_and_keeps_the_record() -
             await started.wait()
             await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
-    record = orch.last_record
-    assert record is not None and record.status is EpisodeStatus.CANCELLED
+    assert isinstance(events[-1], EpisodeFinished)  # the cancelled episode's record reaches the observers
+    record = events[-1].record
+    assert record.status is EpisodeStatus.CANCELLED
     statuses = [r.status for r in record.subagent_results]
     assert statuses == [AgentStatus.COMPLETED, AgentStatus.CANCELLED, AgentStatus.CANCELLED]
-    assert isinstance(events[-1], EpisodeFinished) and events[-1].record is record
     assert sum(isinstance(e, SubagentStarted) for e in events) == 3
 
 
@@ -532,11 +532,13 @@ async def test_a_step_cut_by_a_timeout_or_cancel_is_recorded(where: str) -> None
     policy = ScriptedBackend([[create(tools=["slow"]), assign("a")], [assign("b")], "never"])
     workers = ScriptedBackend({"w-0-0": [work], "w-1-0": [work]})
     cfg = SwarmConfig(subagent_timeout_s=0.2, episode_timeout_s=2.0)
-    o = Orchestrator(policy, cfg, tools=[slow], subagent_backend=workers)
+    events: list[Event] = []
+    o = Orchestrator(policy, cfg, tools=[slow], subagent_backend=workers, observers=[events.append])
     with anyio.move_on_after(0.32):  # the first sub-agent times out at 0.2 s; the second is cancelled
         await o.run("go")
-    record = o.last_record
-    assert record is not None and record.status is EpisodeStatus.CANCELLED
+    assert isinstance(events[-1], EpisodeFinished)  # the cancelled episode's record reaches the observers
+    record = events[-1].record
+    assert record.status is EpisodeStatus.CANCELLED
     timed_out, cancelled = record.subagent_results
     assert (timed_out.status, cancelled.status) == (AgentStatus.TIMEOUT, AgentStatus.CANCELLED)
     for r in (timed_out, cancelled):

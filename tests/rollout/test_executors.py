@@ -13,11 +13,11 @@ import anyio
 from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
 from orchestrator.rollout import (
     EpisodeEntry,
+    EpisodeFactory,
     EpisodeJob,
     EpisodeOutcome,
     EpisodeRunner,
     LocalExecutor,
-    OrchestratorFactory,
     PreparedEpisode,
     prepare_episode,
 )
@@ -42,7 +42,7 @@ def policy(request: ModelRequest) -> Completion:
     return Completion(text=f"Answer: {(request.sampling.seed or 0) % 2}")
 
 
-def factory() -> OrchestratorFactory:
+def factory() -> EpisodeFactory:
     return orchestrator_factory(
         FunctionBackend(policy, model="policy"),
         subagent_backend=FunctionBackend(lambda r: Completion(text="done"), model="worker"),
@@ -53,7 +53,7 @@ TASKS = [Task(id=f"t{i}", prompt=f"task {i}", verifier="numeric", verifier_args=
 
 
 async def test_a_prepared_trajectory_line_is_the_trajectory_dump_byte_for_byte() -> None:
-    orch = factory()(SwarmConfig(), PARLReward())
+    orch = factory()(EpisodeJob(TASKS[0], 1, 7), SwarmConfig(), PARLReward())
     record = await orch.run(TASKS[0], episode_id="e")
     entry = EpisodeEntry(group_id="t0", sample_index=1, seed=7, record=record)
     prepared = prepare_episode(entry)

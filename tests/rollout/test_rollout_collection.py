@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -19,7 +18,7 @@ from orchestrator import (
     orchestrator_factory,
 )
 from orchestrator.engine import RewardFn
-from orchestrator.rollout import EpisodeEntry, RolloutFailure, RolloutProgress, episode_seed
+from orchestrator.rollout import EpisodeEntry, EpisodeFactory, EpisodeJob, RolloutFailure, RolloutProgress, episode_seed
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError, TaskFileError
 from swarm.messages import ToolMessage
@@ -67,7 +66,7 @@ TASKS = [
 ]
 
 
-def factory_of(policy: Policy) -> Callable[[SwarmConfig, RewardFn], Orchestrator]:
+def factory_of(policy: Policy) -> EpisodeFactory:
     return orchestrator_factory(policy.backend, subagent_backend=workers())
 
 
@@ -160,7 +159,7 @@ class Crashy(Orchestrator):
 async def test_a_crashing_episode_is_recorded_and_retried_on_resume(tmp_path: Path) -> None:
     policy = Policy()
 
-    def crashy(cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
+    def crashy(job: EpisodeJob, cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
         return Crashy(policy.backend, cfg, subagent_backend=workers(), reward_fn=reward)
 
     cfg = RolloutConfig(group_size=3)
@@ -250,13 +249,30 @@ async def test_a_group_export_cut_by_a_crash_is_completed_on_resume(tmp_path: Pa
 async def test_a_broken_factory_fails_once_before_anything_runs(tmp_path: Path) -> None:
     policy = Policy()
 
-    def broken(cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
+    def broken(job: EpisodeJob, cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
         # A config naming a tool nobody registered: the Orchestrator refuses it.
         return Orchestrator(policy.backend, cfg.model_copy(update={"orchestrator_tools": ("nope",)}), reward_fn=reward)
 
     with pytest.raises(ConfigError, match="unregistered tool"):
         await collect_rollouts(TASKS[:1], broken, out_dir=tmp_path / "o", config=RolloutConfig(group_size=2))
     assert not (tmp_path / "o").exists() and policy.seeds == []
+
+
+async def test_the_factory_gets_each_job_and_checks_the_first_task_before_anything_runs(tmp_path: Path) -> None:
+    """The episode factory takes the job (task, sample, seed): a per-task environment needs no engine
+    subclass. The first task's episode is built once up front (the check), then each job's."""
+    seen: list[tuple[str, int, int, int | None]] = []
+    build = factory_of(Policy())
+
+    def per_task(job: EpisodeJob, cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
+        seen.append((job.task.id, job.sample_index, job.seed, cfg.orchestrator_sampling.seed))
+        return build(job, cfg, reward)
+
+    cfg = RolloutConfig(group_size=2, seed=5)
+    await collect_rollouts(TASKS, per_task, out_dir=tmp_path, config=cfg)
+    assert seen[0] == ("even", 0, 0, None)  # the check, before any episode
+    expected = {(t.id, j, episode_seed(5, t.id, j), episode_seed(5, t.id, j)) for t in TASKS for j in range(2)}
+    assert len(seen) == 5 and set(seen[1:]) == expected
 
 
 async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator import Orchestrator, SwarmConfig, trl_rollout_func
 from orchestrator.engine import RewardFn
+from orchestrator.rollout import EpisodeJob
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import Task
@@ -37,7 +38,7 @@ def policy(request: ModelRequest) -> Completion:
     return Completion(text=f"Answer: {4 if (request.sampling.seed or 0) % 2 else 5}")
 
 
-def factory(cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
+def factory(job: EpisodeJob, cfg: SwarmConfig, reward: RewardFn) -> Orchestrator:
     return Orchestrator(
         FunctionBackend(policy), cfg, reward_fn=reward, subagent_backend=FunctionBackend(lambda r: Completion(text="4"))
     )

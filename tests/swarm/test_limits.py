@@ -14,6 +14,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.backends.openai_http import OpenAIBackend
 from swarm.limits import Limiter, LocalLimits, current_limits, endpoint_key, limiter, subagent_key, use_limits
 from swarm.messages import UserMessage
+from swarm.records import EpisodeRecord
 from swarm.testing import FunctionBackend, call
 
 
@@ -51,12 +52,17 @@ async def test_the_subagent_cap_holds_across_concurrent_orchestrators() -> None:
         return Completion(text="ok")
 
     cfg = SwarmConfig(max_concurrency=8, max_subagents_per_stage=16)
+    records: list[EpisodeRecord] = []
+
+    async def run(o: Orchestrator) -> None:
+        records.append(await o.run("go"))
+
     orchestrators = [Orchestrator(fan_out_policy(16), cfg, subagent_backend=FunctionBackend(work)) for _ in range(3)]
     async with anyio.create_task_group() as tg:
         for o in orchestrators:
-            tg.start_soon(o.run, "go")
+            tg.start_soon(run, o)
     assert gauge.peak == 8
-    assert all(o.last_record and o.last_record.dag.subagent_steps == 16 for o in orchestrators)
+    assert len(records) == 3 and all(r.dag.subagent_steps == 16 for r in records)
 
 
 async def test_different_caps_are_different_limiters() -> None:

@@ -22,6 +22,7 @@ from swarm.config import SwarmConfig
 from orchestrator.engine import Orchestrator
 from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.errors import BackendUnavailableError, ToolError
+from swarm.events import EpisodeFinished, Event
 from swarm.messages import ToolMessage, UserMessage
 from swarm.testing import FunctionBackend, ScriptedBackend, call
 from swarm.tracing import CONTENT_LIMIT, Telemetry
@@ -384,7 +385,8 @@ async def test_cancelled_episode_ends_every_span_as_cancelled(memory: Any) -> No
         return Completion(text="never")
 
     backend = FunctionBackend(slow, model="m")
-    o = Orchestrator(backend, tracer_provider=memory.provider)
+    events: list[Event] = []
+    o = Orchestrator(backend, tracer_provider=memory.provider, observers=[events.append])
     with anyio.move_on_after(0.3):
         await o.run("wait forever")
     spans = memory.exporter.get_finished_spans()
@@ -392,7 +394,9 @@ async def test_cancelled_episode_ends_every_span_as_cancelled(memory: Any) -> No
     assert root.status.status_code.name == "ERROR" and root.attributes["swarm.episode.status"] == "cancelled"
     agent = next(s for s in spans if s.name == "invoke_agent s")
     assert agent.attributes["swarm.agent.status"] == "cancelled" and agent.status.status_code.name == "ERROR"
-    assert o.last_record is not None and o.last_record.trace_id == format(root.context.trace_id, "032x")
+    finished = events[-1]  # the cancelled episode's record, delivered to the observers
+    assert isinstance(finished, EpisodeFinished)
+    assert finished.record.trace_id == format(root.context.trace_id, "032x")
 
 
 def test_a_sampled_out_episode_records_no_trace_id() -> None:

@@ -17,6 +17,7 @@ from orchestrator.eval_raw import read_raw
 from orchestrator.rollout import RolloutConfig, collect_rollouts
 from swarm.backend import Completion
 from swarm.errors import BackendError, UnknownNameError
+from swarm.events import Event, StageStarted
 from swarm.records import EpisodeRecord, Task
 from swarm.rl.rewards import ParallelReward, r_parallel
 from swarm.testing import FunctionBackend
@@ -113,6 +114,44 @@ async def test_a_failing_model_is_a_recorded_row_not_a_crash(tmp_path: Path) -> 
     assert [r.status for r in report.rows] == ["failed", "failed"]
     assert all(r.metric == 0.0 and r.error and "down" in r.error for r in report.rows)
     assert report.summaries["swarm"].errors == 2 and report.ratios["critical_steps"] is None
+
+
+async def test_a_runtime_crash_keeps_the_partial_record_of_the_episode(tmp_path: Path) -> None:
+    """A bug in the runtime (here an observer that raises) is a ``crashed`` row; the record the episode
+    ended with reaches the observers, so its wall time and its record on disk are kept."""
+    wl = get_workload("bfcl-parallel")
+    tasks = wl.tasks(1, seed=0)
+
+    def gold(task: Task, mode: str) -> tuple[FunctionBackend, FunctionBackend]:
+        p = wl.gold_policy(task, mode)  # type: ignore[arg-type]
+        return p.orchestrator, p.subagent  # type: ignore[return-value]
+
+    def buggy(event: Event) -> None:
+        if isinstance(event, StageStarted):
+            raise RuntimeError("observer bug")
+
+    report = await run_eval(wl, tasks, gold, arms=["swarm"], out_dir=tmp_path, run_id="r", observers=[buggy])
+    (row,) = report.rows
+    assert row.status == "crashed" and row.error and "observer bug" in row.error and row.wall_time_s > 0
+    (saved,) = (tmp_path / "r" / "episodes" / "swarm").glob("*/episode.json")
+    record = EpisodeRecord.model_validate_json(saved.read_text())
+    assert record.status.value == "failed" and record.error and "observer bug" in record.error
+
+
+def test_no_harness_subclasses_the_engine() -> None:
+    """Harnesses build an Orchestrator per episode (an episode factory); none subclasses the engine."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("orchestrator", "workloads", "subagents", "tools", "swarm"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                    if "Orchestrator" in bases:
+                        found.append(f"{path.relative_to(root)}:{node.name}")
+    assert not found, f"engine subclasses in library code: {found}"
 
 
 def test_cli_eval_table_json_and_errors(tmp_path: Path) -> None:

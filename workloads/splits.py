@@ -32,9 +32,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from swarm.errors import ConfigError
 
@@ -107,42 +107,59 @@ def split_rng(workload: str, split: str, seed: int) -> random.Random:
 # -- the ledger of burnt test seeds ------------------------------------------------------------------------
 
 
-def used_test_seeds(ledger: Path, workload: str) -> set[int]:
-    """Test seeds already used for ``workload`` according to the JSONL ``ledger`` (empty if it is missing)."""
+def _scope(knobs: Mapping[str, Any] | None) -> str | None:
+    return None if knobs is None else json.dumps(dict(knobs), sort_keys=True, default=str)
+
+
+def used_test_seeds(ledger: Path, workload: str, knobs: Mapping[str, Any] | None = None) -> set[int]:
+    """Test seeds already used for ``workload`` according to the JSONL ``ledger`` (empty if it is missing).
+
+    An entry with ``knobs`` burns its seed only for those knobs (a width curve's N = 2 and N = 8 tables are
+    different tasks from one seed); an entry without, and a query without ``knobs``, match any knobs."""
     if not ledger.is_file():
         return set()
+    want = _scope(knobs)
     seeds: set[int] = set()
     for no, line in enumerate(ledger.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-            if entry["workload"] == workload:
+            got = _scope(entry["knobs"]) if entry.get("knobs") is not None else None
+            if entry["workload"] == workload and (got is None or want is None or got == want):
                 seeds.add(int(entry["seed"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(
-                f"{ledger}:{no}: not a test-seed entry ({exc}); each line is {{'workload', 'seed', 'report'}}"
+                f"{ledger}:{no}: not a test-seed entry ({exc}); each line is {{'workload', 'seed', 'report'}} "
+                "and optionally 'knobs'"
             ) from None
     return seeds
 
 
-def fresh_test_seed(ledger: Path, workload: str) -> int:
-    """The smallest test seed ``workload`` has not used yet."""
-    used = used_test_seeds(ledger, workload)
+def fresh_test_seed(ledger: Path, workload: str, knobs: Mapping[str, Any] | None = None) -> int:
+    """The smallest test seed ``workload`` (with ``knobs``) has not used yet."""
+    used = used_test_seeds(ledger, workload, knobs)
     return next(s for s in range(len(used) + 1) if s not in used)
 
 
-def check_fresh_test_seed(ledger: Path, workload: str, seed: int) -> None:
-    """Raise ConfigError when ``seed`` was already used for a test table of ``workload``."""
-    if seed in used_test_seeds(ledger, workload):
+def check_fresh_test_seed(ledger: Path, workload: str, seed: int, knobs: Mapping[str, Any] | None = None) -> None:
+    """Raise ConfigError when ``seed`` was already used for a test table of ``workload`` (with ``knobs``)."""
+    if seed in used_test_seeds(ledger, workload, knobs):
+        with_knobs = f" with knobs {_scope(knobs)}" if knobs else ""
         raise ConfigError(
-            f"test seed {seed} of {workload} was already used (see {ledger}); a final table needs a fresh one: "
-            f"--seed {fresh_test_seed(ledger, workload)}"
+            f"test seed {seed} of {workload}{with_knobs} was already used (see {ledger}); a final table needs a "
+            f"fresh one: --seed {fresh_test_seed(ledger, workload, knobs)}"
         )
 
 
-def record_test_seed(ledger: Path, workload: str, seed: int, report: str) -> None:
-    """Burn ``seed`` for ``workload``: append it to ``ledger`` with the report that used it."""
+def record_test_seed(
+    ledger: Path, workload: str, seed: int, report: str, knobs: Mapping[str, Any] | None = None
+) -> None:
+    """Burn ``seed`` for ``workload`` (for those ``knobs`` only, when given): append it to ``ledger`` with the
+    report that used it."""
     ledger.parent.mkdir(parents=True, exist_ok=True)
+    entry: dict[str, Any] = {"workload": workload, "seed": seed, "report": report}
+    if knobs is not None:
+        entry["knobs"] = dict(knobs)
     with ledger.open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"workload": workload, "seed": seed, "report": report}, sort_keys=True) + "\n")
+        f.write(json.dumps(entry, sort_keys=True, default=str) + "\n")

@@ -335,9 +335,10 @@ def eval_command(
         knobs=knobs,
     )
     rid = run_id or f"{wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    scope = wl.knobs(knobs).model_dump(mode="json")  # a test seed is burnt for these tasks' knobs only
     try:
         if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):
-            check_fresh_test_seed(ledger, wl.name, seed)
+            check_fresh_test_seed(ledger, wl.name, seed, scope)
         report = _execute(job, backends, out=out, run_id=rid, resume=resume)
     except KeyboardInterrupt:
         err.print(
@@ -348,8 +349,8 @@ def eval_command(
         raise typer.Exit(130) from None
     except UserError as exc:
         raise _fail(exc) from None
-    if ledger is not None and split == "test" and seed not in used_test_seeds(ledger, wl.name):
-        record_test_seed(ledger, wl.name, seed, report=str(report.out_dir))
+    if ledger is not None and split == "test" and seed not in used_test_seeds(ledger, wl.name, scope):
+        record_test_seed(ledger, wl.name, seed, report=str(report.out_dir), knobs=scope)
     if json_out:
         sys.stdout.write(report.model_dump_json() + "\n")
     else:

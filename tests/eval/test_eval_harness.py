@@ -219,10 +219,24 @@ def test_a_test_seed_is_used_once_when_a_ledger_is_kept(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert [json.loads(line)["seed"] for line in ledger.read_text().splitlines()] == [4]
     again = runner.invoke(app, [*args, "--run-id", "b"])
-    assert again.exit_code == 2 and "test seed 4 of bfcl-parallel was already used" in " ".join(again.output.split())
+    said = " ".join(again.output.split())
+    assert again.exit_code == 2 and "test seed 4 of bfcl-parallel with knobs" in said and "already used" in said
     resumed = runner.invoke(app, [*args, "--run-id", "a", "--resume"])  # the run that used it may go on
     assert resumed.exit_code == 0, resumed.output
     assert len(ledger.read_text().splitlines()) == 1
+
+
+def test_a_test_seed_is_burnt_for_its_knobs_only(tmp_path: Path) -> None:
+    """A width curve runs one seed at several widths: each width's tasks are fresh, a repeat is not."""
+    ledger = tmp_path / "test_seeds.jsonl"
+    args = ["eval", "-w", "wide-research", "-b", "gold", "-n", "1", "--split", "test", "--seed", "3", "-q"]
+    args += ["--mode", "single", "-o", str(tmp_path), "--test-seed-ledger", str(ledger)]
+    assert runner.invoke(app, [*args, "--knob", "entities=2", "--run-id", "n2"]).exit_code == 0
+    assert runner.invoke(app, [*args, "--knob", "entities=3", "--run-id", "n3"]).exit_code == 0
+    again = runner.invoke(app, [*args, "--knob", "entities=2", "--run-id", "n2b"])
+    assert again.exit_code == 2 and "test seed 3 of wide-research with knobs" in " ".join(again.output.split())
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [(e["seed"], e["knobs"]["entities"]) for e in entries] == [(3, 2), (3, 3)]
 
 
 async def test_each_arm_runs_its_own_protocol_on_the_same_tasks(tmp_path: Path) -> None:

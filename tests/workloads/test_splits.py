@@ -122,6 +122,13 @@ def test_the_test_seed_ledger_burns_seeds(tmp_path: Path) -> None:
     check_fresh_test_seed(ledger, "controls", 1)
     with pytest.raises(ConfigError, match=r"already used.*--seed 1"):
         check_fresh_test_seed(ledger, "controls", 2)
+    # an entry with knobs burns its seed for those knobs only; one without burns it for every knob
+    record_test_seed(ledger, "wide-research", 5, report="r4", knobs={"entities": 2})
+    assert used_test_seeds(ledger, "wide-research", {"entities": 2}) == {1, 5}
+    assert used_test_seeds(ledger, "wide-research", {"entities": 8}) == {1}
+    check_fresh_test_seed(ledger, "wide-research", 5, {"entities": 8})
+    with pytest.raises(ConfigError, match=r"seed 5 of wide-research with knobs \{\"entities\": 2\}.*--seed 0"):
+        check_fresh_test_seed(ledger, "wide-research", 5, {"entities": 2})
     ledger.write_text(ledger.read_text() + "not json\n")
-    with pytest.raises(ConfigError, match=r"test_seeds\.jsonl:4"):
+    with pytest.raises(ConfigError, match=r"test_seeds\.jsonl:5"):
         used_test_seeds(ledger, "controls")

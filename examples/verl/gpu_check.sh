@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of issue 33 (prepared, well inside a 10-minute device slot): a few GRPO steps of verl on the
 # 0.5B orchestrator with the swarm agent loop, the frozen sub-agents on their own vLLM engine on the same GPU.
-# Reports rollout throughput and the loss curve in $OUT/gpu_check.json (raw console log beside it).
+# Reports rollout throughput and the loss curve in $OUT/gpu_check.json (raw console log beside it), and
+# whether swarm_k25 ran with the rollout's logprobs as π_old at every step (the recipe's verl settings).
 #
 #   OUT=/tmp/out POLICY=/models/qwen2.5-coder-0.5b-instruct bash examples/verl/gpu_check.sh
 #
@@ -32,7 +33,9 @@ WALL=$(( $(date +%s) - T0 ))
 python - "$RUN_DIR/train.log" "$OUT/gpu_check.json" "$WALL" <<'PY'
 import json, re, sys
 log, out, wall = sys.argv[1], sys.argv[2], int(sys.argv[3])
-keep = ("actor/pg_loss", "actor/k25_masked_token_frac", "actor/ppo_kl", "critic/score/mean", "timing_s/gen",
+keep = ("actor/pg_loss", "actor/k25_masked_token_frac", "actor/ppo_kl", "actor/k25_pi_old_gap",
+        "actor/k25_is_clamped_frac", "rollout_corr/rollout_is_mean", "timing_s/old_log_prob",
+        "critic/score/mean", "timing_s/gen",
         "timing_s/step", "perf/throughput", "response_length/mean", "timing_s/swarm/critical_steps/mean",
         "timing_s/swarm/max_width/mean", "timing_s/swarm/r_perf/mean", "timing_s/swarm/trainable_frac")
 steps = []
@@ -43,8 +46,13 @@ for line in open(log, errors="replace"):
     steps.append({k: float(pairs[k]) for k in (("step",) + keep) if k in pairs})
 episodes = 4 * 4  # BATCH tasks x GROUP rollouts per step
 gen = [s["timing_s/gen"] for s in steps if "timing_s/gen" in s]
+# swarm_k25 logs its π_old gap (recomputed vs rollout logprobs) only when it ran with the rollout's
+# logprobs as π_old (verl's IS weights reached it); absent, another loss ran or none did
 report = {"wall_s": wall, "steps": steps, "loss_curve": [s.get("actor/pg_loss") for s in steps],
-          "rollout_episodes_per_s": [episodes / g for g in gen if g > 0]}
+          "rollout_episodes_per_s": [episodes / g for g in gen if g > 0],
+          "pi_old_is_rollout": bool(steps) and all("actor/k25_pi_old_gap" in s for s in steps),
+          "pi_old_gap": [s.get("actor/k25_pi_old_gap") for s in steps]}
 json.dump(report, open(out, "w"), indent=1)
-print(json.dumps({k: report[k] for k in ("wall_s", "loss_curve", "rollout_episodes_per_s")}))
+print(json.dumps({k: report[k] for k in ("wall_s", "loss_curve", "rollout_episodes_per_s", "pi_old_is_rollout",
+                                         "pi_old_gap")}))
 PY

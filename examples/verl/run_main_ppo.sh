@@ -56,11 +56,18 @@ if ! curl -sf "http://127.0.0.1:$SUB_PORT/v1/models" >/dev/null; then
     done
 fi
 
-# 4. verl: GRPO (r − group mean, PARL's advantage), the K2.5 loss, the swarm agent loop
+# 4. verl: GRPO (r − group mean, PARL's advantage), the K2.5 loss, the swarm agent loop.
+# swarm_k25's π_old is the rollout servers' logprobs: verl recomputes old_log_prob (decoupled mode) and
+# hands the loss untruncated token IS weights exp(old − rollout) (rollout_is=token, threshold 1e9 > e^20,
+# no batch normalisation, no rejection sampling), from which it recovers them; the loss and the agent loop
+# refuse other settings (orchestrator.rl.verl_loop.K25_VERL_OVERRIDES). trainer.use_v1=False: verl 0.9.1's
+# legacy trainer, the one SwarmAgentLoopManager (the swarm's step metrics) plugs into.
 python -m verl.trainer.main_ppo \
+    trainer.use_v1=False \
     algorithm.adv_estimator=grpo \
     algorithm.norm_adv_by_std_in_grpo=False \
     algorithm.use_kl_in_reward=False \
+    critic.enable=False \
     data.train_files="$RUN_DIR/data/train.parquet" \
     data.val_files="$RUN_DIR/data/val.parquet" \
     data.train_batch_size="$BATCH" \
@@ -86,10 +93,14 @@ python -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
     actor_rollout_ref.rollout.agent.default_agent_loop=swarm_agent \
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$RUN_DIR/agent_loop.yaml" \
-    actor_rollout_ref.rollout.agent.agent_loop_manager_class=orchestrator.rl.verl_loop.SwarmAgentLoopManager \
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=orchestrator.rl.verl_loop.SwarmAgentLoopManager \
     actor_rollout_ref.rollout.agent.num_workers=4 \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 \
     algorithm.rollout_correction.rollout_is=token \
+    algorithm.rollout_correction.rollout_is_threshold=1e9 \
+    algorithm.rollout_correction.bypass_mode=False \
+    algorithm.rollout_correction.rollout_is_batch_normalize=False \
+    algorithm.rollout_correction.rollout_rs=null \
     trainer.logger='["console"]' \
     trainer.project_name=swarm-verl \
     trainer.experiment_name="$(basename "$RUN_DIR")" \

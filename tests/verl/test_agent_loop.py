@@ -306,8 +306,11 @@ def test_swarm_k25_is_registered_in_verl_and_equals_our_k25_loss() -> None:
     ours = k25_loss(new, old, adv, mask, LossParams())
     (g_ours,) = torch.autograd.grad(ours.loss, new)
     cfg = OmegaConf.create({"global_batch_info": {}})
+    same = (
+        mask.clone()
+    )  # IS weights exp(old − rollout) = 1: the rollout's logprobs are `old` (tests/verl/test_k25_pi_old.py)
     theirs, metrics = get_policy_loss_fn(verl_loop.LOSS_NAME)(
-        old, new, adv[:, None].expand(b, t), mask, "token-mean", cfg
+        old, new, adv[:, None].expand(b, t), mask, "token-mean", cfg, rollout_is_weights=same
     )
     (g_theirs,) = torch.autograd.grad(theirs, new)
     assert float(theirs.detach()) == pytest.approx(float(ours.loss.detach()), rel=1e-6)

@@ -12,6 +12,7 @@ No model, no Ray: CPU, seconds. Skipped without verl (the main venv).
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,15 @@ RESPONSE_MASKS = ((1, 1, 0, 0, 1, 1), (1, 1, 1, 1, 0, 0), (0, 1, 1, 0, 1, 0))
 RESPONSE_LENS = (6, 4, 5)
 
 
-def recipe_overrides() -> list[str]:
-    """The hydra overrides ``run_main_ppo.sh`` passes to ``verl.trainer.main_ppo`` (those without shell
-    variables: paths and sizes keep verl's defaults, which do not bear on π_old)."""
+def recipe_overrides(*, placeholders: bool = False) -> list[str]:
+    """The hydra overrides ``run_main_ppo.sh`` passes to ``verl.trainer.main_ppo``: those without shell
+    expansions (paths and sizes keep verl's defaults, which do not bear on π_old), or all of them with
+    each expansion replaced by ``1``."""
     block = RECIPE.read_text().split("python -m verl.trainer.main_ppo", 1)[1].split('"$@"', 1)[0]
+    if placeholders:
+        block = re.sub(r"\$\(\([^)]*\)\)", "1", block)  # $((A + B))
+        block = re.sub(r'"\$\([^)]*\)"', "1", block)  # "$(basename "$RUN_DIR")"
+        block = re.sub(r'"[^"]*\$[^"]*"', "1", block)  # "$RUN_DIR/data/train.parquet"
     words = shlex.split(block.replace("\\\n", " "))
     return [w for w in words if "=" in w and "$" not in w]
 
@@ -58,6 +64,15 @@ def recipe_overrides() -> list[str]:
 def recipe_config() -> DictConfig:
     with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
         return compose(config_name="ppo_trainer", overrides=recipe_overrides())
+
+
+def test_every_override_of_the_recipe_is_a_key_of_verls_config() -> None:
+    """hydra refuses an unknown key (without ``+``) as ``main_ppo`` would, before anything starts."""
+    overrides = recipe_overrides(placeholders=True)
+    assert len(overrides) > len(recipe_overrides()) + 10
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=overrides)
+    assert cfg.data.train_files == 1 and cfg.actor_rollout_ref.rollout.max_model_len == 1
 
 
 def test_the_recipes_config_passes_verls_own_validation(recipe_config: DictConfig) -> None:

@@ -342,7 +342,12 @@ def rollout(
         int | None, typer.Option("--lambda-steps", metavar="N", min=1, help="steps to anneal λ to 0")
     ] = None,
     parallel_form: Annotated[
-        str | None, typer.Option("--parallel-form", metavar="FORM", help="r_parallel: any, count or width")
+        str | None,
+        typer.Option(
+            "--parallel-form",
+            metavar="FORM",
+            help="r_parallel: coverage (default), parts, count, width or any (docs/rewards.md)",
+        ),
     ] = None,
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", metavar="N", min=1)] = None,
     backend: BackendOpt = "local",

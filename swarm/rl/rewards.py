@@ -3,26 +3,39 @@
 ``r_PARL = λ1 · r_parallel + λ2 · r_finish + r_perf``
 
 * ``r_perf`` — the task's verifier score in [0, 1] (:mod:`swarm.verifiers`);
-* ``r_parallel`` — the instantiation reward against *serial collapse*; its form is chosen by
-  :class:`ParallelReward` (bounded in [0, 1]):
+* ``r_parallel`` — the instantiation reward against *serial collapse*; its form is chosen by name
+  from :data:`PARALLEL_FORMS` through :class:`ParallelReward` (bounded in [0, 1]):
 
+  - ``"coverage"`` (default): the parts of the task covered *in one stage*, against the task's own
+    number of independent parts ``P`` (``task.metadata["parts"]``, which the workloads set; ``target``
+    when a task does not say). With ``w`` the most distinct sub-tasks that *finished* in one stage
+    (sub-task texts compared case- and space-insensitively), ``d`` the sub-agents run on a sub-task
+    already run in the episode (duplicates) and ``x`` the distinct sub-tasks beyond ``P`` (invented
+    items): ``max(0, (min(w, P) − β · (d + x)) / P)`` with ``β`` = ``overassign`` (default 0.5), and
+    **0 whenever P = 1** (a control: nothing to parallelise, so delegating earns nothing over answering
+    directly). Serial collapse (one sub-agent per stage, or one doing everything) earns ``1/P``;
+    exact fan-out earns 1; a duplicate or invented sub-task never earns and costs half a covered part;
+    a sub-agent that failed covers nothing (``r_finish`` counts it);
   - ``"any"``: 1 if at least one sub-agent ran in the episode, else 0;
-  - ``"count"`` (default): ``min(1, sub-agents run / target)``;
+  - ``"count"``: ``min(1, sub-agents run / target)``;
   - ``"width"``: ``min(1, widest stage / target)``;
-  - ``"parts"``: against the task's own number of independent parts ``P`` (``task.metadata["parts"]``,
-    which the workloads set; ``target`` when a task does not say):
-    ``max(0, (min(n, P) − max(0, n − P)) / P)`` for ``n`` sub-agents run, so 1.0 needs exactly one
-    sub-agent per part and every sub-agent beyond the parts takes back what one useful one earned.
-    The ``count`` form pays width up to ``target`` whatever the task needs; trained with it, the 0.5B
-    orchestrator assigned invented items (France and Japan asked, five countries assigned);
+  - ``"parts"``: ``max(0, (min(n, P) − max(0, n − P)) / P)`` for ``n`` sub-agents run.
 
-  a sub-agent *ran* when it was admitted (non-zero step cap): assignments refused for lack of
-  budget do not count as instantiation;
+  Why the default changed (issue 28): ``count`` pays width up to ``target`` whatever the task needs;
+  trained with it, the 0.5B orchestrator assigned invented items (France and Japan asked, five
+  countries assigned). ``parts`` counts sub-agents over all stages, so serial collapse earns it in full,
+  and a control (P = 1) delegating its one question earns 1.0 over a direct answer's 0; its full
+  take-back per extra sub-agent made "assign one item, then answer" the safe mode of a 0.5B policy.
+
+  A sub-agent *ran* when it was admitted (non-zero step cap) or took a step: assignments refused for
+  lack of budget do not count as instantiation;
 * ``r_finish`` — the sub-agent finish rate against *spurious parallelism*:
   ``completed / assigned``, where *assigned* counts every sub-agent result of the episode and, with
   ``count_rejected`` (default), also every ``assign_task`` call the engine refused (unknown agent,
   stage width limit). An episode that assigned nothing gets ``empty_value`` (default 0: not assigning
-  is not rewarded as a perfect finish rate).
+  is not rewarded as a perfect finish rate), except on a task declaring ``parts = 1``, where answering
+  directly is the right call and gets ``control_value`` (default 1.0, what a delegation that finished
+  gets: on a control, delegating earns nothing over answering).
 
 λ1 and λ2 follow :class:`Schedule` objects (shapes by name from :data:`SCHEDULES`) evaluated at the
 trainer step, so the final policy optimises ``r_perf`` alone. :class:`PARLReward` plugs into
@@ -39,23 +52,27 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, UnknownNameError
-from swarm.records import AgentStatus, EpisodeRecord, RewardRecord, Task
+from swarm.records import AgentStatus, EpisodeRecord, RewardRecord, SubagentResult, Task
 from swarm.registry import Registry
 from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
 __all__ = [
     "ADVANTAGES",
+    "PARALLEL_FORMS",
     "SCHEDULES",
     "AdvantageFn",
     "FinishReward",
     "PARLReward",
+    "ParallelCounts",
+    "ParallelFormFn",
     "ParallelReward",
     "RewardConfig",
     "RewardFn",
@@ -64,6 +81,7 @@ __all__ = [
     "group_mean",
     "group_mean_baseline",
     "group_normalized",
+    "parallel_counts",
     "parl_total",
     "r_finish",
     "r_parallel",
@@ -192,15 +210,34 @@ def group_normalized(rewards: Sequence[float], group_ids: Sequence[Hashable], ep
 # -- the auxiliary terms (pure) ---------------------------------------------------------------------
 
 
+ParallelFormFn = Callable[[EpisodeRecord, "ParallelReward"], float]
+"""``form(record, config) -> r_parallel`` in [0, 1]; registered by name in :data:`PARALLEL_FORMS`."""
+
+PARALLEL_FORMS: Registry[ParallelFormFn] = Registry("r_parallel form")
+
+
 class ParallelReward(BaseModel):
-    """Form of ``r_parallel`` (see the module docstring)."""
+    """Form of ``r_parallel``: a name from :data:`PARALLEL_FORMS` and its parameters (module docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    form: Literal["any", "count", "width", "parts"] = "count"
+    form: str = "coverage"
     target: int = Field(
-        4, ge=1, description="sub-agents (count), stage width (width), or parts of a task that names none (parts)"
+        4,
+        ge=1,
+        description="sub-agents (count), stage width (width), or parts of a task that names none (parts, coverage)",
     )
+    overassign: float = Field(
+        0.5,
+        ge=0.0,
+        description="coverage: what each duplicate or invented sub-task takes back, in covered parts",
+    )
+
+    @field_validator("form")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        PARALLEL_FORMS.get(v)  # raises UnknownNameError listing the known forms
+        return v
 
 
 class FinishReward(BaseModel):
@@ -210,25 +247,98 @@ class FinishReward(BaseModel):
 
     count_rejected: bool = True
     empty_value: float = Field(0.0, ge=0.0, le=1.0)
+    control_value: float = Field(
+        1.0, ge=0.0, le=1.0, description="a task of one part (metadata parts = 1) answered without sub-agents"
+    )
+
+
+def _ran_results(record: EpisodeRecord) -> list[list[SubagentResult]]:
+    """Per stage, the sub-agents that were admitted (non-zero step cap) or took a step."""
+    return [[r for r in s.subagents if r.step_cap > 0 or r.steps > 0] for s in record.stages]
 
 
 def _ran(record: EpisodeRecord) -> list[int]:
     """Per stage, the number of sub-agents that were admitted and started."""
-    return [sum(1 for r in s.subagents if r.step_cap > 0 or r.steps > 0) for s in record.stages]
+    return [len(rs) for rs in _ran_results(record)]
+
+
+def _subtask_key(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelCounts:
+    """What the ``coverage`` form reads from an episode (and what a curve of over-assignment plots)."""
+
+    ran: int
+    """Sub-agents run (admitted or stepped), over all stages."""
+    distinct: int
+    """Distinct sub-task texts among them (case- and space-insensitive)."""
+    finished_width: int
+    """The most distinct sub-tasks that finished (status completed) in one stage."""
+
+    @property
+    def duplicates(self) -> int:
+        """Sub-agents run on a sub-task already run in the episode."""
+        return self.ran - self.distinct
+
+    def extras(self, parts: int) -> int:
+        """Distinct sub-tasks beyond the task's ``parts`` (invented items)."""
+        return max(0, self.distinct - parts)
+
+
+def parallel_counts(record: EpisodeRecord) -> ParallelCounts:
+    """The sub-agents an episode ran, its distinct sub-tasks and its widest stage of finished distinct ones."""
+    stages = _ran_results(record)
+    ran = [r for rs in stages for r in rs]
+    finished = [{_subtask_key(r.task) for r in rs if r.status is AgentStatus.COMPLETED} for rs in stages]
+    return ParallelCounts(
+        ran=len(ran),
+        distinct=len({_subtask_key(r.task) for r in ran}),
+        finished_width=max(map(len, finished), default=0),
+    )
+
+
+def _parts_or_target(record: EpisodeRecord, form: ParallelReward) -> int:
+    return task_parts(record.task) or form.target
+
+
+@PARALLEL_FORMS.register("coverage")
+def _coverage(record: EpisodeRecord, form: ParallelReward) -> float:
+    parts = _parts_or_target(record, form)
+    if parts <= 1:  # a control: nothing to parallelise, so no sub-agent earns anything
+        return 0.0
+    c = parallel_counts(record)
+    wasted = c.duplicates + c.extras(parts)
+    return max(0.0, (min(c.finished_width, parts) - form.overassign * wasted) / parts)
+
+
+@PARALLEL_FORMS.register("any")
+def _any(record: EpisodeRecord, form: ParallelReward) -> float:
+    return float(sum(_ran(record)) > 0)
+
+
+@PARALLEL_FORMS.register("count")
+def _count(record: EpisodeRecord, form: ParallelReward) -> float:
+    return min(1.0, sum(_ran(record)) / form.target)
+
+
+@PARALLEL_FORMS.register("width")
+def _width(record: EpisodeRecord, form: ParallelReward) -> float:
+    return min(1.0, max(_ran(record), default=0) / form.target)
+
+
+@PARALLEL_FORMS.register("parts")
+def _parts(record: EpisodeRecord, form: ParallelReward) -> float:
+    parts = _parts_or_target(record, form)
+    n = sum(_ran(record))
+    return max(0.0, (min(n, parts) - max(0, n - parts)) / parts)
 
 
 def r_parallel(record: EpisodeRecord, form: ParallelReward | None = None) -> float:
-    """The instantiation reward of an episode, in [0, 1]."""
+    """The instantiation reward of an episode, in [0, 1], in the form ``form`` names."""
     form = form or ParallelReward()
-    per_stage = _ran(record)
-    if form.form == "any":
-        return float(sum(per_stage) > 0)
-    if form.form == "parts":
-        parts = task_parts(record.task) or form.target
-        n = sum(per_stage)
-        return max(0.0, (min(n, parts) - max(0, n - parts)) / parts)
-    n = sum(per_stage) if form.form == "count" else max(per_stage, default=0)
-    return min(1.0, n / form.target)
+    return PARALLEL_FORMS.get(form.form)(record, form)
 
 
 def task_parts(task: Task) -> int | None:
@@ -261,7 +371,12 @@ def r_finish(record: EpisodeRecord, form: FinishReward | None = None) -> float:
     """Completed assigned sub-tasks / assigned sub-tasks, in [0, 1]."""
     form = form or FinishReward()
     completed, assigned = finish_counts(record, form)
-    return completed / assigned if assigned else form.empty_value
+    return completed / assigned if assigned else _empty_finish(record, form)
+
+
+def _empty_finish(record: EpisodeRecord, form: FinishReward) -> float:
+    """``r_finish`` of an episode that assigned nothing: right on a control, not a perfect rate elsewhere."""
+    return form.control_value if task_parts(record.task) == 1 else form.empty_value
 
 
 def parl_total(r_perf: float, r_parallel: float, r_finish: float, lambda1: float, lambda2: float) -> float:
@@ -353,7 +468,10 @@ class PARLReward:
         except ConfigError as exc:  # bad task metadata: a recorded failure of this term, not a crashed episode
             rp, error = 0.0, "; ".join(e for e in (error, f"r_parallel: {exc}") if e)
         completed, assigned = finish_counts(record, self.config.finish)
-        rf = completed / assigned if assigned else self.config.finish.empty_value
+        try:
+            rf = completed / assigned if assigned else _empty_finish(record, self.config.finish)
+        except ConfigError:  # bad parts metadata, recorded above: not a control
+            rf = self.config.finish.empty_value
         l1, l2 = self.lambdas()
         details = {**details, "subagents_completed": completed, "subagents_assigned": assigned}
         return RewardRecord(

@@ -128,7 +128,8 @@ async def test_parts_form_pays_one_subagent_per_part_and_takes_back_extras() -> 
     assert r_parallel(await run(["France", "Japan", "Italy"]), form) == pytest.approx(1 / 2)
     assert r_parallel(await run(["France", "Japan", "Italy", "Spain", "Peru"]), form) == 0.0
     # the count form pays the five-country episode in full: what taught the 0.5B to invent items
-    assert r_parallel(await run(["France", "Japan", "Italy", "Spain", "Peru"]), ParallelReward(target=4)) == 1.0
+    five = await run(["France", "Japan", "Italy", "Spain", "Peru"])
+    assert r_parallel(five, ParallelReward(form="count", target=4)) == 1.0
     # a task that declares no parts is scored against the form's target
     untagged = await episode([[create(), assign("a"), assign("b")], "done"], {"w-0-0": ["ok"], "w-0-1": ["ok"]})
     assert r_parallel(untagged, ParallelReward(form="parts", target=4)) == pytest.approx(2 / 4)

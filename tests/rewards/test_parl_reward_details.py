@@ -53,10 +53,12 @@ def with_results(rec: EpisodeRecord, **changes: Any) -> EpisodeRecord:
     return rec.model_copy(update={"stages": stages})
 
 
-async def test_one_subagent_is_enough_for_the_any_form_and_the_count_form_is_the_default() -> None:
+async def test_one_subagent_is_enough_for_the_any_form_and_the_coverage_form_is_the_default() -> None:
     one = await episode(fan_out(1), {"w-0-0": ["ok"]}, Task(id="t", prompt="q"))
+    assert ParallelReward().form == "coverage"
     assert r_parallel(one, ParallelReward(form="any")) == 1.0
-    assert r_parallel(one) == 0.25  # count, target 4
+    assert r_parallel(one, ParallelReward(form="count")) == 0.25  # target 4
+    assert r_parallel(one) == 0.25  # coverage: one part of the target's 4
     assert r_parallel(one.model_copy(update={"stages": ()}), ParallelReward(form="width")) == 0.0
 
 

@@ -45,7 +45,9 @@ def test_rollout_writes_trajectories_and_a_summary_then_resumes(tmp_path: Path) 
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert (summary["tasks"], summary["episodes"], summary["trajectories"]) == (2, 6, 6)
-    assert summary["mean_r_parallel"] == 1.0 and summary["mean_parallel_width"] > 1
+    # r_parallel's default form (coverage): these tasks name no parts, so the target (4) stands in; nine
+    # distinct sub-tasks in one stage, eight finished: (min(8, 4) - 0.5 * 5 invented) / 4
+    assert summary["mean_r_parallel"] == pytest.approx(0.375) and summary["mean_parallel_width"] > 1
     trajs = read_trajectories(out / "trajectories.jsonl")
     assert {t.group_id for t in trajs} == {"table", "exact"} and all(t.advantage is not None for t in trajs)
     assert (out / "trajectories.parquet").exists() and (out / "summary.json").exists()

@@ -237,20 +237,22 @@ class NoCoach(Coach):
         shown: list[str] = []
         ran = repeats = failed_again = done_again = 0
         for o in outcomes:
-            content, sig = o.content, call_signature(o.call)
+            content = o.content
             held = o.error_type == ErrorType.ONE_CALL_PER_TURN  # not run: the model was told to send it again
             ran += not held
-            if o.assignment is not None:  # a sub-agent's report
+            if o.assignment is not None:  # a sub-agent's report (a 1,000-way stage: no signature needed)
                 if not o.is_error:
                     state.completed[o.assignment] = content
             elif o.error_type == ErrorType.ALREADY_DONE:
                 repeats, done_again = repeats + 1, done_again + 1
             elif o.is_error and not held:
+                sig = call_signature(o.call)
                 if sig in state.failed:
                     repeats, failed_again = repeats + 1, failed_again + 1
                     content = repeat_notice(content)
                 state.failed.add(sig)
             elif not held:
+                sig = call_signature(o.call)
                 if state.returned.get(sig) == content:
                     repeats += 1
                     content = _SAME_RESULT + content  # the result stays in view (a 1.5B lost it)

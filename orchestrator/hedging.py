@@ -122,6 +122,7 @@ async def run_hedged(
     """
     st = _Stage(hedge=hedge, finished=finished, discarded=discarded, clock=clock, n=len(runs))
     for run in runs:
+        run.scope = anyio.CancelScope()  # what SubagentRun.cut cancels
         st.pending[run.agent_id] = [run]
         st.owner[run.agent_id] = run.agent_id
     backups: list[SubagentRun] = []
@@ -170,7 +171,7 @@ async def _watch(
 
 def _copy(run: SubagentRun) -> SubagentRun:
     """A fresh run of the same sub-agent on the same task (a backup)."""
-    return SubagentRun(
+    copy = SubagentRun(
         definition=run.definition,
         task=run.task,
         agent_id=f"{run.agent_id}-b",
@@ -183,3 +184,5 @@ def _copy(run: SubagentRun) -> SubagentRun:
         budget=run.budget,  # the copy spends from the same share: together they stay within it
         wall_deadline=run.wall_deadline,
     )
+    copy.scope = anyio.CancelScope()  # what SubagentRun.cut cancels
+    return copy

@@ -8,6 +8,7 @@ so a failing sub-agent never cancels its siblings.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
@@ -187,6 +188,11 @@ class SubagentRuntime:
     context_tokens: int | None = None
     # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
     _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
+    # The context window the steps fit their prompts to: context_tokens, else the backend's (read once).
+    window: int | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window", self.context_tokens or context_window(self.backend))
 
     def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
         """The tools an allow-list grants here and their specs (built once per allow-list)."""
@@ -218,6 +224,7 @@ class _Fail:
 
 _Next = _Continue | _Finish | _Fail
 _CONTINUE = _Continue()
+_NO_SCOPE = contextlib.nullcontext()
 
 
 async def _tool_call(
@@ -292,7 +299,8 @@ class SubagentRun:
     budget: StepBudget | None = None
     # When its wall-time budget share ends (the episode clock): still running then, it ends budget_exhausted.
     wall_deadline: float | None = None
-    # Set while run_subagents runs it: cancelling it ends the run quietly (see :meth:`cut`).
+    # Set by a runner that may cut it (hedging) before run_subagents runs it: cancelling it ends the
+    # run quietly (see :meth:`cut`). Other runs have none: a scope per sub-agent is not free.
     scope: anyio.CancelScope | None = None
     # Messages shortened to fit the context (swarm.context); set: the next step is its last (context_exhausted).
     _cuts: tuple[ContextCut, ...] = ()
@@ -319,10 +327,13 @@ class SubagentRun:
             outcome: _Finish | _Fail | None = None
             share = None if self.wall_deadline is None else max(self.wall_deadline - self.started, 0.0)
             by_share = share is not None and (self.timeout_s is None or share <= self.timeout_s)
+            limit = share if by_share else self.timeout_s
             try:
-                # Only this scope's deadline means a timeout; a cancellation from outside propagates.
-                with anyio.move_on_after(share if by_share else self.timeout_s):
+                if limit is None:  # no deadline: no scope
                     outcome = await self._loop()
+                else:  # only this scope's deadline means a timeout; a cancellation from outside propagates
+                    with anyio.move_on_after(limit):
+                        outcome = await self._loop()
             except anyio.get_cancelled_exc_class():
                 span.set(attr.AGENT_STATUS, AgentStatus.CANCELLED.value)
                 raise
@@ -332,7 +343,8 @@ class SubagentRun:
 
     def cut(self) -> None:
         """End the run from outside, without a result of its own (hedging cuts a straggler, or the
-        loser of a run and its copy, and records that result itself)."""
+        loser of a run and its copy, and records that result itself). Only a run given a
+        :attr:`scope` before :func:`run_subagents` starts it can be cut."""
         if self.scope is not None:
             self.scope.cancel()
 
@@ -472,7 +484,9 @@ class SubagentRun:
             len(self.steps), self.step_cap, bool(self._tool_specs), isinstance(self.messages[-1], ToolMessage)
         )
         choice = coach.tool_choice(view)
-        self.messages.extend(UserMessage(content=n) for n in coach.notices(view, choice))
+        notices = coach.notices(view, choice)
+        if notices:
+            self.messages.extend(UserMessage(content=n) for n in notices)
         request = ModelRequest(
             messages=tuple(self.messages),
             tools=self._tool_specs,
@@ -482,7 +496,7 @@ class SubagentRun:
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )
-        window = rt.context_tokens or context_window(rt.backend)
+        window = rt.window
         if window is not None:
             fitted = await self._fit(request, window)
             if isinstance(fitted, _Fail):
@@ -613,12 +627,12 @@ async def run_subagents(
 
     Every ending — an answer, a failure, a spent budget, its own timeout (a cancel scope in
     :meth:`SubagentRun.run`) — goes to ``finished`` as a result; a cancellation from outside cancels
-    them all and propagates (the caller builds their results from the runs). The engine's in-process
-    stages and a placement's remote batches both run through here.
+    them all and propagates (the caller builds their results from the runs). A run with a
+    :attr:`~SubagentRun.scope` runs inside it, and a cut one ends there without a result. The
+    engine's in-process stages and a placement's remote batches both run through here.
     """
     async with anyio.create_task_group() as tg:
         for run in runs:
-            run.scope = anyio.CancelScope()
             tg.start_soon(_run_limited, run, limiter, finished, started)
 
 
@@ -628,9 +642,9 @@ async def _run_limited(
     finished: Callable[[SubagentRun, SubagentResult], None],
     started: Callable[[SubagentRun], None] | None,
 ) -> None:
-    scope = run.scope = run.scope or anyio.CancelScope()
+    scope = run.scope
     try:
-        with scope:  # a cut run ends here, quietly; a cancellation from outside propagates
+        with scope if scope is not None else _NO_SCOPE:  # a cut run ends here, quietly
             # A free token is taken without anyio's fairness checkpoint (two shielded cancel scopes per
             # sub-agent on a 1,000-way fan-out); a full limiter waits its turn as usual.
             if limiter.available_tokens >= 1:
@@ -645,4 +659,4 @@ async def _run_limited(
                 limiter.release()
             finished(run, result)
     finally:
-        run.scope = None  # the run outlives its task (the stage keeps it): drop the scope now
+        run.scope = None  # the run outlives its task (the stage keeps it): drop its scope now

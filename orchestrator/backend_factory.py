@@ -74,6 +74,7 @@ _OPTIONS = frozenset(
         "slots",
         "stop_repeats",
         "subagent_base_url",
+        "subagent_cache",
         "threads",
         "timeout",
     }
@@ -322,7 +323,9 @@ def build_backends(
     engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
     (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal),
     ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
-    path; see :mod:`orchestrator.adapters`).
+    path; see :mod:`orchestrator.adapters`), ``subagent_cache`` (a directory: the sub-agents' backend
+    answers repeated deterministic calls from the replay cache there, keyed by what pins the
+    sub-agents' weights, :func:`model_identity`; see :mod:`swarm.backends.replay_cache`).
     """
     unknown = set(options) - _OPTIONS
     if unknown:
@@ -330,10 +333,15 @@ def build_backends(
             f"unknown backend option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_OPTIONS))}"
         )
     kind = kind or os.environ.get("SWARM_BACKEND") or "local"
+    cache_dir = options.pop("subagent_cache", None)
     sub_url = options.pop("subagent_base_url", None) or os.environ.get("SWARM_SUBAGENT_BASE_URL")
     if kind == "scripted":
         d = _scripted_demo(model)
-        return d.orchestrator_backend, d.subagent_backend
+        if cache_dir is None:
+            return d.orchestrator_backend, d.subagent_backend
+        demo_id = f"scripted:{model or 'capitals'}"
+        cached = with_subagent_cache(d.orchestrator_backend, d.subagent_backend, directory=cache_dir, model_id=demo_id)
+        return d.orchestrator_backend, cached
     s_kind = subagent_kind or kind
     s_model = subagent_model or model
     s_url = sub_url or (base_url if s_kind == kind else None)
@@ -345,11 +353,15 @@ def build_backends(
         orch, base_sub = _local_with_adapter(model, adapter, options)
     else:
         orch = build_backend(kind, model, base_url, **options)
-    if (s_kind, s_model, s_url) == (kind, model, base_url):
-        return orch, base_sub
-    if s_kind == "scripted":
-        raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
-    return orch, build_backend(s_kind, s_model, s_url, **options)
+    sub: ModelBackend | None = base_sub
+    if (s_kind, s_model, s_url) != (kind, model, base_url):
+        if s_kind == "scripted":
+            raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
+        sub = build_backend(s_kind, s_model, s_url, **options)
+    if cache_dir is None:
+        return orch, sub
+    identity = model_identity(s_kind, s_model, s_url)  # the sub-agents' weights (a base under an adapter)
+    return orch, with_subagent_cache(orch, sub, directory=cache_dir, model_id=identity)
 
 
 def _orchestrator_adapter(kind: str, model: str | None, choice: Any) -> OrchestratorAdapter | None:

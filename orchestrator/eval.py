@@ -53,6 +53,7 @@ from orchestrator.eval_raw import (
 from orchestrator.rollout import EpisodeFactory, EpisodeJob
 from orchestrator.store import episode_dir, write_episode
 from swarm.backend import ModelBackend
+from swarm.backends.replay_cache import cache_counts, episode_cache_stats, sum_counts, with_cache_stats
 from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import ConfigError
 from swarm.events import EpisodeFinished, Event, Observer
@@ -196,6 +197,7 @@ class EpisodeRow(BaseModel):
     finish_rate: float | None = None
     error: str | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+    subagent_cache: dict[str, int] = Field(default_factory=dict, description="replay cache hits, misses, bypassed")
 
 
 class ModeSummary(BaseModel):
@@ -221,6 +223,9 @@ class ModeSummary(BaseModel):
     )
     finish_rate: float | None
     errors: int
+    subagent_cache: dict[str, int] = Field(
+        default_factory=dict, description="the sub-agent replay cache's hits, misses and bypassed calls, summed"
+    )
 
 
 class EvalReport(BaseModel):
@@ -262,6 +267,7 @@ def summarise(arm: str, rows: Sequence[EpisodeRow]) -> ModeSummary:
         delegation_rate=_mean([float(r.max_width >= 1) for r in rows]),
         finish_rate=_mean(rates) if rates else None,
         errors=sum(r.error is not None for r in rows),
+        subagent_cache=sum_counts(r.subagent_cache for r in rows),
     )
 
 
@@ -301,6 +307,7 @@ def row_of(raw: RawEpisode) -> EpisodeRow:
         finish_rate=raw.finish_rate,
         error=raw.error,
         details=details,
+        subagent_cache=dict(raw.subagent_cache),
     )
 
 
@@ -452,6 +459,7 @@ def _raw_row(
         wall_time_s=record.wall_time_s,
         error=record.error or (reward.error if reward else "no reward recorded"),
         started_at=record.started_at,
+        subagent_cache=cache_counts(record),
     )
 
 
@@ -509,12 +517,14 @@ async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
         shutil.rmtree(episode_dir(run.root / "episodes" / arm, eid), ignore_errors=True)
     record: EpisodeRecord | None
     error = None
-    try:
-        record = await orch.run(task, episode_id=eid)
-    except anyio.get_cancelled_exc_class():
-        raise  # interrupted: no row, so a resumed run runs this episode again
-    except Exception as exc:  # a runtime bug in one episode must not end the evaluation
-        error, record = f"{type(exc).__name__}: {exc}", finished.record
+    with episode_cache_stats() as cache:
+        try:
+            record = await orch.run(task, episode_id=eid)
+        except anyio.get_cancelled_exc_class():
+            raise  # interrupted: no row, so a resumed run runs this episode again
+        except Exception as exc:  # a runtime bug in one episode must not end the evaluation
+            error, record = f"{type(exc).__name__}: {exc}", finished.record
+    record = with_cache_stats(record, cache) if record is not None else None
     raw = _raw_row(run, (task, arm, sample), cfg, record, error, prov)
     if run.root is not None:
         if record is not None:

@@ -117,6 +117,9 @@ class RawEpisode(_Frozen):
     started_at: float = 0.0
     provenance: Provenance = Provenance()
     config: dict[str, Any] = Field(default_factory=dict, description="the episode's resolved SwarmConfig")
+    subagent_cache: dict[str, int] = Field(
+        default_factory=dict, description="the sub-agent replay cache's hits, misses and bypassed calls (empty: off)"
+    )
 
     @property
     def total_tokens(self) -> int:

@@ -39,9 +39,13 @@ from orchestrator.cli.options import (
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
     ModelOpt,
+    NoSubagentCacheOpt,
     SubagentBackendOpt,
+    SubagentCacheOpt,
     SubagentModelOpt,
     is_scripted,
+    warn_cache_bypass,
+    with_subagent_cache_option,
 )
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
@@ -61,6 +65,7 @@ from orchestrator.eval_report import comparisons, load_runs, render_curve, rende
 from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
+from swarm.backends.replay_cache import CachedBackend, ReplayCache
 from swarm.config import SwarmConfig
 from swarm.errors import UserError
 from swarm.records import Task
@@ -136,10 +141,22 @@ def report_table(report: EvalReport) -> Table:
             r = report.ratios.get(name)
             cells.append("—" if r is None else f"{r:.2f}×")
         t.add_row(label, *cells)
+    if any(s.subagent_cache for s in report.summaries.values()):
+        t.add_row("sub-agent cache", *(_cache_cell(report.summaries[m].subagent_cache) for m in arms), *([""] * both))
     errors = sum(s.errors for s in report.summaries.values())
     if errors:
         t.caption = f"{errors} episode(s) ended with an error; see episodes.jsonl.gz"
     return t
+
+
+def _cache_cell(counts: dict[str, int]) -> str:
+    """``hits/misses`` of the sub-agent replay cache (wall times of hits are not model time)."""
+    if not counts:
+        return "off"
+    bypassed = counts.get("bypassed", 0)
+    return f"{counts.get('hits', 0)} hits / {counts.get('misses', 0)} misses" + (
+        f" / {bypassed} bypassed" if bypassed else ""
+    )
 
 
 ADAPTER_OPTION = typer.Option(
@@ -257,6 +274,8 @@ def eval_command(
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
     orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
+    subagent_cache: SubagentCacheOpt = None,
+    no_subagent_cache: NoSubagentCacheOpt = False,
 ) -> None:
     """Run a workload's tasks in several arms (swarm, single agent, single agent with parallel calls)
     and compare them on the same tasks.
@@ -296,7 +315,9 @@ def eval_command(
         base, extras = (
             load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
         )
-        extras = with_adapter(extras, orchestrator_adapter)
+        extras = with_subagent_cache_option(
+            with_adapter(extras, orchestrator_adapter), subagent_cache, no_subagent_cache
+        )
         backends = backend_resolver(
             wl_name=workload,
             backend=backend,
@@ -317,6 +338,7 @@ def eval_command(
         prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
         if not is_scripted(backend):
             overrides |= _model_sampling(base if config_file else None, prov.model, temperature, max_tokens, seed)
+        warn_cache_bypass(err, extras, overrides.get("subagent_sampling") or base.subagent_sampling)
     except UserError as exc:
         raise _fail(exc) from None
     job = _EvalJob(
@@ -577,6 +599,21 @@ def _model_sampling(
     return out
 
 
+def _gold_resolver(wl: Workload, latency: float, cache_dir: str | None) -> BackendResolver:
+    """The workload's gold policy per task; with ``cache_dir``, its sub-agents behind the replay cache
+    (keyed by the workload and, in the namespace, the task: each task's gold worker knows its own answers)."""
+    cache = ReplayCache(cache_dir) if cache_dir is not None else None
+
+    def gold(task: Task, mode: Mode) -> BackendPair:
+        policy = wl.gold_policy(task, mode, latency_s=latency)
+        if cache is None:
+            return policy.orchestrator, policy.subagent
+        sub = CachedBackend(policy.subagent, cache, model_id=f"gold:{wl.name}", namespace=task.id)
+        return policy.orchestrator, sub
+
+    return gold
+
+
 def backend_resolver(
     *,
     wl_name: str,
@@ -592,12 +629,7 @@ def backend_resolver(
     any other name builds one backend pair (like ``swarm run``) that every episode shares."""
     wl = get_workload(wl_name)
     if is_scripted(backend):
-
-        def gold(task: Task, mode: Mode) -> BackendPair:
-            policy = wl.gold_policy(task, mode, latency_s=latency)
-            return policy.orchestrator, policy.subagent
-
-        return gold
+        return _gold_resolver(wl, latency, extras.get("backend", {}).get("subagent_cache"))
     opts = dict(extras.get("backend", {}))
     opts.setdefault("progress", terminal_progress())
     orch, sub = build_backends(

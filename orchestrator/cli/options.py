@@ -10,9 +10,14 @@ scripted policy (no model: the built-in demo, or a workload's gold policy; ``gol
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+
+from swarm.backend import SamplingParams
+from swarm.backends.replay_cache import deterministic_sampling
+from swarm.errors import UserError
 
 __all__ = [
     "SCRIPTED",
@@ -26,12 +31,16 @@ __all__ = [
     "MaxSubagentStepsOpt",
     "MaxTokensOpt",
     "ModelOpt",
+    "NoSubagentCacheOpt",
     "SubagentBackendOpt",
+    "SubagentCacheOpt",
     "SubagentModelOpt",
     "SubagentTimeoutOpt",
     "TemperatureOpt",
     "WorkloadOpt",
     "is_scripted",
+    "warn_cache_bypass",
+    "with_subagent_cache_option",
 ]
 
 SCRIPTED = ("scripted", "gold")
@@ -87,6 +96,20 @@ SubagentModelOpt = Annotated[
     typer.Option(
         "--subagent-model", metavar="MODEL", envvar="SWARM_SUBAGENT_MODEL", help="sub-agents' model [default: --model]"
     ),
+]
+SubagentCacheOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--subagent-cache",
+        metavar="DIR",
+        help="answer the frozen sub-agents' repeated deterministic model calls from the replay cache in DIR "
+        "(hits and misses in each record and the summary; docs/replay-cache.md) "
+        "[default: off, or the config's [backend] subagent_cache]",
+    ),
+]
+NoSubagentCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-subagent-cache", help="turn the sub-agent replay cache off (a config's subagent_cache too)"),
 ]
 ConfigOpt = Annotated[
     Path | None,
@@ -174,3 +197,30 @@ WorkloadOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+
+
+def with_subagent_cache_option(extras: dict[str, Any], directory: Path | None, off: bool) -> dict[str, Any]:
+    """``extras`` (a config's tables) with ``[backend] subagent_cache`` set by ``--subagent-cache DIR`` or
+    removed by ``--no-subagent-cache``; the backend resolver reads it there, whichever command runs."""
+    if directory is not None and off:
+        raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
+    table = dict(extras.get("backend", {}))
+    if off:
+        table.pop("subagent_cache", None)
+    elif directory is not None:
+        table["subagent_cache"] = str(directory)
+    else:
+        return extras
+    return {**extras, "backend": table}
+
+
+def warn_cache_bypass(console: Console, extras: dict[str, Any], sampling: SamplingParams) -> None:
+    """Tell a user whose sub-agent cache is on that every sub-agent call would pass it by, if so."""
+    if not extras.get("backend", {}).get("subagent_cache") or deterministic_sampling(sampling):
+        return
+    console.print(
+        "[yellow]warning:[/yellow] the sub-agent cache keeps deterministic calls only, and sub-agents sample at "
+        f"temperature {sampling.temperature} without a seed: every call will pass it by. Set "
+        "\\[swarm.subagent_sampling] temperature = 0 (or a seed) in the config",
+        soft_wrap=True,
+    )

@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.backend_factory import build_backends
+from orchestrator.backend_factory import build_backends, with_subagent_cache
 from orchestrator.budgets import budget_overrides
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import backend_resolver
@@ -41,8 +41,12 @@ from orchestrator.cli.options import (
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
     ModelOpt,
+    NoSubagentCacheOpt,
     SubagentBackendOpt,
+    SubagentCacheOpt,
     SubagentModelOpt,
+    warn_cache_bypass,
+    with_subagent_cache_option,
 )
 from orchestrator.cli.plan import workload_knobs
 from orchestrator.cli.progress import terminal_progress
@@ -117,6 +121,11 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
     t.add_row("critical / total steps", f"{s.mean_critical_steps:.2f} / {s.mean_total_steps:.2f}")
     t.add_row("parallel width", f"{s.mean_parallel_width:.2f}")
     t.add_row("sub-agent finish rate", f"{s.finish_rate:.3f}")
+    if s.subagent_cache:
+        c = s.subagent_cache
+        t.add_row(
+            "sub-agent cache", f"{c.get('hits', 0)} hits, {c.get('misses', 0)} misses, {c.get('bypassed', 0)} bypassed"
+        )
     t.add_row("statuses", ", ".join(f"{k} {v}" for k, v in sorted(s.statuses.items())) or "-")
     t.add_row(
         "failures",
@@ -204,11 +213,14 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
     return out
 
 
-def _demo_factory(latency: float) -> EpisodeFactory:
+def _demo_factory(latency: float, subagent_cache: str | None = None) -> EpisodeFactory:
     from orchestrator.demo import demo
 
     d = demo("capitals", latency_s=latency)
-    return orchestrator_factory(d.orchestrator_backend, subagent_backend=d.subagent_backend, tools=d.tools)
+    sub: ModelBackend = d.subagent_backend
+    if subagent_cache is not None:  # the demo's scripted workers stand in for frozen sub-agents
+        sub = with_subagent_cache(d.orchestrator_backend, sub, directory=subagent_cache, model_id="scripted:capitals")
+    return orchestrator_factory(d.orchestrator_backend, subagent_backend=sub, tools=d.tools)
 
 
 def _backend_factory(kind: str, **options: Any) -> EpisodeFactory:
@@ -398,6 +410,8 @@ def rollout(
             help="episode actors, one event loop each (default: one per cluster CPU)",
         ),
     ] = None,
+    subagent_cache: SubagentCacheOpt = None,
+    no_subagent_cache: NoSubagentCacheOpt = False,
     keep_infra_failures: Annotated[
         bool,
         typer.Option(
@@ -442,6 +456,7 @@ def rollout(
             if config_file
             else (None, {})
         )
+        extras = with_subagent_cache_option(extras, subagent_cache, no_subagent_cache)
         reward_cfg = _reward_config(
             extras,
             {
@@ -487,7 +502,8 @@ def rollout(
             task_list = demo_tasks(task_list)
 
             demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
-            build, build_args = _demo_factory, {"latency": demo_latency}
+            cache_dir = extras.get("backend", {}).get("subagent_cache")
+            build, build_args = _demo_factory, {"latency": demo_latency, "subagent_cache": cache_dir}
             swarm_cfg = _with_overrides(base or demo("capitals", latency_s=demo_latency).config, overrides)
             judge = None
         else:
@@ -506,6 +522,7 @@ def rollout(
             )
             swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
+        warn_cache_bypass(err, extras, swarm_cfg.subagent_sampling)
         factory, executor = _factory_and_executor(build, build_args, ray, ray_actors)
         reward = PARLReward(reward_cfg, step=step, judge=judge)
         # A resume must score its episodes as the first run did: the reward settings are part of the run.

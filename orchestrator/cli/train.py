@@ -11,14 +11,18 @@ matplotlib).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+if TYPE_CHECKING:
+    from orchestrator.rl.trainer import TrainConfig
+
 from orchestrator.cli.discovery import resolve_config
+from orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
 from swarm.errors import UserError
 
 __all__ = ["train_app"]
@@ -76,6 +80,8 @@ def train(
     steps: Annotated[int | None, typer.Option(help="override the config's total steps")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    subagent_cache: SubagentCacheOpt = None,
+    no_subagent_cache: NoSubagentCacheOpt = False,
 ) -> None:
     """Run or resume training from --config FILE (see orchestrator/rl/trainer.py for the fields).
 
@@ -94,6 +100,7 @@ def train(
 
     try:
         cfg = load_train_config(config, steps=steps, run_dir=str(run_dir.resolve()) if run_dir else None)
+        cfg = _with_cache_flags(cfg, subagent_cache, no_subagent_cache)
         with _progress("train", progress) as bar:
             task = bar.add_task("train", total=cfg.steps, info="")
 
@@ -102,6 +109,8 @@ def train(
                     f"reward {m.reward:.3f} r_perf {m.r_perf:.3f} λ1 {m.lambda1:.3f} "
                     f"crit {m.mean_critical_steps:.2f} width {m.mean_parallel_width:.2f}"
                 )
+                if m.subagent_cache:
+                    info += f" cache {m.subagent_cache.get('hits', 0)} hits {m.subagent_cache.get('misses', 0)} misses"
                 bar.update(task, completed=m.step + 1, info=info)
 
             trainer = Trainer.from_config(cfg, config_dir=config.parent, on_step=on_step)
@@ -114,6 +123,17 @@ def train(
     except UserError as exc:
         raise _fail(str(exc)) from None
     _err.print(escape(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}"))
+
+
+def _with_cache_flags(cfg: TrainConfig, directory: Path | None, off: bool) -> TrainConfig:
+    """``cfg`` with ``subagent_cache`` set by ``--subagent-cache DIR`` or cleared by ``--no-subagent-cache``."""
+    if directory is not None and off:
+        raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
+    if off:
+        return cfg.model_copy(update={"subagent_cache": None})
+    if directory is None:
+        return cfg
+    return cfg.model_copy(update={"subagent_cache": directory.resolve()})
 
 
 def _progress(label: str, enabled: bool) -> Progress:

@@ -271,13 +271,9 @@ def load_train_config(path: Path, **overrides: Any) -> TrainConfig:
 
 
 def _cache_totals(records: Sequence[EpisodeRecord]) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for r in records:
-        got = r.metadata.get("subagent_cache")
-        if isinstance(got, dict):
-            for k in ("hits", "misses", "bypassed"):
-                totals[k] = totals.get(k, 0) + int(got.get(k, 0))
-    return totals
+    from swarm.backends.replay_cache import cache_counts, sum_counts
+
+    return sum_counts(cache_counts(r) for r in records)
 
 
 def _cached_subagents(config: TrainConfig, sub: ModelBackend | None) -> ModelBackend:

@@ -37,7 +37,7 @@ import json
 import sqlite3
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,8 +45,9 @@ from typing import Any
 import anyio
 from pydantic import TypeAdapter
 
-from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams
 from swarm.errors import ConfigError
+from swarm.records import EpisodeRecord
 
 __all__ = [
     "CACHE_VERSION",
@@ -54,8 +55,12 @@ __all__ = [
     "CacheStats",
     "CachedBackend",
     "ReplayCache",
+    "cache_counts",
+    "deterministic_sampling",
     "episode_cache_stats",
     "request_key",
+    "sum_counts",
+    "with_cache_stats",
 ]
 
 CACHE_VERSION = 1
@@ -101,6 +106,34 @@ def episode_cache_stats() -> Iterator[CacheStats]:
         _EPISODE.reset(token)
 
 
+def with_cache_stats(record: EpisodeRecord, stats: CacheStats) -> EpisodeRecord:
+    """``record`` with ``stats`` in ``metadata["subagent_cache"]`` (unchanged when the cache answered nothing)."""
+    if not stats:
+        return record
+    return record.model_copy(update={"metadata": {**record.metadata, METADATA_KEY: stats.as_dict()}})
+
+
+_COUNTED = ("hits", "misses", "bypassed")
+
+
+def cache_counts(record: EpisodeRecord) -> dict[str, int]:
+    """The hits, misses and bypassed calls a record's ``metadata["subagent_cache"]`` holds (``{}``: none)."""
+    got = record.metadata.get(METADATA_KEY)
+    if not isinstance(got, Mapping):
+        return {}
+    return {k: int(got.get(k, 0)) for k in _COUNTED}
+
+
+def sum_counts(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Per-episode cache counts summed for a run's summary (``{}`` when no episode used the cache)."""
+    totals: dict[str, int] = {}
+    for c in counts:
+        for k in _COUNTED:
+            if k in c:
+                totals[k] = totals.get(k, 0) + int(c[k])
+    return totals
+
+
 def request_key(model_id: str, namespace: str, request: ModelRequest) -> str:
     """The cache key of one call: who asks (``agent_id``/``agent_name``) is left out, what is asked is not."""
     body = _REQUEST.dump_python(request, mode="json")
@@ -117,7 +150,12 @@ def request_key(model_id: str, namespace: str, request: ModelRequest) -> str:
 
 def deterministic(request: ModelRequest) -> bool:
     """Whether the same request always gives the same completion (greedy, or sampled with a seed)."""
-    return request.sampling.temperature == 0.0 or request.sampling.seed is not None
+    return deterministic_sampling(request.sampling)
+
+
+def deterministic_sampling(sampling: SamplingParams) -> bool:
+    """Whether calls sampled with ``sampling`` can be cached: greedy, or with a seed."""
+    return sampling.temperature == 0.0 or sampling.seed is not None
 
 
 class ReplayCache:

@@ -98,3 +98,43 @@ def test_a_direct_tool_calls_tail_runs_beside_the_subagents_and_counts_only_past
     # one that runs 20 s past it is on the critical path: 1 + 20 + the answer's 1 s
     late = with_tools(_tool(0.5, 21.0), _tool(0.5, 2.0))
     assert build_dag(late).nodes["orchestrator#0"]["tools_tail"] == 20.0 and wall(late) == 22.0
+
+
+def test_equal_sub_agents_at_the_end_give_the_first_ones_path_on_both_passes() -> None:
+    # An episode cut during its last stage: two 2-step sub-agents tie; both passes name the first.
+    o0 = _step("orchestrator", 0, 0, 0.0, 1.0)
+    subs = (_sub("a", 0, [(1, 2), (2, 3)]), _sub("b", 0, [(1, 2), (2, 4)]))
+    stages = [StageRecord(index=0, kind="subagents", started=0, ended=4, orchestrator_steps=(o0,), subagents=subs)]
+    for stats in (dag_stats(stages), dag_stats(stages, build_dag(stages))):
+        assert stats.critical_path == ("orchestrator#0", "a#0", "a#1")
+        assert (stats.critical_steps, stats.wall_critical_path_s) == (3, 4.0)
+        assert (stats.total_steps, stats.main_steps, stats.subagent_steps) == (5, 1, 4)
+
+
+def test_a_step_whose_clock_went_backwards_adds_no_negative_time_on_both_passes() -> None:
+    # The orchestrator's first step ends 4 s before it started (a record with a skewed clock): the
+    # sub-agent's branch starts from 0 s, not -4 s, as a longest path over durations does.
+    stages = [
+        StageRecord(
+            index=0,
+            kind="subagents",
+            started=0,
+            ended=2,
+            orchestrator_steps=(_step("orchestrator", 0, 0, 5.0, 1.0),),
+            subagents=(_sub("a", 0, [(1, 2)]),),
+        ),
+        StageRecord(
+            index=1, kind="answer", started=3, ended=4, orchestrator_steps=(_step("orchestrator", 1, 1, 3.0, 4.0),)
+        ),
+    ]
+    assert dag_stats(stages).wall_critical_path_s == dag_stats(stages, build_dag(stages)).wall_critical_path_s == 2.0
+
+
+def test_an_empty_episode_and_a_given_graph() -> None:
+    empty = dag_stats([])
+    assert (empty.critical_steps, empty.total_steps, empty.critical_path, empty.speedup) == (0, 0, (), 1.0)
+    # with a graph, the longest paths are the graph's (here another episode's); the totals are the stages'
+    stages = _episode(hedged_long=False)
+    other = [stages[1].model_copy(update={"index": 0})]
+    stats = dag_stats(stages, build_dag(other))
+    assert (stats.critical_steps, stats.critical_path, stats.total_steps) == (1, ("orchestrator#1",), 10)

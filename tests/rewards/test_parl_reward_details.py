@@ -69,6 +69,7 @@ async def test_a_subagent_counts_as_run_when_admitted_or_when_it_took_a_step() -
     assert r_parallel(with_results(rec, step_cap=0, steps=0), count) == 0.0  # never admitted
     assert r_parallel(with_results(rec, step_cap=0), count) == 1.0  # an older record: steps but no cap
     assert r_parallel(with_results(rec, steps=0), count) == 1.0  # admitted, failed before its first step
+    assert r_parallel(with_results(rec, step_cap=1, steps=0), count) == 1.0  # however small its cap
 
 
 def test_task_parts_accepts_positive_integers_only() -> None:
@@ -90,6 +91,18 @@ async def test_only_refused_assign_task_calls_count_against_the_finish_rate() ->
     assert [t.is_error for s in rec.stages for t in s.tool_results if t.call.name == "nosuchtool"] == [True]
     assert r_finish(rec) == 1.0
     assert r_finish(with_results(rec, status=AgentStatus.FAILED)) == 0.0
+
+
+async def test_the_hook_counts_refused_assignments_as_its_config_says() -> None:
+    turns = [[*fan_out(1)[0], call("assign_task", agent="ghost", task="x")], "done"]
+    task = Task(id="t", prompt="q")
+    counted = await episode(turns, {"w-0-0": ["ok"]}, task, PARLReward())
+    assert counted.reward is not None and counted.reward.r_finish == 0.5
+    assert counted.reward.details["subagents_assigned"] == 2
+    cfg = RewardConfig(finish=FinishReward(count_rejected=False))
+    ignored = await episode(turns, {"w-0-0": ["ok"]}, task, PARLReward(cfg))
+    assert ignored.reward is not None and ignored.reward.r_finish == 1.0
+    assert ignored.reward.details["subagents_assigned"] == 1
 
 
 def test_parl_total_weighs_each_term() -> None:

@@ -67,7 +67,7 @@ async def test_every_field_comes_from_the_record() -> None:
     assert [(s.stage, s.result.agent_id) for s in t.side] == [(0, "w-0-0"), (1, "w-1-0"), (2, "w-2-0")]
     assert t.side[0].result == rec.stages[0].subagents[0]
     bare = build_trajectory(rec, include_transcripts=False)
-    assert all(not s.result.transcript for s in bare.side) and bare.side[0].result.report == "ra"
+    assert all(s.result.transcript == () for s in bare.side) and bare.side[0].result.report == "ra"
     assert bare.metadata == {}
 
 
@@ -94,7 +94,9 @@ async def test_truncated_means_out_of_budget_or_a_last_turn_cut_at_the_token_cap
     cfg = SwarmConfig(max_critical_steps=2)
     rec = await Orchestrator(policy, cfg, subagent_backend=ScriptedBackend(["r"]), reward_fn=PARLReward()).run(TASK)
     assert rec.status.value == "budget_exhausted" and rec.turns[-1].finish_reason == "stop"
-    assert build_trajectory(rec).truncated
+    t = build_trajectory(rec)
+    assert t.truncated
+    assert [u.tools_enabled for u in t.turns] == [True, False]  # the forced last turn had no tools
 
 
 async def test_each_refusal_names_the_episode_the_turn_and_the_fix() -> None:
@@ -117,6 +119,9 @@ async def test_each_refusal_names_the_episode_the_turn_and_the_fix() -> None:
     )
     assert refusal(no_turns.model_copy(update={"error": None})) == (
         "episode e1 has no orchestrator turns (status failed): nothing to train on"
+    )
+    assert refusal(no_turns.model_copy(update={"error": "no route to host X"})).endswith(
+        "nothing to train on; no route to host X"
     )
     no_ids = (
         "episode e1 turn 0 has no token ids: the orchestrator backend did not return prompt/response token ids; "
@@ -226,9 +231,10 @@ def test_the_validator_names_each_continuity_problem() -> None:
     assert problems(A, B, response_logprobs=(-0.5, -0.25, 0.0, 0.0, -0.3)) == [
         "turn 1: flattened logprobs differ from the turn's"
     ]
-    assert problems(A, B, turns=(A, B.model_copy(update={"prompt_ids": (1, 2, 3)}))) == [
-        "turn 1: its prompt does not continue the previous turns' tokens"
-    ]
+    for other in ((1, 2, 3), (1, 2, 3, 7, 8, 9)):  # shorter than the tokens before it, or not starting with them
+        assert problems(A, B, turns=(A, B.model_copy(update={"prompt_ids": other}))) == [
+            "turn 1: its prompt does not continue the previous turns' tokens"
+        ]
     assert problems(
         A, response_ids=(3, 4, 0, 0), response_mask=(1, 1, 0, 0), response_logprobs=(-0.5, -0.25, 0, 0)
     ) == ["2 trailing tokens after the last turn's response"]

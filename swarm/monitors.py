@@ -16,15 +16,14 @@ run``'s live view shows them after each stage (:func:`stage_monitors` over the s
 
 from __future__ import annotations
 
-import functools
 import statistics
-import string
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from swarm.errors import ConfigError
 from swarm.records import AgentStatus, EpisodeRecord, MonitorReport, SubagentResult, Task
 from swarm.rl.rewards import task_parts
+from swarm.subtasks import content_words, task_content, words
 
 __all__ = [
     "LOW_FINISH_RATE",
@@ -59,77 +58,13 @@ class StageLike(Protocol):
     def subagents(self) -> Sequence[SubagentResult]: ...
 
 
-_PUNCTUATION = string.punctuation
-_FILLER = frozenset(
-    {
-        "a",
-        "an",
-        "the",
-        "please",
-        "of",
-        "for",
-        "to",
-        "in",
-        "on",
-        "and",
-        "or",
-        "me",
-        "us",
-        "you",
-        "your",
-        "this",
-        "that",
-        "these",
-        "those",
-        "its",
-        "it",
-        "is",
-        "are",
-        "be",
-        "find",
-        "look",
-        "up",
-        "get",
-        "give",
-        "tell",
-        "what",
-        "which",
-        "who",
-        "whose",
-        "how",
-        "kindly",
-        "can",
-        "could",
-        "would",
-        "just",
-    }
-)
-"""Words whose presence or absence does not make a sub-task different work ("find the capital of
-France" and "please look up France's capital" are the same task)."""
-
-
-def _words(text: str) -> list[str]:
-    """Lower-cased whitespace-separated words with the punctuation around them stripped ("Paris." and
-    "paris," are one word; "user@example.com" stays one). The cheapest tokeniser found that treats the
-    answer, reports and tasks alike (monitors run on every episode; a wide stage has 1,000 sub-tasks)."""
-    return [w for w in (t.strip(_PUNCTUATION) for t in text.lower().split()) if w]
-
-
-def _content(text: str) -> frozenset[str]:
-    return frozenset(_words(text)) - _FILLER
-
-
-_task_content = functools.lru_cache(maxsize=4096)(_content)
-"""Sub-task texts are read twice per episode (duplicates, findings) and repeat across a group's samples."""
-
-
 def duplicate_tasks(stage: StageLike) -> int:
     """Sub-tasks of ``stage`` that repeat an earlier sub-task of it: the same content words (case,
     punctuation, word order and filler words aside)."""
     seen: set[frozenset[str]] = set()
     dup = 0
     for r in stage.subagents:
-        key = _task_content(r.task)
+        key = task_content(r.task)
         if key and key in seen:
             dup += 1
         seen.add(key)
@@ -139,7 +74,7 @@ def duplicate_tasks(stage: StageLike) -> int:
 def _findings(r: SubagentResult, prompt_words: frozenset[str]) -> frozenset[str]:
     """What a report says that its task and the episode's prompt did not: its new content words
     (numbers of any length, other words of three letters or more)."""
-    new = _content(r.report) - prompt_words - _task_content(r.task)
+    new = content_words(r.report) - prompt_words - task_content(r.task)
     return frozenset(w for w in new if len(w) >= 3 or w.isdigit())
 
 
@@ -155,13 +90,13 @@ def unused_reports(record: EpisodeRecord, *, limit: int | None = REPORTS_CHECKED
     sample = done if limit is None or len(done) <= limit else [done[i * len(done) // limit] for i in range(limit)]
     if not sample:
         return 0, 0
-    prompt = _content(record.task.prompt)
+    prompt = content_words(record.task.prompt)
     # The answer's words a finding could be, computed once; each report then costs one tokenisation.
-    answer = frozenset(w for w in _content(record.answer) - prompt if len(w) >= 3 or w.isdigit())
+    answer = frozenset(w for w in content_words(record.answer) - prompt if len(w) >= 3 or w.isdigit())
     unused = 0
     for r in sample:
-        task = _task_content(r.task)
-        if not any(w in answer and w not in task for w in _words(r.report)):
+        task = task_content(r.task)
+        if not any(w in answer and w not in task for w in words(r.report)):
             unused += bool(_findings(r, prompt))
     return round(unused * len(done) / len(sample)), len(sample)
 

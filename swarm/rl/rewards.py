@@ -9,7 +9,8 @@
   - ``"coverage"`` (default): the parts of the task covered *in one stage*, against the task's own
     number of independent parts ``P`` (``task.metadata["parts"]``, which the workloads set; ``target``
     when a task does not say). With ``w`` the most distinct sub-tasks that *finished* in one stage
-    (sub-task texts compared case- and space-insensitively), ``d`` the sub-agents run on a sub-task
+    (sub-tasks compared by their content words, as the monitors compare them: case, punctuation,
+    word order and filler words aside, :mod:`swarm.subtasks`), ``d`` the sub-agents run on a sub-task
     already run in the episode (duplicates) and ``x`` the distinct sub-tasks beyond ``P`` (invented
     items): ``max(0, (min(w, P) − β · (d + x)) / P)`` with ``β`` = ``overassign`` (default 0.5), and
     **0 whenever P = 1** (a control: nothing to parallelise, so delegating earns nothing over answering
@@ -62,6 +63,7 @@ from swarm.backend import ModelBackend
 from swarm.errors import ConfigError, UnknownNameError
 from swarm.records import AgentStatus, EpisodeRecord, RewardRecord, SubagentResult, Task
 from swarm.registry import Registry
+from swarm.subtasks import task_content
 from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
 __all__ = [
@@ -262,10 +264,6 @@ def _ran(record: EpisodeRecord) -> list[int]:
     return [len(rs) for rs in _ran_results(record)]
 
 
-def _subtask_key(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 @dataclass(frozen=True, slots=True)
 class ParallelCounts:
     """What the ``coverage`` form reads from an episode (and what a curve of over-assignment plots)."""
@@ -273,7 +271,7 @@ class ParallelCounts:
     ran: int
     """Sub-agents run (admitted or stepped), over all stages."""
     distinct: int
-    """Distinct sub-task texts among them (case- and space-insensitive)."""
+    """Distinct sub-tasks among them: different content words (:mod:`swarm.subtasks`)."""
     finished_width: int
     """The most distinct sub-tasks that finished (status completed) in one stage."""
 
@@ -291,10 +289,10 @@ def parallel_counts(record: EpisodeRecord) -> ParallelCounts:
     """The sub-agents an episode ran, its distinct sub-tasks and its widest stage of finished distinct ones."""
     stages = _ran_results(record)
     ran = [r for rs in stages for r in rs]
-    finished = [{_subtask_key(r.task) for r in rs if r.status is AgentStatus.COMPLETED} for rs in stages]
+    finished = [{task_content(r.task) for r in rs if r.status is AgentStatus.COMPLETED} for rs in stages]
     return ParallelCounts(
         ran=len(ran),
-        distinct=len({_subtask_key(r.task) for r in ran}),
+        distinct=len({task_content(r.task) for r in ran}),
         finished_width=max(map(len, finished), default=0),
     )
 

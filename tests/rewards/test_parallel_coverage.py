@@ -111,7 +111,8 @@ async def test_a_control_earns_nothing_for_delegating_over_answering_directly() 
 async def test_duplicate_sub_tasks_earn_nothing() -> None:
     once = await run([["France", "Japan"]], wide(2))
     twice = await run([["France", "Japan", "France"]], wide(2))
-    respelled = await run([["France", "Japan"], ["france"]], wide(2))  # case and spacing do not make it new
+    # case, punctuation, word order and filler words do not make it new work
+    respelled = await run([["France", "Japan"], ["france, please"]], wide(2))
     assert parallel_counts(twice).duplicates == parallel_counts(respelled).duplicates == 1
     assert r_parallel(once) == 1.0
     assert r_parallel(twice) == r_parallel(respelled) == pytest.approx(0.75)

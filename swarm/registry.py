@@ -1,7 +1,8 @@
 """One generic name → item registry for everything chosen by name from a config, a task file or a flag:
 verifiers (:data:`swarm.verifiers.VERIFIERS`), workloads (:data:`workloads.WORKLOADS`), model backends
 (:data:`orchestrator.backend_factory.BACKENDS`) and the RL maths (:data:`swarm.rl.ADVANTAGES`,
-:data:`swarm.rl.SCHEDULES`, :data:`swarm.rl.losses.LOSSES`).
+:data:`swarm.rl.SCHEDULES`, :data:`swarm.rl.rewards.PARALLEL_FORMS`,
+:data:`swarm.rl.losses.LOSSES`).
 
 A lookup of an unknown name raises :class:`~swarm.errors.UnknownNameError` listing the known names, so
 a typo stops a run before any compute is spent; registering a name twice is an error unless the caller

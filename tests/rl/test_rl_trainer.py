@@ -441,3 +441,40 @@ def test_subagents_run_and_come_from_the_frozen_model_only(model_dirs: tuple[Pat
         assert len(subs) > 0, f"step {step}: the orchestrator never delegated"
         assert {s.model for s in subs} == {frozen.model} != {policy.model}
         assert all(s.steps > 0 for s in subs)
+
+
+def test_cached_frozen_subagents_are_counted_in_each_steps_metrics(
+    model_dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 28: sub-agents behind the replay cache; each step's metrics sum its episodes' hits and misses,
+    and the frozen model computes only the misses (the K samples and later steps share a sub-task)."""
+    from swarm.backend import Completion
+    from swarm.backends.replay_cache import CachedBackend, ReplayCache
+    from swarm.testing import FunctionBackend
+
+    base = _config(tmp_path / "run", steps=2)
+    sampling = base.swarm.orchestrator_sampling.model_copy(update={"max_tokens": 120})
+    greedy = SamplingParams(temperature=0.0, max_tokens=12)
+    swarm = base.swarm.model_copy(
+        update={"system_prompt": "Delegate.", "orchestrator_sampling": sampling, "subagent_sampling": greedy}
+    )
+    cfg = base.model_copy(
+        update={"temperature": Schedule(kind="constant", start=0.3), "swarm": swarm, "optim": OptimConfig(lr=1e-4)}
+    )
+    policy = TransformersBackend.from_pretrained(_assigning_policy(model_dirs[0], tmp_path / "sft", swarm))
+    worker = FunctionBackend(lambda r: Completion(text="ok"), model="frozen")
+    env = Environment(
+        tasks=[Task(id="t1", prompt="count to three"), Task(id="t2", prompt="count to three!")],
+        subagent_backend=CachedBackend(worker, ReplayCache(tmp_path / "cache"), model_id="frozen"),
+        reward=EpisodeReward(cfg.reward),
+        agents=[AgentDefinition(name="worker", system_prompt="do it")],
+    )
+    Trainer(cfg, policy, env).run()
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    for step, m in enumerate(metrics):
+        lines = (tmp_path / "run" / "rollouts" / f"step-{step:06d}" / "episodes.jsonl").read_text().splitlines()
+        per_episode = [json.loads(x)["record"]["metadata"].get("subagent_cache", {}) for x in lines]
+        assert m["subagent_cache"] == {k: sum(c.get(k, 0) for c in per_episode) for k in ("hits", "misses", "bypassed")}
+    totals = {k: sum(m["subagent_cache"][k] for m in metrics) for k in ("hits", "misses", "bypassed")}
+    assert totals["hits"] > 0 and totals["bypassed"] == 0
+    assert len(worker.calls) == totals["misses"]

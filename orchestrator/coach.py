@@ -356,8 +356,8 @@ def coach_for(name: str, *, max_repeats: int = 2, parallel_tool_calls: bool | No
 
 # -- list tasks: recognising and splitting them -----------------------------------------------------
 
-# "France and Japan", "a, b, c", "x & y", or a bulleted/numbered list of two or more lines.
-_LIST = re.compile(r"\S\s+(?:and|&)\s+\S|,[^,]+,|^\s*(?:[-*•]|\d+[.)])\s+.+\n\s*(?:[-*•]|\d+[.)])\s+", re.I | re.M)
+# A bulleted or numbered list of two or more lines.
+_BULLETS = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+.+\n\s*(?:[-*•]|\d+[.)])\s+", re.M)
 
 SPLIT_NOTICE = (
     "not run yet: this task lists several items, and one sub-agent would do them one after another. "
@@ -378,9 +378,41 @@ _COUNT = re.compile(
 _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 
 
+# One name, not a list: a title in quotes ("'War and Peace'"), or a run of names right after a singular
+# head noun ("the book Pride and Prejudice", "the company Procter & Gamble"); a plural head ("the books
+# Emma and Dracula") or a preposition ("the capitals of France and Japan") keeps its list.
+_QUOTED = re.compile(r"(?<!\w)([\"“‘'])[^\"“”‘’']*?[\"”’'](?!\w)")
+_GLUE = "\x00"  # joins a quoted title's words (not whitespace to str.split)
+_DETERMINERS = frozenset({"the", "a", "an", "this", "that"})
+_NOT_HEADS = frozenset({"of", "in", "for", "to", "from", "with", "by", "on", "at", "as", "about", "between", "and"})
+_SINGULAR_S = ("ss", "us", "is")  # business, campus, analysis
+_SINGULAR = frozenset({"series", "species", "news"})
+_PLURAL = frozenset({"people", "men", "women", "children", "data"})
+
+
+def _singular_head(words: Sequence[str]) -> bool:
+    """Whether ``words`` end in a determiner and a singular common noun (``… the book``, ``a film``)."""
+    if len(words) < 2 or words[-2].lower() not in _DETERMINERS:
+        return False
+    head = words[-1]
+    if not head.isalpha() or not head.islower() or head in _NOT_HEADS or head in _PLURAL:
+        return False
+    return head in _SINGULAR or not head.endswith("s") or head.endswith(_SINGULAR_S)
+
+
 def lists_items(text: str) -> bool:
-    """Whether a task names several items (``France and Japan``, ``a, b, c``, a bulleted list)."""
-    return _LIST.search(text) is not None
+    """Whether a task names several items: ``France and Japan``, ``sodium, zinc, iron`` (the lists
+    :func:`split_items` reads, of any length), or a bulleted list. A title is one item (``the book
+    Pride and Prejudice``, ``'War and Peace'``), and so is a phrase of verbs (``write code and test it``)."""
+    return _BULLETS.search(text) is not None or _longest_list(text) is not None
+
+
+def _name(words: Sequence[str]) -> bool:
+    """Whether ``words`` read as one name: capitalised words, numbers or quoted words, and connectors
+    between them (``The Adventures of Tom Sawyer``)."""
+    return bool(words) and all(
+        _ITEM_WORD.match(w) or (0 < i < len(words) - 1 and w.lower() in _CONNECTORS) for i, w in enumerate(words)
+    )
 
 
 def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str], str] | None:
@@ -388,8 +420,8 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
     (one sentence cut at its last "and"/"&" or, for a list of commas only, at its last comma)."""
     pieces = [p.strip() for p in left.split(",")]
     head, middle = pieces[0], pieces[1:]
-    if any(not p or len(p.split()) > 4 for p in middle):
-        return None  # not a list of short items
+    if any(not p or (len(p.split()) > 4 and not _name(p.split())) for p in middle):
+        return None  # not a list of short items or names
     words = head[head.rfind(":") + 1 :].split()
     run: list[str] = []
     for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
@@ -404,8 +436,11 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
             last.append(w)
         else:
             break
-    if not middle and not (run and last):
+    listed = head.rfind(":") >= 0 and 0 < len(words) <= 4 and 0 < len(rwords) <= 4  # "elements: tin and zinc"
+    if not middle and not (run and last) and not listed:
         return None  # "X and Y" is a list only of names, numbers or quoted words ("write code and test it" is not)
+    if not middle and run and _singular_head(left.split()[: -len(run)]):
+        return None  # one title: "the book Pride and Prejudice"
     sizes = sorted(len(p.split()) for p in middle) or [len(rwords)]
     k = sizes[len(sizes) // 2]
     first = " ".join(run or words[-k:])
@@ -419,18 +454,43 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
 
 def _lists_in(sentence: str) -> list[tuple[str, list[str], str]]:
     """Every list in one sentence (no end mark): around each "and"/"&", and a list of commas only
-    (three or more items: ``customers: Ava Lopez, Ava Hernandez, Amelia Rossi``)."""
+    (three or more items: ``customers: Ava Lopez, Ava Hernandez, Amelia Rossi``; two after a colon)."""
     found = []
+    # A quoted title is one word here ("'War and Peace'" lists nothing); its spaces come back at the end.
+    sentence = _QUOTED.sub(lambda m: m[0].replace(" ", _GLUE), sentence)
     for m in re.finditer(r"\s(?:and|&)\s", sentence):
         got = _list_around(sentence[: m.start()].rstrip(","), sentence[m.end() :], 2)
         if got is not None:
             found.append(got)
-    if not found and sentence.count(",") >= 2:
+    commas = sentence.count(",")
+    colon = 0 <= sentence.find(":") < sentence.find(",")
+    if not found and (commas >= 2 or (commas == 1 and colon)):
         left, _, right = sentence.rpartition(",")
-        got = _list_around(left, right, 3)
+        got = _list_around(left, right, 3 if commas >= 2 else 2)  # two after a colon: "companies: A, B"
         if got is not None:
             found.append(got)
-    return found
+    return [
+        (p.replace(_GLUE, " "), [i.replace(_GLUE, " ") for i in items], r.replace(_GLUE, " ")) for p, items, r in found
+    ]
+
+
+def _sentences(task: str) -> list[str]:
+    return [s for s in _SENTENCES.findall(" ".join(task.split())) if s.strip()]
+
+
+def _longest_list(task: str) -> tuple[int, tuple[str, list[str], str], str] | None:
+    """``(sentence index, (prefix, items, rest), end mark)`` of the longest list in ``task``, or ``None``."""
+    best: tuple[int, tuple[str, list[str], str], str] | None = None
+    for i, sentence in enumerate(_sentences(task)):
+        if _PER_ITEM.match(sentence.strip()):
+            continue  # what to give for each item ("For each one give: zip, orders.") lists no items
+        body = sentence.rstrip()
+        mark = body[-1] if body and _SENTENCE_END.match(body[-1]) else ""
+        body = body[: len(body) - len(mark)]
+        for got in _lists_in(body):
+            if best is None or len(got[1]) > len(best[1][1]):
+                best = (i, got, mark)
+    return best
 
 
 def split_items(task: str, max_items: int = 8) -> list[str] | None:
@@ -440,16 +500,7 @@ def split_items(task: str, max_items: int = 8) -> list[str] | None:
     with the sentences after it that say what to do for each item (``For each one give: zip,
     orders.``); the rest of the task (how to format the whole answer) is the orchestrator's. A
     suggestion shown to the model, never run by itself."""
-    text = " ".join(task.split())
-    sentences = [s for s in _SENTENCES.findall(text) if s.strip()]
-    best: tuple[int, tuple[str, list[str], str], str] | None = None
-    for i, sentence in enumerate(sentences):
-        body = sentence.rstrip()
-        mark = body[-1] if body and _SENTENCE_END.match(body[-1]) else ""
-        body = body[: len(body) - len(mark)]
-        for got in _lists_in(body):
-            if best is None or len(got[1]) > len(best[1][1]):
-                best = (i, got, mark)
+    sentences, best = _sentences(task), _longest_list(task)
     if best is None:
         return None
     i, (prefix, items, rest), mark = best

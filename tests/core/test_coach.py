@@ -184,6 +184,19 @@ async def test_a_small_model_still_must_act_first_on_a_list_task(task: str) -> N
     assert policy.calls[0].tool_choice == "required" and record.stages[0].width == 2
 
 
+@pytest.mark.parametrize("task", ["Who wrote the book Pride and Prejudice?", "Who wrote 'War and Peace'?"])
+async def test_a_title_with_and_is_one_fact_not_a_list(task: str) -> None:
+    # Not forced to act: the small model may answer the one fact itself.
+    policy = ScriptedBackend(["Jane Austen"], model=SMALL)
+    record = await Orchestrator(policy).run(task)
+    assert policy.calls[0].tool_choice == "auto" and record.subagent_results == ()
+    # Given to one sub-agent whole, it runs: no split notice makes two tasks of one title.
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=task)], "Jane Austen"], model=SMALL)
+    record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Jane Austen"])).run(task)
+    policy.assert_consumed()
+    assert [s.width for s in record.stages] == [1, 0] and record.answer == "Jane Austen"
+
+
 async def test_a_small_model_with_tools_must_act_first_even_on_one_fact() -> None:
     policy = ScriptedBackend([[call("search", query="Drari Robotics")], "2019"], model=SMALL)
     await Orchestrator(policy, tools=[search]).run("When was Drari Robotics founded?")

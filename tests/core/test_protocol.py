@@ -402,6 +402,26 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
         ("Look up:\n- sodium\n- zinc", True),
         ("What is the capital of France?", False),
         ("What is 770 - 68?", False),
+        # real lists: a plural head, a preposition, names after a colon, quoted titles, long names
+        ("What are the capitals of France and Japan?", True),
+        ("Give the authors of the books Emma and Dracula.", True),
+        ("Who wrote Jane Eyre and Crime and Punishment?", True),
+        ("Who wrote 'War and Peace' and 'Emma'?", True),
+        ("Who wrote Madame Bovary, The Adventures of Tom Sawyer, Dracula and Oliver Twist?", True),
+        ("Give the chemical symbol for each of these elements: chlorine and helium.", True),
+        ("Build a table of these 2 companies: Luszeze Biotech, Quessipea Foods.", True),
+        ("Look up:\n1. sodium\n2. zinc", True),
+        # one title: after a singular head noun, or in quotes; and verbs joined by "and"
+        ("Who wrote the book Pride and Prejudice?", False),
+        ("Who wrote the book War and Peace?", False),
+        ("Who wrote the book The Old Man and the Sea?", False),
+        ("Who directed the film Fast and Furious?", False),
+        ("Who runs the company Procter & Gamble?", False),
+        ("Watch the series Law and Order.", False),
+        ("Who wrote 'Pride and Prejudice'?", False),
+        ("Who wrote “War and Peace”?", False),
+        ("Write code and test it.", False),
+        ("For each one give: zip, orders.", False),
     ],
 )
 def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
@@ -445,6 +465,19 @@ def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
                 for c in ("Ava Lopez", "Ava Hernandez", "Amelia Rossi")
             ],
         ),
+        # quoted titles stay whole; a title after a singular head noun is no list at all
+        ("Who wrote 'War and Peace' and 'Emma'?", ["Who wrote 'War and Peace'?", "Who wrote 'Emma'?"]),
+        (
+            "Who wrote Madame Bovary, The Adventures of Tom Sawyer and Dracula?",
+            [f"Who wrote {b}?" for b in ("Madame Bovary", "The Adventures of Tom Sawyer", "Dracula")],
+        ),
+        (
+            "Give the chemical symbol for each of these elements: chlorine and helium.",
+            [f"Give the chemical symbol for each of these elements: {e}." for e in ("chlorine", "helium")],
+        ),
+        ("Who wrote the book Pride and Prejudice?", None),
+        ("Name the founder of the company Procter & Gamble.", None),
+        ("Who wrote “War and Peace”?", None),
         ("What is the capital of France?", None),
         ("Write code and test it.", None),
         ("Look everything up with the search and open tools.", None),

@@ -13,7 +13,7 @@ from swarm.errors import ConfigError, ToolError
 from swarm.records import EpisodeRecord, Task
 from workloads import get_workload, workload_names
 from workloads.base import Mode
-from workloads.starter import KINDS, calculator, score_answer
+from workloads.starter import _KIND, KINDS, calculator, score_answer
 
 STARTER = get_workload("starter")
 
@@ -87,6 +87,8 @@ def test_capitals_are_checked_per_item(answer: str, right: list[bool]) -> None:
 
 
 CAPITALS_FJ = [{"key": "France", "answer": ["Paris"]}, {"key": "Japan", "answer": ["Tokyo"]}]
+US_CONTINENT = [{"key": k, "answer": list(_KIND["continent"].facts[k])} for k in ("the United States",)]
+CONTINENTS_PM = [{"key": k, "answer": list(_KIND["continent"].facts[k])} for k in ("Peru", "Mexico")]
 
 # Bad answers that must not score (issue 26's examples first), per kind: (answer, items, kind, right).
 BAD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
@@ -132,6 +134,12 @@ BAD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
     ("France: Paris\nmaybe Lyon\nJapan: Tokyo", CAPITALS_FJ, "capital", [False, True]),
     ("61 * 77 = 4697. Or 4700.", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),
     ("5600 4697", ARITH, "arithmetic", [False, False]),  # in the wrong order
+    # a continent's adjective is an answer, so also a rival and a hedge
+    ("The United States is on the South American continent.", US_CONTINENT, "continent", [False]),
+    ("The United States is North American or European.", US_CONTINENT, "continent", [False]),
+    ("The United States: North American, perhaps.", US_CONTINENT, "continent", [False]),
+    ("The United States is a North American and Asian country.", US_CONTINENT, "continent", [False]),
+    ("Peru: North America. Mexico: South American.", CONTINENTS_PM, "continent", [False, False]),
 ]
 
 # Right answers in unusual shapes that must score.
@@ -185,6 +193,9 @@ GOOD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
     ("4697\n5600", ARITH, "arithmetic", [True, True]),  # in the asked order
     ("1. 4697\n2. 5600", ARITH, "arithmetic", [True, True]),
     ("80 * 70 = 5600\n61 * 77 = 4697", ARITH, "arithmetic", [True, True]),  # keys named: any order
+    # the adjective of the right continent (issue 26's controls: this was scored wrong)
+    ("The United States is on the North American continent.", US_CONTINENT, "continent", [True]),
+    ("Peru is a South American country; Mexico lies in North America.", CONTINENTS_PM, "continent", [True, True]),
 ]
 
 

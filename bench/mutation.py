@@ -8,7 +8,10 @@
 Each module runs in a scratch copy of this checkout (``$SWARM_MUTATION_DIR/NAME``, default
 ``/tmp/swarm-mutation``) against only the tests that cover it (``MODULES``), so a run is affordable;
 mutmut keeps its results there, so a run cut by ``--minutes`` resumes with the mutants not checked yet
-(``--fresh`` starts over from this checkout). When every mutant has a result, the per-mutant statuses,
+(``--fresh`` starts over from this checkout). mutmut skips decorated functions, so in the scratch copy
+each registry decorator (``@SCHEDULES.register("linear")``, ``@register_verifier(...)``) becomes the
+same call after the function (:func:`_undecorate`): the registered schedules, advantages, reward forms
+and verifiers are mutated too. When every mutant has a result, the per-mutant statuses,
 the surviving mutants' diffs, the command, the commit, the test files and each chunk's time and load go
 to ``bench/results/mutation/NAME.json.gz``.
 
@@ -61,6 +64,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
         [
             "tests/rewards/test_parl_reward.py",
             "tests/rewards/test_parl_reward_details.py",
+            "tests/rewards/test_parallel_coverage.py",
             "tests/rl/test_rl_maths.py",
         ],
     ),
@@ -68,6 +72,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
         "swarm/verifiers/table.py",
         ["swarm.verifiers.table.*"],
         [
+            "tests/rewards/test_table_cells.py",
             "tests/rewards/test_table_scorer.py",
             "tests/rewards/test_table_adversarial.py",
             "tests/rewards/test_table_attacks.py",
@@ -137,7 +142,28 @@ def _prepare(name: str, fresh: bool = False) -> Path:
     )
     with (work / "pyproject.toml").open("a", encoding="utf-8") as out:
         out.write(config)
+    _undecorate(work / target)
     return work
+
+
+def _undecorate(path: Path) -> None:
+    """Rewrite ``@REGISTRY.register(...) def f`` as ``def f`` then ``f = REGISTRY.register(...)(f)`` in the
+    scratch copy: the same module (the decorator runs once, on the same function), but mutmut skips
+    decorated functions, and the registered ones are the schedules, advantages, reward forms and verifiers
+    themselves. Top-level functions with one call decorator only (``@cache``, ``@property`` and pydantic
+    validators stay as they are, unmutated)."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines(keepends=True)
+    edits = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and len(node.decorator_list) == 1:
+            deco = node.decorator_list[0]
+            if isinstance(deco, ast.Call) and deco.lineno == deco.end_lineno:
+                edits.append((deco.lineno, node.end_lineno or node.lineno, ast.unparse(deco), node.name))
+    for deco_line, end, call, name in sorted(edits, reverse=True):
+        lines.insert(end, f"\n\n{name} = {call}({name})\n")
+        del lines[deco_line - 1]
+    path.write_text("".join(lines), encoding="utf-8")
 
 
 def _mutmut(work: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:

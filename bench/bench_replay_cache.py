@@ -79,6 +79,7 @@ def _episodes(out: Path) -> list[dict[str, Any]]:
                 "sample": entry["sample_index"],
                 "answer": rec.get("answer"),
                 "reports": [r["report"] for r in subs],
+                "subagent_steps": [r["steps"] for r in subs],
                 "subagent_statuses": [r["status"] for r in subs],
                 "r_perf": reward.get("r_perf"),
                 "status": rec["status"],
@@ -202,14 +203,15 @@ def report(data: dict[str, Any]) -> str:
         f"{len(data['tasks'])} tasks × K = {cfg['k']}, {data['model']} sub-agents (greedy, {cfg['max_tokens']} "
         f"tokens per turn), n = {len(by_arm['off'])} rounds, commit {data['commit'][:10]}",
         "",
-        "| arm | wall s, median (range) | episodes/min | engine calls / run | speed-up vs off, per round | "
+        "| arm | wall s, median (range) | episodes/min | model calls / run | speed-up vs off, per round | "
         "same answers as off |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for arm, rs in by_arm.items():
         walls = [r["wall_s"] for r in rs]
+        # a sub-agent step is one model call; with the cache only misses (and bypassed calls) reach the model
         engine_calls = [
-            r["subagent_calls"]
+            sum(sum(e["subagent_steps"]) for e in r["rows"])
             if arm == "off"
             else r["subagent_cache"].get("misses", 0) + r["subagent_cache"].get("bypassed", 0)
             for r in rs

@@ -13,11 +13,15 @@ turn). Three arms, run in turn round by round in one process on one engine (its 
 
 Each run writes every episode (task, sample, answer, sub-agent reports, r_perf, status, steps, tokens,
 wall time, cache counts) into ``--out`` with the commit, model sha256, config and load average before
-and after, and the report checks that every arm gave every episode the same answer (greedy: the
-cache must not change results)::
+and after. The report gives, per arm, the speed-up over the same round's uncached run (geometric mean,
+bootstrap CI, sign test), the share of sub-agent reports equal to that run's and r_perf against it
+episode by episode; and, as the yardstick for those, how far uncached runs agree with each other
+(llama.cpp's greedy decoding of concurrent, batched requests is not bit-reproducible) and whether each
+warm run replayed its cold run exactly. The committed files are gzipped (``gzip -9``)::
 
-    flock -w 1200 /work/heavy.lock python bench/bench_replay_cache.py --out bench/results/replay_cache.json
-    python bench/bench_replay_cache.py --report bench/results/replay_cache.json   # the table again
+    flock -w 1200 /work/heavy.lock python bench/bench_replay_cache.py --tasks 4 -k 8 --items 4 --rounds 5 \\
+        --out bench/results/replay_cache_t4k8.json
+    python bench/bench_replay_cache.py --report bench/results/replay_cache_t4k8.json.gz   # the table again
 
 ``--backend gold`` runs the same harness on the gold sub-agents (no model: a check of the script).
 """
@@ -25,8 +29,11 @@ cache must not change results)::
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -188,45 +195,100 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _reports(r: dict[str, Any]) -> list[str]:
+    return [x for e in r["rows"] for x in e["reports"]]
+
+
+def _agreement(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """The share of sub-agent reports two runs of the same rollout have in common, position by position."""
+    pairs = list(zip(_reports(a), _reports(b), strict=True))
+    return sum(x == y for x, y in pairs) / len(pairs) if pairs else 1.0
+
+
+def _model_calls(arm: str, r: dict[str, Any]) -> int:
+    # a sub-agent step is one model call; with the cache only misses (and bypassed calls) reach the model
+    if arm == "off":
+        return sum(sum(e["subagent_steps"]) for e in r["rows"])
+    return int(r["subagent_cache"].get("misses", 0) + r["subagent_cache"].get("bypassed", 0))
+
+
+def _bootstrap(xs: list[float], stat: Any, n: int = 2000) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of ``stat`` over ``xs`` (seeded: the report is reproducible)."""
+    rng = random.Random(0)
+    boots = sorted(stat([rng.choice(xs) for _ in xs]) for _ in range(n))
+    return boots[int(0.025 * n)], boots[int(0.975 * n) - 1]
+
+
+def _sign_p(diffs: list[float]) -> float:
+    """Two-sided exact sign test of ``diffs`` against 0 (ties dropped)."""
+    pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    n, k = pos + neg, min(pos, neg)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n) if n else 1.0
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(statistics.mean(math.log(x) for x in xs))
+
+
+def _paired(arm: str, by_arm: dict[str, list[dict[str, Any]]], off: dict[int, dict[str, Any]]) -> list[str]:
+    """Speed-up over the same round's uncached run and r_perf against it, episode by episode."""
+    rs = by_arm[arm]
+    ratios = [off[r["round"]]["wall_s"] / r["wall_s"] for r in rs if r["wall_s"]]
+    lo, hi = _bootstrap(ratios, _geomean)
+    base = {(r["round"], e["task_id"], e["sample"]): e["r_perf"] or 0.0 for r in off.values() for e in r["rows"]}
+    diffs = [(e["r_perf"] or 0.0) - base[(r["round"], e["task_id"], e["sample"])] for r in rs for e in r["rows"]]
+    dlo, dhi = _bootstrap(diffs, statistics.mean)
+    return [
+        f"- {arm}: speed-up {_geomean(ratios):.2f}× (geometric mean, 95 % CI {lo:.2f}–{hi:.2f}, n = {len(ratios)} "
+        f"rounds, faster in {sum(x > 1 for x in ratios)}, sign test p = {_sign_p([x - 1 for x in ratios]):.3f}); "
+        f"r_perf − off's {statistics.mean(diffs):+.3f} (95 % CI {dlo:+.3f} to {dhi:+.3f}, n = {len(diffs)} "
+        f"episodes, sign test p = {_sign_p(diffs):.2f})"
+    ]
+
+
 def report(data: dict[str, Any]) -> str:
     """The markdown table of a results file: per arm, median wall time and range over the rounds,
-    episodes/min, engine calls, and whether every episode's answer matched the ``off`` run's."""
+    episodes/min, model calls, the speed-up over the same round's uncached run, the share of sub-agent
+    reports equal to that run's, and the mean r_perf; then how far uncached runs agree with each other
+    and whether each warm run replayed its cold run exactly."""
     runs = data["runs"]
     by_arm = {a: [r for r in runs if r["arm"] == a] for a in ARMS}
-    off = {(r["round"]): r for r in by_arm["off"]}
-
-    def answers(r: dict[str, Any]) -> list[Any]:
-        return [(e["task_id"], e["sample"], e["answer"], e["reports"]) for e in r["rows"]]
-
+    off = {r["round"]: r for r in by_arm["off"]}
     cfg = data["config"]
     lines = [
         f"{len(data['tasks'])} tasks × K = {cfg['k']}, {data['model']} sub-agents (greedy, {cfg['max_tokens']} "
         f"tokens per turn), n = {len(by_arm['off'])} rounds, commit {data['commit'][:10]}",
         "",
         "| arm | wall s, median (range) | episodes/min | model calls / run | speed-up vs off, per round | "
-        "same answers as off |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "reports equal to off's | mean r_perf |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for arm, rs in by_arm.items():
         walls = [r["wall_s"] for r in rs]
-        # a sub-agent step is one model call; with the cache only misses (and bypassed calls) reach the model
-        engine_calls = [
-            sum(sum(e["subagent_steps"]) for e in r["rows"])
-            if arm == "off"
-            else r["subagent_cache"].get("misses", 0) + r["subagent_cache"].get("bypassed", 0)
-            for r in rs
-        ]
         ratios = [off[r["round"]]["wall_s"] / r["wall_s"] for r in rs if r["wall_s"]]
-        same = sum(answers(r) == answers(off[r["round"]]) for r in rs)
+        agree = statistics.mean(_agreement(r, off[r["round"]]) for r in rs)
         lines.append(
             f"| {arm} | {statistics.median(walls):.1f} ({min(walls):.1f}–{max(walls):.1f}) | "
             f"{statistics.median(r['episodes_per_min'] or 0 for r in rs):.1f} | "
-            f"{statistics.median(engine_calls):.0f} | {', '.join(f'{x:.2f}×' for x in ratios)} | "
-            f"{same}/{len(rs)} |"
+            f"{statistics.median(_model_calls(arm, r) for r in rs):.0f} | "
+            f"{', '.join(f'{x:.2f}×' for x in ratios)} | {agree:.1%} | "
+            f"{statistics.mean(r['mean_r_perf'] for r in rs):.3f} |"
         )
+    offs = by_arm["off"]
+    cold = {r["round"]: r for r in by_arm["cold"]}
+    replayed = sum(_reports(r) == _reports(cold[r["round"]]) for r in by_arm["warm"])
+    between = [_agreement(a, b) for i, a in enumerate(offs) for b in offs[i + 1 :]]
     loads = [r["loadavg_before"].split()[0] for r in runs] + [r["loadavg_after"].split()[0] for r in runs]
-    lines.append("")
-    lines.append(f"1-min load average over the runs: {min(loads)}–{max(loads)} ({data['cpus']} CPUs)")
+    lines += ["", *_paired("cold", by_arm, off), *_paired("warm", by_arm, off)]
+    lines += [
+        "",
+        f"Uncached runs agree with each other on {statistics.mean(between):.1%} of reports "
+        f"(range {min(between):.1%}–{max(between):.1%}, {len(between)} pairs)"
+        if between
+        else "One uncached run.",
+        f"Warm runs equal to their round's cold run, report for report: {replayed}/{len(by_arm['warm'])}.",
+        f"1-min load average over the runs: {min(loads)}–{max(loads)} ({data['cpus']} CPUs)",
+    ]
     return "\n".join(lines)
 
 
@@ -247,7 +309,8 @@ def main() -> None:
     p.add_argument("--report", type=Path, help="print the table of a results file and exit")
     args = p.parse_args()
     if args.report:
-        print(report(json.loads(args.report.read_text(encoding="utf-8"))))
+        raw = gzip.decompress(args.report.read_bytes()) if args.report.suffix == ".gz" else args.report.read_bytes()
+        print(report(json.loads(raw)))
         return
     data = anyio.run(_bench, args)
     if args.out:

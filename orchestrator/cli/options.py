@@ -104,7 +104,7 @@ SubagentCacheOpt = Annotated[
         metavar="DIR",
         help="answer the frozen sub-agents' repeated deterministic model calls from the replay cache in DIR "
         "(hits and misses in each record and the summary; docs/replay-cache.md) "
-        "[default: off, or the config's [backend] subagent_cache]",
+        "[default: off, or the config's subagent_cache: under [backend] for rollout and eval]",
     ),
 ]
 NoSubagentCacheOpt = Annotated[

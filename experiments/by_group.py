@@ -20,7 +20,11 @@ from orchestrator.eval_raw import RAW_FILE, read_raw
 
 def _tasks(run: Path) -> dict[str, dict[str, object]]:
     plain, packed = run / "tasks.jsonl", run / "tasks.jsonl.gz"
-    text = plain.read_text() if plain.is_file() else gzip.open(packed, "rt").read()
+    if plain.is_file():
+        text = plain.read_text()
+    else:
+        with gzip.open(packed, "rt") as f:
+            text = f.read()
     return {t["id"]: t for t in map(json.loads, text.splitlines()) if t}
 
 

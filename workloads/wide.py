@@ -253,6 +253,8 @@ def _swarm(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequ
 
 
 def _single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    if request.parallel_tool_calls:
+        return _single_parallel(request, kind, labels, attrs)
     seen = tool_messages(request)
     pos, rows = 0, []
     for label in labels:
@@ -266,4 +268,21 @@ def _single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Seq
             return Completion(tool_calls=(call("open", doc_id=doc_id),))
         rows.append({kind.key: label, **_read(kind, attrs, seen[pos].content)})
         pos += 1
+    return Completion(text=wide_table(kind, attrs, rows))
+
+
+def _single_parallel(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Sequence[str]) -> Completion:
+    """A single agent allowed several calls per turn: every search in one turn, every open in the next,
+    then the table (three critical steps at any width)."""
+    seen = tool_messages(request)
+    if not seen:
+        return Completion(tool_calls=tuple(call("search", query=label, k=5) for label in labels))
+    hits = [
+        (label, own_hit(m, kind.title_prefix(label))) for label, m in zip(labels, seen[: len(labels)], strict=False)
+    ]
+    found = [(label, doc_id) for label, doc_id in hits if doc_id is not None]
+    opened = seen[len(labels) :]
+    if found and not opened:
+        return Completion(tool_calls=tuple(call("open", doc_id=doc_id) for _, doc_id in found))
+    rows = [{kind.key: label, **_read(kind, attrs, m.content)} for (label, _), m in zip(found, opened, strict=False)]
     return Completion(text=wide_table(kind, attrs, rows))

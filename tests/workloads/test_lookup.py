@@ -7,6 +7,7 @@ import re
 import pytest
 
 from orchestrator.engine import Orchestrator
+from orchestrator.eval import arm_config
 from swarm.backend import Completion, ModelBackend, ModelRequest
 from swarm.errors import ConfigError
 from swarm.records import EpisodeRecord, Task
@@ -21,14 +22,17 @@ WIDE = get_workload("wide-lookup")
 DEEP = get_workload("deep-lookup")
 
 
-async def _run(wl: Workload, task: Task, mode: Mode, orch: ModelBackend | None = None) -> EpisodeRecord:
+async def _run(
+    wl: Workload, task: Task, mode: Mode, orch: ModelBackend | None = None, *, arm: str | None = None
+) -> EpisodeRecord:
+    """One episode; with ``arm``, as ``swarm eval`` runs that arm (its settings, no sub-agents when single)."""
     ep = wl.episode(task, mode)
     gold = wl.gold_policy(task, mode)
     o = Orchestrator(
         orch or gold.orchestrator,
-        ep.config,
+        ep.config if arm is None else arm_config(ep, arm),
         tools=ep.tools,
-        agents=ep.agents,
+        agents=ep.agents if arm is None or mode == "swarm" else (),
         subagent_backend=gold.subagent,
         reward_fn=ep.reward,
     )
@@ -39,12 +43,15 @@ async def _run(wl: Workload, task: Task, mode: Mode, orch: ModelBackend | None =
 async def test_wide_n16_gold_reaches_one_in_both_modes_with_a_4_5x_ratio(kind: str) -> None:
     task = WIDE.tasks(1, seed=2, entities=16, attributes=4, kind=kind)[0]
     swarm = await _run(WIDE, task, "swarm")
-    single = await _run(WIDE, task, "single")
-    for rec in (swarm, single):
+    single = await _run(WIDE, task, "single", arm="single")  # the single arm: one call per turn
+    parallel = await _run(WIDE, task, "single", arm="single-parallel")  # single-parallel: every call of a turn
+    for rec in (swarm, single, parallel):
         assert rec.reward is not None and rec.reward.r_perf == 1.0, rec.answer
         assert rec.reward.details["success"] is True
     assert swarm.dag.stage_widths[0] == 16
     assert single.dag.critical_steps / swarm.dag.critical_steps >= 4.5
+    # searches in one turn, opens in the next, then the table: fewer critical steps than the swarm's
+    assert parallel.dag.critical_steps == 3 and set(parallel.dag.stage_widths) == {0}
 
 
 async def test_every_attribute_is_readable_from_the_documents() -> None:

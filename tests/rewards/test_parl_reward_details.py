@@ -59,13 +59,15 @@ async def test_one_subagent_is_enough_for_the_any_form_and_the_coverage_form_is_
     assert r_parallel(one, ParallelReward(form="any")) == 1.0
     assert r_parallel(one, ParallelReward(form="count")) == 0.25  # target 4
     assert r_parallel(one) == 0.25  # coverage: one part of the target's 4
-    assert r_parallel(one.model_copy(update={"stages": ()}), ParallelReward(form="width")) == 0.0
+    for form in ("width", "coverage", "count", "any", "parts"):  # a record with no stages at all
+        assert r_parallel(one.model_copy(update={"stages": ()}), ParallelReward(form=form)) == 0.0
 
 
 async def test_a_subagent_counts_as_run_when_admitted_or_when_it_took_a_step() -> None:
     rec = await episode(fan_out(2), {"w-0-0": ["ok"], "w-0-1": ["ok"]}, Task(id="t", prompt="q"))
     count = ParallelReward(form="count", target=2)
     assert r_parallel(rec, count) == 1.0
+    assert r_parallel(rec, ParallelReward(form="width", target=1)) == 1.0  # bounded: 2 wide, target 1
     assert r_parallel(with_results(rec, step_cap=0, steps=0), count) == 0.0  # never admitted
     assert r_parallel(with_results(rec, step_cap=0), count) == 1.0  # an older record: steps but no cap
     assert r_parallel(with_results(rec, steps=0), count) == 1.0  # admitted, failed before its first step

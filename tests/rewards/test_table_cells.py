@@ -214,3 +214,63 @@ def test_a_list_answer_is_read_entry_by_entry() -> None:
     assert score("Ava Lopez and Ben Wu: Xenia").error == "no markdown table found in the response"
     found = score("Ava Lopez: v: not found yet\nBen Wu: v: b")
     assert (found.pred_rows, found.row_precision, found.items["Ben Wu|v"]) == (1, 1.0, 1.0)
+
+
+def test_list_labels_name_columns_through_aliases_underscores_and_the_longest_match() -> None:
+    cols = ["name", "email", "phone", "user_id", "order_count", "backup_email", "city", "town"]
+    gold = [dict.fromkeys(cols, "") | {"name": "Ava Lopez", "email": "a@x.com", "phone": "555"}]
+    gold[0] |= {"user_id": "7", "order_count": "3", "backup_email": "b@x.com", "city": "Paris", "town": "Lyon"}
+
+    def items(answer: str, **aliases: str) -> dict[str, float]:
+        s = score_table(answer, gold, key_columns=["name"], column_aliases=aliases)
+        return {k.split("|")[1]: v for k, v in s.items.items()}
+
+    got = items(
+        "Ava Lopez\nEmail (not the phone): a@x.com\nPhone: 555\nuser_id: 7\nOrders: 3\nBackup email: b@x.com\n"
+        "City: Paris\nTown: Lyon",
+        orders="order_count",
+    )
+    assert got == dict.fromkeys(cols[1:], 1.0)
+    assert items("Ava Lopez\nMail: a@x.com", mail="email")["email"] == 1.0
+    # a label naming two columns equally well (City/Town) names neither
+    assert items("Ava Lopez\nCity/Town: Paris\nEmail: a@x.com")["city"] == 0.0
+
+
+def test_list_fields_that_conflict_repeat_the_key_or_say_nothing() -> None:
+    gold = [{"name": "Ava Lopez", "v": "y"}, {"name": "Ben Wu", "v": "b"}]
+
+    def score(answer: str) -> TableScore:
+        return score_table(answer, gold, key_columns=["name"])
+
+    assert score("Ava Lopez\nv: x; v: y").items["Ava Lopez|v"] == 0.0  # two answers for one cell
+    assert score("Ava Lopez\nv: y; v: **y**").items["Ava Lopez|v"] == 1.0  # the same answer, bold
+    assert score("Ava Lopez\nname: Ava Lopez\ny").items["Ava Lopez|v"] == 1.0  # the key restated is no value
+    silent = score("Ava Lopez: y\nBen Wu: n/a")
+    assert (silent.pred_rows, silent.abstained_rows) == (1, 0)  # "n/a" is no entry at all
+    other = score("Ava Lopez: y\nname: Mia Park\nz")  # another person's entry, not in the gold
+    assert (other.pred_rows, other.row_precision) == (2, 0.5)
+
+
+def test_gold_cells_are_taken_as_written() -> None:
+    # a gold row without a column has that cell empty; a gold cell is never read as a hedge or a dump
+    gold: list[dict[str, str]] = [{"k": "a", "v": "1; 2; 3"}, {"k": "b"}]
+    s = score_table(table(("a", "1"), ("b", "")), gold, key_columns=["k"], rules={"v": NUMBER})
+    assert (s.abstained_rows, s.items) == (0, {"a|v": 1.0, "b|v": 1.0})
+
+
+def test_a_list_entry_goes_on_over_lines_naming_its_key_again() -> None:
+    gold = [{"name": "Ava Lopez", "v": "y"}, {"name": "Ben Wu", "v": "b"}]
+    s = score_table("Ava Lopez\nv: y\nAva Lopez is a customer", gold, key_columns=["name"])
+    assert (s.pred_rows, s.items["Ava Lopez|v"]) == (1, 1.0)
+    first = score_table("Ben Wu: b", gold, key_columns=["name"])  # the second key first
+    assert (first.pred_rows, first.items["Ben Wu|v"]) == (1, 1.0)
+
+
+def test_rows_given_as_dicts() -> None:
+    s = score_table([{"k": "a", "v": None}], [{"k": "a", "v": ""}], key_columns=["k"])
+    assert (s.success, s.items) == (True, {"a|v": 1.0})
+    empty = score_table([], GOLD, key_columns=["k"])
+    assert (empty.error, empty.pred_rows, empty.row_recall) == (None, 0, 0.0)
+    assert score_table([{"k": "a", "w": "x"}], GOLD, key_columns=["k"]).error == (
+        "response columns ['k', 'w'] differ from the required ['k', 'v'] (missing ['v'], extra ['w'])"
+    )

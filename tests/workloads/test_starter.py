@@ -88,6 +88,7 @@ def test_capitals_are_checked_per_item(answer: str, right: list[bool]) -> None:
 
 
 CAPITALS_FJ = [{"key": "France", "answer": ["Paris"]}, {"key": "Japan", "answer": ["Tokyo"]}]
+CAPITALS_FJK = [*CAPITALS_FJ, {"key": "Kenya", "answer": ["Nairobi"]}]
 US_CONTINENT = [{"key": k, "answer": list(_KIND["continent"].facts[k])} for k in ("the United States",)]
 CONTINENTS_PM = [{"key": k, "answer": list(_KIND["continent"].facts[k])} for k in ("Peru", "Mexico")]
 
@@ -141,6 +142,9 @@ BAD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
     ("The United States: North American, perhaps.", US_CONTINENT, "continent", [False]),
     ("The United States is a North American and Asian country.", US_CONTINENT, "continent", [False]),
     ("Peru: North America. Mexico: South American.", CONTINENTS_PM, "continent", [False, False]),
+    # found by mutation testing (bench/mutation.py starter)
+    ("France and Japan: maybe Paris and Tokyo", CAPITALS_FJ, "capital", [False, False]),  # a hedged pairing
+    ("4697.5", [{"key": "61 * 77", "answer": ["4697"]}], "arithmetic", [False]),  # half off is off
 ]
 
 # Right answers in unusual shapes that must score.
@@ -197,6 +201,15 @@ GOOD: list[tuple[str, list[dict[str, Any]], str, list[bool]]] = [
     # the adjective of the right continent (issue 26's controls: this was scored wrong)
     ("The United States is on the North American continent.", US_CONTINENT, "continent", [True]),
     ("Peru is a South American country; Mexico lies in North America.", CONTINENTS_PM, "continent", [True, True]),
+    # found by mutation testing (bench/mutation.py starter): the survivors each of these kills
+    ("Hobbit: J. R. R. Tolkien", [{"key": "The Hobbit", "answer": ["Tolkien"]}], "author", [True]),  # "The" dropped
+    ("\u22124", [{"key": "5 - 9", "answer": ["-4"]}], "arithmetic", [True]),  # a Unicode minus sign
+    ("What are the capitals of France and Japan?\nJapan: Tokyo\nFrance: Paris", CAPITALS_FJ, "capital", [True, True]),
+    ("Here you go.\nParis\nTokyo", CAPITALS_FJ, "capital", [True, True]),  # in order, after a preamble
+    ("France: Paris.\nRome is nice too.\nJapan: Tokyo", CAPITALS_FJ, "capital", [True, True]),  # no key, no hedge
+    ("France and Japan: Paris and Tokyo.\nKenya: Nairobi", CAPITALS_FJK, "capital", [True, True, True]),
+    ("France Paris Japan Tokyo Kenya Nairobi", CAPITALS_FJK, "capital", [True, True, True]),  # one clause
+    ("France Paris Japan Tokyo", CAPITALS_FJ, "capital", [True, True]),
 ]
 
 

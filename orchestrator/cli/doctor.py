@@ -88,18 +88,22 @@ def _models(verify: bool) -> list[Check]:
             out.append(Check(f"model {name}", "warn", f"not installed: {short_install(m.install)}"))
         else:
             where = f"{c.path}: " if c.path is not None else "installed: "
-            out.append(Check(f"model {name}", "ok" if c.ok else "fail", where + c.detail + _context(c.path)))
+            context = _context(name) if c.ok else ""
+            out.append(Check(f"model {name}", "ok" if c.ok else "fail", where + c.detail + context))
     return out
 
 
-def _context(path: Path | None) -> str:
-    """The context each of the default 8 slots gets on this machine now (swarm.backends.local.sizing)."""
-    from swarm.backends.local.sizing import auto_context
+def _context(name: str) -> str:
+    """The engine a default ``swarm run -b local -m NAME`` starts on this machine now: its slots and
+    each slot's context, and why (the same plan as the run header: LocalEngine.plan)."""
+    from orchestrator.backend_factory import build_backends
+    from swarm.backends.local import LocalBackend
+    from swarm.config import SwarmConfig
 
-    if path is None:
-        return ""
     try:
-        return f"; context {auto_context(path, 8).note}"
+        orch, _ = build_backends("local", name, fanout=SwarmConfig().max_subagents_per_stage)
+        assert isinstance(orch, LocalBackend)
+        return f"; context {orch.engine.plan()}; slots: one per sub-agent a default stage runs at once"
     except ConfigError as exc:
         return f"; context not sized: {exc}"
 

@@ -68,14 +68,15 @@ from orchestrator.engine import Orchestrator
 from orchestrator.recorder import RecordWriter
 from orchestrator.store import records_dir
 from orchestrator.tasks import large_task_warning
-from swarm.errors import LargeInputWarning, UserError
+from swarm.backends.local import LocalEngine
+from swarm.errors import ConfigError, LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, Task
 from swarm.tracing import Telemetry
 from tools.mcp import MCPConfig, load_mcp_config
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["Output", "RunPlan", "execute", "json_summary", "run"]
+__all__ = ["Output", "RunPlan", "engine_header", "execute", "json_summary", "run"]
 
 err = Console(stderr=True)
 
@@ -403,6 +404,9 @@ def execute(
     async def main() -> None:
         await _run_tasks(plan.tasks, orchestrator, mcp, mcp_log)
 
+    if not quiet:
+        for line in engine_header(plan):
+            err.print(f"[dim]{escape(line)}[/dim]", soft_wrap=True)
     for note in filter(None, map(large_task_warning, plan.tasks)):
         err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     interrupted = False
@@ -425,6 +429,28 @@ def execute(
     for r in writer.records:
         _print_record(r, str(writer.paths.get(r.episode_id, "")), output, plan.tools_note)
     return _exit_code(writer.records, writer.paths, interrupted)
+
+
+SLOTS_WHY = "slots: one per sub-agent a stage runs at once ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
+
+
+def engine_header(plan: RunPlan) -> list[str]:
+    """The run header's lines on the local engines the plan runs: each slot's context, the slots and
+    why (:meth:`swarm.backends.local.LocalEngine.plan`: the model is found and sized, not loaded). An
+    engine that cannot be planned says nothing here: its first request fails with the fix."""
+    engines: dict[int, LocalEngine] = {}
+    for b in plan.backends():
+        engine = getattr(b, "engine", None)
+        if isinstance(engine, LocalEngine):
+            engines.setdefault(id(engine), engine)
+    lines = []
+    for engine in engines.values():
+        try:
+            note = engine.plan()
+        except ConfigError:
+            continue
+        lines.append(f"local engine {engine.name}: {note}; {SLOTS_WHY}")
+    return lines
 
 
 def _annotations(plan: RunPlan, telemetry: Tracing) -> Callable[[EpisodeRecord], dict[str, Any]]:

@@ -101,6 +101,7 @@ class LocalEngine:
         """Each slot's context in tokens (with ``ctx_per_slot=None``: a floor until :meth:`start` sizes it)."""
         self.context_note = "" if ctx_per_slot is None else f"{ctx_per_slot} tokens per slot x {slots} slots (set)"
         """How :attr:`ctx_per_slot` was chosen (the run header and ``swarm doctor`` show it)."""
+        self._planned = ctx_per_slot is not None
         self._threads = threads
         self.progress = progress
         self.lora_adapters = tuple(Path(a) for a in lora_adapters)
@@ -162,10 +163,7 @@ class LocalEngine:
             if not engine_available():
                 raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
             started = time.perf_counter()
-            self.name, self.path = resolve_model(self.requested, self.progress)
-            if self.auto_context:
-                plan = auto_context(self.path, self.slots)
-                self.ctx_per_slot, self.context_note = plan.ctx_per_slot, plan.note
+            self._plan()
             prefix_dir = self._prefix_dir() if self.use_prefix_cache else None
             checked = time.perf_counter()
             if self.progress is not None:
@@ -198,6 +196,23 @@ class LocalEngine:
             if self.progress is not None:
                 self.progress("load", 1, 1)
             return self
+
+    def plan(self) -> str:
+        """Find the model (assembling it on first use) and size each slot's context, without loading
+        anything; how, in one line (the run header and ``swarm doctor`` show it). The size is chosen
+        once: :meth:`start` and every restart keep it, so the KV layout never changes under a run."""
+        with self._lock:
+            self._plan()
+        if not self.lora_adapters:
+            return self.context_note
+        return f"{self.context_note}; {self.adapter_slots} of the slots serve the orchestrator's adapter"
+
+    def _plan(self) -> None:
+        self.name, self.path = resolve_model(self.requested, self.progress)
+        if not self._planned:
+            plan = auto_context(self.path, self.slots)
+            self.ctx_per_slot, self.context_note = plan.ctx_per_slot, plan.note
+            self._planned = True
 
     def remember_grammar(self, key: str, enforced: bool) -> None:
         """Record whether llama.cpp enforces the action grammar with digest ``key`` (best effort on disk)."""

@@ -321,6 +321,8 @@ class EpisodeJob:
     task: Task
     sample_index: int
     seed: int
+    attempt: int = 1
+    """Which run of the episode this is: > 1 when the process running it before died (a Ray actor)."""
 
     @property
     def episode_id(self) -> str:
@@ -498,6 +500,8 @@ class EpisodeRunner:
                 record = await orch.run(job.task, episode_id=job.episode_id)
             if cache:
                 record = record.model_copy(update={"metadata": {**record.metadata, CACHE_KEY: cache.as_dict()}})
+            if job.attempt > 1:
+                record = rerun_record(record, job.attempt)
         except Exception as exc:  # a runtime bug in one episode must not end the others
             return episode_crash(job, f"{type(exc).__name__}: {exc}", ErrorType.of(exc))
         entry = EpisodeEntry(group_id=job.task.id, sample_index=job.sample_index, seed=job.seed, record=record)
@@ -521,6 +525,16 @@ class EpisodeRunner:
             entry, include_transcripts=self.config.include_transcripts, keep_record=self.keep_records
         )
         return prepared if failure is None else dataclasses.replace(prepared, infrastructure=failure)
+
+
+def rerun_record(record: EpisodeRecord, attempt: int) -> EpisodeRecord:
+    """The record of an episode's ``attempt``-th run, the earlier ones lost with the process that ran
+    them: ``metadata["attempts"]`` says so, and every sub-agent's ``attempts`` (all of them ran again)."""
+    stages = tuple(
+        s.model_copy(update={"subagents": tuple(dataclasses.replace(r, attempts=attempt) for r in s.subagents)})
+        for s in record.stages
+    )
+    return record.model_copy(update={"stages": stages, "metadata": {**record.metadata, "attempts": attempt}})
 
 
 def episode_crash(job: EpisodeJob, error: str, error_type: str) -> RolloutFailure:

@@ -22,8 +22,10 @@ cluster.
 
 Faults: an actor that dies (killed, OOM, segfault) is restarted by Ray (``max_restarts``); the episodes
 it was running are rerun (each at most ``max_attempts`` times, then recorded as crashed, which a
-resume retries); results that reached the driver are on disk and never rerun, so nothing is written
-twice. Cancelling the driver (Ctrl-C) kills every actor; finished episodes are already on disk.
+resume retries), and the record of a rerun episode says so: ``metadata["attempts"]``, and
+``attempts`` on each of its sub-agents (:func:`~orchestrator.rollout.rerun_record`); results that
+reached the driver are on disk and never rerun, so nothing is written twice. Cancelling the driver
+(Ctrl-C) kills every actor; finished episodes are already on disk.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import math
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -272,6 +274,7 @@ class _Scheduler:
                 )
                 continue
             self.stats["reruns"] += 1
+            job = replace(job, attempt=n + 1)  # its record will say it ran again
             if n >= self.max_attempts - 1:
                 self.suspects.append(job)
             else:

@@ -10,7 +10,7 @@ from orchestrator import RolloutConfig, SwarmConfig
 from orchestrator.cluster.executor import EpisodeWorker
 from orchestrator.cluster.sim import sim_factory, sim_tasks
 from orchestrator.cluster.slots import Outbox
-from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, PreparedEpisode
+from orchestrator.rollout import EpisodeEntry, EpisodeJob, EpisodeOutcome, EpisodeRunner, PreparedEpisode
 from swarm.errors import ClusterError
 from swarm.rl.rewards import PARLReward
 
@@ -56,3 +56,14 @@ async def test_an_outbox_whose_producer_failed_hands_over_what_it_holds_then_rai
     assert await box.take(0.0) == ([1], False)
     with pytest.raises(ClusterError, match="limit service"):
         await box.take(0.0)
+
+
+async def test_the_record_of_an_episodes_second_run_says_it_and_its_subagents_ran_again() -> None:
+    runner = worker().runner
+    task = sim_tasks(1, width=3)[0]
+    first, again = [await runner.run(EpisodeJob(task, 0, 7, attempt=n)) for n in (1, 2)]
+    assert isinstance(first, PreparedEpisode) and isinstance(again, PreparedEpisode)
+    entries = [EpisodeEntry.model_validate_json(o.entry_json) for o in (first, again)]
+    assert [e.record.metadata.get("attempts") for e in entries] == [None, 2]
+    assert [{s.attempts for s in e.record.subagent_results} for e in entries] == [{1}, {2}]
+    assert len(entries[1].record.subagent_results) == 3 and again.digest == first.digest  # nothing else changed

@@ -1,7 +1,7 @@
 """Ray under `kill -9` from outside (issue 29): the operating system kills an actor's worker process in
 the middle of a rollout and in the middle of a wide stage. Nothing finished is lost, nothing is written
-or reported twice, and the episode's record says which sub-agents ran again (``attempts`` 2) and where
-every one of them ran (``ran_in``)."""
+or reported twice, and the episode's record says which sub-agents ran again (``attempts`` 2; in a
+rerun episode, all of them, and ``metadata["attempts"]``) and where every placed one ran (``ran_in``)."""
 
 from __future__ import annotations
 
@@ -158,3 +158,11 @@ async def test_kill_9_of_a_rollout_actor_mid_rollout_loses_and_duplicates_nothin
     assert not (tmp_path / "o" / "failures.jsonl").exists() or not (tmp_path / "o" / "failures.jsonl").read_text()
     assert s.groups_complete == 6 and s.trajectories == 18 and s.mean_r_perf == 1.0
     assert all(e.record.status is EpisodeStatus.COMPLETED for e in entries)
+    # the records of the episodes the dead actor was running say they ran again, and so does each of
+    # their sub-agents; every other record says one run
+    attempts = {e.record.episode_id: e.record.metadata.get("attempts", 1) for e in entries}
+    rerun = {eid for eid, n in attempts.items() if n != 1}
+    assert rerun and len(rerun) == ex.stats["reruns"] and all(attempts[eid] == 2 for eid in rerun)
+    for e in entries:
+        subs = e.record.subagent_results
+        assert subs and {r.attempts for r in subs} == {attempts[e.record.episode_id]}

@@ -132,3 +132,15 @@ def test_imports_point_one_way() -> None:
                     if s.startswith((f"from {other}.", f"from {other} ", f"import {other}")):
                         bad.append(f"{f.relative_to(ROOT)}: {s}")
     assert bad == []
+
+
+def test_shipped_modules_name_no_paths_of_a_developers_machine() -> None:
+    """Build scripts that read a checkout or a data directory live in scripts/, which never ships."""
+    machine = ("/work/", "/home/", "/Users/")
+    offenders = [
+        str(f.relative_to(ROOT))
+        for pkg in OURS
+        for f in (ROOT / pkg).rglob("*.py")
+        if any(p in f.read_text(encoding="utf-8") for p in machine)
+    ]
+    assert offenders == []

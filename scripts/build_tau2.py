@@ -1,8 +1,10 @@
 """Build the packaged τ² retail/airline corpus (``tools/corpora/tau2/documents.jsonl.gz``).
 
-Run from the repository root::
+A maintainer's script, not part of the package. Run from the repository root, with the project
+installed, on a directory holding the τ²-bench ``{retail,airline}/db.json.gz`` and ``policy.md``
+(``tools/corpora/tau2/SOURCE.md`` names the upstream commit)::
 
-    python -m tools.corpora.build_tau2 /work/shared/data/tau2-retail-airline
+    python scripts/build_tau2.py TAU2_DATA_DIR
 
 It is deterministic: the same source gives the same bytes. What goes in (kept small, and closed under
 references so multi-hop questions always resolve inside the corpus):
@@ -29,7 +31,7 @@ from tools.builtin.search import Document, _dump_jsonl
 
 __all__ = ["build_documents", "main"]
 
-OUT = Path(__file__).with_name("tau2") / "documents.jsonl.gz"
+OUT = Path(__file__).resolve().parents[1] / "tools" / "corpora" / "tau2" / "documents.jsonl.gz"
 
 
 def _addr(a: dict[str, Any]) -> str:

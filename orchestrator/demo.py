@@ -3,7 +3,7 @@
 It shows the runtime working before any model is installed: a wide fan-out of sub-agents that use a
 real tool, one sub-agent that fails (its model keeps emitting broken tool-call JSON), and an episode
 that runs out of critical-step budget and is forced to answer. The policies are ordinary
-:class:`~swarm.testing.FunctionBackend` functions of the request, so they react to what the
+:class:`~swarm.function_backend.FunctionBackend` functions of the request, so they react to what the
 runtime actually returns; nothing in the episode record is pre-baked.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
 from swarm.errors import ToolError, UnknownNameError
+from swarm.function_backend import FunctionBackend, call, malformed
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import Task
-from swarm.testing import FunctionBackend, call, malformed
 from tools.registry import Tool
 
 __all__ = ["DEMO_TASKS", "Demo", "demo", "demo_names"]

@@ -1,9 +1,11 @@
-"""Test doubles that ship with the package: a scripted backend and a function backend.
+"""Test doubles that ship with the package: a scripted backend, and the function backend.
 
-Both produce *real-looking* token ids so trajectory code can be tested without a model: prompts are
-rendered with a tiny deterministic chat template and encoded as UTF-8 bytes (see
-:func:`render_prompt`). The template is prefix-stable, so turn ``t+1``'s prompt extends turn ``t``'s
-prompt + response exactly, as with a real engine that does not re-tokenize.
+:class:`ScriptedBackend` plays a fixed list of turns and fails when turns are left over; it lives here
+because only tests use it. :class:`FunctionBackend`, :func:`call`, :func:`malformed` and the byte
+template (:func:`render_prompt`, :func:`complete_with_tokens`) live in :mod:`swarm.function_backend`,
+where production code (gold policies, the demo) imports them; they are re-exported here so a test
+imports every double from one place. Both backends produce *real-looking* token ids from the byte
+template, so trajectory code can be tested without a model.
 
 ::
 
@@ -17,18 +19,25 @@ prompt + response exactly, as with a real engine that does not re-tokenize.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import itertools
-import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeAlias
 
 import anyio
 
-from swarm.backend import Completion, ModelRequest, Usage, estimate_tokens
-from swarm.errors import BackendError, ScriptError
-from swarm.messages import AssistantMessage, Message, ToolCall
+from swarm.backend import Completion, ModelRequest
+from swarm.errors import ScriptError
+from swarm.function_backend import (
+    FunctionBackend,
+    TurnFn,
+    call,
+    complete_with_tokens,
+    encode,
+    malformed,
+    render_prompt,
+    render_response,
+    resolve_turn,
+)
+from swarm.messages import ToolCall
 
 __all__ = [
     "FunctionBackend",
@@ -42,70 +51,6 @@ __all__ = [
     "render_response",
 ]
 
-_ids = itertools.count()
-
-
-def call(name: str, /, *, id: str | None = None, **arguments: Any) -> ToolCall:
-    """A tool call for a script: ``call("assign_task", agent="w", task="x")``."""
-    return ToolCall(id=id or f"call_{next(_ids)}", name=name, arguments=arguments)
-
-
-def malformed(raw: str, error: str = "tool call is not valid JSON") -> Completion:
-    """A turn whose tool-call output the parser rejected (what a small model often emits)."""
-    return Completion(text=raw, parse_error=error)
-
-
-def encode(text: str) -> tuple[int, ...]:
-    """The fake tokenizer: UTF-8 bytes."""
-    return tuple(text.encode("utf-8"))
-
-
-def _render_message(m: Message) -> str:
-    if isinstance(m, AssistantMessage):
-        return f"<|assistant|>\n{_assistant_body(m.content, m.tool_calls)}<|end|>\n"
-    return f"<|{m.role}|>\n{m.content}<|end|>\n"
-
-
-def _assistant_body(text: str, tool_calls: Sequence[ToolCall]) -> str:
-    parts = [text]
-    for c in tool_calls:
-        payload = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False, sort_keys=True)
-        parts.append(f"<tool_call>{payload}</tool_call>")
-    return "".join(parts)
-
-
-def render_prompt(messages: Sequence[Message]) -> str:
-    """Prompt text of the fake template (generation prompt included)."""
-    return "".join(_render_message(m) for m in messages) + "<|assistant|>\n"
-
-
-def render_response(text: str, tool_calls: Sequence[ToolCall]) -> str:
-    """Response text of the fake template; prompt(t) + response(t) is a prefix of prompt(t+1)."""
-    return _assistant_body(text, tool_calls) + "<|end|>\n"
-
-
-def complete_with_tokens(request: ModelRequest, completion: Completion, model: str) -> Completion:
-    """Fill token ids, logprobs and usage of a scripted completion from the fake template."""
-    if completion.token_ids is not None:
-        return completion
-    prompt_ids = encode(render_prompt(request.messages))
-    resp_ids = encode(render_response(completion.text, completion.tool_calls))
-    logprobs = tuple(-0.01 * ((i % 7) + 1) for i in range(len(resp_ids)))
-    finish = completion.finish_reason
-    if finish == "stop" and completion.tool_calls:
-        finish = "tool_calls"
-    return dataclasses.replace(
-        completion,
-        prompt_token_ids=prompt_ids,
-        token_ids=resp_ids,
-        logprobs=logprobs,
-        usage=Usage(prompt_tokens=len(prompt_ids), completion_tokens=len(resp_ids)),
-        model=completion.model or model,
-        finish_reason=finish,
-    )
-
-
-TurnFn: TypeAlias = Callable[[ModelRequest], "Completion | Awaitable[Completion]"]
 Turn: TypeAlias = "Completion | str | ToolCall | Sequence[ToolCall] | BaseException | TurnFn"
 """One scripted turn: a completion, an answer text, one or several tool calls (one parallel turn),
 an exception to raise (simulating a failing model call), or a function of the request."""
@@ -126,19 +71,6 @@ def _normalise(turn: Turn) -> Completion | BaseException | TurnFn:
             f"a scripted turn must be a Completion, str, ToolCall(s), exception or callable; got {turn!r}"
         )
     return Completion(tool_calls=calls)
-
-
-async def _resolve(item: Completion | BaseException | TurnFn, request: ModelRequest) -> Completion:
-    if isinstance(item, BaseException):
-        raise item
-    if isinstance(item, Completion):
-        return item
-    out = item(request)
-    if inspect.isawaitable(out):
-        out = await out
-    if not isinstance(out, Completion):
-        raise ScriptError(f"a scripted turn function must return a Completion, got {type(out).__name__}")
-    return out
 
 
 class ScriptedBackend:
@@ -221,54 +153,5 @@ class ScriptedBackend:
         item = self._next(request)
         if self.delay:
             await anyio.sleep(self.delay)
-        out = await _resolve(item, request)
-        return complete_with_tokens(request, out, self._model) if self.tokens else out
-
-
-class FunctionBackend:
-    """A backend whose every turn is ``fn(request)`` (sync or async); records requests.
-
-    ``parallel_slots``: serve that many calls at once, like an engine's slots (the rest queue, their
-    ``delay`` not yet running), and say so (the :func:`swarm.backend.parallel_slots` capability).
-    ``context_window``: say this context size (:func:`swarm.backend.context_window`); a request
-    whose estimated prompt exceeds it fails as an engine's would."""
-
-    def __init__(
-        self,
-        fn: TurnFn,
-        *,
-        model: str = "function",
-        delay: float = 0.0,
-        tokens: bool = True,
-        parallel_slots: int | None = None,
-        context_window: int | None = None,
-    ) -> None:
-        self._fn = fn
-        self._model = model
-        self.delay = delay
-        self.tokens = tokens
-        self.calls: list[ModelRequest] = []
-        self.parallel_slots = parallel_slots
-        self.context_window = context_window
-        self._slots: anyio.CapacityLimiter | None = None
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    async def complete(self, request: ModelRequest) -> Completion:
-        self.calls.append(request)
-        if self.context_window is not None and (n := estimate_tokens(request)) >= self.context_window:
-            raise BackendError(f"the prompt has {n} tokens, which fills the context of {self.context_window}")
-        if self.parallel_slots is None:
-            return await self._turn(request)
-        if self._slots is None:
-            self._slots = anyio.CapacityLimiter(self.parallel_slots)
-        async with self._slots:
-            return await self._turn(request)
-
-    async def _turn(self, request: ModelRequest) -> Completion:
-        if self.delay:
-            await anyio.sleep(self.delay)
-        out = await _resolve(self._fn, request)
+        out = await resolve_turn(item, request)
         return complete_with_tokens(request, out, self._model) if self.tokens else out

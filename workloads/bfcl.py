@@ -41,8 +41,8 @@ from pydantic import Field
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ErrorType, ToolError
+from swarm.function_backend import FunctionBackend, call
 from swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
-from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from workloads.splits import pool_splits

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
+from swarm.function_backend import FunctionBackend, call
 from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
 from swarm.verifiers.match import ExactArgs, exact_verdict
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text

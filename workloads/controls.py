@@ -29,8 +29,8 @@ from pydantic import Field
 
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
+from swarm.function_backend import FunctionBackend, call
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
 from swarm.verifiers.attribution import fold, hedged, segments
 from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages

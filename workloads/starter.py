@@ -45,8 +45,8 @@ from pydantic import Field
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ToolError
+from swarm.function_backend import FunctionBackend, call
 from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
 from swarm.verifiers.attribution import clauses, find_all, fold, hedged, segments
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text

@@ -40,9 +40,9 @@ from pydantic import Field, model_validator
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ToolError
+from swarm.function_backend import FunctionBackend, call
 from swarm.messages import ToolMessage
 from swarm.records import AgentDefinition, Task
-from swarm.testing import FunctionBackend, call
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from workloads.splits import check_split, pool_splits

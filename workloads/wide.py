@@ -26,9 +26,9 @@ from typing import Any
 
 from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
+from swarm.function_backend import FunctionBackend, call
 from swarm.messages import ToolMessage
 from swarm.records import AgentDefinition, EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
 from swarm.verifiers.table import ColumnRule, score_table
 from tools.registry import Tool
 from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text

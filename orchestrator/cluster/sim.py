@@ -8,14 +8,13 @@ calls ``add`` ``k - 1`` times, carrying its running total, then reports: ``k`` s
 max_steps`` for the i-th product).
 
 Like a real model, every call sleeps ``latency`` seconds and returns a freshly built completion: new
-call ids, arguments read from the conversation, token ids and logprobs from
-:mod:`swarm.testing`'s prefix-stable fake template (so trajectories are real and trainable). The tool
-sleeps ``tool_latency``.
+call ids, arguments read from the conversation, token ids and logprobs from the prefix-stable byte
+template of :mod:`swarm.function_backend` (so trajectories are real and trainable). The tool sleeps
+``tool_latency``.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 import re
 from collections.abc import Callable
@@ -26,16 +25,15 @@ from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
 from orchestrator.placement import SubagentKit
 from orchestrator.rollout import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
-from swarm.messages import ToolCall, ToolMessage, UserMessage
+from swarm.function_backend import call, complete_with_tokens
+from swarm.messages import ToolMessage, UserMessage
 from swarm.records import Task
-from swarm.testing import complete_with_tokens
 from tools.registry import Tool
 
 __all__ = ["SimBackend", "sim_factory", "sim_subagents", "sim_tasks", "subagent_policy"]
 
 _PRODUCT = re.compile(r"(\d+)\*(\d+)")
 _REPORT = re.compile(r"(\d+)\*(\d+) = (-?\d+)")
-_ids = itertools.count()
 
 
 def sim_tasks(n: int, *, width: int = 16, max_steps: int = 3, seed: int = 0, prefix: str = "sim") -> list[Task]:
@@ -72,19 +70,15 @@ class SimBackend:
         return complete_with_tokens(request, self._fn(request), self._model)
 
 
-def _call(tool: str, /, **arguments: object) -> ToolCall:
-    return ToolCall(id=f"call_{next(_ids)}", name=tool, arguments=arguments)
-
-
 def orchestrator_policy(request: ModelRequest) -> Completion:
     """Fan the products out in one stage, then answer the sum of the reports."""
     results = [m for m in request.messages if isinstance(m, ToolMessage) and m.name == "assign_task"]
     if not results:
         task = next(m.content for m in request.messages if isinstance(m, UserMessage))
         products = _PRODUCT.findall(task)
-        calls = [_call("create_subagent", name="multiplier", system_prompt="Multiply by adding.", tools=["add"])]
+        calls = [call("create_subagent", name="multiplier", system_prompt="Multiply by adding.", tools=["add"])]
         calls += [
-            _call("assign_task", agent="multiplier", task=f"Compute {a}*{k} by adding {a} repeatedly.")
+            call("assign_task", agent="multiplier", task=f"Compute {a}*{k} by adding {a} repeatedly.")
             for a, k in products
         ]
         return Completion(text=f"Splitting the {len(products)} products over sub-agents.", tool_calls=tuple(calls))
@@ -100,7 +94,7 @@ def subagent_policy(request: ModelRequest) -> Completion:
     done = [x for x in msgs if isinstance(x, ToolMessage)]
     total = int(done[-1].content) if done and done[-1].content.lstrip("-").isdigit() else a
     if len(done) < k - 1:
-        return Completion(tool_calls=(_call("add", a=total, b=a),))
+        return Completion(tool_calls=(call("add", a=total, b=a),))
     return Completion(text=f"{a}*{k} = {total}")
 
 

@@ -146,7 +146,9 @@ def _with_overrides(cfg: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
         raise UserError(f"invalid option value: {exc.errors()[0]['msg']}") from None
 
 
-def _with_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
+def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
+    """``cfg`` with ``--temperature``/``--max-tokens`` set on both roles' sampling, where given (no model
+    family defaults, unlike :func:`orchestrator.cli.plan.with_sampling`)."""
     change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
     if not change:
         return cfg
@@ -487,7 +489,7 @@ def rollout(
                     "overrides": overrides,
                 },
             )
-            swarm_cfg = _with_sampling(base or SwarmConfig(), temperature, max_tokens)
+            swarm_cfg = _override_sampling(base or SwarmConfig(), temperature, max_tokens)
             judge = None
             settings = {
                 "workload": workload,
@@ -520,7 +522,7 @@ def rollout(
                     **opts,
                 },
             )
-            swarm_cfg = _with_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
+            swarm_cfg = _override_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
         warn_cache_bypass(err, extras, swarm_cfg.subagent_sampling)
         factory, executor = _factory_and_executor(build, build_args, ray, ray_actors)

@@ -91,12 +91,12 @@ __all__ = [
     "Environment",
     "OptimConfig",
     "PtxConfig",
-    "Sequence_",
     "SftConfig",
     "StepMetrics",
     "ToggleConfig",
     "TrainConfig",
     "Trainer",
+    "TrainingSequence",
     "TransformersWeightSync",
     "WeightSync",
     "build_policy",
@@ -352,9 +352,9 @@ def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Seq
 
 
 @dataclass(frozen=True, slots=True)
-class Sequence_:
+class TrainingSequence:
     """One training sequence: ``ids`` = prompt + response, ``mask[i] = 1`` where the orchestrator
-    sampled ``ids[i]``, ``old_logprobs[i]`` its sampling-time logprob (0 elsewhere)."""
+    sampled ``ids[i]``, ``behaviour_logprobs[i]`` its sampling-time logprob (0 elsewhere)."""
 
     ids: tuple[int, ...]
     mask: tuple[int, ...]
@@ -690,7 +690,7 @@ class Trainer:
     def _rollout_dir(self, step: int) -> Path:
         return self.run_dir / "rollouts" / f"step-{step:06d}"
 
-    def _paused_update(self, seqs: list[Sequence_]) -> dict[str, float]:
+    def _paused_update(self, seqs: list[TrainingSequence]) -> dict[str, float]:
         """The update with the colocated engine paused, then the new weight version."""
         with self.policy.paused():
             upd = self.update(seqs)
@@ -732,7 +732,7 @@ class Trainer:
 
     def _sequences(
         self, records: Sequence[EpisodeRecord], advantages: Sequence[float], temperature: float
-    ) -> tuple[list[Sequence_], int, int]:
+    ) -> tuple[list[TrainingSequence], int, int]:
         """Training sequences of the episodes: (sequences, dropped episodes, episodes split per turn).
 
         An episode becomes one sequence (its flattened trajectory: observations masked out). When its
@@ -741,7 +741,7 @@ class Trainer:
         without token ids or logprobs are dropped and counted.
         """
         temp = temperature if temperature > 0 else 1.0  # greedy turns report T=1 logprobs
-        seqs: list[Sequence_] = []
+        seqs: list[TrainingSequence] = []
         dropped = split = 0
         for rec, adv in zip(records, advantages, strict=True):
             try:
@@ -764,7 +764,7 @@ class Trainer:
                     assert t.response_logprobs is not None
                     n_p, n_r = len(t.prompt_token_ids), len(t.response_token_ids)
                     seqs.append(
-                        Sequence_(
+                        TrainingSequence(
                             ids=t.prompt_token_ids + t.response_token_ids,
                             mask=(0,) * n_p + (1,) * n_r,
                             behaviour_logprobs=(0.0,) * n_p + t.response_logprobs,
@@ -776,12 +776,12 @@ class Trainer:
             ids = traj.prompt_ids + traj.response_ids
             mask = (0,) * len(traj.prompt_ids) + traj.response_mask
             lps = (0.0,) * len(traj.prompt_ids) + traj.response_logprobs
-            seqs.append(Sequence_(ids=ids, mask=mask, behaviour_logprobs=lps, advantage=adv, temperature=temp))
+            seqs.append(TrainingSequence(ids=ids, mask=mask, behaviour_logprobs=lps, advantage=adv, temperature=temp))
         return seqs, dropped, split
 
     # -- the update --------------------------------------------------------------------------------
 
-    def update(self, seqs: list[Sequence_]) -> dict[str, float]:
+    def update(self, seqs: list[TrainingSequence]) -> dict[str, float]:
         """One update on a rollout's sequences (call with the engine paused); returns the step's update metrics."""
         cfg = self.config
         model = self.model
@@ -892,7 +892,7 @@ class Trainer:
         temperature: float,
         phase: int | None,
         zeroed: int,
-        seqs: Sequence[Sequence_],
+        seqs: Sequence[TrainingSequence],
         dropped: int,
         split: int,
         rollout_s: float,
@@ -1146,7 +1146,7 @@ def _chunks(xs: list[int], n: int) -> list[list[int]]:
     return [xs[i : i + n] for i in range(0, len(xs), max(n, 1))]
 
 
-def _pad(batch: Sequence[Sequence_], device: torch.device) -> tuple[torch.Tensor, ...]:
+def _pad(batch: Sequence[TrainingSequence], device: torch.device) -> tuple[torch.Tensor, ...]:
     """ids [B, L]; mask/behaviour logprobs shifted to next-token positions [B, L−1]; adv [B]; temps [B]."""
     width = max(len(s.ids) for s in batch)
     ids = torch.zeros(len(batch), width, dtype=torch.long)

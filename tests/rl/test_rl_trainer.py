@@ -305,7 +305,7 @@ def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
 def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
     """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
     other response token, and whose advantages are 0 (only the τ term can move the weights)."""
-    from orchestrator.rl.trainer import Sequence_
+    from orchestrator.rl.trainer import TrainingSequence
     from swarm.rl.losses import masked_logprobs
 
     tok = trainer.policy.tokenizer
@@ -320,7 +320,7 @@ def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: igno
             lp = masked_logprobs(trainer.model, ids, torch.ones(1, ids.shape[1] - 1), torch.ones(1))[0].tolist()
         beh = [0.0] * len(prompt) + [lp[len(prompt) - 1 + i] + (shift if i % 2 else 0.0) for i in range(len(resp))]
         seqs.append(
-            Sequence_(
+            TrainingSequence(
                 ids=tuple(prompt + resp),
                 mask=(0,) * len(prompt) + (1,) * len(resp),
                 behaviour_logprobs=tuple(beh),

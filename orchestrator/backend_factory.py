@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
-    "BACKEND_KINDS",
     "BACKEND_TABLE_KEYS",
     "BackendBuilder",
     "build_backend",
@@ -297,10 +296,6 @@ def _scripted_demo(model: str | None) -> Demo:
 def _build_scripted(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
     """The built-in scripted demo policy (``--model`` names the demo)."""
     return _scripted_demo(model).orchestrator_backend
-
-
-BACKEND_KINDS = BACKENDS.names
-"""The registered backend kinds (kept for callers of 0.1)."""
 
 
 def build_backends(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.backend_factory import BACKEND_KINDS, BACKENDS, build_backend
+from orchestrator.backend_factory import BACKENDS, build_backend
 from swarm.errors import ConfigError, UnknownNameError
 from swarm.registry import Registry
 from swarm.rl import ADVANTAGES, SCHEDULES
@@ -34,7 +34,7 @@ def test_every_named_kind_uses_the_one_registry() -> None:
         assert isinstance(reg, Registry)
     assert list(VERIFIERS.names) == verifier_names()
     assert list(WORKLOADS.names) == workload_names()
-    assert set(BACKEND_KINDS) == {"local", "openai", "vllm", "transformers", "scripted"}
+    assert set(BACKENDS.names) == {"local", "openai", "vllm", "transformers", "scripted"}
     assert get_workload("starter").name == "starter"
 
 

@@ -15,8 +15,6 @@ import pytest
         "swarm.rl.toggle",
         "swarm.rl.trajectory",
         "swarm.rl.export",
-        "swarm.trajectory",
-        "swarm.export",
         "swarm.verifiers",
         "orchestrator.rollout",
     ],
@@ -43,17 +41,3 @@ def test_orchestrator_exposes_rollouts_and_reward_configuration() -> None:
         "trl_rollout_func",
     }
     assert wanted <= set(orchestrator.__all__)
-
-
-def test_readme_documented_paths_still_import_the_moved_modules() -> None:
-    """README.md documented ``swarm.trajectory`` and ``swarm.export``; they moved to :mod:`swarm.rl`
-    and the old paths re-export the same objects (not copies)."""
-    import swarm.export
-    import swarm.rl.export
-    import swarm.rl.trajectory
-    import swarm.trajectory
-
-    assert swarm.trajectory.build_trajectory is swarm.rl.trajectory.build_trajectory
-    assert swarm.trajectory.Trajectory is swarm.rl.trajectory.Trajectory
-    assert swarm.export.read_jsonl is swarm.rl.export.read_jsonl
-    assert set(swarm.export.__all__) == set(swarm.rl.export.__all__)

@@ -370,7 +370,10 @@ def changed(ref: str, minutes: float, children: int) -> int:
             print(f"{name}: {len(todo)} changed function(s)" + (" left unchecked: no time left" if todo else ""))
             continue
         work = _prepare(name, fresh=True)
-        _chunk(name, work, todo, left, children)
+        if _chunk(name, work, todo, left, children)["exit"] not in (0, "stopped"):
+            print(f"{name}: mutmut failed (its output is above): the changed functions were not tested")
+            failed = True
+            continue
         statuses = _statuses(work, todo)
         missed = [m for m, s in statuses.items() if s not in CAUGHT and s not in PENDING]
         data: dict[str, Any] = {

@@ -226,7 +226,7 @@ def test_the_local_model_name_is_known_before_the_engine_loads(tmp_path: Path) -
     assert isinstance(default, LocalBackend) and not default.engine.started
     assert default.model in LOCAL_MODELS and model_available(default.model)
     named, _ = build_backends("local", "smollm2-135m")  # installed in every tier, unlike the 1.5B
-    assert named.model == "smollm2-135m" and not named.engine.started
+    assert isinstance(named, LocalBackend) and named.model == "smollm2-135m" and not named.engine.started
     gguf = tmp_path / "my-finetune-0.5b.gguf"
     gguf.write_bytes(b"GGUF")  # the name is known from the path; nothing is loaded
     path, _ = build_backends("local", str(gguf))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -64,6 +64,9 @@ class Knobs(BaseModel):
     """Base of a workload's difficulty knobs; unknown knobs are an error."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+K = TypeVar("K", bound=Knobs)
 
 
 class Score(BaseModel):
@@ -164,12 +167,19 @@ class Workload(ABC):
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'knobs'}: {e['msg']}" for e in exc.errors())
             raise ConfigError(f"invalid knobs for workload {self.name!r}: {problems}. Known knobs: {known}") from None
 
-    def check_request(self, n: int, split: str) -> None:
-        """Reject a bad task request (``n < 1``, a split not in :data:`~workloads.splits.SPLITS`) with a
-        ConfigError naming the fix."""
+    def request(self, n: int, split: str, knobs: Mapping[str, Any], model: type[K]) -> K:
+        """The knobs of a request for ``n`` tasks of ``split``, validated as ``model`` (this workload's
+        :attr:`knobs_model`). Bad knobs, ``n < 1`` or a split not in :data:`~workloads.splits.SPLITS`
+        raise a ConfigError naming the fix."""
+        kn = self.knobs(knobs)
+        if not isinstance(kn, model):
+            raise TypeError(
+                f"workload {self.name!r} validates knobs as {self.knobs_model.__name__}, not {model.__name__}"
+            )
         check_split(split, self.name)
         if n < 1:
             raise ConfigError(f"n must be at least 1, got {n}")
+        return kn
 
     @abstractmethod
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:

@@ -408,9 +408,7 @@ class BfclWorkload(Workload):
     knobs_model = BfclKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, BfclKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, BfclKnobs)
         pool = [it for c in kn.categories for it in _items(c) if split_of(it.id) == split]
         if n > len(pool):
             raise ConfigError(f"only {len(pool)} {split} items in {list(kn.categories)}; asked for {n}")

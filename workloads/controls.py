@@ -180,9 +180,7 @@ class ControlsWorkload(Workload):
     knobs_model = ControlsKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, ControlsKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, ControlsKnobs)
         rng = split_rng(self.name, split, seed)
         out = []
         for i in range(n):

@@ -270,9 +270,7 @@ class WideLookupWorkload(Workload):
     knobs_model = WideLookupKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, WideLookupKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, WideLookupKnobs)
         rng = random.Random(f"{self.name}:{split}:{seed}")
         out = []
         for i in range(n):
@@ -372,9 +370,7 @@ class DeepLookupWorkload(Workload):
     knobs_model = DeepLookupKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, DeepLookupKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, DeepLookupKnobs)
         orders = _orders()
         pool = [
             (lab, rec)

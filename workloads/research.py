@@ -216,9 +216,7 @@ class WideResearchWorkload(Workload):
     knobs_model = WideResearchKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, WideResearchKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, WideResearchKnobs)
         rng = split_rng(self.name, split, seed)
         out = []
         for i in range(n):
@@ -332,9 +330,7 @@ class DeepResearchWorkload(Workload):
     knobs_model = DeepResearchKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, DeepResearchKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, DeepResearchKnobs)
         return [
             chain_task(
                 self.name,

@@ -680,9 +680,7 @@ class StarterWorkload(Workload):
     knobs_model = StarterKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, StarterKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, StarterKnobs)
         if kn.min_items > kn.max_items:
             raise ConfigError(f"min_items={kn.min_items} is more than max_items={kn.max_items}")
         rng = random.Random(f"{self.name}:{split}:{seed}")

@@ -370,9 +370,7 @@ class Tau2BatchWorkload(Workload):
     knobs_model = Tau2BatchKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, Tau2BatchKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, Tau2BatchKnobs)
         dom = _domain(kn.domain)
         pool = [t for t in _tickets(split, dom.name) if kn.min_actions <= t.n_actions <= kn.max_actions]
         if len(pool) < kn.k:

@@ -95,9 +95,7 @@ class TrainMixWorkload(Workload):
     knobs_model = TrainMixKnobs
 
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
-        kn = self.knobs(knobs)
-        assert isinstance(kn, TrainMixKnobs)
-        self.check_request(n, split)
+        kn = self.request(n, split, knobs, TrainMixKnobs)
         if split != "train":
             raise ConfigError(
                 f"{NAME} generates training tasks only (split 'train'), got {split!r}; measure on the dev or test "

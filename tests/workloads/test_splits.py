@@ -86,6 +86,22 @@ def test_an_unknown_split_is_refused_naming_the_three(name: str) -> None:
         get_workload(name).tasks(1, split="validation", **KNOBS.get(name, {}))
 
 
+@pytest.mark.parametrize("name", workload_names())
+def test_every_workload_refuses_zero_tasks_and_unknown_knobs_the_same_way(name: str) -> None:
+    wl = get_workload(name)
+    with pytest.raises(ConfigError, match="n must be at least 1, got 0"):
+        wl.tasks(0, **KNOBS.get(name, {}))
+    with pytest.raises(ConfigError, match=f"invalid knobs for workload '{name}'.*Known knobs"):
+        wl.tasks(1, no_such_knob=1)
+
+
+def test_a_request_with_another_workloads_knob_model_is_a_bug_not_a_user_error() -> None:
+    from workloads.lookup import DeepLookupKnobs
+
+    with pytest.raises(TypeError, match="validates knobs as WideLookupKnobs, not DeepLookupKnobs"):
+        get_workload("wide-lookup").request(1, "train", {}, DeepLookupKnobs)
+
+
 def test_pool_splits_keep_the_held_out_items_and_take_a_quarter_of_the_rest_for_dev() -> None:
     keys = [f"item-{i}" for i in range(40)]
     held = [i % 4 == 0 for i in range(40)]

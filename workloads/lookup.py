@@ -255,6 +255,28 @@ class WideLookupKnobs(Knobs):
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
 
 
+def _lookup_task(
+    workload: str,
+    where: tuple[str, int, int],
+    kn: Knobs,
+    *,
+    prompt: str,
+    verifier: str,
+    verifier_args: dict[str, Any],
+    metadata: dict[str, Any],
+) -> Task:
+    """Task ``i`` of a look-up request (``where`` = split, seed, i), framed alike for the wide and the deep
+    look-up: its id, and metadata that start with the workload and end with what drew the task."""
+    split, seed, i = where
+    return Task(
+        id=f"{workload}-{split}-s{seed}-{i}",
+        prompt=prompt,
+        verifier=verifier,
+        verifier_args=verifier_args,
+        metadata={"workload": workload, **metadata, "split": split, "seed": seed, "knobs": kn.model_dump()},
+    )
+
+
 def _pool(kind: Kind, split: str) -> list[tuple[str, dict[str, Any]]]:
     return [e for e, s in zip(_entities(kind.name), _entity_splits(kind.name), strict=True) if s == split]
 
@@ -296,27 +318,21 @@ class WideLookupWorkload(Workload):
             by_name = {a.name: a for a in kind.attrs}
             gold = [{kind.key: lab, **{a: by_name[a].gold(rec) for a in attrs}} for lab, rec in picked]
             rules = {a: r.model_dump() for a in attrs if (r := by_name[a].rule) is not None}
+            args = {"gold": gold, "key_columns": [kind.key], "columns": [kind.key, *attrs], "rules": rules}
             out.append(
-                Task(
-                    id=f"{self.name}-{split}-s{seed}-{i}",
+                _lookup_task(
+                    self.name,
+                    (split, seed, i),
+                    kn,
                     prompt=wide_prompt(kind, labels, attrs),
                     verifier="table",
-                    verifier_args={
-                        "gold": gold,
-                        "key_columns": [kind.key],
-                        "columns": [kind.key, *attrs],
-                        "rules": rules,
-                    },
+                    verifier_args=args,
                     metadata={
-                        "workload": self.name,
                         "kind": kind.name,
                         "labels": labels,
                         "parts": len(labels),
                         "attrs": attrs,
                         "distractors": fakes,
-                        "split": split,
-                        "seed": seed,
-                        "knobs": kn.model_dump(),
                     },
                 )
             )
@@ -393,20 +409,14 @@ class DeepLookupWorkload(Workload):
                 raise ConfigError("could not draw customers without a tie; try another seed")
             labels = [lab for lab, _ in picked]
             out.append(
-                Task(
-                    id=f"{self.name}-{split}-s{seed}-{i}",
+                _lookup_task(
+                    self.name,
+                    (split, seed, i),
+                    kn,
                     prompt=_deep_prompt(labels),
                     verifier="exact",
                     verifier_args={"expected": winners[0], "extract": "answer"},
-                    metadata={
-                        "workload": self.name,
-                        "labels": labels,
-                        "parts": len(labels),
-                        "totals": totals,
-                        "split": split,
-                        "seed": seed,
-                        "knobs": kn.model_dump(),
-                    },
+                    metadata={"labels": labels, "parts": len(labels), "totals": totals},
                 )
             )
         return out

@@ -48,6 +48,11 @@ def load_initial_db() -> dict[str, Any]:
     return load_db("retail")
 
 
+def _address(address1: str, address2: str, city: str, state: str, country: str, zip: str) -> dict[str, str]:
+    """An address as the τ² retail database stores it (its key order)."""
+    return {"address1": address1, "address2": address2, "city": city, "country": country, "state": state, "zip": zip}
+
+
 def _r2(x: float) -> float:
     return round(x + 0.0, 2)
 
@@ -230,14 +235,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order = db.order(order_id)
         if order["status"] != "pending":
             raise ToolError(f"order {order_id} is {order['status']!r}; only pending orders can be modified")
-        order["address"] = {
-            "address1": address1,
-            "address2": address2,
-            "city": city,
-            "country": country,
-            "state": state,
-            "zip": zip,
-        }
+        order["address"] = _address(address1, address2, city, state, country, zip)
         return order
 
     def modify_pending_order_payment(order_id: str, payment_method_id: str) -> dict[str, Any]:
@@ -364,14 +362,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
             zip: zip code.
         """
         user = db.user(user_id)
-        user["address"] = {
-            "address1": address1,
-            "address2": address2,
-            "city": city,
-            "country": country,
-            "state": state,
-            "zip": zip,
-        }
+        user["address"] = _address(address1, address2, city, state, country, zip)
         return user
 
     return domain_tools(

@@ -207,6 +207,22 @@ def test_retail_tools_enforce_the_policy_and_leave_the_db_untouched_on_error() -
     assert order["payment_history"][-1]["transaction_type"] == "refund"
 
 
+def test_both_address_tools_store_an_address_as_the_retail_db_does() -> None:
+    db = RetailDB()
+    tools = {t.name: t for t in retail_tools(db)}
+    user = sorted(db.data["users"])[0]
+    pending = next(o for o, v in sorted(db.data["orders"].items()) if v["status"] == "pending")
+    where = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
+    stored = db.data["users"][user]["address"]
+    assert list(stored) == ["address1", "address2", "city", "country", "state", "zip"]  # the upstream key order
+    for tool, key in (
+        ("modify_user_address", {"user_id": user}),
+        ("modify_pending_order_address", {"order_id": pending}),
+    ):
+        out = tools[tool].fn(**key, **where)
+        assert list(out["address"].items()) == [(k, where[k]) for k in stored], tool
+
+
 def test_gold_replay_is_deterministic_and_changes_the_db() -> None:
     tickets = list(_tickets("train"))[:5]
     a, b = replay(tickets), replay(tickets)

@@ -82,8 +82,9 @@ class Provenance(_Frozen):
     adapter_sha256: str | None = None
 
 
-class RawEpisode(_Frozen):
-    """One finished episode of an evaluation, with everything a report needs."""
+class _OfRun(_Frozen):
+    """What names an evaluation run: its id, the workload and metric, and the split and seed of its
+    tasks (the first fields of a manifest and of each raw row, in this order on disk)."""
 
     schema_version: int = RAW_SCHEMA
     run_id: str
@@ -91,6 +92,11 @@ class RawEpisode(_Frozen):
     metric_name: str
     split: str
     seed: int
+
+
+class RawEpisode(_OfRun):
+    """One finished episode of an evaluation, with everything a report needs."""
+
     task_id: str
     arm: str
     mode: str = Field(description="the workload mode the arm runs in (swarm or single)")
@@ -135,15 +141,9 @@ def episode_key(task_id: str, arm: str, sample: int = 0) -> tuple[str, str, int]
     return (task_id, arm, sample)
 
 
-class RunManifest(_Frozen):
+class RunManifest(_OfRun):
     """``manifest.json``: one evaluation run."""
 
-    schema_version: int = RAW_SCHEMA
-    run_id: str
-    workload: str
-    metric_name: str
-    split: str
-    seed: int
     task_ids: tuple[str, ...]
     arms: tuple[str, ...]
     knobs: dict[str, Any] = Field(default_factory=dict, description="the workload knobs, defaults included")

@@ -28,13 +28,13 @@ from rich.text import Text
 
 from orchestrator.adapters import resolve_orchestrator_adapter
 from orchestrator.backend_factory import build_backends
-from orchestrator.budgets import budget_overrides
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
     BudgetOpt,
     EpisodeTimeoutOpt,
+    KnobOpt,
     MaxConcurrencyOpt,
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
@@ -43,6 +43,7 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentCacheOpt,
     SubagentModelOpt,
+    episode_overrides,
     is_scripted,
     warn_cache_bypass,
     with_subagent_cache_option,
@@ -189,9 +190,7 @@ def eval_command(
     n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, metavar="N", help="number of tasks")] = 10,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="task-generation seed (and the sampling seed)")] = 0,
     split: Annotated[str, typer.Option("--split", metavar="SPLIT", help=SPLIT_HELP)] = DEFAULT_SPLIT,
-    knob: Annotated[
-        list[str] | None, typer.Option("--knob", metavar="NAME=VALUE", help="workload knob NAME=VALUE (repeatable)")
-    ] = None,
+    knob: KnobOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     subagent_backend: SubagentBackendOpt = None,
@@ -328,13 +327,13 @@ def eval_command(
             subagent_model=subagent_model,
             extras=extras,
         )
-        overrides: dict[str, Any] = {
-            "max_critical_steps": max_critical_steps,
-            "max_subagent_steps": max_subagent_steps,
-            "max_concurrency": max_concurrency,
-            "episode_timeout_s": episode_timeout,
-            **budget_overrides(budget),
-        }
+        overrides = episode_overrides(
+            budget,
+            max_critical_steps=max_critical_steps,
+            max_subagent_steps=max_subagent_steps,
+            max_concurrency=max_concurrency,
+            episode_timeout=episode_timeout,
+        )
         prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
         if not is_scripted(backend):
             overrides |= _model_sampling(base if config_file else None, prov.model, temperature, max_tokens, seed)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from orchestrator.budgets import budget_overrides
 from swarm.backend import SamplingParams
 from swarm.backends.replay_cache import deterministic_sampling
 from swarm.errors import UserError
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigOpt",
     "EpisodeTimeoutOpt",
     "JsonOpt",
+    "KnobOpt",
     "MaxConcurrencyOpt",
     "MaxCriticalStepsOpt",
     "MaxSubagentStepsOpt",
@@ -38,6 +40,7 @@ __all__ = [
     "SubagentTimeoutOpt",
     "TemperatureOpt",
     "WorkloadOpt",
+    "episode_overrides",
     "is_scripted",
     "warn_cache_bypass",
     "with_subagent_cache_option",
@@ -197,6 +200,37 @@ WorkloadOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+KnobOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--knob",
+        metavar="NAME=VALUE",
+        help="a workload knob, repeatable; values are JSON (k=8) or text; a list knob also takes a,b "
+        "(categories=parallel,multiple; swarm eval --list shows the knobs)",
+    ),
+]
+
+
+def episode_overrides(
+    budget: list[str] | None,
+    *,
+    max_critical_steps: int | None,
+    max_subagent_steps: int | None,
+    max_concurrency: int | None,
+    episode_timeout: float | None,
+    **more: Any,
+) -> dict[str, Any]:
+    """:class:`~swarm.config.SwarmConfig` overrides from the episode flags every model command takes
+    (``None``: not given, the config's value stands), ``more`` of a command's own (by config field), and
+    ``--budget`` flags (:func:`~orchestrator.budgets.budget_overrides`)."""
+    return {
+        "max_critical_steps": max_critical_steps,
+        "max_subagent_steps": max_subagent_steps,
+        "max_concurrency": max_concurrency,
+        "episode_timeout_s": episode_timeout,
+        **more,
+        **budget_overrides(budget),
+    }
 
 
 def with_subagent_cache_option(extras: dict[str, Any], directory: Path | None, off: bool) -> dict[str, Any]:

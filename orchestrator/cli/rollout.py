@@ -29,7 +29,6 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.backend_factory import build_backends, with_subagent_cache
-from orchestrator.budgets import budget_overrides
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import backend_resolver
 from orchestrator.cli.options import (
@@ -37,6 +36,7 @@ from orchestrator.cli.options import (
     BaseUrlOpt,
     BudgetOpt,
     EpisodeTimeoutOpt,
+    KnobOpt,
     MaxConcurrencyOpt,
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
@@ -45,6 +45,7 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentCacheOpt,
     SubagentModelOpt,
+    episode_overrides,
     warn_cache_bypass,
     with_subagent_cache_option,
 )
@@ -309,15 +310,7 @@ def rollout(
             "--split", metavar="SPLIT", help="workload: train, dev (tuning) or test (held out) [default: train]"
         ),
     ] = None,
-    knob: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--knob",
-            metavar="NAME=VALUE",
-            help="workload knob, repeatable; values are JSON (k=8) or text; a list knob also takes a,b "
-            "(categories=parallel,multiple; -k is --group-size)",
-        ),
-    ] = None,
+    knob: KnobOpt = None,
     mode: Annotated[
         str, typer.Option("--mode", metavar="MODE", help="workload: swarm, or single (no sub-agent actions)")
     ] = "swarm",
@@ -439,13 +432,13 @@ def rollout(
         if on_malformed not in ("skip", "fail"):
             raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
         malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
-        overrides: dict[str, Any] = {
-            "max_critical_steps": max_critical_steps,
-            "max_subagent_steps": max_subagent_steps,
-            "max_concurrency": max_concurrency,
-            "episode_timeout_s": episode_timeout,
-            **budget_overrides(budget),
-        }
+        overrides = episode_overrides(
+            budget,
+            max_critical_steps=max_critical_steps,
+            max_subagent_steps=max_subagent_steps,
+            max_concurrency=max_concurrency,
+            episode_timeout=episode_timeout,
+        )
         wl_mode: Mode = "single" if mode == "single" else "swarm"
         task_list, problems = _select_tasks(
             tasks, workload, n=n, split=split, knob=knob, mode=mode, seed=seed, backend=backend, malformed=malformed

@@ -25,7 +25,6 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.budgets import budget_overrides
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
 from orchestrator.cli.live import (
@@ -44,6 +43,7 @@ from orchestrator.cli.options import (
     BudgetOpt,
     ConfigOpt,
     EpisodeTimeoutOpt,
+    KnobOpt,
     MaxConcurrencyOpt,
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
@@ -54,6 +54,7 @@ from orchestrator.cli.options import (
     SubagentTimeoutOpt,
     TemperatureOpt,
     WorkloadOpt,
+    episode_overrides,
 )
 from orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
 from orchestrator.cli.preflight import unreachable_servers
@@ -179,15 +180,7 @@ def run(
             "-n", "--num-tasks", metavar="N", min=1, help="workload runs: how many tasks, from --index [default: 1]"
         ),
     ] = None,
-    knob: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--knob",
-            metavar="NAME=VALUE",
-            help="workload runs: a knob, repeatable; values are JSON (k=8) or text; a list knob also takes a,b "
-            "(categories=parallel,multiple; swarm eval --list shows the knobs)",
-        ),
-    ] = None,
+    knob: KnobOpt = None,
     events: Annotated[
         Path | None,
         typer.Option("--events", help="stream runtime events to this JSONL file as they happen (-: stdout)"),
@@ -292,15 +285,15 @@ def run(
             subagent_backend=subagent_backend,
             subagent_model=subagent_model,
             config_file=config_file,
-            overrides={
-                "max_critical_steps": max_critical_steps,
-                "max_subagents_per_stage": max_subagents,
-                "max_concurrency": max_concurrency,
-                "max_subagent_steps": max_subagent_steps,
-                "subagent_timeout_s": subagent_timeout,
-                "episode_timeout_s": episode_timeout,
-                **budget_overrides(budget),
-            },
+            overrides=episode_overrides(
+                budget,
+                max_critical_steps=max_critical_steps,
+                max_subagent_steps=max_subagent_steps,
+                max_concurrency=max_concurrency,
+                episode_timeout=episode_timeout,
+                max_subagents_per_stage=max_subagents,
+                subagent_timeout_s=subagent_timeout,
+            ),
             sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
             tools=tools,
             workspace=workspace,

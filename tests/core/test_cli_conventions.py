@@ -179,6 +179,42 @@ def test_a_scripted_rollout_refuses_tasks_the_script_was_not_written_for(tmp_pat
     assert entry["record"]["status"] == "budget_exhausted"
 
 
+def _option_help(path: str, flag: str) -> str:
+    cmd = typer.main.get_command(app).commands[path]  # type: ignore[attr-defined]
+    return next(str(p.help) for p in cmd.params if flag in p.opts)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--knob", "--max-critical-steps", "--budget", "--max-subagent-steps", "--max-concurrency", "--episode-timeout"],
+)
+def test_the_episode_and_workload_options_read_the_same_in_run_eval_and_rollout(flag: str) -> None:
+    helps = {path: _option_help(path, flag) for path in ("run", "eval", "rollout")}
+    assert len(set(helps.values())) == 1, helps
+
+
+def test_the_episode_flags_become_the_same_config_overrides_in_every_command() -> None:
+    from orchestrator.cli.options import episode_overrides
+
+    overrides = episode_overrides(
+        ["tokens=100", "subagents=3"],
+        max_critical_steps=5,
+        max_subagent_steps=None,
+        max_concurrency=2,
+        episode_timeout=60.0,
+        subagent_timeout_s=9.0,
+    )
+    assert overrides == {
+        "max_critical_steps": 5,
+        "max_subagent_steps": None,
+        "max_concurrency": 2,
+        "episode_timeout_s": 60.0,
+        "subagent_timeout_s": 9.0,
+        "max_subagents_per_episode": 3,
+        "budgets": {"max_tokens": 100},
+    }
+
+
 def test_flags_mean_one_thing_and_metavars_read_as_words() -> None:
     # -n is a number of tasks wherever it exists; -c a swarm config file; listing limits are --limit.
     assert "-n" not in _option_names("traces list") and "--limit" in _option_names("traces list")

@@ -163,11 +163,14 @@ def _common(req: RunRequest) -> _Common:
 
 
 def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
+    """``base`` with the command's option ``overrides`` (:func:`~swarm.config.apply_overrides`); a value
+    the config refuses is a one-line :class:`UserError` naming the field."""
     data = apply_overrides(base.model_dump(), overrides)
     try:
         return SwarmConfig.model_validate(data)
-    except Exception as exc:
-        raise UserError(f"invalid option value: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise UserError(f"invalid option value: {problems}") from None
 
 
 def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:

@@ -49,7 +49,7 @@ from orchestrator.cli.options import (
     warn_cache_bypass,
     with_subagent_cache_option,
 )
-from orchestrator.cli.plan import workload_knobs
+from orchestrator.cli.plan import config_from, workload_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -64,7 +64,7 @@ from orchestrator.rollout import (
 )
 from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
-from swarm.config import SwarmConfig, apply_overrides
+from swarm.config import SwarmConfig
 from swarm.errors import LargeInputWarning, UserError
 from swarm.records import Task
 from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
@@ -137,14 +137,6 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(lines[:20])}" + (" …" if len(lines) > 20 else "")
         t.add_row("skipped task lines", f"{len(lines)} ({where} of the task file)")
     return t
-
-
-def _with_overrides(cfg: SwarmConfig, overrides: dict[str, Any]) -> SwarmConfig:
-    data = apply_overrides(cfg.model_dump(), overrides)
-    try:
-        return SwarmConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(f"invalid option value: {exc.errors()[0]['msg']}") from None
 
 
 def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
@@ -499,7 +491,7 @@ def rollout(
             demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
             cache_dir = extras.get("backend", {}).get("subagent_cache")
             build, build_args = _demo_factory, {"latency": demo_latency, "subagent_cache": cache_dir}
-            swarm_cfg = _with_overrides(base or demo("capitals", latency_s=demo_latency).config, overrides)
+            swarm_cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)
             judge = None
         else:
             opts = dict(extras.get("backend", {}))
@@ -515,7 +507,7 @@ def rollout(
                     **opts,
                 },
             )
-            swarm_cfg = _override_sampling(_with_overrides(base or SwarmConfig(), overrides), temperature, max_tokens)
+            swarm_cfg = _override_sampling(config_from(base or SwarmConfig(), overrides), temperature, max_tokens)
             judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
         warn_cache_bypass(err, extras, swarm_cfg.subagent_sampling)
         factory, executor = _factory_and_executor(build, build_args, ray, ray_actors)

@@ -215,6 +215,22 @@ def test_the_episode_flags_become_the_same_config_overrides_in_every_command() -
     }
 
 
+def test_run_and_rollout_refuse_a_bad_option_value_in_the_same_one_line_naming_the_field(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "capitals"}\n')
+    out = str(tmp_path / "out")
+    commands = {
+        "run": ["run", "--demo", "capitals", "-b", "scripted", "--budget", "turns=0", "-q", "-o", out],
+        "rollout": ["rollout", "-t", str(tasks), "-b", "scripted", "--budget", "turns=0", "-q", "-o", out],
+    }
+    for name, args in commands.items():
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (name, r.output)
+        assert r.stderr.strip() == (
+            "error: invalid option value: budgets.max_turns: Input should be greater than or equal to 2"
+        ), name
+
+
 def test_flags_mean_one_thing_and_metavars_read_as_words() -> None:
     # -n is a number of tasks wherever it exists; -c a swarm config file; listing limits are --limit.
     assert "-n" not in _option_names("traces list") and "--limit" in _option_names("traces list")

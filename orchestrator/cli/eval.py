@@ -8,7 +8,6 @@ scripted policy (no model); any other backend name is resolved like ``swarm run`
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -45,9 +44,11 @@ from orchestrator.cli.options import (
     SubagentModelOpt,
     episode_overrides,
     is_scripted,
+    parse_knobs,
     warn_cache_bypass,
     with_subagent_cache_option,
 )
+from orchestrator.cli.plan import override_sampling
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
 from orchestrator.eval import (
@@ -74,7 +75,7 @@ from swarm.tracing import Telemetry
 from workloads import Mode, Workload, get_workload, workload_names
 from workloads.splits import check_fresh_test_seed, record_test_seed, used_test_seeds
 
-__all__ = ["backend_resolver", "eval_command", "parse_knobs", "provenance", "report_table"]
+__all__ = ["backend_resolver", "eval_command", "provenance", "report_table"]
 
 err = Console(stderr=True)
 EVAL_TABLES = ("swarm", "backend")
@@ -96,21 +97,6 @@ _FIELDS = (
     ("delegation_rate", "{:.2f}"),
     ("finish_rate", "{:.3f}"),
 )
-
-
-def parse_knobs(items: list[str]) -> dict[str, Any]:
-    """``["k=8", "categories=[\\"parallel\\"]"]`` → ``{"k": 8, "categories": ["parallel"]}`` (JSON values,
-    else plain strings)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--knob takes NAME=VALUE, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
 
 
 def report_table(report: EvalReport) -> Table:
@@ -177,6 +163,7 @@ def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
 
 
 def eval_command(
+    ctx: typer.Context,
     workload: Annotated[str, typer.Option("--workload", "-w", metavar="NAME", help="workload name (see --list)")] = "",
     mode: Annotated[
         str,
@@ -335,8 +322,9 @@ def eval_command(
             episode_timeout=episode_timeout,
         )
         prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
-        if not is_scripted(backend):
-            overrides |= _model_sampling(base if config_file else None, prov.model, temperature, max_tokens, seed)
+        overrides |= _sampling(
+            backend, base, config_file is not None, prov.model, temperature, max_tokens, seed, _typed(ctx, "seed")
+        )
         warn_cache_bypass(err, extras, overrides.get("subagent_sampling") or base.subagent_sampling)
     except UserError as exc:
         raise _fail(exc) from None
@@ -575,15 +563,49 @@ def _model_sha256(name: str) -> str | None:
     return file_sha256(path) if path.suffix == ".gguf" and path.is_file() else None
 
 
-def _model_sampling(
-    base: SwarmConfig | None, model: str | None, temperature: float | None, max_tokens: int | None, seed: int
+def _typed(ctx: typer.Context, param: str) -> bool:
+    """Whether the command's ``param`` was typed on the command line (not its default)."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _sampling(
+    backend: str,
+    base: SwarmConfig,
+    from_file: bool,
+    model: str | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    seed: int,
+    seed_typed: bool,
 ) -> dict[str, SamplingParams]:
-    """Both roles' sampling for a model backend, with ``--temperature``/``--max-tokens`` on top: a role
-    the config file sets samples as it says; any other is greedy (reproducible), with the eval seed as
-    the sampling seed and the token cap ``swarm run`` gives the model's family
-    (:func:`orchestrator.prompts.profile_for`, or the config's ``prompt_profile``: 384 for a small
-    model's orchestrator, 256 for its sub-agents)."""
-    change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
+    """Both roles' sampling overrides: a model's (:func:`_model_sampling`), or a scripted policy's
+    config with the sampling flags given on top (no model samples, but the sampling keys the sub-agent
+    replay cache); ``--seed`` is on top of a config file's where it was typed."""
+    if not is_scripted(backend):
+        return _model_sampling(base if from_file else None, model, temperature, max_tokens, seed, seed_typed)
+    flags = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed if seed_typed else None}
+    scripted = override_sampling(base, flags)
+    if scripted is base:
+        return {}
+    return {"orchestrator_sampling": scripted.orchestrator_sampling, "subagent_sampling": scripted.subagent_sampling}
+
+
+def _model_sampling(
+    base: SwarmConfig | None,
+    model: str | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    seed: int,
+    seed_given: bool = False,
+) -> dict[str, SamplingParams]:
+    """Both roles' sampling for a model backend, with ``--temperature``/``--max-tokens`` (and ``--seed``
+    when typed, as ``swarm run`` puts it) on top: a role the config file sets samples as it says; any
+    other is greedy (reproducible), with the eval seed as the sampling seed and the token cap ``swarm
+    run`` gives the model's family (:func:`orchestrator.prompts.profile_for`, or the config's
+    ``prompt_profile``: 384 for a small model's orchestrator, 256 for its sub-agents)."""
+    flags = (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed if seed_given else None))
+    change = {k: v for k, v in flags if v is not None}
     override = base.prompt_profile if base is not None else None
     profile = profile_for(model, override) if model else None
     given = base.model_fields_set if base is not None else set()

@@ -9,6 +9,7 @@ scripted policy (no model: the built-in demo, or a workload's gold policy; ``gol
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,6 +43,7 @@ __all__ = [
     "WorkloadOpt",
     "episode_overrides",
     "is_scripted",
+    "parse_knobs",
     "warn_cache_bypass",
     "with_subagent_cache_option",
 ]
@@ -231,6 +233,21 @@ def episode_overrides(
         **more,
         **budget_overrides(budget),
     }
+
+
+def parse_knobs(items: list[str]) -> dict[str, Any]:
+    """``["k=8", "categories=[\\"parallel\\"]"]`` → ``{"k": 8, "categories": ["parallel"]}`` (JSON values,
+    else plain strings)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--knob takes NAME=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
 
 
 def with_subagent_cache_option(extras: dict[str, Any], directory: Path | None, off: bool) -> dict[str, Any]:

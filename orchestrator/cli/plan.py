@@ -18,7 +18,7 @@ from typing import Any, get_origin
 from pydantic import ValidationError
 
 from orchestrator.backend_factory import build_backends
-from orchestrator.cli.options import is_scripted
+from orchestrator.cli.options import is_scripted, parse_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.tasks import load_config, load_tasks
@@ -29,7 +29,7 @@ from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "workload_knobs"]
+__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "override_sampling", "with_sampling", "workload_knobs"]
 
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 
@@ -191,7 +191,9 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
     # whose tables are all commented out changes nothing).
     given = c.base.model_dump(include=c.base.model_fields_set) if c.base is not None else {}
     kit = EpisodeKit(
-        config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}),
+        override_sampling(
+            config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}), req.sampling
+        ),
         d.orchestrator_backend,
         d.subagent_backend,
         (*d.tools, *c.builtin),
@@ -246,6 +248,7 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
         if scripted:
             gold = owner.gold_policy(t, mode)
             orch, sub, by_model = gold.orchestrator, gold.subagent, {}
+            config = override_sampling(config, req.sampling)
         else:
             shared = shared or _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
             orch, sub, by_model = shared
@@ -289,7 +292,6 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
 def workload_knobs(name: str, items: Sequence[str]) -> dict[str, Any]:
     """``--knob NAME=VALUE`` items for workload ``name``: JSON values, else text; a knob that takes a
     list also takes ``a,b,c`` (``--knob categories=parallel,multiple``)."""
-    from orchestrator.cli.eval import parse_knobs
     from workloads import get_workload
 
     knobs = parse_knobs(list(items))
@@ -386,6 +388,21 @@ def with_sampling(
         return SwarmConfig.model_validate(data)
     except ValidationError as exc:
         raise UserError(f"invalid sampling option: {exc}") from None
+
+
+def override_sampling(config: SwarmConfig, flags: Mapping[str, Any]) -> SwarmConfig:
+    """``config`` with the sampling flags given (``--temperature``, ``--max-tokens``, ``--seed``: the
+    ``None`` ones are not) on both roles' sampling, and no model family's defaults (:func:`with_sampling`
+    adds those). A scripted policy samples nothing, but its sampling keys the sub-agent replay cache."""
+    change = {k: v for k, v in flags.items() if v is not None}
+    if not change:
+        return config
+    return config.model_copy(
+        update={
+            "orchestrator_sampling": config.orchestrator_sampling.model_copy(update=change),
+            "subagent_sampling": config.subagent_sampling.model_copy(update=change),
+        }
+    )
 
 
 def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:

@@ -49,7 +49,7 @@ from orchestrator.cli.options import (
     warn_cache_bypass,
     with_subagent_cache_option,
 )
-from orchestrator.cli.plan import config_from, workload_knobs
+from orchestrator.cli.plan import config_from, override_sampling, workload_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -140,17 +140,8 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
 
 
 def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
-    """``cfg`` with ``--temperature``/``--max-tokens`` set on both roles' sampling, where given (no model
-    family defaults, unlike :func:`orchestrator.cli.plan.with_sampling`)."""
-    change = {k: v for k, v in (("temperature", temperature), ("max_tokens", max_tokens)) if v is not None}
-    if not change:
-        return cfg
-    return cfg.model_copy(
-        update={
-            "orchestrator_sampling": cfg.orchestrator_sampling.model_copy(update=change),
-            "subagent_sampling": cfg.subagent_sampling.model_copy(update=change),
-        }
-    )
+    """``cfg`` with ``--temperature``/``--max-tokens`` on both roles' sampling, where given."""
+    return override_sampling(cfg, {"temperature": temperature, "max_tokens": max_tokens})
 
 
 def _workload_tasks(

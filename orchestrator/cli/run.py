@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from orchestrator.cli.discovery import resolve_config
-from orchestrator.cli.eval import ADAPTER_OPTION, parse_knobs
+from orchestrator.cli.eval import ADAPTER_OPTION
 from orchestrator.cli.live import (
     NO_ANSWER,
     EventLines,
@@ -55,6 +55,7 @@ from orchestrator.cli.options import (
     TemperatureOpt,
     WorkloadOpt,
     episode_overrides,
+    parse_knobs,
 )
 from orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
 from orchestrator.cli.preflight import unreachable_servers

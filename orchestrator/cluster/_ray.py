@@ -17,6 +17,7 @@ from swarm.errors import ConfigError
 
 __all__ = [
     "RayCluster",
+    "check_actors",
     "check_fits",
     "kill_all",
     "pickled_size",
@@ -24,6 +25,7 @@ __all__ = [
     "remote_class",
     "require_asyncio",
     "require_ray",
+    "wait_started",
 ]
 
 INSTALL_HINT = "pip install 'agent-swarm[ray]' (ray==2.60.0)"
@@ -136,6 +138,27 @@ class RayCluster:
         finally:
             if started:
                 self.shutdown()
+
+
+def check_actors(owner: str, *, actors: int | None, num_cpus: float, max_attempts: int) -> None:
+    """The options every Ray feature gives its actors, checked where the feature is built (``actors``
+    ``None``: as many as the cluster's CPUs hold)."""
+    if actors is not None and actors < 1:
+        raise ConfigError(f"{owner} needs at least one actor, got actors={actors}")
+    if max_attempts < 1:
+        raise ConfigError(f"{owner} needs max_attempts >= 1, got {max_attempts}")
+    if num_cpus < 0:
+        raise ConfigError(f"{owner} needs num_cpus per actor >= 0, got {num_cpus}")
+
+
+async def wait_started(ray: ModuleType, actors: list[tuple[str, Any]], doing: str) -> None:
+    """Wait until each ``(name, handle)`` actor answers ``ping``; one that could not start (its
+    constructor raised) is a :class:`ConfigError` saying which and what it was ``doing``."""
+    for name, handle in actors:
+        try:
+            await handle.ping.remote()
+        except ray.exceptions.RayActorError as exc:
+            raise ConfigError(f"{name} could not {doing}: {exc}") from None
 
 
 def check_fits(ray: ModuleType, what: str, count: int, num_cpus: float) -> None:

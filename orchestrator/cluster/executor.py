@@ -42,15 +42,17 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from orchestrator.cluster._ray import (
     RayCluster,
+    check_actors,
     check_fits,
     kill_all,
     pickled_size,
     remote_class,
     require_asyncio,
+    wait_started,
 )
-from orchestrator.cluster.slots import LeasingActor, SlotPool
+from orchestrator.cluster.slots import LeasingActor, start_slot_pool
 from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
-from swarm.errors import ClusterError, ConfigError, ErrorType
+from swarm.errors import ClusterError, ErrorType
 
 __all__ = ["RayExecutor"]
 
@@ -330,12 +332,7 @@ class RayExecutor:
         on_started: Callable[[list[Any]], None] | None = None,
         linger_s: float = 0.02,
     ) -> None:
-        if actors is not None and actors < 1:
-            raise ConfigError(f"RayExecutor needs at least one actor, got actors={actors}")
-        if max_attempts < 1:
-            raise ConfigError(f"max_attempts must be >= 1, got {max_attempts}")
-        if num_cpus < 0:
-            raise ConfigError(f"num_cpus per actor must be >= 0, got {num_cpus}")
+        check_actors("RayExecutor", actors=actors, num_cpus=num_cpus, max_attempts=max_attempts)
         self.cluster = RayCluster(address, num_cpus=local_cpus, runtime_env=runtime_env)
         self.actors = actors
         self.num_cpus = num_cpus
@@ -377,8 +374,7 @@ class RayExecutor:
             check_fits(ray, "episode", n_actors, self.num_cpus)
             pool = pool_name = None
             if self.cluster_limits:
-                pool_name = f"swarm-slots-{uuid.uuid4().hex[:12]}"
-                pool = remote_class(SlotPool).options(name=pool_name, num_cpus=0, max_concurrency=100_000).remote()
+                pool_name, pool = start_slot_pool()
                 handles.append(pool)
             shipped = EpisodeRunner(
                 runner.factory,
@@ -400,7 +396,7 @@ class RayExecutor:
                 ).remote(shipped, pool_name, key, self.gc_freeze)
                 handles.append(h)
                 actors.append(_Actor(i, key, h))
-            await self._start(ray, actors)
+            await wait_started(ray, [(f"Ray actor {a.key}", a.handle) for a in actors], "start the episode runner")
             started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])
@@ -419,11 +415,3 @@ class RayExecutor:
             kill_all(ray, handles)
             if started:
                 self.cluster.shutdown()
-
-    async def _start(self, ray: Any, actors: list[_Actor]) -> None:
-        """Wait for every actor to be up; one that cannot build the runner is a configuration error."""
-        for a in actors:
-            try:
-                await a.handle.ping.remote()
-            except ray.exceptions.RayActorError as exc:
-                raise ConfigError(f"Ray actor {a.key} could not start the episode runner: {exc}") from None

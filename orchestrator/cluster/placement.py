@@ -35,14 +35,16 @@ import anyio
 
 from orchestrator.cluster._ray import (
     RayCluster,
+    check_actors,
     check_fits,
     kill_all,
     pickled_size,
     remote_class,
     require_asyncio,
+    wait_started,
 )
 from orchestrator.cluster.recipe import Recipe
-from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, SlotPool
+from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, start_slot_pool
 from orchestrator.placement import (
     Finished,
     PlacedRun,
@@ -113,11 +115,9 @@ class RayPlacement:
         local_cpus: int | None = None,
         runtime_env: dict[str, Any] | None = None,
     ) -> None:
-        if actors < 1 or min_width < 1 or max_attempts < 1:
-            raise ConfigError(
-                "RayPlacement needs actors, min_width and max_attempts >= 1 "
-                f"(got {actors}, {min_width}, {max_attempts})"
-            )
+        check_actors("RayPlacement", actors=actors, num_cpus=num_cpus, max_attempts=max_attempts)
+        if min_width < 1:
+            raise ConfigError(f"RayPlacement needs min_width >= 1, got {min_width}")
         if not isinstance(kit, Recipe):
             raise ConfigError(
                 "RayPlacement's kit must be a Recipe that builds (backends by model, tools) on each actor, "
@@ -167,8 +167,7 @@ class RayPlacement:
                 here = current_limits()
                 pool_name = here.pool_name if isinstance(here, ClusterLimits) else None
                 if pool_name is None:
-                    pool_name = f"swarm-slots-{uuid.uuid4().hex[:12]}"
-                    pool = remote_class(SlotPool).options(name=pool_name, num_cpus=0, max_concurrency=100_000).remote()
+                    pool_name, pool = start_slot_pool()
                     self._owned.append(pool)
             worker = remote_class(SubagentWorker)
             tag = uuid.uuid4().hex[:8]
@@ -179,12 +178,11 @@ class RayPlacement:
                 for i in range(self.n_actors)
             ]
             self._owned.extend(handles)
-            for i, h in enumerate(handles):
-                try:
-                    await h.ping.remote()
-                except ray.exceptions.RayActorError as exc:
-                    self.close()
-                    raise ConfigError(f"sub-agent actor {i} could not build the kit: {exc}") from None
+            try:
+                await wait_started(ray, [(f"sub-agent actor {i}", h) for i, h in enumerate(handles)], "build the kit")
+            except ConfigError:
+                self.close()
+                raise
             self._actors = handles
 
     def close(self) -> None:

@@ -33,11 +33,12 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from orchestrator.cluster._ray import remote_class
 from swarm import _aio
 from swarm.errors import ClusterError
 from swarm.limits import Limiter, use_limits
 
-__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool"]
+__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool", "start_slot_pool"]
 
 
 # -- the pool (a Ray actor) ---------------------------------------------------------------------------
@@ -181,6 +182,12 @@ class SlotPool:
             }
             for (k, c), p in self._pools.items()
         }
+
+
+def start_slot_pool() -> tuple[str, Any]:
+    """Start a :class:`SlotPool` actor under a fresh name: ``(name, handle)``; processes find it by name."""
+    name = f"swarm-slots-{uuid.uuid4().hex[:12]}"
+    return name, remote_class(SlotPool).options(name=name, num_cpus=0, max_concurrency=100_000).remote()
 
 
 # -- the leasing side (every process of the cluster) ---------------------------------------------------

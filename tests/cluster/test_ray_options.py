@@ -1,0 +1,59 @@
+"""Both Ray features check their actors' options alike, where they are built (no Ray needed), and say
+which actor could not start and what it was doing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from orchestrator.cluster import RayExecutor, RayPlacement
+from orchestrator.cluster._ray import wait_started
+from orchestrator.cluster.sim import sim_subagents
+from swarm.errors import ConfigError
+
+BAD = [
+    ({"actors": 0}, "needs at least one actor, got actors=0"),
+    ({"max_attempts": 0}, "needs max_attempts >= 1, got 0"),
+    ({"num_cpus": -1.0}, "needs num_cpus per actor >= 0, got -1.0"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD)
+def test_the_executor_refuses_bad_actor_options_with_the_value(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"RayExecutor {message}"):
+        RayExecutor(**options)
+
+
+@pytest.mark.parametrize(("options", "message"), BAD)
+def test_the_placement_refuses_the_same_options_with_the_same_words(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"RayPlacement {message}"):
+        RayPlacement(sim_subagents(), **options)
+    with pytest.raises(ConfigError, match="RayPlacement needs min_width >= 1, got 0"):
+        RayPlacement(sim_subagents(), min_width=0)
+
+
+class _ActorError(Exception):
+    pass
+
+
+class _Handle:
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+        self.pinged = 0
+        self.ping = SimpleNamespace(remote=self._ping)
+
+    async def _ping(self) -> None:
+        self.pinged += 1
+        if self.error is not None:
+            raise self.error
+
+
+async def test_an_actor_that_could_not_start_is_a_config_error_naming_it() -> None:
+    ray = SimpleNamespace(exceptions=SimpleNamespace(RayActorError=_ActorError))
+    ok, broken = _Handle(None), _Handle(_ActorError("build failed: no GPU"))
+    await wait_started(ray, [("actor a", ok)], "build the kit")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="actor b could not build the kit: build failed: no GPU"):
+        await wait_started(ray, [("actor a", ok), ("actor b", broken)], "build the kit")  # type: ignore[arg-type]
+    assert ok.pinged == 2 and broken.pinged == 1

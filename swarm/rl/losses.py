@@ -123,6 +123,32 @@ def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
     return max(n, 1.0)  # a batch without orchestrator tokens gives a zero loss, not NaN
 
 
+def _tokens(mask: torch.Tensor) -> float:
+    """The orchestrator tokens of the batch, for per-token metrics (at least 1)."""
+    return max(float(mask.sum().item()), 1.0)
+
+
+def _token_loss(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    num_tokens: float | None,
+    log_ratio: torch.Tensor,
+    *,
+    dropped: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``−(1/N) Σ_tokens`` of a per-token objective over the orchestrator's tokens, and the metrics every
+    token-level loss reports: the fraction of tokens whose ratio term the loss ``dropped`` (masked or
+    clipped: a 0/1 tensor, no gradient) and the mean log-ratio."""
+    loss = -(per_token * mask).sum() / _normaliser(mask, num_tokens)
+    with torch.no_grad():
+        tokens = _tokens(mask)
+        metrics = {
+            "masked_token_frac": float((dropped * mask).sum().item()) / tokens,
+            "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
+        }
+    return loss, metrics
+
+
 def k25_token_objective(
     log_ratio: torch.Tensor, advantages: torch.Tensor, params: LossParams
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,15 +179,9 @@ def k25_loss(
     """
     mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
     per_token, keep = k25_token_objective(log_ratio, advantages.detach()[:, None], params)
-    n = _normaliser(mask, num_tokens)
-    loss = -(per_token * mask).sum() / n
+    loss, metrics = _token_loss(per_token, mask, num_tokens, log_ratio, dropped=1.0 - keep)
     with torch.no_grad():
-        tokens = max(float(mask.sum().item()), 1.0)
-        metrics = {
-            "masked_token_frac": float(((1.0 - keep) * mask).sum().item()) / tokens,
-            "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
-            "log_ratio_sq_mean": float((log_ratio.square() * mask).sum().item()) / tokens,
-        }
+        metrics["log_ratio_sq_mean"] = float((log_ratio.square() * mask).sum().item()) / _tokens(mask)
     return LossOutput(loss=loss, metrics=metrics)
 
 
@@ -189,7 +209,7 @@ def k2_squared_loss(
     k = max(float(has.sum().item()), 1.0)
     loss = (err.square() * has).sum() / k
     with torch.no_grad():
-        tokens = max(float(mask.sum().item()), 1.0)
+        tokens = _tokens(mask)
         metrics = {
             "masked_token_frac": 0.0,
             "log_ratio_mean": float(seq_log_ratio.sum().item()) / tokens,
@@ -213,15 +233,9 @@ def ppo_clip_loss(
     adv = advantages.detach()[:, None]
     clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
     per_token = torch.minimum(ratio * adv, clipped * adv)
-    n = _normaliser(mask, num_tokens)
-    loss = -(per_token * mask).sum() / n
     with torch.no_grad():
-        tokens = max(float(mask.sum().item()), 1.0)
-        active = ((ratio * adv) > (clipped * adv)).to(logprobs.dtype)  # min picked the clipped term
-        metrics = {
-            "masked_token_frac": float((active * mask).sum().item()) / tokens,
-            "log_ratio_mean": float((log_ratio * mask).sum().item()) / tokens,
-        }
+        clipped_terms = ((ratio * adv) > (clipped * adv)).to(logprobs.dtype)  # min picked the clipped term
+    loss, metrics = _token_loss(per_token, mask, num_tokens, log_ratio, dropped=clipped_terms)
     return LossOutput(loss=loss, metrics=metrics)
 
 

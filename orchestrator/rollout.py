@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 
 from orchestrator.engine import Orchestrator, RewardFn
-from orchestrator.tasks import parse_task_line
+from orchestrator.tasks import task_from
 from swarm.backend import ModelBackend
 from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
 from swarm.backends.replay_cache import episode_cache_stats
@@ -244,15 +244,9 @@ def load_task_file(
             if err is None:
                 try:
                     obj = json.loads(raw)
-                    if isinstance(obj, dict):
-                        known = set(Task.model_fields) | {"task"}
-                        extra = {k: v for k, v in obj.items() if k not in known}
-                        if extra:
-                            obj = {k: v for k, v in obj.items() if k in known}
-                            obj["metadata"] = {**extra, **(obj.get("metadata") or {})}
-                        if not obj.get("id"):
-                            obj["id"] = f"{path.stem}-{lineno}"
-                    task = parse_task_line(json.dumps(obj), p, lineno)
+                    if isinstance(obj, dict) and not obj.get("id"):
+                        obj["id"] = f"{path.stem}-{lineno}"
+                    task = task_from(obj, p, lineno)  # the task loader's one rule for unknown keys
                     err = _task_problem(path, lineno, task, seen)
                 except json.JSONDecodeError as exc:
                     err = f"invalid JSON ({exc.msg} at column {exc.colno})"

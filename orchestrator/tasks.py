@@ -24,13 +24,18 @@ __all__ = [
     "load_tasks",
     "parse_task_line",
     "parse_tasks",
+    "task_from",
 ]
 
 LARGE_TASK_CHARS = 256_000
 """Task prompts longer than this get a :class:`~swarm.errors.LargeInputWarning` (see :func:`large_task_warning`)."""
 
 
-def _task_from(obj: Any, path: str, line: int | None) -> Task:
+def task_from(obj: Any, path: str, line: int | None) -> Task:
+    """One task of a task file, whichever command reads it: a JSON object (``task`` is an alias of
+    ``prompt``) or a bare string (the prompt). The one rule for keys a task does not have: they go into
+    its ``metadata`` (``{"prompt": "hi", "difficulty": "easy"}`` → ``metadata.difficulty``; an explicit
+    ``metadata`` entry wins). Raises :class:`TaskFileError` naming the file and line."""
     if isinstance(obj, str):
         obj = {"prompt": obj}
     if not isinstance(obj, dict):
@@ -38,6 +43,11 @@ def _task_from(obj: Any, path: str, line: int | None) -> Task:
     if "prompt" not in obj and "task" in obj:  # accept the common alias
         obj = {**obj, "prompt": obj["task"]}
         obj.pop("task")
+    extra = {k: v for k, v in obj.items() if k not in Task.model_fields}
+    metadata = obj.get("metadata") or {}
+    if extra and isinstance(metadata, dict):
+        obj = {k: v for k, v in obj.items() if k in Task.model_fields}
+        obj["metadata"] = {**extra, **metadata}
     try:
         return Task.model_validate(obj)
     except ValidationError as exc:
@@ -68,7 +78,7 @@ def parse_task_line(text: str, path: str, line: int) -> Task:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TaskFileError(f"invalid JSON ({exc.msg} at column {exc.colno})", path, line) from None
-    return _task_from(obj, path, line)
+    return task_from(obj, path, line)
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -107,7 +117,7 @@ def parse_tasks(text: str, source: str, suffix: str, *, stem: str) -> list[Task]
         except json.JSONDecodeError as exc:
             raise TaskFileError(f"invalid JSON ({exc.msg})", source, exc.lineno) from None
         items = obj if isinstance(obj, list) else [obj]
-        tasks = [_task_from(o, source, None) for o in items]
+        tasks = [task_from(o, source, None) for o in items]
     else:
         tasks = [Task(id=stem, prompt=text.strip())]
     if not tasks:

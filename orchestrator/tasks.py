@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, TaskFileError
+from swarm.errors import ConfigError, TaskFileError, validation_problems
 from swarm.records import Task
 
 __all__ = [
@@ -51,8 +51,7 @@ def task_from(obj: Any, path: str, line: int | None) -> Task:
     try:
         return Task.model_validate(obj)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors())
-        raise TaskFileError(f"invalid task: {problems}", path, line) from None
+        raise TaskFileError(f"invalid task: {validation_problems(exc, 'task')}", path, line) from None
 
 
 def large_task_warning(task: Task) -> str | None:

@@ -38,6 +38,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = [
     "AgentError",
@@ -59,6 +63,7 @@ __all__ = [
     "ToolTimeoutError",
     "UnknownNameError",
     "UserError",
+    "validation_problems",
 ]
 
 
@@ -222,3 +227,11 @@ class ErrorType(StrEnum):
         name = type(exc).__name__
         member: ErrorType | None = cls._value2member_map_.get(name)  # type: ignore[assignment]
         return name if member is None else member
+
+
+def validation_problems(exc: ValidationError, whole: str, prefix: str = "") -> str:
+    """Pydantic's ``exc`` as one line for the message of the error it becomes: ``FIELD: why; …``, a nested
+    field dotted and after ``prefix``, a problem of the value as a whole named ``whole``."""
+    return "; ".join(
+        f"{prefix + '.'.join(map(str, e['loc'])) if e['loc'] else whole}: {e['msg']}" for e in exc.errors()
+    )

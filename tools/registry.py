@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from swarm.backend import ToolSpec
-from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError
+from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError, validation_problems
 from swarm.messages import ToolCall
 from swarm.records import ToolResult
 
@@ -261,9 +261,7 @@ class Tool:
                 arguments if type(arguments) is dict else dict(arguments)
             )
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors()
-            )
+            problems = validation_problems(exc, "(arguments)")
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
         kwargs: dict[str, Any] = parsed.__dict__.copy()  # exactly the fields: the model forbids extras
         return kwargs

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.backend import ModelBackend, ModelRequest
 from swarm.config import SwarmConfig
-from swarm.errors import ConfigError
+from swarm.errors import ConfigError, validation_problems
 from swarm.messages import ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
 from swarm.registry import Registry
@@ -164,7 +164,7 @@ class Workload(ABC):
             return self.knobs_model.model_validate(dict(values))
         except ValidationError as exc:
             known = ", ".join(f"{k} (default {f.default!r})" for k, f in self.knobs_model.model_fields.items())
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'knobs'}: {e['msg']}" for e in exc.errors())
+            problems = validation_problems(exc, "knobs")
             raise ConfigError(f"invalid knobs for workload {self.name!r}: {problems}. Known knobs: {known}") from None
 
     def request(self, n: int, split: str, knobs: Mapping[str, Any], model: type[K]) -> K:

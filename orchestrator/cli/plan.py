@@ -24,7 +24,7 @@ from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names,
 from orchestrator.tasks import load_config, load_tasks
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.config import SwarmConfig, apply_overrides
-from swarm.errors import UserError
+from swarm.errors import UserError, validation_problems
 from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.registry import Tool, ToolRegistry, Toolset
@@ -169,8 +169,7 @@ def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
     try:
         return SwarmConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
-        raise UserError(f"invalid option value: {problems}") from None
+        raise UserError(f"invalid option value: {validation_problems(exc, 'config')}") from None
 
 
 def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:

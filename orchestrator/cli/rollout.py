@@ -65,7 +65,7 @@ from orchestrator.rollout import (
 from orchestrator.tasks import large_task_warning, load_config
 from swarm.backend import ModelBackend
 from swarm.config import SwarmConfig
-from swarm.errors import LargeInputWarning, UserError
+from swarm.errors import LargeInputWarning, UserError, validation_problems
 from swarm.records import Task
 from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 from workloads import MODES, Mode, get_workload
@@ -106,8 +106,7 @@ def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardC
     try:
         return RewardConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"reward.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise UserError(f"invalid reward config: {problems}") from None
+        raise UserError(f"invalid reward config: {validation_problems(exc, 'reward', prefix='reward.')}") from None
 
 
 def _summary_table(s: RolloutSummary, out: Path) -> Table:

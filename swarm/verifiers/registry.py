@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.backend import ModelBackend
-from swarm.errors import ConfigError
+from swarm.errors import ConfigError, validation_problems
 from swarm.registry import Registry
 
 __all__ = [
@@ -119,8 +119,7 @@ def validate_verifier_args(name: str, args: Mapping[str, Any]) -> VerifierArgs:
         parsed: VerifierArgs = spec.args_model.model_validate(dict(args))
         return parsed
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid arguments for verifier {name!r}: {problems}") from None
+        raise ConfigError(f"invalid arguments for verifier {name!r}: {validation_problems(exc, '(args)')}") from None
 
 
 async def verify(

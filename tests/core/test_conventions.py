@@ -205,3 +205,28 @@ def test_architecture_md_names_only_paths_and_registries_that_exist() -> None:
         ("swarm.errors", "ErrorType"),
     ]:
         assert f"`{name}`" in text and hasattr(importlib.import_module(module), name), name
+
+
+def test_a_validation_error_becomes_one_line_naming_each_field() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from swarm.errors import validation_problems
+
+    class Inner(BaseModel):
+        n: int
+
+    class Outer(BaseModel):
+        inner: Inner
+        name: str
+
+    with pytest.raises(ValidationError) as bad_fields:
+        Outer.model_validate({"inner": {"n": "x"}})
+    assert validation_problems(bad_fields.value, "outer", prefix="cfg.") == (
+        "cfg.inner.n: Input should be a valid integer, unable to parse string as an integer; cfg.name: Field required"
+    )
+    with pytest.raises(ValidationError) as bad_whole:
+        Outer.model_validate(3)
+    assert (
+        validation_problems(bad_whole.value, "outer")
+        == "outer: Input should be a valid dictionary or instance of Outer"
+    )

@@ -2,10 +2,11 @@
 
 :class:`ScriptedBackend` plays a fixed list of turns and fails when turns are left over; it lives here
 because only tests use it. :class:`FunctionBackend`, :func:`call`, :func:`malformed` and the byte
-template (:func:`render_prompt`, :func:`complete_with_tokens`) live in :mod:`swarm.function_backend`,
-where production code (gold policies, the demo) imports them; they are re-exported here so a test
-imports every double from one place. Both backends produce *real-looking* token ids from the byte
-template, so trajectory code can be tested without a model.
+template (:func:`~swarm.function_backend.render_prompt`, :func:`~swarm.function_backend.complete_with_tokens`)
+live in :mod:`swarm.function_backend`, where production code (gold policies, the demo) imports them;
+the doubles among them (the backend, ``call``, ``malformed``) are re-exported here so a test imports
+every double from one place. Both backends produce *real-looking* token ids from the byte template,
+so trajectory code can be tested without a model.
 
 ::
 
@@ -26,30 +27,10 @@ import anyio
 
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ScriptError
-from swarm.function_backend import (
-    FunctionBackend,
-    TurnFn,
-    call,
-    complete_with_tokens,
-    encode,
-    malformed,
-    render_prompt,
-    render_response,
-    resolve_turn,
-)
+from swarm.function_backend import FunctionBackend, TurnFn, call, complete_with_tokens, malformed, resolve_turn
 from swarm.messages import ToolCall
 
-__all__ = [
-    "FunctionBackend",
-    "ScriptedBackend",
-    "Turn",
-    "call",
-    "complete_with_tokens",
-    "encode",
-    "malformed",
-    "render_prompt",
-    "render_response",
-]
+__all__ = ["FunctionBackend", "ScriptedBackend", "Turn", "call", "malformed"]
 
 Turn: TypeAlias = "Completion | str | ToolCall | Sequence[ToolCall] | BaseException | TurnFn"
 """One scripted turn: a completion, an answer text, one or several tool calls (one parallel turn),

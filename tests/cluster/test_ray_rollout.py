@@ -214,7 +214,7 @@ def gauged_factory(gauge_name: str) -> EpisodeFactory:
 
     class Gauged(SimBackend):
         async def complete(self, request: ModelRequest) -> Completion:
-            from swarm.testing import complete_with_tokens
+            from swarm.function_backend import complete_with_tokens
 
             return complete_with_tokens(request, await worker(request), self.model)
 

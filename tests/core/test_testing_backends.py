@@ -6,8 +6,9 @@ import pytest
 
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ScriptError
+from swarm.function_backend import render_prompt, render_response
 from swarm.messages import AssistantMessage, UserMessage
-from swarm.testing import FunctionBackend, ScriptedBackend, call, render_prompt, render_response
+from swarm.testing import FunctionBackend, ScriptedBackend, call
 
 
 def req(text: str = "hi", agent: str = "") -> ModelRequest:

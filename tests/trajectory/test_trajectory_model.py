@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from orchestrator import Orchestrator, PARLReward, SwarmConfig
 from swarm.backend import Completion, ModelRequest, SamplingParams
+from swarm.function_backend import encode, render_prompt
 from swarm.records import EpisodeRecord, Task
 from swarm.rl.trajectory import (
     Trajectory,
@@ -16,7 +17,7 @@ from swarm.rl.trajectory import (
     flatten_turns,
     validate_trajectory,
 )
-from swarm.testing import FunctionBackend, ScriptedBackend, call, encode, render_prompt
+from swarm.testing import FunctionBackend, ScriptedBackend, call
 
 TASK = Task(id="cap", prompt="capitals of FR and JP", verifier="exact", verifier_args={"expected": "Paris, Tokyo"})
 

@@ -450,19 +450,11 @@ async def execute_tool(
         )
     try:
         content = await t.invoke(call.arguments, ctx)
-    except ToolError as exc:
-        return ToolResult(
-            call=call,
-            content=f"error: {exc}",
-            is_error=True,
-            error_type=ErrorType.of(exc),
-            started=started,
-            ended=clock(),
-        )
     except Exception as exc:  # a tool that raises is the model's problem to route around, not ours
+        said = str(exc) if isinstance(exc, ToolError) else f"tool {call.name!r} raised {type(exc).__name__}: {exc}"
         return ToolResult(
             call=call,
-            content=f"error: tool {call.name!r} raised {type(exc).__name__}: {exc}",
+            content=f"error: {said}",
             is_error=True,
             error_type=ErrorType.of(exc),
             started=started,

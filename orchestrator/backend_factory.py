@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
+from orchestrator.environment import environment
 from swarm.backend import ModelBackend
 from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
@@ -83,32 +84,17 @@ BACKEND_TABLE_KEYS = _OPTIONS | {"kind", "model", "base_url", "subagent_backend"
 """The keys a config file's ``[backend]`` table may hold."""
 
 
-def _env_float(name: str) -> float | None:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name}={raw!r} must be a number") from None
-
-
-def _env_int(name: str) -> int | None:
-    v = _env_float(name)
-    return None if v is None else int(v)
-
-
 def _local_ctx(options: dict[str, Any]) -> int | None:
     """Each slot's context: as set (``[backend] ctx``, ``SWARM_LOCAL_CTX``), else ``None``: the engine
     sizes it from the model and the free memory (swarm.backends.local.sizing; 4,096 once overflowed
     on a 6-entity wide lookup, 8,192 on a single agent reading four companies' documents)."""
-    value = options.get("ctx") or _env_int("SWARM_LOCAL_CTX")
+    value = options.get("ctx") or environment().local_ctx
     return None if value is None else int(value)
 
 
 def _local_slots(options: dict[str, Any]) -> int:
     # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
-    return int(options.get("slots") or _env_int("SWARM_LOCAL_SLOTS") or min(int(options.get("fanout") or 8), 16))
+    return int(options.get("slots") or environment().local_slots or min(int(options.get("fanout") or 8), 16))
 
 
 def _local_progress(options: dict[str, Any]) -> Any:
@@ -129,7 +115,7 @@ def _local_with_adapter(
         model,
         slots=slots + orch_slots,
         ctx_per_slot=_local_ctx(options),
-        threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
+        threads=options.get("threads") or environment().local_threads,
         progress=_local_progress(options),
         lora_adapters=[adapter.path],
         adapter_version=adapter.version,
@@ -138,7 +124,7 @@ def _local_with_adapter(
     common: dict[str, Any] = {
         "engine": engine,
         "constrain_actions": bool(options.get("constrain_actions", True)),
-        "timeout": options.get("timeout") or _env_float("SWARM_TIMEOUT") or 600.0,
+        "timeout": options.get("timeout") or environment().timeout_s or 600.0,
         "stop_repeats": bool(options.get("stop_repeats", True)),
     }
     return LocalBackend(lora_scale=1.0, owns_engine=True, **common), LocalBackend(**common)
@@ -158,7 +144,7 @@ def build_backend(kind: str, model: str | None = None, base_url: str | None = No
 
 
 def _timeout(options: dict[str, Any], default: float) -> float:
-    return float(options.get("timeout") or _env_float("SWARM_TIMEOUT") or default)
+    return float(options.get("timeout") or environment().timeout_s or default)
 
 
 def _local_takes_no_url(base_url: str | None) -> None:
@@ -207,7 +193,7 @@ def _build_local(model: str | None, base_url: str | None, options: dict[str, Any
         model,
         slots=_local_slots(options),
         ctx_per_slot=_local_ctx(options),
-        threads=options.get("threads") or _env_int("SWARM_LOCAL_THREADS"),
+        threads=options.get("threads") or environment().local_threads,
         # Small local models write far fewer broken calls with grammar-constrained actions.
         constrain_actions=bool(options.get("constrain_actions", True)),
         timeout=_timeout(options, 600.0),
@@ -235,7 +221,7 @@ def _build_http(kind: str, model: str | None, base_url: str, options: dict[str, 
         base_url,
         model or "",
         flavour=flavour,
-        api_key=options.get("api_key") or os.environ.get("SWARM_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        api_key=options.get("api_key") or environment().api_key,
         timeout=_timeout(options, 120.0),
         max_concurrency=int(options.get("max_concurrency") or 8),
         constrain_actions=bool(options.get("constrain_actions", False)),
@@ -327,9 +313,9 @@ def build_backends(
         raise ConfigError(
             f"unknown backend option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_OPTIONS))}"
         )
-    kind = kind or os.environ.get("SWARM_BACKEND") or "local"
+    kind = kind or environment().backend or "local"
     cache_dir = options.pop("subagent_cache", None)
-    sub_url = options.pop("subagent_base_url", None) or os.environ.get("SWARM_SUBAGENT_BASE_URL")
+    sub_url = options.pop("subagent_base_url", None) or environment().subagent_base_url
     if kind == "scripted":
         d = _scripted_demo(model)
         if cache_dir is None:

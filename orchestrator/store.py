@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from orchestrator.environment import environment
 from swarm.records import EpisodeRecord, dump_record
 
 __all__ = [
@@ -32,11 +33,7 @@ EPISODE_FILE = "episode.json"
 def records_dir() -> Path:
     """The default records directory: ``$SWARM_RECORDS_DIR``, else ``$XDG_DATA_HOME/swarm/records``,
     else ``~/.local/share/swarm/records``."""
-    explicit = os.environ.get("SWARM_RECORDS_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "swarm" / "records"
+    return environment().records_dir
 
 
 def episode_dir(root: Path, episode_id: str) -> Path:

@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+
+from orchestrator.environment import environment
 
 __all__ = ["CONFIG_NAME", "agent_dirs", "config_dir", "find_config", "resolve_config"]
 
@@ -28,11 +29,7 @@ AGENTS = Path(".swarm") / "agents"
 
 def config_dir() -> Path:
     """The user config directory: ``$SWARM_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/swarm``, else ``~/.config/swarm``."""
-    explicit = os.environ.get("SWARM_CONFIG_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "swarm"
+    return environment().config_dir
 
 
 def find_config(explicit: Path | None, cwd: Path | None = None) -> tuple[Path | None, str]:

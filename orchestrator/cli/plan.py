@@ -8,7 +8,6 @@ bad input, so a bad option is exit code 2 before a model loads or a record is wr
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import is_scripted, parse_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
+from orchestrator.environment import environment
 from orchestrator.tasks import load_config, load_tasks
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.config import SwarmConfig, apply_overrides
@@ -182,7 +182,7 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
             f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
             f"got {name!r}. Use --demo NAME, or a real backend for your own task"
         )
-    d = make_demo(name, latency_s=float(os.environ.get("SWARM_DEMO_LATENCY", "0.05")))
+    d = make_demo(name, latency_s=environment().demo_latency_s(0.05))
     if any(a.model for a in c.agents):
         raise UserError("agent files that name a model need a model backend; the scripted demo has none")
     reward = _reward_config(c.extras.get("reward"))
@@ -329,7 +329,7 @@ def _model_backends(
         by_model[m], _ = build_backends(
             kind=req.subagent_backend or named["subagent_backend"] or named["kind"] or req.backend,
             model=m,
-            base_url=os.environ.get("SWARM_SUBAGENT_BASE_URL") or req.base_url or named["base_url"],
+            base_url=environment().subagent_base_url or req.base_url or named["base_url"],
             **opts,
         )
     return orch, sub, by_model

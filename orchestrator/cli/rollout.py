@@ -12,7 +12,6 @@ again), or no episode succeeded, 2 bad input, 130 interrupted (re-run to resume)
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import warnings
@@ -51,6 +50,7 @@ from orchestrator.cli.options import (
 )
 from orchestrator.cli.plan import config_from, override_sampling, workload_knobs
 from orchestrator.cli.progress import terminal_progress
+from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
     TRAJECTORIES,
@@ -478,7 +478,7 @@ def rollout(
 
             task_list = demo_tasks(task_list)
 
-            demo_latency = float(os.environ.get("SWARM_DEMO_LATENCY", "0.0"))
+            demo_latency = environment().demo_latency_s(0.0)
             cache_dir = extras.get("backend", {}).get("subagent_cache")
             build, build_args = _demo_factory, {"latency": demo_latency, "subagent_cache": cache_dir}
             swarm_cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)

@@ -10,7 +10,6 @@ summary, ``--json``, ``--json-summary`` or ``-p``).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -67,6 +66,7 @@ from orchestrator.cli.telemetry_setup import (
     start_tracing,
 )
 from orchestrator.engine import Orchestrator
+from orchestrator.environment import environment
 from orchestrator.recorder import RecordWriter
 from orchestrator.store import records_dir
 from orchestrator.tasks import large_task_warning
@@ -383,7 +383,7 @@ def execute(
     """Run the plan's tasks one after another and print each record in ``output`` form; the exit code."""
     if not _servers_reachable(plan):
         return 1
-    live_enabled = not quiet and err.is_terminal and not os.environ.get("CI")
+    live_enabled = not quiet and err.is_terminal and not environment().ci
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
     )

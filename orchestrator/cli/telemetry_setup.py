@@ -27,7 +27,6 @@ off only the network export.
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
+from orchestrator.environment import environment
 from orchestrator.store import episode_dir
 from swarm import __version__
 from swarm.errors import ConfigError
@@ -155,7 +155,7 @@ def resolve_otlp(
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``--otlp-endpoint`` get ``/v1/traces`` appended for HTTP when
     they have no path, as the OTLP exporter spec says.
     """
-    env = os.environ if env is None else env
+    env = environment().values if env is None else env
     exporters = {e.strip().lower() for e in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if e.strip()}
     if endpoint is None and exporters and "otlp" not in exporters:
         if exporters <= {"none"}:
@@ -504,7 +504,7 @@ def start_tracing(
     global provider, unless a real one is installed already. ``capture_logs`` (same default) holds the
     SDK's log lines until :meth:`Tracing.shutdown`, which summarises them in one warning.
     """
-    env = os.environ if env is None else env
+    env = environment().values if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return Tracing(provider=None)
     target = resolve_otlp(options.otlp_endpoint, options.otlp_protocol, env)

@@ -28,6 +28,7 @@ from rich.text import Text
 
 from orchestrator.cli.live import stages_from_record
 from orchestrator.cli.telemetry_setup import TRACE_FILE
+from orchestrator.environment import environment
 from orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, records_dir
 from swarm.errors import ConfigError
 from swarm.monitors import episode_monitors
@@ -477,7 +478,7 @@ def _render_actions(actions: list[dict[str, Any]], console: Console) -> None:
 def jaeger_url(data: dict[str, Any]) -> str:
     """The Jaeger UI page of an exported trace: ``SWARM_JAEGER_UI`` if set, else the UI port (16686)
     on the host the spans were exported to."""
-    base = os.environ.get("SWARM_JAEGER_UI")
+    base = environment().jaeger_ui
     if not base:
         host = urlsplit(str(data["exported_to"]) if "//" in str(data["exported_to"]) else f"//{data['exported_to']}")
         base = f"http://{host.hostname or 'localhost'}:16686"

@@ -277,11 +277,7 @@ def eval_command(
       swarm eval -w bfcl-parallel -n 3 --export-tasks tasks.jsonl
     """
     if list_workloads:
-        for name in workload_names():
-            wl = get_workload(name)
-            known = ", ".join(f"{k}={f.default!r}" for k, f in wl.knobs_model.model_fields.items())
-            typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
-        raise typer.Exit(0)
+        raise typer.Exit(_list_workloads())
     if report_only or report_dirs:
         if not (report_only and report_dirs):
             raise _fail(UserError("--report reads run directories: swarm eval --report RUN_DIR [RUN_DIR ...]"))
@@ -294,16 +290,9 @@ def eval_command(
         knobs = parse_knobs(knob or [])
         tasks = wl.tasks(n, seed=seed, split=split, **knobs)
         if export_tasks is not None:
-            write_tasks(tasks, export_tasks)
-            err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(export_tasks))}")
-            raise typer.Exit(0)
+            raise typer.Exit(_export(tasks, export_tasks, workload))
         config_file = resolve_config(config_file, quiet=quiet or json_out)
-        base, extras = (
-            load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
-        )
-        extras = with_subagent_cache_option(
-            with_adapter(extras, orchestrator_adapter), subagent_cache, no_subagent_cache
-        )
+        base, extras = _eval_config(config_file, orchestrator_adapter, subagent_cache, no_subagent_cache)
         backends = backend_resolver(
             wl_name=workload,
             backend=backend,
@@ -344,30 +333,7 @@ def eval_command(
         knobs=knobs,
     )
     rid = run_id or f"{wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    scope = wl.knobs(knobs).model_dump(mode="json")  # a test seed is burnt for these tasks' knobs only
-    try:
-        if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):
-            check_fresh_test_seed(ledger, wl.name, seed, scope)
-        report = _execute(job, backends, out=out, run_id=rid, resume=resume)
-    except KeyboardInterrupt:
-        err.print(
-            f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out / rid))}; continue with "
-            f"the same command and --run-id {escape(rid)} --resume",
-            soft_wrap=True,
-        )
-        raise typer.Exit(130) from None
-    except UserError as exc:
-        raise _fail(exc) from None
-    if ledger is not None and split == "test" and seed not in used_test_seeds(ledger, wl.name, scope):
-        record_test_seed(ledger, wl.name, seed, report=str(report.out_dir), knobs=scope)
-    if json_out:
-        sys.stdout.write(report.model_dump_json() + "\n")
-    else:
-        Console().print(report_table(report))
-        if report.out_dir is not None and (paired := comparisons(read_raw(Path(report.out_dir) / RAW_FILE)[0])):
-            sys.stdout.write("\n" + paired + "\n")
-        err.print(f"results: {escape(str(report.out_dir))} (tables again: swarm eval --report DIR)")
-    raise typer.Exit(1 if any(r.status == "crashed" for r in report.rows) else 0)
+    raise typer.Exit(_run_job(job, backends, out=out, run_id=rid, resume=resume, ledger=ledger, json_out=json_out))
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -392,6 +358,70 @@ class _EvalJob:
     samples: int
     quiet: bool
     knobs: dict[str, Any]
+
+
+def _list_workloads() -> int:
+    """``swarm eval --list``: one line per workload, with its metric, description and knobs."""
+    for name in workload_names():
+        wl = get_workload(name)
+        known = ", ".join(f"{k}={f.default!r}" for k, f in wl.knobs_model.model_fields.items())
+        typer.echo(f"{name}\t{wl.metric}\t{wl.description}\tknobs: {known or '(none)'}")
+    return 0
+
+
+def _export(tasks: list[Task], path: Path, workload: str) -> int:
+    """``--export-tasks FILE``: write the tasks as JSONL and say so."""
+    write_tasks(tasks, path)
+    err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(path))}")
+    return 0
+
+
+def _eval_config(
+    config_file: Path | None, adapter: str | None, cache: Path | None, no_cache: bool
+) -> tuple[SwarmConfig, dict[str, Any]]:
+    """The config file's ``[swarm]`` (or the defaults) and its tables, with the adapter and cache flags in."""
+    base, extras = (
+        load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
+    )
+    return base, with_subagent_cache_option(with_adapter(extras, adapter), cache, no_cache)
+
+
+def _run_job(
+    job: _EvalJob,
+    backends: BackendResolver,
+    *,
+    out: Path,
+    run_id: str,
+    resume: bool,
+    ledger: Path | None,
+    json_out: bool,
+) -> int:
+    """Run the evaluation (checking and recording a test seed in ``ledger``), print the report; the exit code."""
+    wl, split, seed, knobs, rid = job.wl, job.split, job.seed, job.knobs, run_id
+    scope = wl.knobs(knobs).model_dump(mode="json")  # a test seed is burnt for these tasks' knobs only
+    try:
+        if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):
+            check_fresh_test_seed(ledger, wl.name, seed, scope)
+        report = _execute(job, backends, out=out, run_id=rid, resume=resume)
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out / rid))}; continue with "
+            f"the same command and --run-id {escape(rid)} --resume",
+            soft_wrap=True,
+        )
+        raise typer.Exit(130) from None
+    except UserError as exc:
+        raise _fail(exc) from None
+    if ledger is not None and split == "test" and seed not in used_test_seeds(ledger, wl.name, scope):
+        record_test_seed(ledger, wl.name, seed, report=str(report.out_dir), knobs=scope)
+    if json_out:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    else:
+        Console().print(report_table(report))
+        if report.out_dir is not None and (paired := comparisons(read_raw(Path(report.out_dir) / RAW_FILE)[0])):
+            sys.stdout.write("\n" + paired + "\n")
+        err.print(f"results: {escape(str(report.out_dir))} (tables again: swarm eval --report DIR)")
+    return 1 if any(r.status == "crashed" for r in report.rows) else 0
 
 
 def _budget_text(job: _EvalJob, configs: Configs) -> str:

@@ -15,6 +15,7 @@ import json
 import signal
 import sys
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -411,9 +412,6 @@ def rollout(
       swarm rollout -t tasks.jsonl -k 8 -o runs/r3 --concurrent-episodes 64 --ray
     """
     try:
-        if on_malformed not in ("skip", "fail"):
-            raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
-        malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
         overrides = episode_overrides(
             budget,
             max_critical_steps=max_critical_steps,
@@ -421,19 +419,20 @@ def rollout(
             max_concurrency=max_concurrency,
             episode_timeout=episode_timeout,
         )
-        wl_mode: Mode = "single" if mode == "single" else "swarm"
-        task_list, problems = _select_tasks(
-            tasks, workload, n=n, split=split, knob=knob, mode=mode, seed=seed, backend=backend, malformed=malformed
+        task_list, problems = _read_tasks(
+            tasks,
+            workload,
+            n=n,
+            split=split,
+            knob=knob,
+            mode=mode,
+            seed=seed,
+            backend=backend,
+            on_malformed=on_malformed,
         )
-        for p in problems:
-            err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-        config_file = resolve_config(config_file, quiet=quiet or json_out)
-        base, extras = (
-            load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
-            if config_file
-            else (None, {})
+        base, extras = _rollout_config(
+            resolve_config(config_file, quiet=quiet or json_out), subagent_cache, no_subagent_cache
         )
-        extras = with_subagent_cache_option(extras, subagent_cache, no_subagent_cache)
         reward_cfg = _reward_config(
             extras,
             {
@@ -445,77 +444,186 @@ def rollout(
                 "parallel_target": parallel_target,
             },
         )
-        settings: dict[str, Any] = {}
-        build: Any
-        build_args: dict[str, Any]
-        if workload is not None:
-            build, build_args = (
-                _workload_factory,
-                {
-                    "wl_name": workload,
-                    "backend": backend,
-                    "latency": latency,
-                    "model": model,
-                    "base_url": base_url,
-                    "subagent_backend": subagent_backend,
-                    "subagent_model": subagent_model,
-                    "extras": extras,
-                    "mode": wl_mode,
-                    "overrides": overrides,
-                },
-            )
-            swarm_cfg = _override_sampling(base or SwarmConfig(), temperature, max_tokens)
-            judge = None
-            settings = {
-                "workload": workload,
-                "mode": wl_mode,
-                "backend": backend,
-                "tasks": [t.id for t in task_list],
-                "overrides": {k: v for k, v in overrides.items() if v is not None},
-            }
-        elif backend == "scripted":
-            from orchestrator.demo import demo
-
-            task_list = demo_tasks(task_list)
-
-            demo_latency = environment().demo_latency_s(0.0)
-            cache_dir = extras.get("backend", {}).get("subagent_cache")
-            build, build_args = _demo_factory, {"latency": demo_latency, "subagent_cache": cache_dir}
-            swarm_cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)
-            judge = None
-        else:
-            opts = dict(extras.get("backend", {}))
-            kind = opts.pop("kind", None) or backend
-            build, build_args = (
-                _backend_factory,
-                {
-                    "kind": kind,
-                    "model": model or opts.pop("model", None),
-                    "base_url": base_url or opts.pop("base_url", None),
-                    "subagent_kind": subagent_backend or opts.pop("subagent_backend", None),
-                    "subagent_model": subagent_model or opts.pop("subagent_model", None),
-                    **opts,
-                },
-            )
-            swarm_cfg = _override_sampling(config_from(base or SwarmConfig(), overrides), temperature, max_tokens)
-            judge = _backends(kind=kind, model=judge_model, base_url=base_url)[0] if judge_model else None
-        warn_cache_bypass(err, extras, swarm_cfg.subagent_sampling)
-        factory, executor = _factory_and_executor(build, build_args, ray, ray_actors)
-        reward = PARLReward(reward_cfg, step=step, judge=judge)
-        # A resume must score its episodes as the first run did: the reward settings are part of the run.
-        settings = {**settings, "reward": {**reward_cfg.model_dump(mode="json"), "step": step}}
-        cfg = RolloutConfig(
-            group_size=group_size,
-            max_concurrent_episodes=max_concurrent,
-            seed=seed,
-            advantage="group_normalized" if normalize else "group_mean",
-            settings=settings,
-            retry_infrastructure_failures=not keep_infra_failures,
+        source = _episode_source(
+            task_list,
+            base,
+            extras,
+            overrides,
+            workload=workload,
+            mode="single" if mode == "single" else "swarm",
+            backend=_BackendFlags(backend, model, base_url, subagent_backend, subagent_model, latency, judge_model),
+            temperature=temperature,
+            max_tokens=max_tokens,
         )
+        warn_cache_bypass(err, extras, source.swarm_config.subagent_sampling)
+        factory, executor = _factory_and_executor(source.build, source.build_args, ray, ray_actors)
+        reward = PARLReward(reward_cfg, step=step, judge=source.judge)
+        cfg = _run_config(source, reward_cfg, step, group_size, max_concurrent, seed, normalize, keep_infra_failures)
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
+    summary = _collect(
+        source.tasks, factory, executor, cfg, source.swarm_config, reward, problems, out=out, quiet=quiet
+    )
+    raise typer.Exit(_finish(summary, out, parquet=parquet, json_out=json_out, kept=keep_infra_failures))
 
+
+def _run_config(
+    source: _Source,
+    reward: RewardConfig,
+    step: int,
+    group_size: int,
+    max_concurrent: int,
+    seed: int,
+    normalize: bool,
+    keep_infra_failures: bool,
+) -> RolloutConfig:
+    # A resume must score its episodes as the first run did: the reward settings are part of the run.
+    settings = {**source.settings, "reward": {**reward.model_dump(mode="json"), "step": step}}
+    return RolloutConfig(
+        group_size=group_size,
+        max_concurrent_episodes=max_concurrent,
+        seed=seed,
+        advantage="group_normalized" if normalize else "group_mean",
+        settings=settings,
+        retry_infrastructure_failures=not keep_infra_failures,
+    )
+
+
+def _read_tasks(
+    tasks: Path | None,
+    workload: str | None,
+    *,
+    n: int | None,
+    split: str | None,
+    knob: list[str] | None,
+    mode: str,
+    seed: int,
+    backend: str,
+    on_malformed: str,
+) -> tuple[list[Task], list[Any]]:
+    """The run's tasks (:func:`_select_tasks`), with each skipped task-file line said on stderr."""
+    if on_malformed not in ("skip", "fail"):
+        raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
+    malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
+    task_list, problems = _select_tasks(
+        tasks, workload, n=n, split=split, knob=knob, mode=mode, seed=seed, backend=backend, malformed=malformed
+    )
+    for p in problems:
+        err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
+    return task_list, problems
+
+
+def _rollout_config(
+    config_file: Path | None, cache: Path | None, no_cache: bool
+) -> tuple[SwarmConfig | None, dict[str, Any]]:
+    """The config file's ``[swarm]`` (``None`` without a file) and its tables, with the cache flags in."""
+    base, extras = (
+        load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
+        if config_file
+        else (None, {})
+    )
+    return base, with_subagent_cache_option(extras, cache, no_cache)
+
+
+@dataclass(frozen=True, slots=True)
+class _BackendFlags:
+    """The backend options of ``swarm rollout`` as typed."""
+
+    kind: str
+    model: str | None
+    base_url: str | None
+    subagent_kind: str | None
+    subagent_model: str | None
+    latency: float
+    judge_model: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """What the episodes run with: the factory's builder and arguments, their config, the rubric judge,
+    the settings a resume must match, and the tasks (a scripted run's named as the demo's)."""
+
+    build: Any
+    build_args: dict[str, Any]
+    swarm_config: SwarmConfig
+    judge: ModelBackend | None
+    settings: dict[str, Any]
+    tasks: list[Task]
+
+
+def _episode_source(
+    task_list: list[Task],
+    base: SwarmConfig | None,
+    extras: dict[str, Any],
+    overrides: dict[str, Any],
+    *,
+    workload: str | None,
+    mode: Mode,
+    backend: _BackendFlags,
+    temperature: float | None,
+    max_tokens: int | None,
+) -> _Source:
+    """A workload's per-task episodes, the scripted demo, or one model backend pair for every task."""
+    b = backend
+    if workload is not None:
+        args = {
+            "wl_name": workload,
+            "backend": b.kind,
+            "latency": b.latency,
+            "model": b.model,
+            "base_url": b.base_url,
+            "subagent_backend": b.subagent_kind,
+            "subagent_model": b.subagent_model,
+            "extras": extras,
+            "mode": mode,
+            "overrides": overrides,
+        }
+        settings = {
+            "workload": workload,
+            "mode": mode,
+            "backend": b.kind,
+            "tasks": [t.id for t in task_list],
+            "overrides": {k: v for k, v in overrides.items() if v is not None},
+        }
+        cfg = _override_sampling(base or SwarmConfig(), temperature, max_tokens)
+        return _Source(_workload_factory, args, cfg, None, settings, task_list)
+    if b.kind == "scripted":
+        from orchestrator.demo import demo
+
+        demo_latency = environment().demo_latency_s(0.0)
+        cache_dir = extras.get("backend", {}).get("subagent_cache")
+        cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)
+        args = {"latency": demo_latency, "subagent_cache": cache_dir}
+        return _Source(_demo_factory, args, cfg, None, {}, demo_tasks(task_list))
+    opts = dict(extras.get("backend", {}))
+    kind = opts.pop("kind", None) or b.kind
+    args = {
+        "kind": kind,
+        "model": b.model or opts.pop("model", None),
+        "base_url": b.base_url or opts.pop("base_url", None),
+        "subagent_kind": b.subagent_kind or opts.pop("subagent_backend", None),
+        "subagent_model": b.subagent_model or opts.pop("subagent_model", None),
+        **opts,
+    }
+    cfg = _override_sampling(config_from(base or SwarmConfig(), overrides), temperature, max_tokens)
+    judge = _backends(kind=kind, model=b.judge_model, base_url=b.base_url)[0] if b.judge_model else None
+    return _Source(_backend_factory, args, cfg, judge, {}, task_list)
+
+
+def _collect(
+    task_list: list[Task],
+    factory: Any,
+    executor: Any,
+    cfg: RolloutConfig,
+    swarm_cfg: SwarmConfig,
+    reward: PARLReward,
+    problems: list[Any],
+    *,
+    out: Path,
+    quiet: bool,
+) -> RolloutSummary:
+    """Collect the rollouts with a progress bar; Ctrl-C or SIGTERM is exit 130 (a re-run resumes)."""
     progress = Progress(
         TextColumn("[bold]rollout"),
         BarColumn(),
@@ -552,7 +660,7 @@ def rollout(
     try:
         with progress, warnings.catch_warnings():
             warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
-            summary = anyio.run(main)
+            return anyio.run(main)
     except KeyboardInterrupt:
         err.print(
             f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out))}; "
@@ -565,6 +673,10 @@ def rollout(
         raise typer.Exit(2) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _finish(summary: RolloutSummary, out: Path, *, parquet: bool, json_out: bool, kept: bool) -> int:
+    """The parquet file if asked, the summary (table or JSON), what failed; the exit code."""
     if parquet:
         from swarm.rl.export import read_trajectories, write_parquet
 
@@ -572,15 +684,14 @@ def rollout(
             write_parquet(read_trajectories(out / TRAJECTORIES), out / "trajectories.parquet")
         except UserError as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-            raise typer.Exit(2) from None
+            return 2
     if json_out:
         sys.stdout.write(json.dumps(summary.model_dump(mode="json")) + "\n")
     else:
         Console().print(_summary_table(summary, out))
-    _report_failures(summary, out, kept=keep_infra_failures)
+    _report_failures(summary, out, kept=kept)
     nothing_succeeded = summary.episodes_run > 0 and summary.infrastructure_failures >= summary.episodes_run
-    if summary.crashed_episodes or summary.groups_incomplete or nothing_succeeded:
-        raise typer.Exit(1)
+    return 1 if summary.crashed_episodes or summary.groups_incomplete or nothing_succeeded else 0
 
 
 def _report_failures(s: RolloutSummary, out: Path, *, kept: bool) -> None:

@@ -48,8 +48,8 @@ from orchestrator.cli.options import (
     warn_cache_bypass,
     with_subagent_cache_option,
 )
-from orchestrator.cli.plan import override_sampling
 from orchestrator.cli.progress import terminal_progress
+from orchestrator.cli.sampling import resolve_sampling
 from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
 from orchestrator.eval import (
     BackendPair,
@@ -64,7 +64,6 @@ from orchestrator.eval import (
 )
 from orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
 from orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
-from orchestrator.prompts import profile_for
 from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
 from swarm.backends.replay_cache import CachedBackend, ReplayCache
@@ -609,45 +608,18 @@ def _sampling(
     seed: int,
     seed_typed: bool,
 ) -> dict[str, SamplingParams]:
-    """Both roles' sampling overrides: a model's (:func:`_model_sampling`), or a scripted policy's
-    config with the sampling flags given on top (no model samples, but the sampling keys the sub-agent
-    replay cache); ``--seed`` is on top of a config file's where it was typed."""
-    if not is_scripted(backend):
-        return _model_sampling(base if from_file else None, model, temperature, max_tokens, seed, seed_typed)
+    """Both roles' sampling overrides (:func:`orchestrator.cli.sampling.resolve_sampling`): a model
+    starts ``greedy`` (the eval seed as the sampling seed, the family's token cap: 384 for a small
+    model's orchestrator, 256 for its sub-agents) where the config file sets no sampling; a scripted
+    policy keeps the config's (no model samples, but the sampling keys the sub-agent replay cache).
+    ``--temperature``/``--max-tokens`` go on top, and ``--seed`` where it was typed."""
     flags = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed if seed_typed else None}
-    scripted = override_sampling(base, flags)
-    if scripted is base:
-        return {}
-    return {"orchestrator_sampling": scripted.orchestrator_sampling, "subagent_sampling": scripted.subagent_sampling}
-
-
-def _model_sampling(
-    base: SwarmConfig | None,
-    model: str | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    seed: int,
-    seed_given: bool = False,
-) -> dict[str, SamplingParams]:
-    """Both roles' sampling for a model backend, with ``--temperature``/``--max-tokens`` (and ``--seed``
-    when typed, as ``swarm run`` puts it) on top: a role the config file sets samples as it says; any
-    other is greedy (reproducible), with the eval seed as the sampling seed and the token cap ``swarm
-    run`` gives the model's family (:func:`orchestrator.prompts.profile_for`, or the config's
-    ``prompt_profile``: 384 for a small model's orchestrator, 256 for its sub-agents)."""
-    flags = (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed if seed_given else None))
-    change = {k: v for k, v in flags if v is not None}
-    override = base.prompt_profile if base is not None else None
-    profile = profile_for(model, override) if model else None
-    given = base.model_fields_set if base is not None else set()
-    out = {}
-    for name in ("orchestrator_sampling", "subagent_sampling"):
-        if base is not None and name in given:
-            start = getattr(base, name).model_dump()
-        else:
-            cap = getattr(profile, name).max_tokens if profile else None
-            start = {"temperature": 0.0, "max_tokens": cap or 512, "seed": seed}
-        out[name] = SamplingParams.model_validate({**start, **change})
-    return out
+    if is_scripted(backend):
+        if all(v is None for v in flags.values()):
+            return {}
+        return resolve_sampling(base, file_sets=(), start="config", flags=flags)
+    given = base.model_fields_set if from_file else set()
+    return resolve_sampling(base, file_sets=given, start="greedy", flags=flags, model=model, seed=seed)
 
 
 def _gold_resolver(wl: Workload, latency: float, cache_dir: str | None) -> BackendResolver:

@@ -19,17 +19,18 @@ from pydantic import ValidationError
 from orchestrator.backend_factory import build_backends
 from orchestrator.cli.options import is_scripted, parse_knobs
 from orchestrator.cli.progress import terminal_progress
+from orchestrator.cli.sampling import with_resolved_sampling
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.environment import environment
 from orchestrator.tasks import load_config, load_tasks
-from swarm.backend import ModelBackend, SamplingParams
+from swarm.backend import ModelBackend
 from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import UserError, validation_problems
 from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.registry import Tool, ToolRegistry, Toolset
 
-__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "override_sampling", "with_sampling", "workload_knobs"]
+__all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "workload_knobs"]
 
 RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 
@@ -190,7 +191,7 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
     # whose tables are all commented out changes nothing).
     given = c.base.model_dump(include=c.base.model_fields_set) if c.base is not None else {}
     kit = EpisodeKit(
-        override_sampling(
+        _flags_only(
             config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}), req.sampling
         ),
         d.orchestrator_backend,
@@ -212,7 +213,7 @@ def _task_plan(req: RunRequest, c: _Common) -> RunPlan:
     config = config_from(c.base or SwarmConfig(), c.overrides)
     orch, sub, by_model = _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
     kit = EpisodeKit(
-        with_sampling(config, c.base, orch, req.sampling),
+        _family_sampling(config, c.base, orch.model, req.sampling),
         orch,
         sub,
         c.builtin,
@@ -247,11 +248,11 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
         if scripted:
             gold = owner.gold_policy(t, mode)
             orch, sub, by_model = gold.orchestrator, gold.subagent, {}
-            config = override_sampling(config, req.sampling)
+            config = _flags_only(config, req.sampling)
         else:
             shared = shared or _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
             orch, sub, by_model = shared
-            config = with_sampling(config, c.base, orch, req.sampling)
+            config = _family_sampling(config, c.base, orch.model, req.sampling)
         agents = (*ep.agents, *c.agents) if mode == "swarm" else ()
         kits.append(EpisodeKit(config, orch, sub, (*ep.tools, *c.builtin), agents, ep.reward, by_model))
     policy = f"SCRIPTED gold policy of {name} (no model)" if scripted else None
@@ -363,45 +364,17 @@ def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool |
             )
 
 
-def with_sampling(
-    config: SwarmConfig, base: SwarmConfig | None, orch: ModelBackend, flags: Mapping[str, Any]
+def _family_sampling(
+    config: SwarmConfig, base: SwarmConfig | None, model: str, flags: Mapping[str, Any]
 ) -> SwarmConfig:
-    """Sampling of a model run: the config file's where it sets it, else the model family's
-    (:class:`orchestrator.prompts.PromptProfile`), with ``--temperature/--max-tokens/--seed`` on top."""
-    from orchestrator.prompts import profile_for
-
-    try:
-        profile = profile_for(orch.model, config.prompt_profile)
-    except UserError as exc:
-        raise UserError(f"prompt_profile in the config: {exc}") from None
+    """A model run's sampling: the config file's where it sets it, else the model family's, flags on top."""
     given = base.model_fields_set if base is not None else set()
-    change = {k: v for k, v in flags.items() if v is not None}
-    data = config.model_dump()
-    for name, family in (
-        ("orchestrator_sampling", profile.orchestrator_sampling),
-        ("subagent_sampling", profile.subagent_sampling),
-    ):
-        current: SamplingParams = getattr(config, name) if name in given else family
-        data[name] = {**current.model_dump(), **change}
-    try:
-        return SwarmConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(f"invalid sampling option: {exc}") from None
+    return with_resolved_sampling(config, file_sets=given, start="family", flags=flags, model=model)
 
 
-def override_sampling(config: SwarmConfig, flags: Mapping[str, Any]) -> SwarmConfig:
-    """``config`` with the sampling flags given (``--temperature``, ``--max-tokens``, ``--seed``: the
-    ``None`` ones are not) on both roles' sampling, and no model family's defaults (:func:`with_sampling`
-    adds those). A scripted policy samples nothing, but its sampling keys the sub-agent replay cache."""
-    change = {k: v for k, v in flags.items() if v is not None}
-    if not change:
-        return config
-    return config.model_copy(
-        update={
-            "orchestrator_sampling": config.orchestrator_sampling.model_copy(update=change),
-            "subagent_sampling": config.subagent_sampling.model_copy(update=change),
-        }
-    )
+def _flags_only(config: SwarmConfig, flags: Mapping[str, Any]) -> SwarmConfig:
+    """A scripted policy's sampling: the config's, flags on top (it keys the sub-agent replay cache)."""
+    return with_resolved_sampling(config, file_sets=(), start="config", flags=flags)
 
 
 def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:

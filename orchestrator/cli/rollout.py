@@ -49,8 +49,9 @@ from orchestrator.cli.options import (
     warn_cache_bypass,
     with_subagent_cache_option,
 )
-from orchestrator.cli.plan import config_from, override_sampling, workload_knobs
+from orchestrator.cli.plan import config_from, workload_knobs
 from orchestrator.cli.progress import terminal_progress
+from orchestrator.cli.sampling import with_resolved_sampling
 from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -141,7 +142,8 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
 
 def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
     """``cfg`` with ``--temperature``/``--max-tokens`` on both roles' sampling, where given."""
-    return override_sampling(cfg, {"temperature": temperature, "max_tokens": max_tokens})
+    flags = {"temperature": temperature, "max_tokens": max_tokens}
+    return with_resolved_sampling(cfg, file_sets=(), start="config", flags=flags)
 
 
 def _workload_tasks(

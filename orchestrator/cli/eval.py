@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.adapters import resolve_orchestrator_adapter
-from orchestrator.backend_factory import build_backends
+from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.options import (
     BackendOpt,
@@ -653,16 +653,15 @@ def backend_resolver(
     wl = get_workload(wl_name)
     if is_scripted(backend):
         return _gold_resolver(wl, latency, extras.get("backend", {}).get("subagent_cache"))
-    opts = dict(extras.get("backend", {}))
-    opts.setdefault("progress", terminal_progress())
-    orch, sub = build_backends(
-        kind=opts.pop("kind", None) or backend,
-        model=model or opts.pop("model", None),
-        base_url=base_url or opts.pop("base_url", None),
-        subagent_kind=subagent_backend or opts.pop("subagent_backend", None),
-        subagent_model=subagent_model or opts.pop("subagent_model", None),
-        **opts,
+    spec = BackendSpec.resolve(
+        extras.get("backend", {}),
+        kind=backend,
+        model=model,
+        base_url=base_url,
+        subagent_kind=subagent_backend,
+        subagent_model=subagent_model,
     )
+    orch, sub = spec.build(progress=terminal_progress())
 
     def real(task: Task, mode: Mode) -> BackendPair:
         return orch, sub

@@ -16,7 +16,7 @@ from typing import Any, get_origin
 
 from pydantic import ValidationError
 
-from orchestrator.backend_factory import build_backends
+from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.options import is_scripted, parse_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.sampling import with_resolved_sampling
@@ -308,31 +308,30 @@ def _model_backends(
 ) -> tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]]:
     """(orchestrator, sub-agents or ``None`` = the same, the backends of models agent files name),
     built as the library's :func:`orchestrator.backend_factory.build_backends` builds them."""
-    opts = dict(extras.get("backend", {}))
+    table = dict(extras.get("backend", {}))
     if req.orchestrator_adapter is not None:
-        opts["orchestrator_adapter"] = req.orchestrator_adapter
-    named = {k: opts.pop(k, None) for k in ("kind", "model", "base_url", "subagent_backend", "subagent_model")}
-    opts.setdefault("fanout", fanout)  # local engine: a slot per sub-agent
-    opts.setdefault("progress", terminal_progress())
-    orch, sub = build_backends(
-        kind=named["kind"] or req.backend,
-        model=req.model or named["model"],
-        base_url=req.base_url or named["base_url"],
-        subagent_kind=req.subagent_backend or named["subagent_backend"],
-        subagent_model=req.subagent_model or named["subagent_model"],
-        **opts,
+        table["orchestrator_adapter"] = req.orchestrator_adapter
+    spec = BackendSpec.resolve(
+        table,
+        kind=req.backend,
+        model=req.model,
+        base_url=req.base_url,
+        subagent_kind=req.subagent_backend,
+        subagent_model=req.subagent_model,
     )
+    defaults = {"fanout": fanout, "progress": terminal_progress()}  # local engine: a slot per sub-agent
+    orch, sub = spec.build(**defaults)
     default_sub = sub or orch
     by_model: dict[str, ModelBackend] = {}
-    opts.pop("orchestrator_adapter", None)
     for m in sorted({a.model for a in agents if a.model and a.model != default_sub.model}):
         # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
-        by_model[m], _ = build_backends(
-            kind=req.subagent_backend or named["subagent_backend"] or named["kind"] or req.backend,
+        agent_spec = BackendSpec(
+            kind=spec.subagent_kind or spec.kind,
             model=m,
-            base_url=environment().subagent_base_url or req.base_url or named["base_url"],
-            **opts,
+            base_url=environment().subagent_base_url or spec.base_url,
+            options={k: v for k, v in spec.options.items() if k != "orchestrator_adapter"},
         )
+        by_model[m], _ = agent_spec.build(**defaults)
     return orch, sub, by_model
 
 

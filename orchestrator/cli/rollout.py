@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.backend_factory import build_backends, with_subagent_cache
+from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import backend_resolver
 from orchestrator.cli.options import (
@@ -598,16 +599,15 @@ def _episode_source(
         cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)
         args = {"latency": demo_latency, "subagent_cache": cache_dir}
         return _Source(_demo_factory, args, cfg, None, {}, demo_tasks(task_list))
-    opts = dict(extras.get("backend", {}))
-    kind = opts.pop("kind", None) or b.kind
-    args = {
-        "kind": kind,
-        "model": b.model or opts.pop("model", None),
-        "base_url": b.base_url or opts.pop("base_url", None),
-        "subagent_kind": b.subagent_kind or opts.pop("subagent_backend", None),
-        "subagent_model": b.subagent_model or opts.pop("subagent_model", None),
-        **opts,
-    }
+    spec = BackendSpec.resolve(
+        extras.get("backend", {}),
+        kind=b.kind,
+        model=b.model,
+        base_url=b.base_url,
+        subagent_kind=b.subagent_kind,
+        subagent_model=b.subagent_model,
+    )
+    args, kind = spec.arguments(), spec.kind
     cfg = _override_sampling(config_from(base or SwarmConfig(), overrides), temperature, max_tokens)
     judge = _backends(kind=kind, model=b.judge_model, base_url=b.base_url)[0] if b.judge_model else None
     return _Source(_backend_factory, args, cfg, judge, {}, task_list)

@@ -108,3 +108,24 @@ def test_a_model_backend_resolves_the_same_config_and_sampling_in_every_command(
     assert sent == [(0.2, 99, 1.0)] * 3  # what the server was asked, once per command
     assert configs["eval"]["subagent_sampling"]["seed"] == 0  # a typed --seed is on top of the config file's
     assert configs["rollout"]["subagent_sampling"]["seed"] is None
+
+
+def test_every_command_resolves_flags_over_the_backend_table_alike(
+    tmp_path: Path, openai_script: Callable[..., Any]
+) -> None:
+    # -m over the config's [backend] model: eval and rollout crashed (model given twice to the factory)
+    cfg = tmp_path / "backend.toml"
+    cfg.write_text('[backend]\nmodel = "from-file"\nsubagent_model = "file-workers"\n')
+    flags = [*FLAGS, "-c", str(cfg), "-m", "flag-model"]
+    with openai_script(lambda body: ("ANSWER: Anya Lee", [])) as srv:
+        env = {"SWARM_BACKEND": "openai", "SWARM_BASE_URL": f"{srv.url}/v1"}
+        commands = [
+            ["run", *flags, "--json", "-q", "-o", str(tmp_path / "run")],
+            ["eval", *flags, "--mode", "swarm", "--json", "-q", "-o", str(tmp_path / "eval")],
+            ["rollout", *flags, "-k", "1", "--json", "-q", "-o", str(tmp_path / "rollout")],
+        ]
+        for argv in commands:
+            r = runner.invoke(app, argv, env=env)
+            assert r.exit_code == 0, f"{argv[0]}: {r.output}"
+        asked = [b["model"] for b in srv.requests]
+    assert asked == ["flag-model"] * 3

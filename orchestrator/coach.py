@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.admission import ASSIGN, resolve_agent
+from orchestrator.admission import ASSIGN, CREATE, resolve_agent
 from subagents.coach import NoStepCoach, Refusal, SmallModelStepCoach, StepCoach, ToolChoice, hold_after_first
 from subagents.loop import call_signature, repeat_notice
 from swarm.errors import ErrorType
@@ -52,6 +52,7 @@ __all__ = [
     "TurnView",
     "coach_for",
     "lists_items",
+    "one_part",
     "split_items",
     "split_notice",
 ]
@@ -123,6 +124,7 @@ class CoachState:
     repeat_turns: int = 0  # turns in a row that only repeated earlier calls
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
+    direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
     stop: Ending | None = None  # a verdict: the next turn is the last one
     stop_notice: str = ""
 
@@ -143,6 +145,11 @@ _RETURNED_NOTICE = (
     "Stop calling tools: your last calls repeated earlier ones and returned the same results, shown above. "
     "Answer the user now in plain text with those results."
 )
+_QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it now in plain text.'
+"""Told a small model after its own tool calls on a one-part task. Without it, Qwen2.5-Coder-1.5B opened the
+document holding the answer again and again (controls, dev), and once told its call repeated one that
+returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
+information to provide." instead (test split, seed 1126)."""
 _SAME_RESULT = (
     "You already made exactly this call and it returned the same result as before, repeated below. "
     "Do not repeat it: answer the user now if you have what you need.\n\n"
@@ -293,6 +300,8 @@ class SmallModelCoach(NoCoach):
     - A whole list task handed to one sub-agent is refused once, with the calls to send instead
       (:func:`split_notice`); the next turn must act.
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
+    - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
+      results answer it (a small model otherwise keeps calling tools, or loses the question).
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~subagents.coach.SmallModelStepCoach`).
     """
@@ -301,13 +310,22 @@ class SmallModelCoach(NoCoach):
 
     def __init__(self, *, max_repeats: int = 2, parallel_tool_calls: bool | None = None) -> None:
         super().__init__(max_repeats=max_repeats, parallel_tool_calls=bool(parallel_tool_calls))
-        self.subagents = SmallModelStepCoach()
+        self.subagents = SmallModelStepCoach(one_part=one_part)
 
     def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
         advice = super().before_turn(state, view)
+        if state.direct and one_part(view.task):  # the question again, after its own tool results
+            notice = _QUESTION_NOTICE.format(task=" ".join(view.task.split()))
+            advice = TurnAdvice(
+                advice.tool_choice, (*advice.notices, notice), advice.parallel_tool_calls, advice.ending
+            )
         if advice.ending is not None or not self._must_act(state, view):
             return advice
         return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
+
+    def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
+        state.direct = any(o.call.name not in (ASSIGN, CREATE) for o in outcomes)
+        return super().after_stage(state, outcomes)
 
     @staticmethod
     def _must_act(state: CoachState, view: TurnView) -> bool:
@@ -491,6 +509,11 @@ def _longest_list(task: str) -> tuple[int, tuple[str, list[str], str], str] | No
             if best is None or len(got[1]) > len(best[1][1]):
                 best = (i, got, mark)
     return best
+
+
+def one_part(task: str) -> bool:
+    """Whether a task asks for one thing: it lists no items (:func:`lists_items`)."""
+    return not lists_items(task)
 
 
 def split_items(task: str, max_items: int = 8) -> list[str] | None:

@@ -481,7 +481,11 @@ class SubagentRun:
         started = rt.clock()
         coach = rt.coach
         view = StepView(
-            len(self.steps), self.step_cap, bool(self._tool_specs), isinstance(self.messages[-1], ToolMessage)
+            len(self.steps),
+            self.step_cap,
+            bool(self._tool_specs),
+            isinstance(self.messages[-1], ToolMessage),
+            self.task,
         )
         choice = coach.tool_choice(view)
         notices = coach.notices(view, choice)

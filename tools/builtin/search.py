@@ -191,6 +191,9 @@ class SearchIndex:
         return hits
 
 
+_END = "\n[end of document]"
+
+
 def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20, open_chars: int = 8000) -> Toolset:
     """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``."""
 
@@ -224,7 +227,9 @@ def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20,
             raise ToolError(f"no document with id {doc_id!r}; use an id exactly as search returned it") from None
         body = d.text[max(0, offset) : max(0, offset) + open_chars]
         rest = len(d.text) - max(0, offset) - len(body)
-        more = f"\n…[{rest} more characters; call open with offset={offset + len(body)}]" if rest > 0 else ""
+        # The end is said too: told nothing of where a document ends, a small model paged through one it
+        # had read whole (offset 100, 200, ... 500 of a 300-character document) instead of answering.
+        more = f"\n…[{rest} more characters; call open with offset={offset + len(body)}]" if rest > 0 else _END
         return f"{d.title}\ndoc_id: {d.id}\n\n{body}{more}"
 
     blocking = dict(blocking=True)  # BM25 scoring is CPU work: keep it off the event loop

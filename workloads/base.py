@@ -235,12 +235,15 @@ def episode_for(task: Task, mode: Mode = "swarm") -> Episode:
 
 
 def _task_start(request: ModelRequest) -> int:
-    """Index of the agent's task: the last user message. Earlier turns are context the prompt
-    carries (a small-model profile's worked example), not this episode's conversation."""
-    for i in range(len(request.messages) - 1, -1, -1):
-        if isinstance(request.messages[i], UserMessage):
+    """Index of the agent's task: the last user message that follows no tool result or user message
+    (those are a coach's notices: "If the results above answer ..."). Earlier turns are context the
+    prompt carries (a small-model profile's worked example), not this episode's conversation."""
+    msgs = request.messages
+    users = [i for i, m in enumerate(msgs) if isinstance(m, UserMessage)]
+    for i in reversed(users):
+        if i == 0 or not isinstance(msgs[i - 1], ToolMessage | UserMessage):
             return i
-    return len(request.messages)
+    return users[-1] if users else len(msgs)
 
 
 def user_text(request: ModelRequest) -> str:

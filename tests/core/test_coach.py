@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.coach import COACHES, NoCoach, SmallModelCoach
-from subagents.coach import LAST_STEP_NOTICE, NoStepCoach, SmallModelStepCoach, StepView, hold_after_first
+from orchestrator.coach import COACHES, NoCoach, SmallModelCoach, one_part
+from subagents.coach import (
+    LAST_STEP_NOTICE,
+    TASK_NOTICE,
+    NoStepCoach,
+    SmallModelStepCoach,
+    StepView,
+    hold_after_first,
+)
 from swarm.backend import ModelRequest
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import AssistantMessage, ToolMessage, UserMessage
@@ -234,6 +241,42 @@ def test_a_small_models_step_coach_calls_a_tool_first_and_answers_last() -> None
     assert set(coach.review(calls)) == {calls[1].id, calls[2].id} == set(hold_after_first(calls))
     capable = NoStepCoach()
     assert capable.tool_choice(StepView(0, 4, True, False)) == "auto" and capable.review(calls) == {}
+
+
+# -- the question again, after a small model's own tool results on a one-part task --------------------
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_a_small_model_is_asked_the_question_again_after_its_own_tool_results(subagents: bool) -> None:
+    task = "In which year was Drari Robotics founded? Look it up; do not guess."
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999"], model=SMALL)
+    await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
+    policy.assert_consumed()
+    assert notice(policy.calls[0]) == task
+    assert notice(policy.calls[1]) == f'If the results above answer the question "{task}", answer it now in plain text.'
+    # a list task gets no such notice (its single agent has more to look up), nor does a capable model
+    for model, text in ((SMALL, "When were Drari Robotics and Velo Foods founded?"), ("gpt-4o", task)):
+        policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999"], model=model)
+        await Orchestrator(policy, SwarmConfig(subagents=False), tools=[search]).run(text)
+        assert isinstance(policy.calls[1].messages[-1], ToolMessage)
+
+
+async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_result() -> None:
+    task = "In which year was Drari Robotics founded?"
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=task)], "1999"], model=SMALL)
+    workers = ScriptedBackend([[call("search", query="Drari Robotics")], "1999"], model=SMALL)
+    config = SwarmConfig(orchestrator_tools=[], subagent_tools=["search"])
+    record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run(task)
+    workers.assert_consumed()
+    assert record.subagent_results[0].report == "1999"
+    assert notice(workers.calls[1]) == TASK_NOTICE.format(task=task)
+    # the step coach: after a tool result on a one-part task, not on a list task, not on the last step
+    coach = SmallModelStepCoach(one_part=one_part)
+    assert coach.notices(StepView(1, 4, True, True, task), "auto") == (TASK_NOTICE.format(task=task),)
+    assert coach.notices(StepView(1, 4, True, True, "Find the capitals of France and Japan."), "auto") == ()
+    assert coach.notices(StepView(1, 4, True, False, task), "auto") == ()
+    assert coach.notices(StepView(3, 4, True, True, task), "none") == (LAST_STEP_NOTICE,)
+    assert SmallModelStepCoach().notices(StepView(1, 4, True, True, task), "auto") == ()
 
 
 def test_no_coaching_names_are_left_in_the_protocol_modules() -> None:

@@ -77,6 +77,12 @@ async def test_search_and_open_tools() -> None:
         assert not opened.is_error and opened.content.splitlines()[1] == f"doc_id: {doc_id}"
     r = await execute_tool(ToolCall(id="2", name="open", arguments={"doc_id": "c"}), tools, ctx)
     assert "Leather boots, waterproof" in r.content
+    # a whole document says it ended (a small model paged on through one it had read whole); a cut one
+    # says how to read on
+    assert r.content.endswith("\n[end of document]")
+    short = ToolRegistry([search_toolset(SearchIndex(Corpus(_docs())), open_chars=10)]).resolve(["search"])
+    r = await execute_tool(ToolCall(id="5", name="open", arguments={"doc_id": "c"}), short, ctx)
+    assert "more characters; call open with offset=10]" in r.content and "[end of document]" not in r.content
     r = await execute_tool(ToolCall(id="3", name="open", arguments={"doc_id": "nope"}), tools, ctx)
     assert r.is_error and "no document with id 'nope'" in r.content
     r = await execute_tool(ToolCall(id="4", name="search", arguments={"query": "x", "k": 50}), tools, ctx)

@@ -46,11 +46,9 @@ from orchestrator.cluster._ray import (
     check_fits,
     kill_all,
     pickled_size,
-    remote_class,
     require_asyncio,
-    wait_started,
 )
-from orchestrator.cluster.slots import LeasingActor, start_slot_pool
+from orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
 from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
 from swarm.errors import ClusterError, ErrorType
 
@@ -384,19 +382,21 @@ class RayExecutor:
                 keep_records=False,
                 probe=runner.probe,
             )
-            worker = remote_class(EpisodeWorker)
-            actors = []
-            for i in range(n_actors):
-                key = f"episodes-{i}"
-                h = worker.options(
-                    num_cpus=self.num_cpus,
-                    max_concurrency=32,  # serve, exchange, and monitoring calls
-                    max_restarts=self.max_restarts,
-                    max_task_retries=0,  # the driver reruns, so nothing runs (or is written) twice
-                ).remote(shipped, pool_name, key, self.gc_freeze)
-                handles.append(h)
-                actors.append(_Actor(i, key, h))
-            await wait_started(ray, [(f"Ray actor {a.key}", a.handle) for a in actors], "start the episode runner")
+            keys = [f"episodes-{i}" for i in range(n_actors)]
+            started_actors = await start_leasing_actors(
+                ray,
+                EpisodeWorker,
+                shipped,
+                keys,
+                pool_name=pool_name,
+                gc_freeze=self.gc_freeze,
+                num_cpus=self.num_cpus,
+                max_concurrency=32,  # serve, exchange, and monitoring calls
+                max_restarts=self.max_restarts,
+                doing="start the episode runner",
+            )
+            handles += started_actors
+            actors = [_Actor(i, key, h) for i, (key, h) in enumerate(zip(keys, started_actors, strict=True))]
             started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])

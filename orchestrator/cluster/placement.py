@@ -39,12 +39,10 @@ from orchestrator.cluster._ray import (
     check_fits,
     kill_all,
     pickled_size,
-    remote_class,
     require_asyncio,
-    wait_started,
 )
 from orchestrator.cluster.recipe import Recipe
-from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, start_slot_pool
+from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, start_leasing_actors, start_slot_pool
 from orchestrator.placement import (
     Finished,
     PlacedRun,
@@ -169,20 +167,24 @@ class RayPlacement:
                 if pool_name is None:
                     pool_name, pool = start_slot_pool()
                     self._owned.append(pool)
-            worker = remote_class(SubagentWorker)
             tag = uuid.uuid4().hex[:8]
-            handles = [
-                worker.options(
-                    num_cpus=self.num_cpus, max_concurrency=100_000, max_restarts=4, max_task_retries=0
-                ).remote(self.kit, pool_name, f"subagents-{tag}-{i}", self.gc_freeze)
-                for i in range(self.n_actors)
-            ]
-            self._owned.extend(handles)
             try:
-                await wait_started(ray, [(f"sub-agent actor {i}", h) for i, h in enumerate(handles)], "build the kit")
+                handles = await start_leasing_actors(
+                    ray,
+                    SubagentWorker,
+                    self.kit,
+                    [f"subagents-{tag}-{i}" for i in range(self.n_actors)],
+                    pool_name=pool_name,
+                    gc_freeze=self.gc_freeze,
+                    num_cpus=self.num_cpus,
+                    max_concurrency=100_000,
+                    max_restarts=4,
+                    doing="build the kit",
+                )
             except ConfigError:
                 self.close()
                 raise
+            self._owned.extend(handles)
             self._actors = handles
 
     def close(self) -> None:

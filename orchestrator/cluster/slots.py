@@ -28,17 +28,17 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
 
-from orchestrator.cluster._ray import remote_class
+from orchestrator.cluster._ray import kill_all, remote_class, wait_started
 from swarm import _aio
 from swarm.errors import ClusterError
 from swarm.limits import Limiter, use_limits
 
-__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool", "start_slot_pool"]
+__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool", "start_leasing_actors", "start_slot_pool"]
 
 
 # -- the pool (a Ray actor) ---------------------------------------------------------------------------
@@ -510,3 +510,31 @@ class LeasingActor:
         from orchestrator.cluster._ray import process_usage
 
         return process_usage()
+
+
+async def start_leasing_actors(
+    ray: ModuleType,
+    worker: type[LeasingActor],
+    payload: object,
+    keys: list[str],
+    *,
+    pool_name: str | None,
+    gc_freeze: bool,
+    num_cpus: float,
+    max_concurrency: int,
+    max_restarts: int,
+    doing: str,
+) -> list[Any]:
+    """One ``worker(payload, pool_name, key, gc_freeze)`` actor per key, each answering ``ping`` before
+    this returns. No task retries: the driver reruns what a lost actor ran, so nothing runs (or is
+    written) twice. An actor that cannot start is a ConfigError naming it and what it was ``doing``;
+    then, or when this is cancelled, every actor started here is killed."""
+    cls = remote_class(worker)
+    options = {"num_cpus": num_cpus, "max_concurrency": max_concurrency, "max_restarts": max_restarts}
+    handles = [cls.options(**options, max_task_retries=0).remote(payload, pool_name, k, gc_freeze) for k in keys]
+    try:
+        await wait_started(ray, [(f"Ray actor {k}", h) for k, h in zip(keys, handles, strict=True)], doing)
+    except BaseException:
+        kill_all(ray, handles)
+        raise
+    return handles

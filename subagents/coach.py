@@ -42,13 +42,12 @@ LAST_STEP_NOTICE = (
 model whose tools are withdrawn keeps writing calls as text, or reports NOT FOUND for an entity whose
 document it has just opened (Qwen2.5-Coder-1.5B on the wide lookup)."""
 
-TASK_NOTICE = (
-    'Your task: "{task}". If the results above hold everything it asks, answer it now in the form your '
-    "instructions ask for; otherwise call the next tool."
-)
+TASK_NOTICE = 'If the results above answer your task "{task}", answer it now in the form your instructions ask for.'
 """Told a tool-first sub-agent on a one-part task after each tool result but its last: without it,
 Qwen2.5-Coder-1.5B reported NOT FOUND right after a search, or an open, whose result held the answer
-(controls, test split seed 1126: 6 of 10 look-ups; dev: 6 of 6 replayed steps, none with it)."""
+(controls, test split seed 1126: 6 of 10 look-ups; dev: 6 of 6 replayed steps NOT FOUND without it, 6 of 6
+right with this wording; an earlier wording that added "otherwise call the next tool" left 3 of 5 dev
+researchers at NOT FOUND)."""
 
 _ONE_CALL = (
     "not run: call one tool per turn. It was written before the result of your {} call "

@@ -33,6 +33,7 @@ def _doctor_row(name: str) -> str:
 
 
 @needs_model
+@pytest.mark.integration  # doctor hashes (and assembles) every installed model: the user's cache, not the empty one
 def test_doctor_says_the_context_plan_of_a_default_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")

@@ -97,6 +97,11 @@ def _local_slots(options: dict[str, Any]) -> int:
     return int(options.get("slots") or environment().local_slots or min(int(options.get("fanout") or 8), 16))
 
 
+def _fit_slots(options: dict[str, Any]) -> bool:
+    # Slots nobody set give way to context: fewer, each with the model's full context (sizing.py).
+    return not (options.get("slots") or environment().local_slots)
+
+
 def _local_progress(options: dict[str, Any]) -> Any:
     # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
     return options.get("progress") or None
@@ -114,6 +119,7 @@ def _local_with_adapter(
     engine = LocalEngine(
         model,
         slots=slots + orch_slots,
+        fit_slots=_fit_slots(options),
         ctx_per_slot=_local_ctx(options),
         threads=options.get("threads") or environment().local_threads,
         progress=_local_progress(options),
@@ -192,6 +198,7 @@ def _build_local(model: str | None, base_url: str | None, options: dict[str, Any
     return LocalBackend(
         model,
         slots=_local_slots(options),
+        fit_slots=_fit_slots(options),
         ctx_per_slot=_local_ctx(options),
         threads=options.get("threads") or environment().local_threads,
         # Small local models write far fewer broken calls with grammar-constrained actions.

@@ -46,6 +46,14 @@ def test_local_engine_sizes_come_from_the_environment(monkeypatch: pytest.Monkey
     # room for a 6-item wide lookup's answer turn (4,525 tokens overflowed the old 4,096)
     assert isinstance(default, LocalBackend) and default.engine.auto_context  # sized at start
     assert default.engine.ctx_per_slot == 8192  # the floor until then
+    # slots nobody set give way to a full context at start (sizing.FULL_CONTEXT); set ones stay
+    assert default.engine.fit_slots and default.engine.slots == 8
+    monkeypatch.setenv("SWARM_LOCAL_SLOTS", "3")
+    pinned, _ = build_backends("local", "smollm2-135m")
+    assert isinstance(pinned, LocalBackend) and not pinned.engine.fit_slots and pinned.engine.slots == 3
+    monkeypatch.delenv("SWARM_LOCAL_SLOTS")
+    wide, _ = build_backends("local", "smollm2-135m", slots=12)
+    assert isinstance(wide, LocalBackend) and not wide.engine.fit_slots and wide.engine.slots == 12
     monkeypatch.setenv("SWARM_LOCAL_CTX", "12288")
     orch, _ = build_backends("local", "smollm2-135m")
     assert isinstance(orch, LocalBackend)

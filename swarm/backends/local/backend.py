@@ -36,7 +36,7 @@ class LocalBackend:
     ``slots`` requests decode together, the rest queue.
 
     Args:
-        model, slots, ctx_per_slot, threads, progress: see :class:`LocalEngine` (ignored when
+        model, slots, fit_slots, ctx_per_slot, threads, progress: see :class:`LocalEngine` (ignored when
             ``engine`` is given).
         engine: share an engine (e.g. between tests, or between orchestrator and sub-agents).
         constrain_actions: constrain tool-using turns to the JSON action schema (grammar sampling).
@@ -58,6 +58,7 @@ class LocalBackend:
         *,
         engine: LocalEngine | None = None,
         slots: int = 4,
+        fit_slots: bool = False,
         ctx_per_slot: int | None = 4096,
         threads: int | None = None,
         constrain_actions: bool = False,
@@ -69,7 +70,7 @@ class LocalBackend:
     ) -> None:
         self._own_engine = engine is None if owns_engine is None else owns_engine
         self.engine = engine or LocalEngine(
-            model, slots=slots, ctx_per_slot=ctx_per_slot, threads=threads, progress=progress
+            model, slots=slots, fit_slots=fit_slots, ctx_per_slot=ctx_per_slot, threads=threads, progress=progress
         )
         self.constrain_actions = constrain_actions
         self.timeout = timeout

@@ -57,6 +57,9 @@ class LocalEngine:
         model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
             installed model.
         slots: parallel sequences (size it to the sub-agent fan-out).
+        fit_slots: with ``ctx_per_slot=None``, start fewer than ``slots`` where the free memory cannot
+            give each the model's full context up to 32,768 tokens (``auto_context``); the
+            :attr:`slots` chosen are known after :meth:`plan` or :meth:`start`.
         ctx_per_slot: context length of each slot in tokens; ``None`` sizes it at start from the
             model and the free memory (:func:`~swarm.backends.local.sizing.auto_context`, at least
             8,192, at most the trained context), said in :attr:`context_note`.
@@ -86,6 +89,7 @@ class LocalEngine:
         adapter_version: str | None = None,
         adapter_slots: int | None = None,
         prefix_cache: bool = True,
+        fit_slots: bool = False,
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
@@ -102,6 +106,7 @@ class LocalEngine:
         self.context_note = "" if ctx_per_slot is None else f"{ctx_per_slot} tokens per slot x {slots} slots (set)"
         """How :attr:`ctx_per_slot` was chosen (the run header and ``swarm doctor`` show it)."""
         self._planned = ctx_per_slot is not None
+        self.fit_slots = fit_slots
         self._threads = threads
         self.progress = progress
         self.lora_adapters = tuple(Path(a) for a in lora_adapters)
@@ -210,8 +215,9 @@ class LocalEngine:
     def _plan(self) -> None:
         self.name, self.path = resolve_model(self.requested, self.progress)
         if not self._planned:
-            plan = auto_context(self.path, self.slots)
-            self.ctx_per_slot, self.context_note = plan.ctx_per_slot, plan.note
+            keep = self.adapter_slots + 1 if self.lora_adapters else 1
+            plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots, keep=keep)
+            self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
             self._planned = True
 
     def remember_grammar(self, key: str, enforced: bool) -> None:

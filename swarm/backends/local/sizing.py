@@ -6,6 +6,13 @@ values): 28 KiB on Qwen2.5-Coder-1.5B, 12 KiB on the 0.5B. :func:`auto_context` 
 much context as three quarters of the memory available now (less the model file) holds, capped by
 the context the model was trained with and rounded down to 1,024 tokens; never less than
 :data:`MIN_CONTEXT`. The shape is read from the GGUF file's metadata (:func:`gguf_shape`).
+
+With ``fit_slots`` (the default engine when nobody set the slots), context comes before width: where
+the memory cannot give every asked-for slot :data:`FULL_CONTEXT` (or the trained context, if shorter),
+the engine starts fewer slots that each get it. On this 24 GiB machine with 13 GiB free, 16 slots of
+the 1.5B would get 19,456 tokens each and a sub-agent reading a few documents overflows; 9 slots get
+32,768. Two cores decode no faster with more than about eight sequences at once, and the sub-agents
+beyond the slots wait unstarted (their time limit counts their own work only).
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from typing import BinaryIO
 
 from swarm.errors import ConfigError
 
-__all__ = ["MIN_CONTEXT", "ContextPlan", "ModelShape", "auto_context", "available_memory", "gguf_shape"]
+__all__ = ["FULL_CONTEXT", "MIN_CONTEXT", "ContextPlan", "ModelShape", "auto_context", "available_memory", "gguf_shape"]
 
 MIN_CONTEXT = 8192
 """The floor of an automatic per-slot context (the fixed default before it was sized)."""
+FULL_CONTEXT = 32768
+"""The per-slot context ``fit_slots`` keeps (issue 29: at least 32 k for the 1.5B on this machine)."""
 MEMORY_SHARE = 0.75
 """The share of the available memory the KV cache and the model may take."""
 
@@ -44,6 +53,8 @@ class ContextPlan:
 
     ctx_per_slot: int
     note: str
+    slots: int
+    """The slots to start: as asked, or fewer with ``fit_slots``."""
 
 
 def _read(f: BinaryIO, fmt: str) -> int | float | bool:
@@ -111,20 +122,28 @@ def available_memory() -> int | None:
     return None
 
 
-def auto_context(path: Path, slots: int, available: int | None = None) -> ContextPlan:
+def auto_context(
+    path: Path, slots: int, available: int | None = None, *, fit_slots: bool = False, keep: int = 1
+) -> ContextPlan:
     """Each of ``slots`` slots' context for the model at ``path`` (see the module docstring);
-    ``available``: bytes of free memory (default: :func:`available_memory`)."""
+    ``available``: bytes of free memory (default: :func:`available_memory`). ``fit_slots``: start fewer
+    slots (never under ``keep``) where ``slots`` cannot each hold :data:`FULL_CONTEXT`."""
     shape = gguf_shape(path)
     free = available if available is not None else available_memory()
     if free is None:
         ctx = min(MIN_CONTEXT, shape.context_length)
-        return ContextPlan(ctx, f"{ctx} tokens per slot (free memory unknown; trained {shape.context_length})")
-    room = int(free * MEMORY_SHARE) - path.stat().st_size
-    fits = max(0, room) // (slots * shape.kv_bytes_per_token) // 1024 * 1024
+        return ContextPlan(ctx, f"{ctx} tokens per slot (free memory unknown; trained {shape.context_length})", slots)
+    room = max(0, int(free * MEMORY_SHARE) - path.stat().st_size)
+    asked = slots
+    if fit_slots:
+        full = min(FULL_CONTEXT, shape.context_length)
+        slots = max(keep, min(slots, room // (full * shape.kv_bytes_per_token)))
+    fits = room // (slots * shape.kv_bytes_per_token) // 1024 * 1024
     ctx = max(min(fits, shape.context_length), min(MIN_CONTEXT, shape.context_length))
     kv = ctx * slots * shape.kv_bytes_per_token / 2**30
+    fewer = f" ({asked} asked: fewer, so each holds {min(FULL_CONTEXT, shape.context_length)})" if slots < asked else ""
     note = (
-        f"{ctx} tokens per slot x {slots} slots (trained {shape.context_length}; KV cache {kv:.1f} GiB at "
+        f"{ctx} tokens per slot x {slots} slots{fewer} (trained {shape.context_length}; KV cache {kv:.1f} GiB at "
         f"{shape.kv_bytes_per_token // 1024} KiB/token of {free / 2**30:.1f} GiB available)"
     )
-    return ContextPlan(ctx, note)
+    return ContextPlan(ctx, note, slots)

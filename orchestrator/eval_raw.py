@@ -80,6 +80,9 @@ class Provenance(_Frozen):
     subagent_model_sha256: str | None = None
     adapter: str | None = Field(None, description="the orchestrator's LoRA adapter (None: the base model)")
     adapter_sha256: str | None = None
+    engine: str | None = Field(
+        None, description="the local engines' plans: context per slot, slots and why (None: no local engine)"
+    )
 
 
 class _OfRun(_Frozen):

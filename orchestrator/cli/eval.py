@@ -28,6 +28,7 @@ from rich.text import Text
 from orchestrator.adapters import resolve_orchestrator_adapter
 from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.discovery import resolve_config
+from orchestrator.cli.engines import engine_notes
 from orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
@@ -448,7 +449,8 @@ def _banner(job: _EvalJob, run_id: str | None, resumed: int, todo: int, configs:
         f"swarm eval · {job.wl.name} · split {job.split} · seed {job.seed} · n {len(job.tasks)} · "
         f"arms {','.join(job.arms)}" + (f" · {job.samples} samples per task" if job.samples > 1 else "") + "\n"
         f"  model {model} · backend {job.backend} · commit {commit}\n"
-        f"  budgets {_budget_text(job, configs)}\n"
+        + "".join(f"  {line}\n" for line in (p.engine or "").splitlines())
+        + f"  budgets {_budget_text(job, configs)}\n"
         f"  run {run_id}: {todo} episode(s) to run, {job.concurrent} at once"
         + (f"; {resumed} already done (resumed)" if resumed else ""),
         highlight=False,
@@ -578,6 +580,7 @@ def provenance(backend: str, pair: BackendPair, extras: dict[str, Any]) -> Prove
         subagent_model_sha256=_model_sha256(sub_name),
         adapter=str(adapter.path) if adapter else None,
         adapter_sha256=file_sha256(adapter.path) if adapter else None,
+        engine="\n".join(engine_notes(pair)) or None,
     )
 
 

@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from orchestrator.cli.discovery import resolve_config
+from orchestrator.cli.engines import engine_notes
 from orchestrator.cli.eval import ADAPTER_OPTION
 from orchestrator.cli.live import (
     NO_ANSWER,
@@ -70,8 +71,7 @@ from orchestrator.environment import environment
 from orchestrator.recorder import RecordWriter
 from orchestrator.store import records_dir
 from orchestrator.tasks import large_task_warning
-from swarm.backends.local import LocalEngine
-from swarm.errors import ConfigError, LargeInputWarning, UserError
+from swarm.errors import LargeInputWarning, UserError
 from swarm.events import EpisodeFinished, Event
 from swarm.records import EpisodeRecord, Task
 from swarm.tracing import Telemetry
@@ -425,26 +425,9 @@ def execute(
     return _exit_code(writer.records, writer.paths, interrupted)
 
 
-SLOTS_WHY = "slots: one per sub-agent a stage runs at once ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
-
-
 def engine_header(plan: RunPlan) -> list[str]:
-    """The run header's lines on the local engines the plan runs: each slot's context, the slots and
-    why (:meth:`swarm.backends.local.LocalEngine.plan`: the model is found and sized, not loaded). An
-    engine that cannot be planned says nothing here: its first request fails with the fix."""
-    engines: dict[int, LocalEngine] = {}
-    for b in plan.backends():
-        engine = getattr(b, "engine", None)
-        if isinstance(engine, LocalEngine):
-            engines.setdefault(id(engine), engine)
-    lines = []
-    for engine in engines.values():
-        try:
-            note = engine.plan()
-        except ConfigError:
-            continue
-        lines.append(f"local engine {engine.name}: {note}; {SLOTS_WHY}")
-    return lines
+    """The run header's lines on the local engines the plan runs (:func:`engine_notes`)."""
+    return engine_notes(plan.backends())
 
 
 def _annotations(plan: RunPlan, telemetry: Tracing) -> Callable[[EpisodeRecord], dict[str, Any]]:

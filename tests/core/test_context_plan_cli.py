@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from orchestrator.backend_factory import build_backends
 from orchestrator.cli import app
+from orchestrator.cli.eval import provenance
 from orchestrator.cli.plan import RunRequest, make_plan
 from orchestrator.cli.run import engine_header
 from swarm.backends.local import LocalBackend, engine_available, model_available
@@ -66,6 +68,19 @@ def test_the_run_header_is_the_plan_the_engine_starts_with(monkeypatch: pytest.M
     assert line.startswith(f"local engine {MODEL}: 3072 tokens per slot x 2 slots (set);")
     # a backend that is not the local engine has no plan to show
     assert engine_header(make_plan(RunRequest(demo="capitals", backend="scripted"))) == []
+
+
+@needs_model
+def test_an_eval_manifest_records_the_plan_its_engine_starts_with() -> None:
+    pair = build_backends("local", MODEL, slots=2)
+    prov = provenance("local", pair, {})
+    assert prov.engine is not None and prov.engine.startswith(
+        f"local engine {MODEL}: 8192 tokens per slot x 2 slots (trained 8192; KV cache"
+    )
+    orch = pair[0]
+    assert isinstance(orch, LocalBackend) and orch.engine.slots == 2 and not orch.engine.started
+    scripted = build_backends("scripted", "capitals")
+    assert provenance("scripted", scripted, {}).engine is None  # no local engine, no plan
 
 
 @needs_model

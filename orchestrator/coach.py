@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.admission import ASSIGN, CREATE, resolve_agent
 from subagents.coach import NoStepCoach, Refusal, SmallModelStepCoach, StepCoach, ToolChoice, hold_after_first
-from subagents.loop import call_signature, repeat_notice
+from subagents.turns import call_signature, repeat_notice
 from swarm.errors import ErrorType
 from swarm.messages import ToolCall
 from swarm.records import AgentDefinition, EpisodeStatus

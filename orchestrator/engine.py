@@ -27,14 +27,8 @@ from orchestrator.hedging import run_hedged
 from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
 from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
-from subagents.loop import (
-    SubagentRun,
-    SubagentRuntime,
-    call_model,
-    retry_malformed,
-    run_subagents,
-    run_tool_calls,
-)
+from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
+from subagents.turns import call_model, retry_malformed, run_tool_calls
 from swarm import limits
 from swarm._aio import running_loop
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, context_window, parallel_slots

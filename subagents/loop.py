@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,6 +19,7 @@ from typing import Protocol
 import anyio
 
 from subagents.coach import NoStepCoach, StepCoach, StepView
+from subagents.turns import call_model, call_signature, repeat_notice, retry_malformed, run_tool_calls
 from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage, context_window
 from swarm.backends.toolparse import clean_answer
 from swarm.context import EXHAUSTED_NOTICE, excerpt, fit_context, prompt_limit
@@ -29,20 +29,14 @@ from swarm.limits import Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.records import AgentDefinition, AgentStatus, ContextCut, StepRecord, SubagentResult, ToolResult
 from swarm.tracing import SpanHandle, Telemetry, attr
-from tools.registry import Tool, ToolContext, execute_tool
+from tools.registry import Tool, ToolContext
 
 __all__ = [
     "StepBudget",
     "SubagentRun",
     "SubagentRuntime",
-    "call_model",
-    "call_signature",
-    "malformed_feedback",
     "partial_report",
-    "repeat_notice",
-    "retry_malformed",
     "run_subagents",
-    "run_tool_calls",
 ]
 
 
@@ -61,84 +55,6 @@ class StepBudget(Protocol):
 _NO_USAGE = Usage()
 _COMPLETED = AgentStatus.COMPLETED
 _INTERRUPTED = "interrupted {} (the sub-agent's timeout or wall-time budget share, or the episode's cancellation)"
-
-
-def malformed_feedback(error: str, *, cut_at: int | None = None) -> str:
-    """What an agent is told after emitting tool-call output that could not be parsed
-    (``cut_at``: the output stopped at this token limit, which is usually why)."""
-    if cut_at is not None:
-        return (
-            f"Your last message was cut off at the limit of {cut_at} tokens before the tool call was complete. "
-            "Write shorter calls (short task texts, fewer calls per message), or answer in plain text."
-        )
-    return (
-        f"Your last message could not be parsed as a tool call ({error}). "
-        'Emit each tool call as JSON {"name": ..., "arguments": {...}} inside <tool_call></tool_call> '
-        "tags, or answer in plain text without tool calls."
-    )
-
-
-def call_signature(call: ToolCall) -> str:
-    """A call's identity for repeat detection: its name and arguments, not its id."""
-    return json.dumps({"name": call.name, "arguments": call.arguments}, sort_keys=True, ensure_ascii=False)
-
-
-def repeat_notice(error: str) -> str:
-    """The error a model gets for a call it already made, verbatim, with the same failure."""
-    return (
-        "You already made exactly this call and it failed. Do not repeat it: fix what the error says, "
-        f"or answer in plain text now. The error was: {error}"
-    )
-
-
-async def call_model(
-    backend: ModelBackend, request: ModelRequest, telemetry: Telemetry, messages: Sequence[Message]
-) -> Completion | Exception:
-    """One generation inside its ``chat`` span, for the orchestrator and sub-agent loops alike.
-
-    A backend that raises is returned as its exception (recorded on the span): what a failed call
-    means is the calling loop's decision. Cancellation propagates. ``messages``: the list the
-    request's messages were taken from (the span reads it only when content capture is on).
-    """
-    if not telemetry.enabled:  # what the null span would do, without entering it
-        try:
-            return await backend.complete(request)
-        except Exception as exc:
-            return exc
-    with telemetry.chat(model=backend.model, backend=backend, sampling=request.sampling, messages=messages) as span:
-        try:
-            completion = await backend.complete(request)
-        except Exception as exc:
-            span.fail(type(exc).__name__, str(exc))
-            return exc
-        telemetry.completion(span, completion)
-    return completion
-
-
-def retry_malformed(
-    messages: list[Message],
-    completion: Completion,
-    *,
-    max_tokens: int,
-    retries: int,
-    max_retries: int,
-    who: str = "model",
-) -> str | None:
-    """Feed back a completion whose tool-call output could not be parsed (``completion.parse_error``).
-
-    Appends what the model wrote and what was wrong with it to ``messages``, so the next generation
-    can fix it (``max_tokens``: the request's token limit, named when the output was cut off there).
-    ``retries`` counts malformed outputs so far, this one included; once it exceeds
-    ``max_retries`` the agent fails, and the reason is returned (``None`` while retries are left).
-    The caller owns the counter; ``who`` names the agent in the reason.
-    """
-    error = completion.parse_error or "unparseable output"
-    messages.append(AssistantMessage(content=completion.text))
-    cut = max_tokens if completion.finish_reason == "length" else None
-    messages.append(UserMessage(content=malformed_feedback(error, cut_at=cut)))
-    if retries > max_retries:
-        return f"{who} output stayed malformed after {max_retries} retries: {error}"
-    return None
 
 
 PARTIAL_RESULTS = 3
@@ -225,44 +141,6 @@ class _Fail:
 _Next = _Continue | _Finish | _Fail
 _CONTINUE = _Continue()
 _NO_SCOPE = contextlib.nullcontext()
-
-
-async def _tool_call(
-    c: ToolCall,
-    tools: Mapping[str, Tool],
-    ctx: ToolContext,
-    telemetry: Telemetry,
-    clock: Callable[[], float],
-) -> ToolResult:
-    if not telemetry.enabled:  # what the null span would do, without entering it
-        return await execute_tool(c, tools, ctx, clock)
-    with telemetry.tool(name=c.name, call_id=c.id, arguments=c.arguments) as span:
-        r = await execute_tool(c, tools, ctx, clock)
-        if r.is_error:
-            span.fail(r.error_type or ErrorType.TOOL, r.content)
-        telemetry.content(span, attr.TOOL_RESULT, r.content)
-    return r
-
-
-async def run_tool_calls(
-    calls: Sequence[ToolCall],
-    tools: Mapping[str, Tool],
-    ctx: ToolContext,
-    telemetry: Telemetry,
-    clock: Callable[[], float],
-) -> list[ToolResult]:
-    """Execute one turn's tool calls; several run concurrently. Results keep the calls' order."""
-    if len(calls) == 1:
-        return [await _tool_call(calls[0], tools, ctx, telemetry, clock)]
-    results: list[ToolResult | None] = [None] * len(calls)
-
-    async def one(i: int, c: ToolCall) -> None:
-        results[i] = await _tool_call(c, tools, ctx, telemetry, clock)
-
-    async with anyio.create_task_group() as tg:
-        for i, c in enumerate(calls):
-            tg.start_soon(one, i, c)
-    return [r for r in results if r is not None]
 
 
 @dataclass(slots=True)

@@ -283,6 +283,6 @@ def test_no_coaching_names_are_left_in_the_protocol_modules() -> None:
     names = re.compile(
         r"delegate|split_nudge|distinct|tool_first|one_call|must_act|stuck|FINAL_NOTICE|ALREADY_DONE", re.I
     )
-    for path in ("orchestrator/engine.py", "orchestrator/admission.py", "subagents/loop.py"):
+    for path in ("orchestrator/engine.py", "orchestrator/admission.py", "subagents/loop.py", "subagents/turns.py"):
         hits = [line for line in (ROOT / path).read_text().splitlines() if names.search(line)]
         assert hits == [], f"{path} names coaching tactics: {hits}"

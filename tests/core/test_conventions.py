@@ -31,6 +31,7 @@ MODEL_FACING = (
     "orchestrator/engine.py",
     "orchestrator/admission.py",
     "subagents/loop.py",
+    "subagents/turns.py",
     "tools/registry.py",
 )
 _VALIDATORS = {"field_validator", "model_validator"}  # pydantic wants ValueError from these
@@ -230,3 +231,23 @@ def test_a_validation_error_becomes_one_line_naming_each_field() -> None:
         validation_problems(bad_whole.value, "outer")
         == "outer: Input should be a valid dictionary or instance of Outer"
     )
+
+
+def test_both_loops_take_the_turn_primitives_from_their_neutral_home() -> None:
+    """The orchestrator's loop never reaches into the sub-agent loop for what both share."""
+    import subagents.loop
+    import subagents.turns
+
+    shared = set(subagents.turns.__all__)
+    assert {"call_model", "retry_malformed", "run_tool_calls", "call_signature", "repeat_notice"} <= shared
+    assert all(getattr(subagents.turns, n).__module__ == "subagents.turns" for n in shared)
+    assert not shared & set(subagents.loop.__all__)
+    reached = [
+        f"{p.relative_to(ROOT)}: {alias.name}"
+        for p in _library_files()
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "subagents.loop"
+        for alias in node.names
+        if alias.name in shared
+    ]
+    assert not reached, f"turn primitives imported from subagents.loop: {reached}"

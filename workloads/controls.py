@@ -31,7 +31,7 @@ from swarm.backend import Completion, ModelRequest
 from swarm.config import SwarmConfig
 from swarm.function_backend import FunctionBackend, call
 from swarm.records import EpisodeRecord, Task
-from swarm.verifiers.attribution import fold, hedged, segments
+from swarm.verifiers.attribution import clauses, fold, hedged, segments
 from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind
 from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages
 from workloads.research import FICTION, SWARM_NOTE, research_tools, research_world
@@ -91,18 +91,62 @@ def _numbers(text: str) -> set[float]:
     return {float(m.group(0).replace(",", "")) for m in _NUMBER_RE.finditer(text)}
 
 
-def lookup_right(answer: str, gold: str, rivals: Sequence[str], *, numeric: bool, question: str = "") -> bool:
+_CUES: dict[str, re.Pattern[str]] = {
+    attr: re.compile(rf"(?<![^\W\d_]){pattern}", re.IGNORECASE)
+    for attr, pattern in {
+        "founded": r"(?:found|establish|start|since|year)",
+        "employees": r"(?:employ|staff|people|worker|headcount|person)",
+        "born": r"(?:born|birth|year|age)",
+        "launched": r"(?:sold|launch|releas|introduc|market|year|debut|on sale)",
+        "price": r"(?:\$|pric|cost|dollar|usd|sells? for)",
+        "weight_g": r"(?:weigh|gram|g\b|kg|mass|heav)",
+    }.items()
+}
+"""Words that say a number is the asked attribute's: another number beside them is a competing value."""
+_MAX_OTHER_NUMBERS = 4
+"""Other facts an over-complete answer may carry (the rest of the entity's document), each labelled."""
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def lookup_right(
+    answer: str, gold: str, rivals: Sequence[str], *, numeric: bool, question: str = "", attr: str = ""
+) -> bool:
     """Whether ``answer`` gives ``gold`` as the one value: it holds it, no segment holding it hedges,
-    and it offers no other candidate (a rival value; for a number, any number not in ``question``)."""
+    and it offers no other candidate (a rival value anywhere; for a number, see :func:`_numbers_right`)."""
     if numeric:
-        want = float(gold.replace(",", ""))
-        allowed = _numbers(question) | {want}
-        holding = [s for s in segments(answer) if want in _numbers(s)]
-        return bool(holding) and not any(map(hedged, holding)) and _numbers(answer) <= allowed
+        return _numbers_right(answer, gold, rivals, question, _CUES.get(attr))
     g, text = fold(gold), fold(answer)
     holding = [s for s in segments(answer) if g in fold(s)]
     rival_named = any(fold(r) in text for r in rivals if fold(r) != g and g not in fold(r))
     return bool(holding) and not any(map(hedged, holding)) and not rival_named
+
+
+def _numbers_right(answer: str, gold: str, rivals: Sequence[str], question: str, cue: re.Pattern[str] | None) -> bool:
+    """A number look-up: the gold number in an unhedged segment and no rival value. Other numbers (not
+    in the question) may stand beside it only as other labelled facts, as in an answer that repeats the
+    entity's document ("first sold in 2022. It is priced at $825.39 and weighs 1,148 grams."): at most
+    :data:`_MAX_OTHER_NUMBERS`, each in a clause with words that do not name the asked attribute, and
+    the gold's clause names it. "2021, 2022", "sold in 2021, 2022" and a dump of numbers do not score."""
+    want = float(gold.replace(",", ""))
+    allowed = _numbers(question) | {want}
+    segs = segments(answer)
+    if not any(want in _numbers(s) for s in segs) or any(hedged(s) for s in segs if want in _numbers(s)):
+        return False
+    rival_values = {float(r.replace(",", "")) for r in rivals if _NUMBER_RE.fullmatch(r.strip())}
+    others = _numbers(answer) - allowed
+    if others & rival_values:
+        return False
+    if not others:
+        return True
+    units = [c for s in segs for c in clauses(s)]
+    gold_units = [c for c in units if want in _numbers(c)]
+    other_units = [c for c in units if _numbers(c) - allowed]
+    return (
+        cue is not None
+        and len(others) <= _MAX_OTHER_NUMBERS
+        and any(cue.search(c) for c in gold_units)
+        and all(_WORD.search(c) and not cue.search(c) for c in other_units)
+    )
 
 
 def _arithmetic(rng: random.Random, split: str) -> dict[str, Any]:
@@ -157,7 +201,9 @@ def _scorer(task: Task) -> Callable[[EpisodeRecord], Score]:
     def right(answer: str) -> bool:
         if md["control"] == "lookup":
             numeric = md["attr"] in _NUMERIC
-            return lookup_right(answer, md["gold"], md["rivals"], numeric=numeric, question=task.prompt)
+            return lookup_right(
+                answer, md["gold"], md["rivals"], numeric=numeric, question=task.prompt, attr=md["attr"]
+            )
         return score_answer(answer, md["items"], md["kind"])[0]
 
     def scorer(record: EpisodeRecord) -> Score:

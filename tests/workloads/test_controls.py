@@ -116,6 +116,38 @@ def test_a_lookup_is_right_only_with_the_value_alone() -> None:
     assert lookup_right("The Somi R78 weighs 1,462 grams.", "1462", ["5145"], numeric=True, question="the Somi R78")
 
 
+def test_a_number_look_up_scores_an_over_complete_answer_and_no_competing_value() -> None:
+    """Test seed 1126: the single agent answered with the whole document and was marked wrong, because
+    any other number counted as a competing value."""
+    doc = (
+        "The Seten G46 is a drone made by Stydax Shipping, first sold in 2022. It is priced at $825.39 and "
+        "weighs 1,148 grams. SKU: SE-85058"
+    )
+    q = "In which year was the Seten G46 first sold?"
+    rivals = ["2000", "2008"]
+
+    def right(answer: str, gold: str = "2022", attr: str = "launched", rv: list[str] = rivals) -> bool:
+        return lookup_right(answer, gold, rv, numeric=True, question=q, attr=attr)
+
+    assert right(doc) and right("2022") and right("It was first sold in 2022.")
+    assert right(doc, "1148", "weight_g", ["905"]) and right(doc, "825.39", "price", ["12.50"])
+    for bad in (
+        "2021, 2022",  # two candidates
+        "It was first sold in 2021, 2022.",
+        "first sold in 2022; some sources say it was released in 2019",  # another launch year
+        "first sold in 2022. 2019. 2020.",  # bare numbers beside it
+        "first sold in 2022, priced at $1, weighs 2 g, SKU 3, 4 units, 5 colours",  # too many others
+        doc.replace("2022", "2000") + " Or 2022.",  # a rival value
+        "2022 or 2023",
+        "maybe 2022",
+        " ".join(str(n) for n in range(1990, 2030)),  # a dump
+    ):
+        assert not right(bad), bad
+    # an attribute with no cue list keeps the strict rule: no other number at all
+    assert not lookup_right(doc, "2022", rivals, numeric=True, question=q, attr="unknown")
+    assert lookup_right("2022", "2022", rivals, numeric=True, question=q, attr="unknown")
+
+
 def test_tasks_rotate_kinds_are_deterministic_and_never_ask_for_sub_agents() -> None:
     tasks = WL.tasks(9, seed=3, split="test")
     assert [t.metadata["control"] for t in tasks] == list(CONTROL_KINDS) * 3

@@ -12,11 +12,13 @@ Kinds (``--backend`` / ``--subagent-backend``):
 =================  ===========================================================================
 
 Every option can come from the ``[backend]`` table of the config file (same names, with
-``subagent_backend`` / ``subagent_model`` / ``subagent_base_url``) or from the environment:
-``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``, ``SWARM_SUBAGENT_BACKEND``,
-``SWARM_SUBAGENT_MODEL`` (read by the CLI), and here ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY``
-(else ``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``, ``SWARM_LOCAL_THREADS``.
-Explicit arguments win over the environment.
+``subagent_backend`` / ``subagent_model`` / ``subagent_base_url``). Each kind takes its own options,
+typed and checked once (:mod:`orchestrator.backend_options`: a key the kind does not take, or a bad
+value, is one clear error); an option not given comes from its environment variable, read in
+:mod:`orchestrator.environment` only: ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY`` (else
+``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``, ``SWARM_LOCAL_THREADS``.
+``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``, ``SWARM_SUBAGENT_BACKEND`` and
+``SWARM_SUBAGENT_MODEL`` are read by the CLI. Explicit arguments win over the environment.
 
 When the sub-agents ask for the same kind, model and URL as the orchestrator, one backend (one
 engine) serves both, so a local model is loaded once and its slots batch every agent. A ``local``
@@ -29,14 +31,26 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
-from orchestrator.environment import environment
+from orchestrator.backend_options import (
+    BackendHints,
+    BackendOptions,
+    HTTPOptions,
+    LocalOptions,
+    ScriptedOptions,
+    SharedOptions,
+    TransformersOptions,
+    VLLMEngineOptions,
+    resolve_options,
+    unknown_option,
+)
+from orchestrator.environment import Environment, environment
 from swarm.backend import ModelBackend
-from swarm.backends.openai_http import Flavour
 from swarm.errors import ConfigError, UnknownNameError
 from swarm.registry import Registry
 
@@ -47,110 +61,118 @@ __all__ = [
     "BACKENDS",
     "BACKEND_TABLE_KEYS",
     "BackendBuilder",
+    "BackendKind",
+    "BackendPlan",
+    "backend_kind",
+    "backend_option_keys",
     "build_backend",
     "build_backends",
     "check_local_model",
     "model_identity",
+    "plan_backends",
     "with_subagent_cache",
 ]
 
-_FLAVOURS: tuple[Flavour, ...] = ("auto", "vllm", "llamacpp", "openai")
-_OPTIONS = frozenset(
-    {
-        "api_key",
-        "constrain_actions",
-        "ctx",
-        "device",
-        "dtype",
-        "fanout",
-        "flavour",
-        "launch_burst",
-        "launch_rate",
-        "max_concurrency",
-        "max_retries",
-        "orchestrator_adapter",
-        "progress",
-        "retry_base_delay",
-        "slots",
-        "stop_repeats",
-        "subagent_base_url",
-        "subagent_cache",
-        "threads",
-        "timeout",
-    }
-)
-
-BACKEND_TABLE_KEYS = _OPTIONS | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
-"""The keys a config file's ``[backend]`` table may hold."""
+BACKEND_TABLE_KEYS = frozenset(
+    key
+    for options in (LocalOptions, HTTPOptions, VLLMEngineOptions, TransformersOptions, ScriptedOptions, SharedOptions)
+    for key in options.model_fields
+) | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
+"""The keys a config file's ``[backend]`` table may hold (which kind takes which:
+:mod:`orchestrator.backend_options`)."""
 
 
-def _local_ctx(options: dict[str, Any]) -> int | None:
-    """Each slot's context: as set (``[backend] ctx``, ``SWARM_LOCAL_CTX``), else ``None``: the engine
-    sizes it from the model and the free memory (swarm.backends.local.sizing; 4,096 once overflowed
-    on a 6-entity wide lookup, 8,192 on a single agent reading four companies' documents)."""
-    value = options.get("ctx") or environment().local_ctx
-    return None if value is None else int(value)
-
-
-def _local_slots(options: dict[str, Any]) -> int:
+def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
     # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
-    return int(options.get("slots") or environment().local_slots or min(int(options.get("fanout") or 8), 16))
+    return options.slots or min(hints.fanout or 8, 16)
 
 
-def _fit_slots(options: dict[str, Any]) -> bool:
-    # Slots nobody set give way to context: fewer, each with the model's full context (sizing.py).
-    return not (options.get("slots") or environment().local_slots)
-
-
-def _local_progress(options: dict[str, Any]) -> Any:
-    # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
-    return options.get("progress") or None
+def _fit_slots(options: LocalOptions) -> bool:
+    # Slots nobody set (no [backend] slots, no SWARM_LOCAL_SLOTS) give way to context: fewer, each with
+    # the model's full context (sizing.py).
+    return options.slots is None
 
 
 def _local_with_adapter(
-    model: str | None, adapter: OrchestratorAdapter, options: dict[str, Any]
+    model: str | None, adapter: OrchestratorAdapter, options: LocalOptions, hints: BackendHints
 ) -> tuple[ModelBackend, ModelBackend]:
     """(orchestrator applying ``adapter``, sub-agents on the base model): one engine, whose slots
     are the sub-agents' plus ``max(1, slots // 8)`` reserved for the orchestrator's requests."""
     from swarm.backends.local import LocalBackend, LocalEngine
 
-    slots = _local_slots(options)
+    slots = _local_slots(options, hints)
     orch_slots = max(1, slots // 8)
     engine = LocalEngine(
         model,
         slots=slots + orch_slots,
         fit_slots=_fit_slots(options),
-        ctx_per_slot=_local_ctx(options),
-        threads=options.get("threads") or environment().local_threads,
-        progress=_local_progress(options),
+        # Each slot's context: as set, else sized from the model and the free memory (sizing.py; 4,096
+        # once overflowed on a 6-entity wide lookup).
+        ctx_per_slot=options.ctx,
+        threads=options.threads,
+        progress=hints.progress,
         lora_adapters=[adapter.path],
         adapter_version=adapter.version,
         adapter_slots=orch_slots,
     )
     common: dict[str, Any] = {
         "engine": engine,
-        "constrain_actions": bool(options.get("constrain_actions", True)),
-        "timeout": options.get("timeout") or environment().timeout_s or 600.0,
-        "stop_repeats": bool(options.get("stop_repeats", True)),
+        "constrain_actions": options.constrain_actions,
+        "timeout": options.timeout,
+        "stop_repeats": options.stop_repeats,
     }
     return LocalBackend(lora_scale=1.0, owns_engine=True, **common), LocalBackend(**common)
 
 
-BackendBuilder = Callable[[str | None, str | None, dict[str, Any]], ModelBackend]
-"""``builder(model, base_url, options) -> ModelBackend``: one entry of :data:`BACKENDS`."""
-
-BACKENDS: Registry[BackendBuilder] = Registry("backend")
-"""Backend builders by kind (``--backend`` / ``--subagent-backend`` / ``[backend] kind``)."""
+BackendBuilder = Callable[[str | None, str | None, Any, BackendHints], ModelBackend]
+"""``builder(model, base_url, options, hints) -> ModelBackend``, ``options`` of its kind's model."""
 
 
-def build_backend(kind: str, model: str | None = None, base_url: str | None = None, **options: Any) -> ModelBackend:
-    """One backend of ``kind``; ``options`` as in :func:`build_backends` (``orchestrator_adapter``
-    is applied by :func:`build_backends` only)."""
-    return BACKENDS.get(kind)(model, base_url, options)
+@dataclass(frozen=True, slots=True)
+class BackendKind:
+    """One entry of :data:`BACKENDS`: the builder and the options model it takes (``in_process``: the
+    model without a base URL, where that differs, as for ``vllm``)."""
+
+    build: BackendBuilder
+    options: type[BackendOptions]
+    in_process: type[BackendOptions] | None = None
+
+    def options_for(self, base_url: str | None) -> type[BackendOptions]:
+        return self.in_process if self.in_process is not None and not base_url else self.options
 
 
-def _timeout(options: dict[str, Any], default: float) -> float:
-    return float(options.get("timeout") or environment().timeout_s or default)
+BACKENDS: Registry[BackendKind] = Registry("backend")
+"""Backend kinds by name (``--backend`` / ``--subagent-backend`` / ``[backend] kind``)."""
+
+B = TypeVar("B", bound=BackendBuilder)
+
+
+def backend_kind(
+    name: str, options: type[BackendOptions], *, in_process: type[BackendOptions] | None = None
+) -> Callable[[B], B]:
+    """Register the decorated builder as backend kind ``name`` taking ``options``."""
+
+    def deco(build: B) -> B:
+        BACKENDS.add(name, BackendKind(build, options, in_process))
+        return build
+
+    return deco
+
+
+def build_backend(
+    kind: str,
+    model: str | None = None,
+    base_url: str | None = None,
+    *,
+    fanout: int | None = None,
+    progress: Callable[..., Any] | None = None,
+    **options: Any,
+) -> ModelBackend:
+    """One backend of ``kind``; ``options`` as in :func:`build_backends`, less the ones it takes for
+    every kind (``subagent_base_url``, ``subagent_cache``, ``orchestrator_adapter``)."""
+    entry = BACKENDS.get(kind)
+    typed = _kind_options(((kind, base_url, ""),), options, environment(), shared=False)[0]
+    return entry.build(model, base_url, typed, BackendHints(fanout, progress))
 
 
 def _local_takes_no_url(base_url: str | None) -> None:
@@ -189,59 +211,46 @@ def check_local_model(model: str | None) -> None:
     )
 
 
-@BACKENDS.register("local")
-def _build_local(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+@backend_kind("local", LocalOptions)
+def _build_local(model: str | None, base_url: str | None, options: LocalOptions, hints: BackendHints) -> ModelBackend:
     _local_takes_no_url(base_url)
     check_local_model(model)
     from swarm.backends.local import LocalBackend
 
     return LocalBackend(
         model,
-        slots=_local_slots(options),
+        slots=_local_slots(options, hints),
         fit_slots=_fit_slots(options),
-        ctx_per_slot=_local_ctx(options),
-        threads=options.get("threads") or environment().local_threads,
+        ctx_per_slot=options.ctx,
+        threads=options.threads,
         # Small local models write far fewer broken calls with grammar-constrained actions.
-        constrain_actions=bool(options.get("constrain_actions", True)),
-        timeout=_timeout(options, 600.0),
-        progress=_local_progress(options),
-        stop_repeats=bool(options.get("stop_repeats", True)),
+        constrain_actions=options.constrain_actions,
+        timeout=options.timeout,
+        # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
+        progress=hints.progress,
+        stop_repeats=options.stop_repeats,
     )
 
 
-def _build_http(kind: str, model: str | None, base_url: str, options: dict[str, Any]) -> ModelBackend:
+def _build_http(kind: str, model: str | None, base_url: str, options: HTTPOptions) -> ModelBackend:
     from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
 
-    burst, rate = options.get("launch_burst"), options.get("launch_rate")
-    ramp = None
-    if burst is not None or rate is not None:
-        if burst is None or rate is None:
-            raise ConfigError(
-                f"a launch ramp needs both launch_burst and launch_rate (got {burst=}, {rate=}); "
-                "e.g. launch_burst = 5, launch_rate = 1.4 (requests per second)"
-            )
-        ramp = LaunchRamp(burst=int(burst), per_second=float(rate))
-    flavour = options.get("flavour") or ("vllm" if kind == "vllm" else "auto")
-    if flavour not in _FLAVOURS:
-        raise UnknownNameError("server flavour", str(flavour), _FLAVOURS)
+    burst, rate = options.launch_burst, options.launch_rate
     return OpenAIBackend(
         base_url,
         model or "",
-        flavour=flavour,
-        api_key=options.get("api_key") or environment().api_key,
-        timeout=_timeout(options, 120.0),
-        max_concurrency=int(options.get("max_concurrency") or 8),
-        constrain_actions=bool(options.get("constrain_actions", False)),
-        ramp=ramp,
-        retry=RetryPolicy(
-            max_retries=int(options.get("max_retries", 4)),
-            base_delay=float(options.get("retry_base_delay", 0.5)),
-        ),
+        flavour=options.flavour or ("vllm" if kind == "vllm" else "auto"),
+        api_key=options.api_key,
+        timeout=options.timeout,
+        max_concurrency=options.max_concurrency,
+        constrain_actions=options.constrain_actions,
+        ramp=None if burst is None or rate is None else LaunchRamp(burst=burst, per_second=rate),
+        retry=RetryPolicy(max_retries=options.max_retries, base_delay=options.retry_base_delay),
     )
 
 
-@BACKENDS.register("openai")
-def _build_openai(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+@backend_kind("openai", HTTPOptions)
+def _build_openai(model: str | None, base_url: str | None, options: HTTPOptions, hints: BackendHints) -> ModelBackend:
     if not base_url:
         raise ConfigError(
             "--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1) or SWARM_BASE_URL; "
@@ -250,9 +259,11 @@ def _build_openai(model: str | None, base_url: str | None, options: dict[str, An
     return _build_http("openai", model, base_url, options)
 
 
-@BACKENDS.register("vllm")
-def _build_vllm(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
-    if base_url:
+@backend_kind("vllm", HTTPOptions, in_process=VLLMEngineOptions)
+def _build_vllm(
+    model: str | None, base_url: str | None, options: HTTPOptions | VLLMEngineOptions, hints: BackendHints
+) -> ModelBackend:
+    if base_url and isinstance(options, HTTPOptions):
         return _build_http("vllm", model, base_url, options)
     if not model:
         raise ConfigError(
@@ -263,17 +274,17 @@ def _build_vllm(model: str | None, base_url: str | None, options: dict[str, Any]
     return VLLMEngineBackend(model)
 
 
-@BACKENDS.register("transformers")
-def _build_transformers(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+@backend_kind("transformers", TransformersOptions)
+def _build_transformers(
+    model: str | None, base_url: str | None, options: TransformersOptions, hints: BackendHints
+) -> ModelBackend:
     if not model:
         raise ConfigError("--backend transformers needs --model DIR (a local transformers model directory)")
     try:
         from swarm.backends.transformers_backend import TransformersBackend
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigError(f"the transformers backend is unavailable ({exc}); pip install 'agent-swarm[rl]'") from None
-    return TransformersBackend.from_pretrained(
-        model, device=options.get("device") or "cpu", dtype=options.get("dtype") or "float32"
-    )
+    return TransformersBackend.from_pretrained(model, device=options.device, dtype=options.dtype)
 
 
 def _scripted_demo(model: str | None) -> Demo:
@@ -285,10 +296,104 @@ def _scripted_demo(model: str | None) -> Demo:
     return demo(name)
 
 
-@BACKENDS.register("scripted")
-def _build_scripted(model: str | None, base_url: str | None, options: dict[str, Any]) -> ModelBackend:
+@backend_kind("scripted", ScriptedOptions)
+def _build_scripted(
+    model: str | None, base_url: str | None, options: ScriptedOptions, hints: BackendHints
+) -> ModelBackend:
     """The built-in scripted demo policy (``--model`` names the demo)."""
     return _scripted_demo(model).orchestrator_backend
+
+
+_SHARED = frozenset(SharedOptions.model_fields)
+_ROLES = ("orchestrator", "sub-agents")
+
+
+def _kind_options(
+    roles: Sequence[tuple[str, str | None, str]], options: Mapping[str, Any], env: Environment, *, shared: bool = True
+) -> list[BackendOptions]:
+    """Each role's (kind, base URL, role) typed options: the keys its kind takes, from ``options`` else
+    the environment. A key no role's kind takes raises :class:`ConfigError` naming the kinds that do
+    (``shared``: the keys every kind takes, :class:`SharedOptions`, are valid too)."""
+    models = [BACKENDS.get(kind).options_for(url) for kind, url, _ in roles]
+    for key, value in options.items():
+        if value is None or any(key in m.model_fields for m in models):
+            continue
+        label = " or ".join(_kind_label(kind, url, role if len(roles) > 1 else "") for kind, url, role in roles)
+        takes = {k for m in models for k in m.model_fields} | (_SHARED if shared else set())
+        raise ConfigError(unknown_option(key, value, label, takes, taken_by=_kinds_taking(key)))
+    return [
+        resolve_options(m, {k: v for k, v in options.items() if k in m.model_fields}, env, kind)
+        for m, (kind, _, _) in zip(models, roles, strict=True)
+    ]
+
+
+def _kind_label(kind: str, base_url: str | None, role: str) -> str:
+    entry = BACKENDS.get(kind)
+    where = " in-process (no --base-url)" if entry.in_process is not None and not base_url else ""
+    return f"{kind!r}{where}" + (f" ({role})" if role else "")
+
+
+def _kinds_taking(key: str) -> list[str]:
+    """The kinds that take option ``key`` (``vllm with --base-url`` where only its server form does)."""
+    found = []
+    for name in BACKENDS.names:
+        entry = BACKENDS.get(name)
+        if key in (entry.in_process.model_fields if entry.in_process else entry.options.model_fields):
+            found.append(name)
+        elif key in entry.options.model_fields:
+            found.append(f"{name} with --base-url")
+    return found
+
+
+def _scripted_backends(model: str | None, cache_dir: Path | None) -> tuple[ModelBackend, ModelBackend | None]:
+    d = _scripted_demo(model)
+    if cache_dir is None:
+        return d.orchestrator_backend, d.subagent_backend
+    demo_id = f"scripted:{model or 'capitals'}"
+    cached = with_subagent_cache(d.orchestrator_backend, d.subagent_backend, directory=cache_dir, model_id=demo_id)
+    return d.orchestrator_backend, cached
+
+
+@dataclass(frozen=True, slots=True)
+class BackendPlan:
+    """What :func:`build_backends` builds, resolved and checked before anything is built: each role's
+    kind, model, server and typed options (``subagents`` ``None``: the orchestrator's backend serves
+    the sub-agents too), and the options of every kind."""
+
+    kind: str
+    model: str | None
+    base_url: str | None
+    options: BackendOptions
+    shared: SharedOptions
+    subagents: tuple[str, str | None, str | None, BackendOptions] | None = None
+
+
+def plan_backends(
+    kind: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    subagent_kind: str | None = None,
+    subagent_model: str | None = None,
+    **options: Any,
+) -> BackendPlan:
+    """:func:`build_backends`' arguments resolved (the environment where they are unset) and checked:
+    a key no kind in use takes, or a bad value, raises one :class:`ConfigError` line."""
+    env = environment()
+    kind = kind or env.backend or "local"
+    BACKENDS.get(kind)  # an unknown kind fails before its options are read
+    shared = resolve_options(SharedOptions, {k: v for k, v in options.items() if k in _SHARED}, env, kind)
+    rest = {k: v for k, v in options.items() if k not in _SHARED}
+    if kind == "scripted":  # the demo serves both roles
+        return BackendPlan(kind, model, base_url, _kind_options(((kind, base_url, ""),), rest, env)[0], shared)
+    s_kind = subagent_kind or kind
+    s_model = subagent_model or model
+    s_url = shared.subagent_base_url or (base_url if s_kind == kind else None)
+    if (s_kind, s_model, s_url) == (kind, model, base_url):
+        return BackendPlan(kind, model, base_url, _kind_options(((kind, base_url, ""),), rest, env)[0], shared)
+    if s_kind == "scripted":
+        raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
+    orch, sub = _kind_options(((kind, base_url, _ROLES[0]), (s_kind, s_url, _ROLES[1])), rest, env)
+    return BackendPlan(kind, model, base_url, orch, shared, (s_kind, s_model, s_url, sub))
 
 
 def build_backends(
@@ -297,65 +402,52 @@ def build_backends(
     base_url: str | None = None,
     subagent_kind: str | None = None,
     subagent_model: str | None = None,
+    *,
+    fanout: int | None = None,
+    progress: Callable[..., Any] | None = None,
     **options: Any,
 ) -> tuple[ModelBackend, ModelBackend | None]:
     """(orchestrator backend, sub-agent backend or ``None`` = the same one).
 
-    Options: ``subagent_base_url``, ``api_key``, ``timeout`` (s), ``max_concurrency`` (HTTP requests
-    in flight per endpoint), ``max_retries`` and ``retry_base_delay`` (s, doubled per retry) for
-    429/5xx/connection errors/timeouts/broken bodies, ``launch_burst`` and ``launch_rate`` (HTTP: a
-    launch ramp, ``launch_burst`` requests at once then ``launch_rate`` per second),
-    ``flavour`` (openai/vllm/llamacpp/auto),
-    ``constrain_actions`` (JSON schema-constrained tool calls), ``stop_repeats`` (local: stop a
-    generation that loops verbatim, default on), ``slots``/``ctx``/``threads`` (local
-    engine; ``fanout``, the widest stage, sizes ``slots`` when it is not given), ``device``/``dtype``
-    (transformers), ``progress`` (a callback; the CLI draws a bar on a terminal),
-    ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
-    path; see :mod:`orchestrator.adapters`), ``subagent_cache`` (a directory: the sub-agents' backend
-    answers repeated deterministic calls from the replay cache there, keyed by what pins the
-    sub-agents' weights, :func:`model_identity`; see :mod:`swarm.backends.replay_cache`).
+    ``options`` are checked against the kinds in use (:mod:`orchestrator.backend_options`: each kind's
+    keys, types and ranges; :func:`plan_backends`) and go to the backends whose kind takes them; unset
+    ones come from the environment. Every kind: ``subagent_base_url``, ``subagent_cache`` (a directory:
+    the sub-agents' backend answers repeated deterministic calls from the replay cache there, keyed by
+    what pins the sub-agents' weights, :func:`model_identity`; see :mod:`swarm.backends.replay_cache`)
+    and ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
+    path; see :mod:`orchestrator.adapters`). ``fanout`` (the widest stage: the local engine's slots when
+    ``slots`` is not set) and ``progress`` (a callback; the CLI draws a bar on a terminal) are hints a
+    kind without a use for them ignores.
     """
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise ConfigError(
-            f"unknown backend option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_OPTIONS))}"
-        )
-    kind = kind or environment().backend or "local"
-    cache_dir = options.pop("subagent_cache", None)
-    sub_url = options.pop("subagent_base_url", None) or environment().subagent_base_url
-    if kind == "scripted":
-        d = _scripted_demo(model)
-        if cache_dir is None:
-            return d.orchestrator_backend, d.subagent_backend
-        demo_id = f"scripted:{model or 'capitals'}"
-        cached = with_subagent_cache(d.orchestrator_backend, d.subagent_backend, directory=cache_dir, model_id=demo_id)
-        return d.orchestrator_backend, cached
-    s_kind = subagent_kind or kind
-    s_model = subagent_model or model
-    s_url = sub_url or (base_url if s_kind == kind else None)
-    adapter_choice = options.pop("orchestrator_adapter", None)
-    adapter = _orchestrator_adapter(kind, model, adapter_choice)
-    base_sub: ModelBackend | None = None
-    if adapter is not None:  # one engine: the orchestrator applies the adapter, base_sub does not
-        _local_takes_no_url(base_url)
-        orch, base_sub = _local_with_adapter(model, adapter, options)
+    plan = plan_backends(kind, model, base_url, subagent_kind, subagent_model, **options)
+    cache_dir = plan.shared.subagent_cache
+    if plan.kind == "scripted":
+        return _scripted_backends(plan.model, cache_dir)
+    hints = BackendHints(fanout, progress)
+    adapter = _orchestrator_adapter(plan.kind, plan.model, plan.shared.orchestrator_adapter)
+    sub: ModelBackend | None = None
+    if adapter is not None and isinstance(plan.options, LocalOptions):  # one engine; only the orchestrator's
+        _local_takes_no_url(plan.base_url)  # requests apply the adapter
+        orch, sub = _local_with_adapter(plan.model, adapter, plan.options, hints)
     else:
-        orch = build_backend(kind, model, base_url, **options)
-    sub: ModelBackend | None = base_sub
-    if (s_kind, s_model, s_url) != (kind, model, base_url):
-        if s_kind == "scripted":
-            raise ConfigError("--subagent-backend scripted only works with --backend scripted (the built-in demo)")
-        sub = build_backend(s_kind, s_model, s_url, **options)
+        orch = BACKENDS.get(plan.kind).build(plan.model, plan.base_url, plan.options, hints)
+    s_kind, s_model, s_url = plan.kind, plan.model, plan.base_url
+    if plan.subagents is not None:
+        s_kind, s_model, s_url, s_options = plan.subagents
+        sub = BACKENDS.get(s_kind).build(s_model, s_url, s_options, hints)
     if cache_dir is None:
         return orch, sub
     identity = model_identity(s_kind, s_model, s_url)  # the sub-agents' weights (a base under an adapter)
     return orch, with_subagent_cache(orch, sub, directory=cache_dir, model_id=identity)
 
 
-def _orchestrator_adapter(kind: str, model: str | None, choice: Any) -> OrchestratorAdapter | None:
+def backend_option_keys(kind: str, base_url: str | None = None) -> frozenset[str]:
+    """The options backend ``kind`` takes (with ``base_url``, for ``vllm``), less the ones every kind takes."""
+    return frozenset(BACKENDS.get(kind).options_for(base_url).model_fields)
+
+
+def _orchestrator_adapter(kind: str, model: str | None, choice: str | None) -> OrchestratorAdapter | None:
     """The adapter a ``local`` orchestrator on ``model`` runs with (``None``: the base model)."""
-    if choice is not None and not isinstance(choice, str):
-        raise ConfigError(f"orchestrator_adapter must be a string (default, none, shipped or a path); got {choice!r}")
     if kind != "local":
         if choice not in (None, "default", "none"):
             raise ConfigError(

@@ -14,13 +14,13 @@ the verl integration's in :mod:`orchestrator.rl`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.errors import ConfigError
 
-__all__ = ["FLAG_VARIABLES", "VARIABLES", "Environment", "environment"]
+__all__ = ["BACKEND_OPTION_VARIABLES", "FLAG_VARIABLES", "VARIABLES", "Environment", "environment"]
 
 FLAG_VARIABLES: dict[str, str] = {
     "SWARM_BACKEND": "--backend",
@@ -51,6 +51,17 @@ VARIABLES: dict[str, str] = {
     "OTEL_EXPORTER_OTLP_*": "OpenTelemetry's standard exporter settings (endpoint, protocol, headers) for tracing",
 }
 """Every variable :class:`Environment` reads, and what it sets (``swarm doctor`` and the docs list them)."""
+
+BACKEND_OPTION_VARIABLES: dict[str, tuple[str, ...]] = {
+    "slots": ("SWARM_LOCAL_SLOTS",),
+    "ctx": ("SWARM_LOCAL_CTX",),
+    "threads": ("SWARM_LOCAL_THREADS",),
+    "timeout": ("SWARM_TIMEOUT",),
+    "api_key": ("SWARM_API_KEY", "OPENAI_API_KEY"),
+    "subagent_base_url": ("SWARM_SUBAGENT_BASE_URL",),
+}
+"""The backend options an environment variable gives when neither an argument nor ``[backend]`` does
+(the first variable set wins): :meth:`Environment.backend_option` reads them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +130,25 @@ class Environment:
     @property
     def local_threads(self) -> int | None:
         return self.integer("SWARM_LOCAL_THREADS")
+
+    def backend_option(self, option: str) -> tuple[str, str | int | float] | None:
+        """(the variable, its typed value) that gives backend ``option`` (:data:`BACKEND_OPTION_VARIABLES`),
+        or ``None`` when none of its variables is set; parsed only here, so a malformed variable fails
+        the backends that take its option and no other."""
+        readers: dict[str, Callable[[], str | int | float | None]] = {
+            "SWARM_LOCAL_SLOTS": lambda: self.local_slots,
+            "SWARM_LOCAL_CTX": lambda: self.local_ctx,
+            "SWARM_LOCAL_THREADS": lambda: self.local_threads,
+            "SWARM_TIMEOUT": lambda: self.timeout_s,
+            "SWARM_API_KEY": lambda: self.text("SWARM_API_KEY"),
+            "OPENAI_API_KEY": lambda: self.text("OPENAI_API_KEY"),
+            "SWARM_SUBAGENT_BASE_URL": lambda: self.subagent_base_url,
+        }
+        for variable in BACKEND_OPTION_VARIABLES.get(option, ()):
+            value = readers[variable]()
+            if value is not None:
+                return variable, value
+        return None
 
     def demo_latency_s(self, default: float) -> float:
         value = self.number("SWARM_DEMO_LATENCY")

@@ -3,16 +3,19 @@
 ``swarm run``, ``swarm eval`` and ``swarm rollout`` resolve the same way: a flag given wins over the
 table's ``model``, ``base_url``, ``subagent_backend`` and ``subagent_model``; the table's ``kind`` wins
 over ``--backend`` (whose default cannot be told from a typed value); the table's other keys are the
-backend options (:data:`orchestrator.backend_factory.BACKEND_TABLE_KEYS`), over the command's defaults.
+backend options (:data:`orchestrator.backend_factory.BACKEND_TABLE_KEYS`), checked against the kinds
+in use when the spec is resolved (:func:`orchestrator.backend_factory.plan_backends`). A command's
+hints (the widest stage, a progress bar) are not options: :meth:`BackendSpec.build` passes them apart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.backend_factory import build_backends
+from orchestrator.backend_factory import backend_option_keys, build_backends, plan_backends
+from orchestrator.environment import environment
 from swarm.backend import ModelBackend
 
 __all__ = ["BackendSpec"]
@@ -23,7 +26,7 @@ NAMED = ("kind", "model", "base_url", "subagent_backend", "subagent_model")
 
 @dataclass(frozen=True, slots=True)
 class BackendSpec:
-    """Which backends to build: the kind, the models and server of both roles, and the other options."""
+    """Which backends to build: the kind, the models and server of both roles, and the user's options."""
 
     kind: str
     model: str | None = None
@@ -43,10 +46,11 @@ class BackendSpec:
         subagent_kind: str | None = None,
         subagent_model: str | None = None,
     ) -> BackendSpec:
-        """The flags over a config file's ``[backend]`` table (see the module docstring)."""
+        """The flags over a config file's ``[backend]`` table (see the module docstring); an option the
+        kinds in use do not take, or a bad value, raises :class:`~swarm.errors.ConfigError` here."""
         options = dict(table)
         named = {k: options.pop(k, None) for k in NAMED}
-        return cls(
+        spec = cls(
             kind=named["kind"] or kind,
             model=model or named["model"],
             base_url=base_url or named["base_url"],
@@ -54,20 +58,35 @@ class BackendSpec:
             subagent_model=subagent_model or named["subagent_model"],
             options=options,
         )
+        plan_backends(**spec.arguments())
+        return spec
 
-    def arguments(self, **defaults: Any) -> dict[str, Any]:
-        """:func:`~orchestrator.backend_factory.build_backends`' keyword arguments; the table's options
-        win over ``defaults``."""
+    def arguments(self) -> dict[str, Any]:
+        """:func:`~orchestrator.backend_factory.build_backends`' keyword arguments, less the hints."""
         return {
             "kind": self.kind,
             "model": self.model,
             "base_url": self.base_url,
             "subagent_kind": self.subagent_kind,
             "subagent_model": self.subagent_model,
-            **defaults,
             **self.options,
         }
 
-    def build(self, **defaults: Any) -> tuple[ModelBackend, ModelBackend | None]:
-        """(orchestrator backend, sub-agents' backend or ``None`` = the same)."""
-        return build_backends(**self.arguments(**defaults))
+    def build(
+        self, *, fanout: int | None = None, progress: Callable[..., Any] | None = None
+    ) -> tuple[ModelBackend, ModelBackend | None]:
+        """(orchestrator backend, sub-agents' backend or ``None`` = the same); ``fanout`` and
+        ``progress`` are the command's hints (:class:`~orchestrator.backend_options.BackendHints`)."""
+        return build_backends(**self.arguments(), fanout=fanout, progress=progress)
+
+    def for_subagent_model(self, model: str) -> BackendSpec:
+        """The backend of sub-agents on ``model`` (an agent file's own): the sub-agents' kind and
+        server, with the options that kind takes."""
+        kind = self.subagent_kind or self.kind
+        url = (
+            self.options.get("subagent_base_url")
+            or environment().subagent_base_url
+            or (self.base_url if kind == self.kind else None)
+        )
+        keys = backend_option_keys(kind, url)
+        return BackendSpec(kind, model, url, options={k: v for k, v in self.options.items() if k in keys})

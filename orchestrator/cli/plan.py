@@ -319,19 +319,13 @@ def _model_backends(
         subagent_kind=req.subagent_backend,
         subagent_model=req.subagent_model,
     )
-    defaults = {"fanout": fanout, "progress": terminal_progress()}  # local engine: a slot per sub-agent
-    orch, sub = spec.build(**defaults)
+    progress = terminal_progress()
+    orch, sub = spec.build(fanout=fanout, progress=progress)  # local engine: a slot per sub-agent
     default_sub = sub or orch
     by_model: dict[str, ModelBackend] = {}
     for m in sorted({a.model for a in agents if a.model and a.model != default_sub.model}):
         # An agent file's model runs on the sub-agents' backend kind (and server), with that model.
-        agent_spec = BackendSpec(
-            kind=spec.subagent_kind or spec.kind,
-            model=m,
-            base_url=environment().subagent_base_url or spec.base_url,
-            options={k: v for k, v in spec.options.items() if k != "orchestrator_adapter"},
-        )
-        by_model[m], _ = agent_spec.build(**defaults)
+        by_model[m], _ = spec.for_subagent_model(m).build(fanout=fanout, progress=progress)
     return orch, sub, by_model
 
 

@@ -80,7 +80,7 @@ err = Console(stderr=True)
 
 def _backends(kind: str, **options: Any) -> tuple[ModelBackend, ModelBackend | None]:
     # One backend resolver for every subcommand: the one `swarm run` uses.
-    return build_backends(kind, **{"progress": terminal_progress(), **options})
+    return build_backends(kind, progress=terminal_progress(), **options)
 
 
 def _reward_config(extras: dict[str, Any], overrides: dict[str, Any]) -> RewardConfig:

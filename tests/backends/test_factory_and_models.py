@@ -162,7 +162,8 @@ def test_scripted_kind_is_the_builtin_demo() -> None:
         ({"kind": "local", "model": "qwen2.5-coder-0.5b", "base_url": "http://x"}, ConfigError, "takes no --base-url"),
         ({"kind": "vllm"}, ConfigError, "--model DIR"),
         ({"kind": "transformers"}, ConfigError, "--model DIR"),
-        ({"kind": "openai", "base_url": "http://x", "flavour": "tgi"}, UnknownNameError, "server flavour"),
+        # one line naming the key, the value, the kind and the valid values
+        ({"kind": "openai", "base_url": "http://x", "flavour": "tgi"}, ConfigError, "flavour = 'tgi' is invalid for"),
         ({"kind": "local", "colour": "red"}, ConfigError, "unknown backend option"),
         ({"kind": "scripted", "model": "nope"}, UnknownNameError, "unknown demo"),
     ],

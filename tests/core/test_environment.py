@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import orchestrator
-from orchestrator.environment import VARIABLES, environment
+from orchestrator.environment import BACKEND_OPTION_VARIABLES, VARIABLES, environment
 from swarm.errors import ConfigError
 
 ROOT = Path(orchestrator.__file__).parent
@@ -71,3 +71,18 @@ def test_directories_prefer_the_swarm_variable_then_xdg(tmp_path: Path) -> None:
     assert environment({"XDG_CONFIG_HOME": str(tmp_path / "x")}).config_dir == tmp_path / "x" / "swarm"
     assert environment({"XDG_DATA_HOME": str(tmp_path / "d")}).records_dir == tmp_path / "d" / "swarm" / "records"
     assert environment({"SWARM_API_KEY": "", "OPENAI_API_KEY": "k"}).api_key == "k"
+
+
+def test_backend_options_come_from_their_variables_typed_and_named() -> None:
+    env = environment({"SWARM_LOCAL_SLOTS": "4", "OPENAI_API_KEY": "k", "SWARM_TIMEOUT": "", "SWARM_LOCAL_CTX": "x"})
+    assert env.backend_option("slots") == ("SWARM_LOCAL_SLOTS", 4)
+    assert env.backend_option("api_key") == ("OPENAI_API_KEY", "k")
+    assert environment({"SWARM_API_KEY": "s", "OPENAI_API_KEY": "k"}).backend_option("api_key") == (
+        "SWARM_API_KEY",
+        "s",
+    )
+    assert env.backend_option("timeout") is None and env.backend_option("device") is None
+    with pytest.raises(ConfigError, match="SWARM_LOCAL_CTX='x' must be a number"):
+        env.backend_option("ctx")
+    assert set(BACKEND_OPTION_VARIABLES) == {"slots", "ctx", "threads", "timeout", "api_key", "subagent_base_url"}
+    assert {v for vs in BACKEND_OPTION_VARIABLES.values() for v in vs} <= set(VARIABLES)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.backend_factory import backend_option_keys, build_backends, plan_backends
-from orchestrator.environment import environment
 from swarm.backend import ModelBackend
 
 __all__ = ["BackendSpec"]
@@ -81,12 +80,9 @@ class BackendSpec:
 
     def for_subagent_model(self, model: str) -> BackendSpec:
         """The backend of sub-agents on ``model`` (an agent file's own): the sub-agents' kind and
-        server, with the options that kind takes."""
-        kind = self.subagent_kind or self.kind
-        url = (
-            self.options.get("subagent_base_url")
-            or environment().subagent_base_url
-            or (self.base_url if kind == self.kind else None)
-        )
+        server as :func:`~orchestrator.backend_factory.build_backends` resolves them, with the options
+        that kind takes."""
+        plan = plan_backends(**self.arguments())
+        kind, _, url, _ = plan.subagents or (plan.kind, plan.model, plan.base_url, plan.options)
         keys = backend_option_keys(kind, url)
         return BackendSpec(kind, model, url, options={k: v for k, v in self.options.items() if k in keys})

@@ -229,6 +229,19 @@ def test_a_spec_checks_its_options_when_it_is_resolved(tmp_path: Path) -> None:
     )
     orch, _ = served.build(fanout=16)
     assert isinstance(orch, OpenAIBackend) and orch.model == "big"
+    # local sub-agents under a served orchestrator: no server URL, the local options only
+    local = BackendSpec.resolve({"slots": 2, "api_key": "k"}, kind="openai", base_url=URL, subagent_kind="local")
+    assert (local.for_subagent_model("smollm2-135m").base_url, dict(local.for_subagent_model("x").options)) == (
+        None,
+        {"slots": 2},
+    )
+
+
+def test_an_agent_model_runs_on_the_sub_agents_server_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_SUBAGENT_BASE_URL", "http://127.0.0.1:11")
+    spec = BackendSpec.resolve({"timeout": 5}, kind="openai", base_url=URL, model="m")
+    agent = spec.for_subagent_model("big")
+    assert (agent.kind, agent.base_url, dict(agent.options)) == ("openai", "http://127.0.0.1:11", {"timeout": 5})
 
 
 def test_a_config_file_option_the_kind_does_not_take_fails_the_command(tmp_path: Path) -> None:

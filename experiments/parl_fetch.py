@@ -44,7 +44,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from orchestrator.engine import Orchestrator  # noqa: E402
 from orchestrator.prompts import action_specs  # noqa: E402
-from orchestrator.rl.trainer import Environment, TrainConfig, load_train_config, sft_example  # noqa: E402
+from orchestrator.rl.config import TrainConfig, load_train_config  # noqa: E402
+from orchestrator.rl.environment import Environment  # noqa: E402
+from orchestrator.rl.sequences import sft_example  # noqa: E402
 from orchestrator.rollout import (  # noqa: E402
     EpisodeEntry,
     RolloutConfig,

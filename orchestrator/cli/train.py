@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 if TYPE_CHECKING:
-    from orchestrator.rl.trainer import TrainConfig
+    from orchestrator.rl.config import TrainConfig
 
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
@@ -83,7 +83,7 @@ def train(
     subagent_cache: SubagentCacheOpt = None,
     no_subagent_cache: NoSubagentCacheOpt = False,
 ) -> None:
-    """Run or resume training from --config FILE (see orchestrator/rl/trainer.py for the fields).
+    """Run or resume training from --config FILE (see orchestrator/rl/config.py for the fields).
 
     Examples:
 
@@ -96,7 +96,9 @@ def train(
         return
     config = _config_file(config)
     _need_rl()
-    from orchestrator.rl.trainer import StepMetrics, Trainer, load_train_config
+    from orchestrator.rl.config import load_train_config
+    from orchestrator.rl.metrics import StepMetrics
+    from orchestrator.rl.trainer import Trainer
 
     try:
         cfg = load_train_config(config, steps=steps, run_dir=str(run_dir.resolve()) if run_dir else None)
@@ -170,8 +172,8 @@ def sft(
     """
     config = _config_file(config)
     _need_rl()
+    from orchestrator.rl.config import load_train_config
     from orchestrator.rl.sft import run_sft
-    from orchestrator.rl.trainer import load_train_config
 
     try:
         cfg = load_train_config(config, run_dir=str(run_dir.resolve()) if run_dir else None)

@@ -189,7 +189,7 @@ def export_adapter(model: Any, base_gguf: Path, out: Path, *, version: str = "")
 
 
 class LlamaCppLoraSync:
-    """A :class:`~orchestrator.rl.trainer.WeightSync` into a llama.cpp engine that serves the adapter.
+    """A :class:`~orchestrator.rl.serving.WeightSync` into a llama.cpp engine that serves the adapter.
 
     ``push`` exports the adapter to ``directory/adapter-<version>.gguf``, restarts ``engine`` (a
     :class:`~swarm.backends.local.LocalEngine`) with it, and sets the engine's ``adapter_version``

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rl.trainer import Environment, TrainConfig, workload_environment
+from orchestrator.rl.config import TrainConfig
+from orchestrator.rl.environment import Environment, workload_environment
 from swarm.errors import ConfigError
 from workloads import get_workload
 
@@ -24,7 +25,7 @@ __all__ = ["scripted_subagent_environment"]
 
 def scripted_subagent_environment(config: TrainConfig, tokenizer: Any) -> Environment:
     """The tasks of ``config.workloads`` (each episode in its task's fresh workload environment, scored
-    by the workload with the PARL terms on top, as :func:`~orchestrator.rl.trainer.workload_environment`),
+    by the workload with the PARL terms on top, as :func:`~orchestrator.rl.environment.workload_environment`),
     with the sub-agents played by each task's scripted gold sub-agent
     (:meth:`workloads.base.Workload.gold_policy`) instead of a frozen model.
 

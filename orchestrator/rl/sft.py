@@ -122,10 +122,10 @@ def serving_renderer(config: Any) -> Any:
 
 
 def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """The SFT stage of ``config`` (a :class:`~orchestrator.rl.trainer.TrainConfig`); returns its summary."""
+    """The SFT stage of ``config`` (a :class:`~orchestrator.rl.config.TrainConfig`); returns its summary."""
     from orchestrator.rl.gold import gold_examples, read_examples, write_examples
     from orchestrator.rl.lora import is_peft_model, load_adapter
-    from orchestrator.rl.trainer import build_policy, subagent_model_name
+    from orchestrator.rl.policy import build_policy, subagent_model_name
 
     cfg = config.sft
     root: Path = config.run_dir / "sft"

@@ -84,7 +84,7 @@ SMOKE = Path(__file__).resolve().parents[2] / "experiments" / "train_smoke.toml"
 
 
 def test_the_smoke_config_loads() -> None:
-    from orchestrator.rl.trainer import load_train_config
+    from orchestrator.rl.config import load_train_config
 
     cfg = load_train_config(SMOKE)
     assert cfg.tiny is not None and cfg.steps == 2 and cfg.workloads
@@ -105,8 +105,8 @@ def _lookup(label: str) -> FunctionBackend:
 
 
 def test_the_smoke_sub_agents_are_each_task_s_scripted_researcher_on_the_real_tools() -> None:
+    from orchestrator.rl.config import load_train_config
     from orchestrator.rl.scripted import scripted_subagent_environment
-    from orchestrator.rl.trainer import load_train_config
     from workloads import get_workload
 
     cfg = load_train_config(SMOKE)

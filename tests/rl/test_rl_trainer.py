@@ -11,17 +11,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from orchestrator.rl.config import OptimConfig, PtxConfig, ToggleConfig, TrainConfig, load_train_config  # noqa: E402
+from orchestrator.rl.environment import Environment  # noqa: E402
+from orchestrator.rl.sequences import TrainingSequence, training_sequences  # noqa: E402
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
-from orchestrator.rl.trainer import (  # noqa: E402
-    Environment,
-    OptimConfig,
-    PtxConfig,
-    ToggleConfig,
-    TrainConfig,
-    Trainer,
-    load_train_config,
-    state_checksum,
-)
+from orchestrator.rl.trainer import Trainer  # noqa: E402
 from orchestrator.rollout import RolloutConfig  # noqa: E402
 from swarm.backend import SamplingParams  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
@@ -189,10 +184,9 @@ def test_config_file_validation(tmp_path: Path) -> None:
         Trainer.from_config(cfg)
 
 
-def test_drifted_episodes_train_turn_by_turn_on_exact_ids(model_dirs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_drifted_episodes_train_turn_by_turn_on_exact_ids() -> None:
     from swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
 
-    trainer, _ = _trainer(_config(tmp_path / "run", steps=1), model_dirs)
     t0 = OrchestratorTurn(
         index=0, stage=0, prompt_token_ids=(1, 2), response_token_ids=(3, 4), response_logprobs=(-0.1, -0.2)
     )
@@ -212,7 +206,7 @@ def test_drifted_episodes_train_turn_by_turn_on_exact_ids(model_dirs: tuple[Path
         reward=RewardRecord(total=1.0, r_perf=1.0),
     )
     no_ids = rec.model_copy(update={"turns": (t0.model_copy(update={"response_token_ids": None}),)})
-    seqs, dropped, split = trainer._sequences([rec, no_ids], [0.5, -0.5], 1.0)
+    seqs, dropped, split = training_sequences([rec, no_ids], [0.5, -0.5], 1.0)
     assert (dropped, split) == (1, 1)
     assert [(s.ids, s.mask, s.behaviour_logprobs) for s in seqs] == [
         ((1, 2, 3, 4), (0, 0, 1, 1), (0.0, 0.0, -0.1, -0.2)),
@@ -221,7 +215,7 @@ def test_drifted_episodes_train_turn_by_turn_on_exact_ids(model_dirs: tuple[Path
     chained = rec.model_copy(
         update={"turns": (t0, t1.model_copy(update={"prompt_token_ids": (1, 2, 3, 4, 5), "drift": False}))}
     )
-    seqs, _, split = trainer._sequences([chained], [0.5], 1.0)
+    seqs, _, split = training_sequences([chained], [0.5], 1.0)
     assert split == 0 and [(s.ids, s.mask) for s in seqs] == [((1, 2, 3, 4, 5, 6), (0, 0, 1, 1, 0, 1))]
 
 
@@ -241,7 +235,7 @@ def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
     model_dirs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """The vLLM shape on CPU: sample from a separate engine, push weights to it after every update."""
-    from orchestrator.rl.trainer import TransformersWeightSync
+    from orchestrator.rl.serving import TransformersWeightSync
 
     cfg = _config(tmp_path / "run", steps=2)
     trainer, _ = _trainer(cfg, model_dirs)
@@ -305,7 +299,6 @@ def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
 def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
     """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
     other response token, and whose advantages are 0 (only the τ term can move the weights)."""
-    from orchestrator.rl.trainer import TrainingSequence
     from swarm.rl.losses import masked_logprobs
 
     tok = trainer.policy.tokenizer

@@ -14,7 +14,7 @@ from typing import Any
 
 
 def environment(config: Any, tokenizer: Any) -> Any:
-    from orchestrator.rl.trainer import Environment
+    from orchestrator.rl.environment import Environment
     from swarm.backend import Completion
     from swarm.records import EpisodeRecord, Task
     from swarm.rl.rewards import PARLReward
@@ -32,7 +32,9 @@ def environment(config: Any, tokenizer: Any) -> Any:
 
 
 def main(model_dir: str, run_dir: str) -> None:
-    from orchestrator.rl.trainer import TrainConfig, Trainer, state_checksum
+    from orchestrator.rl.checkpoint import state_checksum
+    from orchestrator.rl.config import TrainConfig
+    from orchestrator.rl.trainer import Trainer
 
     cfg = TrainConfig.model_validate(
         {

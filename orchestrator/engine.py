@@ -29,7 +29,6 @@ from orchestrator.prompts import WORKER, action_specs, format_subagent_result, p
 from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
 from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
 from subagents.turns import call_model, retry_malformed, run_tool_calls
-from swarm import limits
 from swarm._aio import running_loop
 from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, context_window, parallel_slots
 from swarm.backends.toolparse import clean_answer
@@ -58,7 +57,7 @@ from swarm.events import (
     TurnFinished,
     observing,
 )
-from swarm.limits import Limiter
+from swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter
 from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from swarm.monitors import declared_parts, episode_monitors, monitor_attributes
 from swarm.records import (
@@ -134,6 +133,7 @@ class _EpisodeState:
     messages: list[Message]
     agents: dict[str, AgentDefinition]
     max_critical: int
+    subagent_limit: ConcurrencyLimit  # the sub-agent cap this episode shares (swarm.limits)
     turns: list[OrchestratorTurn] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
     critical_used: int = 0
@@ -235,6 +235,7 @@ class Orchestrator:
         self.observers: list[Observer] = list(observers)
         self.reward_fn = reward_fn
         self.placement = placement
+        self._subagent_limit: ConcurrencyLimit = CapacityLimit()
         cfg = self.config
         try:
             self._direct = self.tools.resolve(cfg.orchestrator_tools or self.tools.names)
@@ -312,8 +313,15 @@ class Orchestrator:
     def add_observer(self, observer: Observer) -> None:
         self.observers.append(observer)
 
-    async def run(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
+    async def run(
+        self, task: Task | str, *, episode_id: str | None = None, subagent_limit: ConcurrencyLimit | None = None
+    ) -> EpisodeRecord:
         """Run one episode to an ending and return its record.
+
+        ``subagent_limit``: the sub-agent cap (``max_concurrency``) this episode shares with every
+        other episode given the same object (:class:`swarm.limits.CapacityLimit`; a rollout's and an
+        eval's concurrent episodes share their runner's); ``None``: this orchestrator's own, shared
+        only by its own concurrent runs.
 
         If the caller cancels (Ctrl-C, an outer deadline), every sub-agent is cancelled, the record is
         built with status ``cancelled`` and delivered to observers (``EpisodeFinished``), then the
@@ -333,6 +341,7 @@ class Orchestrator:
             messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
             agents=dict(self._presets),
             max_critical=self.config.max_critical_steps,
+            subagent_limit=self._subagent_limit if subagent_limit is None else subagent_limit,
             coaching=self.coach.start(),
             budget=new_ledger(self.config, self.backend.model, self.subagent_backend.model),
         )
@@ -582,12 +591,12 @@ class Orchestrator:
 
     # -- stages -------------------------------------------------------------------------------------
 
-    def _limiter_now(self) -> Limiter:
-        """The sub-agent cap, shared by every episode with this ``max_concurrency`` (:mod:`swarm.limits`),
-        and no wider than the requests the sub-agents' backend serves at once: the rest wait unstarted,
-        their timeouts not yet running, instead of timing out in the engine's queue."""
+    def _limiter_now(self, st: _EpisodeState) -> Limiter:
+        """The episode's sub-agent cap (``max_concurrency``, shared with the episodes given the same
+        limit), no wider than the requests the sub-agents' backend serves at once: the rest wait
+        unstarted, their timeouts not yet running, instead of timing out in the engine's queue."""
         cap = min(self.config.max_concurrency, parallel_slots(self.subagent_backend) or self.config.max_concurrency)
-        return limits.limiter(limits.subagent_key(cap), cap)
+        return st.subagent_limit.limiter(cap)
 
     def _expand_grant(self, names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
         """Expand toolset names into tools; returns (granted tool names, names that may not be granted)."""
@@ -860,10 +869,10 @@ class Orchestrator:
         if placement is None or not placement.takes(len(runs)):
             if hedge is not None and hedge.takes(len(runs)):
                 await run_hedged(
-                    local, self._limiter_now(), finished, started, hedge, discarded=discarded, clock=st.clock
+                    local, self._limiter_now(st), finished, started, hedge, discarded=discarded, clock=st.clock
                 )
             else:
-                await run_subagents(local, self._limiter_now(), finished, started)
+                await run_subagents(local, self._limiter_now(st), finished, started)
             return
         by_agent = {run.agent_id: run for _, run in runs}
         for _, run in runs:

@@ -57,6 +57,7 @@ from swarm.backends.replay_cache import cache_counts, episode_cache_stats, sum_c
 from swarm.config import SwarmConfig, apply_overrides
 from swarm.errors import ConfigError
 from swarm.events import EpisodeFinished, Event, Observer
+from swarm.limits import CapacityLimit
 from swarm.records import EpisodeRecord, Task
 from swarm.tracing import Telemetry
 from workloads import Episode, Mode, Workload, episode_for, finish_rate
@@ -396,6 +397,8 @@ class _Run:
     observers: Sequence[Observer]
     telemetry: Callable[[str], Telemetry | None]
     models: set[str] = field(default_factory=set)
+    # The sub-agent cap (max_concurrency) that the run's concurrent episodes share.
+    subagent_limit: CapacityLimit = field(default_factory=CapacityLimit)
 
 
 Job = tuple[Task, str, int]
@@ -519,7 +522,7 @@ async def _episode(run: _Run, task: Task, arm: str, sample: int) -> RawEpisode:
     error = None
     with episode_cache_stats() as cache:
         try:
-            record = await orch.run(task, episode_id=eid)
+            record = await orch.run(task, episode_id=eid, subagent_limit=run.subagent_limit)
         except anyio.get_cancelled_exc_class():
             raise  # interrupted: no row, so a resumed run runs this episode again
         except Exception as exc:  # a runtime bug in one episode must not end the evaluation

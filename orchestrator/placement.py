@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Protocol
 
 from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
-from swarm import limits
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.errors import ErrorType
+from swarm.limits import ConcurrencyLimit
 from swarm.records import AgentDefinition, AgentStatus, SubagentResult
 from swarm.tracing import Telemetry
 from tools.registry import Tool, ToolRegistry
@@ -60,7 +60,7 @@ class StageBatch:
 
     ``epoch`` is the wall-clock time of the episode's start: where the batch runs, steps are timed as
     ``time.time() - epoch``, which is the episode's clock (exactly on one machine; across machines up to
-    their clock skew). ``max_concurrency`` is the sub-agent cap, taken from :mod:`swarm.limits` there.
+    their clock skew). ``max_concurrency`` is the sub-agent cap's width, of the limit the batch runs under there.
     """
 
     episode_id: str
@@ -130,11 +130,13 @@ async def run_batch(
     tools: ToolRegistry,
     finished: Finished,
     *,
+    limit: ConcurrencyLimit,
     telemetry: Telemetry | None = None,
 ) -> None:
     """Run a placed batch in this process: the same sub-agent loop and fan-out as the engine's, under
-    this process's sub-agent limiter (:mod:`swarm.limits`; cluster-wide where a cluster provider is
-    installed). A run whose model or granted tools do not exist here fails with that reason."""
+    ``limit`` (the sub-agent cap every batch placed here shares, ``batch.max_concurrency`` wide; a
+    cluster's leases its slots from the cluster's pool). A run whose model or granted tools do not exist
+    here fails with that reason."""
     epoch = batch.epoch
 
     def clock() -> float:
@@ -181,8 +183,7 @@ async def run_batch(
                 wall_deadline=p.wall_deadline,
             )
         )
-    cap = batch.max_concurrency
-    await run_subagents(runs, limits.limiter(limits.subagent_key(cap), cap), lambda r, res: finished(r.agent_id, res))
+    await run_subagents(runs, limit.limiter(batch.max_concurrency), lambda r, res: finished(r.agent_id, res))
 
 
 def kit_registry(kit: SubagentKit) -> tuple[dict[str, ModelBackend], ToolRegistry]:

@@ -29,6 +29,7 @@ were still running.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -50,6 +51,7 @@ from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
 from swarm.backends.replay_cache import episode_cache_stats
 from swarm.config import SwarmConfig
 from swarm.errors import ConfigError, ErrorType, TaskFileError, UnknownNameError
+from swarm.limits import CapacityLimit, ConcurrencyLimit
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
 from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl, to_trl_rollout
 from swarm.rl.rewards import ADVANTAGES, PARLReward
@@ -462,6 +464,8 @@ class EpisodeRunner:
     It holds the episode factory, the base config, the reward and the rollout config, and must be
     picklable to run on a cluster (see :func:`orchestrator.cluster.remote_factory`). ``probe`` is the
     task :meth:`check` builds an episode of (:func:`collect_rollouts` gives its first task).
+    ``subagent_limit``: the sub-agent cap every episode it runs shares (default: one of its own, so
+    concurrent episodes share one cap; a pickled runner arrives with a fresh one, see :meth:`sharing`).
     """
 
     def __init__(
@@ -473,6 +477,7 @@ class EpisodeRunner:
         *,
         keep_records: bool = True,
         probe: Task | None = None,
+        subagent_limit: ConcurrencyLimit | None = None,
     ) -> None:
         self.factory = factory
         self.swarm_config = swarm_config
@@ -480,6 +485,13 @@ class EpisodeRunner:
         self.config = config
         self.keep_records = keep_records
         self.probe = probe or Task(id="check", prompt="check")
+        self.subagent_limit: ConcurrencyLimit = CapacityLimit() if subagent_limit is None else subagent_limit
+
+    def sharing(self, subagent_limit: ConcurrencyLimit) -> EpisodeRunner:
+        """The same runner, its episodes sharing ``subagent_limit`` (a cluster actor passes the cluster's)."""
+        runner = copy.copy(self)
+        runner.subagent_limit = subagent_limit
+        return runner
 
     def check(self) -> None:
         """Build the probe task's orchestrator, so a factory or config mistake fails once, before anything runs."""
@@ -491,7 +503,7 @@ class EpisodeRunner:
         try:
             orch = self.factory(job, base.model_copy(update={"orchestrator_sampling": sampling}), self.reward_fn)
             with episode_cache_stats() as cache:
-                record = await orch.run(job.task, episode_id=job.episode_id)
+                record = await orch.run(job.task, episode_id=job.episode_id, subagent_limit=self.subagent_limit)
             if cache:
                 record = record.model_copy(update={"metadata": {**record.metadata, CACHE_KEY: cache.as_dict()}})
             if job.attempt > 1:
@@ -916,13 +928,14 @@ def trl_rollout_func(
                 groups.append((task.model_copy(update={"id": f"{task.id}@{n}"}), 1))
         records: dict[tuple[int, int], EpisodeRecord] = {}
         limiter = anyio.CapacityLimiter(max_concurrent_episodes)
+        subagents = CapacityLimit()  # one sub-agent cap for the call's concurrent episodes
 
         async def one(g: int, task: Task, j: int) -> None:
             job = EpisodeJob(task, j, episode_seed(seed, task.id, j))
             sampling = base.orchestrator_sampling.model_copy(update={"seed": job.seed})
             orch = factory(job, base.model_copy(update={"orchestrator_sampling": sampling}), reward_fn)
             async with limiter:
-                records[(g, j)] = await orch.run(task, episode_id=f"{task.id}-s{j}")
+                records[(g, j)] = await orch.run(task, episode_id=f"{task.id}-s{j}", subagent_limit=subagents)
 
         async def main() -> None:
             async with anyio.create_task_group() as tg:

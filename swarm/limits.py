@@ -1,17 +1,26 @@
-"""Shared concurrency limits: one limiter per key, wherever the agents run.
+"""Concurrency limits: a shared cap is an object passed in; a model endpoint's cap is shared by its URL.
 
-Two caps in the runtime are *shared*, not per object: the sub-agent cap (``SwarmConfig.max_concurrency``,
-sub-agents running at once across every episode) and each model endpoint's request cap (an
-OpenAI-compatible server's ``max_concurrency``). Code that enforces one asks::
+**The sub-agent cap** (``SwarmConfig.max_concurrency``: sub-agents running at once) is a
+:class:`ConcurrencyLimit` object, as pydantic-ai's ``ConcurrencyLimitedModel(wrapped, limiter)`` takes
+its limiter: whoever runs episodes that must share one cap creates one :class:`CapacityLimit` and
+passes the same object to each (``Orchestrator.run(task, subagent_limit=...)``; a rollout's or an
+eval's runner does it for its concurrent episodes). Episodes given different objects never wait for
+each other, whatever their capacities; nothing is looked up by a number. Each user asks the object for
+its :class:`Limiter` with the width it wants (its ``max_concurrency``, no wider than its sub-agents'
+backend serves at once), so holders that share one object should agree on it. Inside a cluster
+(``orchestrator.cluster``) the object leases its slots from one Ray actor instead, so one cap holds
+across every process.
 
-    async with limiter(subagent_key(cfg.max_concurrency), cfg.max_concurrency):
+**Each model endpoint's request cap** (an OpenAI-compatible server's ``max_concurrency``) is shared by
+every backend on that server, found by the endpoint's key::
+
+    async with limiter(endpoint_key(url), capacity):
         ...
 
-and gets the same limiter as every other caller with that key. Where the limiters come from is the
-*provider*'s business:
+Where those limiters come from is the *provider*'s business:
 
-* by default, one :class:`anyio.CapacityLimiter` per (event loop, key, capacity): every orchestrator and
-  backend in one loop shares it;
+* by default, one :class:`anyio.CapacityLimiter` per (event loop, key, capacity): every backend in one
+  loop shares it;
 * inside a cluster, a provider installed with :func:`use_limits` (``orchestrator.cluster`` leases slots
   from one Ray actor) makes the same key mean the same cap across every process of the cluster.
 
@@ -32,14 +41,17 @@ from urllib.parse import urlsplit
 import anyio
 from anyio.lowlevel import RunVar
 
+from swarm.errors import ConfigError
+
 __all__ = [
+    "CapacityLimit",
+    "ConcurrencyLimit",
     "LimitProvider",
     "Limiter",
     "LocalLimits",
     "current_limits",
     "endpoint_key",
     "limiter",
-    "subagent_key",
     "use_limits",
 ]
 
@@ -70,6 +82,47 @@ class Limiter(Protocol):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
+
+
+class ConcurrencyLimit(Protocol):
+    """A cap shared by everything given the same object (see the module docstring)."""
+
+    def limiter(self, width: int) -> Limiter:
+        """The limiter its holders share, ``width`` slots wide (or narrower, where the object caps it)."""
+        ...
+
+
+class CapacityLimit:
+    """A :class:`ConcurrencyLimit` in this process: one :class:`anyio.CapacityLimiter`, made on first use.
+
+    ``capacity``: at most that many holders at once, whatever width they ask for; ``None``: as many as
+    the width asked for (each :meth:`limiter` call sets it, so sharers should agree on it). Pickled, it
+    arrives as a fresh, unshared limit with the same capacity: a limit never spans two processes (a
+    cluster leases its slots instead).
+    """
+
+    __slots__ = ("_limiter", "capacity")
+
+    def __init__(self, capacity: int | None = None) -> None:
+        if capacity is not None and capacity < 1:
+            raise ConfigError(f"a CapacityLimit needs capacity >= 1 (or None: the width asked for), got {capacity}")
+        self.capacity = capacity
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def limiter(self, width: int) -> Limiter:
+        total = width if self.capacity is None else min(self.capacity, width)
+        lim = self._limiter
+        if lim is None:
+            lim = self._limiter = anyio.CapacityLimiter(total)
+        elif lim.total_tokens != total:  # a narrower width holds new holders back; running ones finish
+            lim.total_tokens = total
+        return lim
+
+    def __reduce__(self) -> tuple[type[CapacityLimit], tuple[int | None]]:
+        return (CapacityLimit, (self.capacity,))
+
+    def __repr__(self) -> str:
+        return f"CapacityLimit({self.capacity})"
 
 
 class LimitProvider(Protocol):
@@ -124,11 +177,6 @@ def use_limits(provider: LimitProvider) -> Iterator[LimitProvider]:
         yield provider
     finally:
         _provider.reset(token)
-
-
-def subagent_key(capacity: int) -> str:
-    """The key of the sub-agent cap (``SwarmConfig.max_concurrency``): shared by every episode."""
-    return f"subagents/{capacity}"
 
 
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}

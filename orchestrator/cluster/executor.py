@@ -18,7 +18,7 @@ it arrives: the files, their format, resume and groups are exactly those of an i
 
 Limits: with ``cluster_limits`` (default) every actor leases the sub-agent cap and each endpoint's
 request cap from one :class:`~orchestrator.cluster.slots.SlotPool` actor, so they hold over the whole
-cluster.
+cluster; without, each actor's episodes share a cap of their own.
 
 Faults: an actor that dies (killed, OOM, segfault) is restarted by Ray (``max_restarts``); the episodes
 it was running are rerun (each at most ``max_attempts`` times, then recorded as crashed, which a
@@ -69,7 +69,7 @@ class EpisodeWorker(LeasingActor):
 
     def __init__(self, runner: EpisodeRunner, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         super().__init__(pool_name, actor_key, gc_freeze)
-        self.runner = runner
+        self.runner = runner.sharing(self.subagent_limit)  # its episodes share this actor's (or the cluster's) cap
         runner.check()  # a factory that cannot be built here fails the actor at creation, with the cause
         self._inboxes: dict[str, _Inbox] = {}
 

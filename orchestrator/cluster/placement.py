@@ -73,7 +73,11 @@ class SubagentWorker(LeasingActor):
         try:
             with await self.limited():
                 await run_batch(
-                    batch, self.backends, self.tools, lambda agent_id, r: box.put((agent_id, replace(r, ran_in=here)))
+                    batch,
+                    self.backends,
+                    self.tools,
+                    lambda agent_id, r: box.put((agent_id, replace(r, ran_in=here))),
+                    limit=self.subagent_limit,
                 )
         finally:
             box.close()

@@ -1,9 +1,11 @@
 """Cluster-wide limits: one Ray actor hands out slots; every process leases them in batches.
 
-The sub-agent cap and each model endpoint's request cap are :mod:`swarm.limits` keys. Inside a cluster
-every process installs :class:`ClusterLimits` (``use_limits``), whose limiters lease slots from one
-:class:`SlotPool` actor, so a key means one cap across the whole cluster: the slots leased out never
-exceed the capacity, and a slot is in use only while its process holds a lease on it.
+Inside a cluster every process holds a :class:`ClusterLimits`, whose limiters lease slots from one
+:class:`SlotPool` actor, so a name means one cap across the whole cluster: the slots leased out never
+exceed the capacity, and a slot is in use only while its process holds a lease on it. The sub-agent cap
+is the :class:`~swarm.limits.ConcurrencyLimit` ``limits.limit(SUBAGENT_CAP)`` that a cluster actor
+passes to its episodes and placed batches; each model endpoint's request cap is a :mod:`swarm.limits`
+key, which the provider installed around an actor's work (``use_limits``) leases the same way.
 
 Asking the pool for every slot would cost a round trip per model call. Instead a process
 
@@ -36,9 +38,21 @@ import anyio
 from orchestrator.cluster._ray import kill_all, remote_class, wait_started
 from swarm import _aio
 from swarm.errors import ClusterError
-from swarm.limits import Limiter, use_limits
+from swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter, use_limits
 
-__all__ = ["ClusterLimits", "LeasingActor", "Outbox", "SlotPool", "start_leasing_actors", "start_slot_pool"]
+__all__ = [
+    "SUBAGENT_CAP",
+    "ClusterLimits",
+    "LeasingActor",
+    "Outbox",
+    "SlotPool",
+    "start_leasing_actors",
+    "start_slot_pool",
+]
+
+SUBAGENT_CAP = "subagents"
+"""The pool name of the sub-agent cap: every process's :meth:`ClusterLimits.limit` of it leases from one
+pool per width (``SwarmConfig.max_concurrency``, narrowed to the sub-agents' backend)."""
 
 
 # -- the pool (a Ray actor) ---------------------------------------------------------------------------
@@ -414,9 +428,25 @@ class ClusterLimits:
             lim = self._limiters[(key, capacity)] = _LeasedLimiter(self, key, capacity)
         return lim
 
+    def limit(self, name: str) -> ConcurrencyLimit:
+        """The cap ``name`` as a :class:`~swarm.limits.ConcurrencyLimit` to pass in: its limiter of width
+        ``w`` leases from the pool's ``(name, w)`` cap, which every process asking for it shares."""
+        return _LeasedLimit(self, name)
+
     def leased(self) -> dict[str, int]:
         """Slots this process holds now, per key (for tests and diagnostics)."""
         return {k: lim.leased for (k, _), lim in self._limiters.items()}
+
+
+class _LeasedLimit:
+    __slots__ = ("name", "owner")
+
+    def __init__(self, owner: ClusterLimits, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def limiter(self, width: int) -> Limiter:
+        return self.owner.limiter(self.name, width)
 
 
 T = TypeVar("T")
@@ -462,7 +492,8 @@ class Outbox(Generic[T]):
 
 class LeasingActor:
     """What every actor of ours shares: the CLI's GC settings, a name for this process incarnation, and
-    (with a pool) cluster-wide limits that are installed around its work with :meth:`limited`."""
+    (with a pool) cluster-wide limits that are installed around its work with :meth:`limited`;
+    :attr:`subagent_limit` is the sub-agent cap its work shares (the cluster's, else this process's)."""
 
     def __init__(self, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         if gc_freeze:
@@ -479,6 +510,9 @@ class LeasingActor:
 
             pool = require_ray().get_actor(pool_name)
             self.limits = ClusterLimits(pool, self.holder, pool_name=pool_name)
+        self.subagent_limit: ConcurrencyLimit = (
+            CapacityLimit() if self.limits is None else self.limits.limit(SUBAGENT_CAP)
+        )
         self._registered = pool_name is None
         self._boxes: dict[str, Outbox[Any]] = {}
 

@@ -45,6 +45,7 @@ from swarm.backend import ModelBackend, SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
 from swarm.config import SwarmConfig
 from swarm.errors import BackendError, ConfigError
+from swarm.limits import CapacityLimit
 from swarm.records import EpisodeRecord, RewardRecord, Task
 from swarm.rl.export import JsonlWriter
 from swarm.rl.rewards import PARLReward, RewardConfig
@@ -333,12 +334,14 @@ class VerlLoopConfig(BaseModel):
 
 @dataclass
 class VerlRuntime:
-    """What every episode of one process shares: the config, the sub-agents' backend, the records."""
+    """What every episode of one process shares: the config, the sub-agents' backend and their cap
+    (``max_concurrency``), the records."""
 
     config: VerlLoopConfig
     subagent_backend: ModelBackend
     judge: ModelBackend | None = None
     _writers: dict[Path, JsonlWriter] = field(default_factory=dict)
+    subagent_limit: CapacityLimit = field(default_factory=CapacityLimit)
 
     @classmethod
     def from_config(cls, config: VerlLoopConfig) -> VerlRuntime:
@@ -463,7 +466,8 @@ async def _play(
     reward = PolicyStepReward(cfg.reward, judge=runtime.judge, default_step=cfg.default_step)
     orchestrator = factory(EpisodeJob(task, 0, 0), _episode_config(cfg.swarm, sampling_params), reward)
     try:
-        return await orchestrator.run(task, episode_id=f"{task.id}-{uuid.uuid4().hex[:12]}"), None
+        eid = f"{task.id}-{uuid.uuid4().hex[:12]}"
+        return await orchestrator.run(task, episode_id=eid, subagent_limit=runtime.subagent_limit), None
     except Exception as exc:  # a runtime bug in one episode must not end verl's whole batch
         return None, f"episode crashed: {type(exc).__name__}: {exc}"
 

@@ -67,3 +67,11 @@ async def test_the_record_of_an_episodes_second_run_says_it_and_its_subagents_ra
     assert [e.record.metadata.get("attempts") for e in entries] == [None, 2]
     assert [{s.attempts for s in e.record.subagent_results} for e in entries] == [{1}, {2}]
     assert len(entries[1].record.subagent_results) == 3 and again.digest == first.digest  # nothing else changed
+
+
+def test_an_actors_episodes_share_its_subagent_cap() -> None:
+    w = worker()
+    shipped = EpisodeRunner(w.runner.factory, w.runner.swarm_config, w.runner.reward_fn, w.runner.config)
+    here = EpisodeWorker(shipped, None, "episodes-1", gc_freeze=False)
+    assert here.runner.subagent_limit is here.subagent_limit is not shipped.subagent_limit
+    assert here.subagent_limit is not w.subagent_limit  # without a pool, each actor's cap is its own

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cluster.slots import ClusterLimits, SlotPool
+from orchestrator.cluster.slots import SUBAGENT_CAP, ClusterLimits, SlotPool
 from swarm import _aio
 
 
@@ -106,3 +106,27 @@ async def test_a_lease_follows_the_recent_peak_instead_of_asking_the_pool_for_ev
     await anyio.sleep(0.6)  # once the demand is gone, the idle lease goes back within two periods
     assert limits.leased() == {"k": 0}
     assert (await pool.target.stats())["k#100"]["used"] == 0
+
+
+async def test_the_subagent_cap_of_every_process_leases_from_one_pool() -> None:
+    """Two processes' :meth:`ClusterLimits.limit` objects of the sub-agent cap hold one cap between them."""
+    pool = LocalHandle(SlotPool())
+    holders = [ClusterLimits(pool, h, linger_s=0.05) for h in ("a", "b")]
+    now = peak = 0
+
+    async def subagent(lim: Any) -> None:
+        nonlocal now, peak
+        async with lim:
+            now += 1
+            peak = max(peak, now)
+            await anyio.sleep(0.01)
+            now -= 1
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for limits in holders:
+                lim = limits.limit(SUBAGENT_CAP).limiter(3)
+                for _ in range(8):
+                    tg.start_soon(subagent, lim)
+    assert peak == 3
+    assert set((await pool.target.stats()).keys()) == {f"{SUBAGENT_CAP}#3"}

@@ -11,6 +11,7 @@ from orchestrator import Orchestrator, SwarmConfig
 from orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_tasks, subagent_policy
 from orchestrator.placement import Finished, StageBatch, run_batch
 from swarm.backend import Completion, ModelBackend, ModelRequest
+from swarm.limits import CapacityLimit
 from swarm.messages import ToolMessage
 from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus
 from swarm.testing import FunctionBackend
@@ -23,13 +24,14 @@ class HerePlacement:
     def __init__(self, backends: dict[str, ModelBackend], tools: list[Tool], min_width: int = 1) -> None:
         self.backends, self.tools, self.min_width = backends, ToolRegistry(tools), min_width
         self.batches: list[StageBatch] = []
+        self.limit = CapacityLimit()  # the sub-agent cap every batch placed here shares
 
     def takes(self, width: int) -> bool:
         return width >= self.min_width
 
     async def run(self, batch: StageBatch, finished: Finished) -> None:
         self.batches.append(batch)
-        await run_batch(batch, self.backends, self.tools, finished)
+        await run_batch(batch, self.backends, self.tools, finished, limit=self.limit)
 
 
 def sim_orchestrator(latency: float = 0.0, placement: HerePlacement | None = None, **cfg: Any) -> Orchestrator:

@@ -335,3 +335,27 @@ async def test_a_config_field_added_by_a_later_commit_does_not_stop_a_resume(tmp
     path.write_text(json.dumps(old))
     with pytest.raises(ConfigError, match="episode_configs_nondefault_sha256"):
         await run_eval(wl, tasks, gold(wl), arms=["single"], out_dir=tmp_path, run_id="r", resume=True)
+
+
+async def test_concurrent_episodes_share_one_subagent_cap(tmp_path: Path) -> None:
+    wl = get_workload("wide-lookup")
+    tasks = wl.tasks(3, seed=0)
+    now = peak = 0
+
+    def resolve(task: Task, mode: Mode) -> tuple[Any, Any]:
+        p = wl.gold_policy(task, mode, latency_s=0.02)
+
+        async def gauged(request: Any) -> Completion:
+            nonlocal now, peak
+            now += 1
+            peak = max(peak, now)
+            try:
+                return await p.subagent.complete(request)
+            finally:
+                now -= 1
+
+        return p.orchestrator, FunctionBackend(gauged, model=p.subagent.model)
+
+    report = await run_eval(wl, tasks, resolve, arms=["swarm"], overrides={"max_concurrency": 2}, concurrent_episodes=3)
+    assert all(r.error is None for r in report.rows)
+    assert peak == 2  # three episodes at once, one cap of 2 over all their sub-agents

@@ -18,9 +18,18 @@ from orchestrator import (
     orchestrator_factory,
 )
 from orchestrator.engine import RewardFn
-from orchestrator.rollout import EpisodeEntry, EpisodeFactory, EpisodeJob, RolloutFailure, RolloutProgress, episode_seed
+from orchestrator.rollout import (
+    EpisodeEntry,
+    EpisodeFactory,
+    EpisodeJob,
+    RolloutFailure,
+    RolloutProgress,
+    episode_seed,
+    trl_rollout_func,
+)
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError, TaskFileError
+from swarm.limits import ConcurrencyLimit
 from swarm.messages import ToolMessage
 from swarm.records import EpisodeRecord, Task
 from swarm.rl.export import read_jsonl, read_trajectories
@@ -150,10 +159,12 @@ async def test_resume_with_other_group_size_is_refused(tmp_path: Path) -> None:
 
 
 class Crashy(Orchestrator):
-    async def run(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
+    async def run(
+        self, task: Task | str, *, episode_id: str | None = None, subagent_limit: ConcurrencyLimit | None = None
+    ) -> EpisodeRecord:
         if episode_id and episode_id.endswith("-s1"):
             raise RuntimeError("runtime bug in a tool layer")
-        return await super().run(task, episode_id=episode_id)
+        return await super().run(task, episode_id=episode_id, subagent_limit=subagent_limit)
 
 
 async def test_a_crashing_episode_is_recorded_and_retried_on_resume(tmp_path: Path) -> None:
@@ -298,28 +309,35 @@ async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_pat
     assert (s3.episodes, s3.infrastructure_failures, s3.groups_complete) == (2, 2, 1)
 
 
-async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp_path: Path) -> None:
-    """Regression: the cap was per Orchestrator, so `--concurrent-episodes 4` episodes
-    with max_concurrency=4 ran 16 sub-agents at once."""
-    in_flight = peak = 0
+class InFlight:
+    """A sub-agent backend counting its calls in flight (each takes 20 ms); ``peak``: the most at once."""
 
-    async def work(request: ModelRequest) -> Completion:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
+    def __init__(self) -> None:
+        self.now = self.peak = 0
+        self.backend = FunctionBackend(self.work)
+
+    async def work(self, request: ModelRequest) -> Completion:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
         try:
             await anyio.sleep(0.02)
         finally:
-            in_flight -= 1
+            self.now -= 1
         return Completion(text="done")
 
-    def policy(request: ModelRequest) -> Completion:
-        if any(isinstance(m, ToolMessage) for m in request.messages):
-            return Completion(text="Answer: 0")
-        calls = [call("create_subagent", name="w", system_prompt="s")]
-        return Completion(tool_calls=(*calls, *(call("assign_task", agent="w", task=f"{i}") for i in range(4))))
 
-    factory = orchestrator_factory(FunctionBackend(policy), subagent_backend=FunctionBackend(work))
+def fan_out_4(request: ModelRequest) -> Completion:
+    if any(isinstance(m, ToolMessage) for m in request.messages):
+        return Completion(text="Answer: 0")
+    calls = [call("create_subagent", name="w", system_prompt="s")]
+    return Completion(tool_calls=(*calls, *(call("assign_task", agent="w", task=f"{i}") for i in range(4))))
+
+
+async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp_path: Path) -> None:
+    """Regression: the cap was per Orchestrator, so `--concurrent-episodes 4` episodes
+    with max_concurrency=4 ran 16 sub-agents at once."""
+    subs = InFlight()
+    factory = orchestrator_factory(FunctionBackend(fan_out_4), subagent_backend=subs.backend)
     await collect_rollouts(
         TASKS,
         factory,
@@ -327,7 +345,15 @@ async def test_max_concurrency_caps_subagents_over_all_episodes_of_a_rollout(tmp
         config=RolloutConfig(group_size=2, max_concurrent_episodes=4),
         swarm_config=SwarmConfig(max_concurrency=4),
     )
-    assert peak == 4
+    assert subs.peak == 4
+
+
+def test_the_trl_rollout_funcs_concurrent_episodes_share_one_subagent_cap() -> None:
+    subs = InFlight()
+    factory = orchestrator_factory(FunctionBackend(fan_out_4), subagent_backend=subs.backend)
+    rollout = trl_rollout_func(factory, swarm_config=SwarmConfig(max_concurrency=4), max_concurrent_episodes=4)
+    out = rollout(["a", "a", "b", "b"], None)
+    assert len(out["reward"]) == 4 and subs.peak == 4  # 4 episodes of 4 sub-agents each, one cap of 4
 
 
 def test_swarm_rollout_takes_max_concurrency(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Shared limits: one sub-agent cap across episodes, one request cap per endpoint, pluggable providers."""
+"""Limits: the sub-agent cap is an object that episodes given it share; one request cap per endpoint,
+from pluggable providers."""
 
 from __future__ import annotations
 
+import pickle
 import socket
 from typing import Any
 
@@ -12,7 +14,17 @@ import pytest
 from orchestrator import Orchestrator, SwarmConfig
 from swarm.backend import Completion, ModelRequest
 from swarm.backends.openai_http import OpenAIBackend
-from swarm.limits import Limiter, LocalLimits, current_limits, endpoint_key, limiter, subagent_key, use_limits
+from swarm.errors import ConfigError
+from swarm.events import Event, SubagentFinished, SubagentStarted
+from swarm.limits import (
+    CapacityLimit,
+    Limiter,
+    LocalLimits,
+    current_limits,
+    endpoint_key,
+    limiter,
+    use_limits,
+)
 from swarm.messages import UserMessage
 from swarm.records import EpisodeRecord
 from swarm.testing import FunctionBackend, call
@@ -44,30 +56,87 @@ def fan_out_policy(width: int) -> FunctionBackend:
     return FunctionBackend(policy)
 
 
-async def test_the_subagent_cap_holds_across_concurrent_orchestrators() -> None:
-    gauge = Gauge()
-
+def gauged_worker(gauge: Gauge, parallel_slots: int | None = None) -> FunctionBackend:
     async def work(request: ModelRequest) -> Completion:
         await gauge.hold(0.02)
         return Completion(text="ok")
 
-    cfg = SwarmConfig(max_concurrency=8, max_subagents_per_stage=16)
+    return FunctionBackend(work, parallel_slots=parallel_slots)
+
+
+async def run_all(runs: list[tuple[Orchestrator, CapacityLimit | None]]) -> list[EpisodeRecord]:
     records: list[EpisodeRecord] = []
 
-    async def run(o: Orchestrator) -> None:
-        records.append(await o.run("go"))
+    async def run(o: Orchestrator, limit: CapacityLimit | None) -> None:
+        records.append(await o.run("go", subagent_limit=limit))
 
-    orchestrators = [Orchestrator(fan_out_policy(16), cfg, subagent_backend=FunctionBackend(work)) for _ in range(3)]
     async with anyio.create_task_group() as tg:
-        for o in orchestrators:
-            tg.start_soon(run, o)
+        for o, limit in runs:
+            tg.start_soon(run, o, limit)
+    return records
+
+
+CFG = SwarmConfig(max_concurrency=8, max_subagents_per_stage=16)
+
+
+async def test_episodes_given_one_limit_share_its_cap() -> None:
+    gauge = Gauge()
+    shared = CapacityLimit()
+    worker = gauged_worker(gauge)
+    records = await run_all(
+        [(Orchestrator(fan_out_policy(16), CFG, subagent_backend=worker), shared) for _ in range(3)]
+    )
     assert gauge.peak == 8
     assert len(records) == 3 and all(r.dag.subagent_steps == 16 for r in records)
 
 
-async def test_different_caps_are_different_limiters() -> None:
-    assert limiter(subagent_key(4), 4) is limiter(subagent_key(4), 4)
-    assert limiter(subagent_key(4), 4) is not limiter(subagent_key(5), 5)
+async def test_episodes_given_different_limits_do_not_wait_for_each_other() -> None:
+    """Fails where the cap is found by its number (one limiter per max_concurrency): the peak is then 8."""
+    gauge = Gauge()
+    worker = gauged_worker(gauge)
+    orchestrators = [Orchestrator(fan_out_policy(16), CFG, subagent_backend=worker) for _ in range(2)]
+    await run_all([(o, CapacityLimit()) for o in orchestrators])
+    assert gauge.peak == 16
+    gauge.peak = 0
+    await run_all([(o, None) for o in orchestrators])  # none given: each orchestrator's own
+    assert gauge.peak == 16
+
+
+async def test_an_orchestrators_own_limit_is_shared_by_its_concurrent_runs() -> None:
+    gauge = Gauge()
+    o = Orchestrator(fan_out_policy(16), CFG, subagent_backend=gauged_worker(gauge))
+    await run_all([(o, None), (o, None)])
+    assert gauge.peak == 8
+
+
+async def test_a_limit_is_no_wider_than_its_capacity_or_the_width_asked_for() -> None:
+    gauge = Gauge()
+    worker = gauged_worker(gauge)
+    await run_all([(Orchestrator(fan_out_policy(16), CFG, subagent_backend=worker), CapacityLimit(5))])
+    assert gauge.peak == 5  # the object's capacity
+    running = Gauge()  # sub-agents started and not yet finished
+
+    def watch(event: Event) -> None:
+        if isinstance(event, SubagentStarted):
+            running.now += 1
+            running.peak = max(running.peak, running.now)
+        elif isinstance(event, SubagentFinished):
+            running.now -= 1
+
+    slots = gauged_worker(Gauge(), parallel_slots=3)
+    o = Orchestrator(fan_out_policy(16), CFG, subagent_backend=slots, observers=[watch])
+    await run_all([(o, CapacityLimit())])
+    assert running.peak == 3  # the sub-agents' backend serves 3 at once: the rest wait unstarted
+    lim = CapacityLimit()
+    assert lim.limiter(4) is lim.limiter(6)  # one limiter; its width follows the ask
+    assert lim.limiter(6).available_tokens == 6
+
+
+def test_a_pickled_limit_arrives_fresh_with_its_capacity() -> None:
+    copy = pickle.loads(pickle.dumps(CapacityLimit(3)))
+    assert isinstance(copy, CapacityLimit) and copy.capacity == 3
+    with pytest.raises(ConfigError, match="capacity >= 1"):
+        CapacityLimit(0)
 
 
 def test_each_event_loop_has_its_own_limiters() -> None:
@@ -109,7 +178,7 @@ def test_loopback_endpoints_are_told_apart_by_machine() -> None:
     assert endpoint_key("https://Api.Example.com/v1") == "endpoint/https://api.example.com"
 
 
-async def test_a_provider_installed_with_use_limits_hands_out_the_limiters() -> None:
+async def test_a_provider_installed_with_use_limits_hands_out_the_endpoint_limiters() -> None:
     asked: list[tuple[str, int]] = []
 
     class Recording(LocalLimits):
@@ -117,12 +186,18 @@ async def test_a_provider_installed_with_use_limits_hands_out_the_limiters() -> 
             asked.append((key, capacity))
             return super().limiter(key, capacity)
 
+    def handler(r: httpx.Request) -> httpx.Response:
+        message = {"role": "assistant", "content": "ok"}
+        body = {"choices": [{"message": message, "finish_reason": "stop"}], "usage": {}}
+        return httpx.Response(200, json=body)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    worker = OpenAIBackend("http://srv.test/v1", "m", client=client, max_concurrency=5)
     default = current_limits()
     with use_limits(Recording()):
-        worker = FunctionBackend(lambda r: Completion(text="ok"))
         await Orchestrator(fan_out_policy(2), SwarmConfig(max_concurrency=5), subagent_backend=worker).run("go")
     assert current_limits() is default
-    assert asked == [(subagent_key(5), 5)]
+    assert set(asked) == {(endpoint_key("http://srv.test"), 5)}  # the sub-agent cap is not the provider's
 
 
 def test_capacity_must_be_positive() -> None:

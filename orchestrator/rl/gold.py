@@ -211,28 +211,31 @@ async def gold_examples(
             config=RolloutConfig(group_size=1, max_concurrent_episodes=4),
             swarm_config=swarm,
         )
-        kept = 0
-        for t in read_jsonl(out / "trajectories.jsonl", Trajectory):
-            if t.reward.r_perf < min_r_perf:
-                continue
-            kept += 1
-            examples.append(
-                SftExample(
-                    task_id=t.task_id,
-                    workload=spec.workload,
-                    ids=t.prompt_ids + t.response_ids,
-                    mask=(0,) * len(t.prompt_ids) + t.response_mask,
-                    r_perf=t.reward.r_perf,
-                )
-            )
+        kept = _kept_examples(out / "trajectories.jsonl", spec.workload, min_r_perf)
+        examples += kept
         summary[spec.workload] = {
             "tasks": len(tasks),
             "episodes": roll.episodes,
             "trajectories": roll.trajectories,
-            "kept": kept,
+            "kept": len(kept),
             "mean_r_perf": roll.mean_r_perf,
         }
     return examples, summary
+
+
+def _kept_examples(trajectories: Path, workload: str, min_r_perf: float) -> list[SftExample]:
+    """The SFT examples of a workload's gold trajectories that score ``r_perf ≥ min_r_perf``."""
+    return [
+        SftExample(
+            task_id=t.task_id,
+            workload=workload,
+            ids=t.prompt_ids + t.response_ids,
+            mask=(0,) * len(t.prompt_ids) + t.response_mask,
+            r_perf=t.reward.r_perf,
+        )
+        for t in read_jsonl(trajectories, Trajectory)
+        if not t.reward.r_perf < min_r_perf
+    ]
 
 
 def write_examples(examples: Sequence[SftExample], path: Path) -> Path:

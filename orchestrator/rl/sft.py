@@ -23,13 +23,18 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import torch
 
 from swarm.errors import ConfigError
 from swarm.rl.losses import masked_logprobs, pad_batch, ptx_loss
+
+if TYPE_CHECKING:
+    from orchestrator.rl.config import TrainConfig
+    from orchestrator.rl.gold import SftExample
+    from swarm.backends.transformers_backend import TransformersBackend
 
 __all__ = ["run_sft", "sft_train"]
 
@@ -121,11 +126,9 @@ def serving_renderer(config: Any) -> Any:
     )
 
 
-def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
-    """The SFT stage of ``config`` (a :class:`~orchestrator.rl.config.TrainConfig`); returns its summary."""
-    from orchestrator.rl.gold import gold_examples, read_examples, write_examples
-    from orchestrator.rl.lora import is_peft_model, load_adapter
-    from orchestrator.rl.policy import build_policy, subagent_model_name
+def run_sft(config: TrainConfig, *, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """The SFT stage of ``config``; returns its summary."""
+    from orchestrator.rl.policy import build_policy
 
     cfg = config.sft
     root: Path = config.run_dir / "sft"
@@ -138,76 +141,15 @@ def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None)
     model = policy.hf_model
     torch.manual_seed(cfg.seed)
     resuming = (ckpt / "state.json").is_file() and data.is_file()
-    if resuming:
-        examples = read_examples(data)
-        summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
-    else:
-        shutil.rmtree(root, ignore_errors=True)
-        t0 = time.perf_counter()
-
-        async def generate() -> tuple[list[Any], dict[str, Any]]:
-            renderer = serving_renderer(config)
-            try:
-                return await gold_examples(
-                    specs,
-                    policy.tokenizer,
-                    config.swarm,
-                    root / "gold",
-                    min_r_perf=cfg.min_r_perf,
-                    subagent_model=subagent_model_name(config, policy),
-                    renderer=renderer,
-                    policy_model=renderer.model if renderer is not None else policy.model,
-                )
-            finally:
-                if renderer is not None:
-                    await renderer.aclose()
-
-        examples, per_workload = anyio.run(generate)
-        if not examples:
-            raise ConfigError(f"no gold episode reached r_perf >= {cfg.min_r_perf}; see {root / 'gold'}")
-        write_examples(examples, data)
-        summary = {
-            "workloads": per_workload,
-            "examples": len(examples),
-            "tokens": sum(len(e.ids) for e in examples),
-            "trained_tokens": sum(sum(e.mask) for e in examples),
-            "generate_s": time.perf_counter() - t0,
-        }
-        (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    examples, summary = _gold_data(config, policy, root, resuming=resuming)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98))
-    start = 0
-    if resuming:
-        state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-        start = int(state["step"])
-        if is_peft_model(model):
-            load_adapter(model, ckpt)
-        else:
-            from safetensors.torch import load_file
-
-            for f in sorted(ckpt.glob("*.safetensors")):
-                model.load_state_dict(load_file(f), strict=False)
-        opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
-    pairs = [e.pair for e in examples]
-    log = root / "log.jsonl"
-
-    def step_done(step: int, loss: float) -> None:
-        with log.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, "loss": loss, "time": time.time()}) + "\n")
-        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-
-            def state(tmp: Path) -> None:  # state.json names the step these weights and moments belong to
-                torch.save(opt.state_dict(), tmp / "optimizer.pt")
-                (tmp / "state.json").write_text(json.dumps({"step": step + 1}), encoding="utf-8")
-
-            _save(model, policy.tokenizer, ckpt, None, state)
-        if on_step is not None:
-            on_step(step, loss)
-
+    start = _resume(model, opt, ckpt) if resuming else 0
+    step_done = _step_logger(config, model, policy.tokenizer, opt, root, on_step)
     t0 = time.perf_counter()
     losses = sft_train(
         model,
-        pairs,
+        [e.pair for e in examples],
         steps=cfg.steps,
         lr=cfg.lr,
         batch_size=cfg.batch_size,
@@ -228,3 +170,95 @@ def run_sft(config: Any, *, on_step: Callable[[int, float], None] | None = None)
     _save(model, policy.tokenizer, root / "policy", gguf, write_summary)
     shutil.rmtree(ckpt, ignore_errors=True)
     return summary
+
+
+def _gold_data(
+    config: TrainConfig, policy: TransformersBackend, root: Path, *, resuming: bool
+) -> tuple[list[SftExample], dict[str, Any]]:
+    """(examples, summary): read back when resuming, else the gold episodes generated afresh into ``root``."""
+    from orchestrator.rl.gold import gold_examples, read_examples, write_examples
+    from orchestrator.rl.policy import subagent_model_name
+
+    cfg = config.sft
+    data = root / "data.jsonl"
+    if resuming:
+        return read_examples(data), json.loads((root / "summary.json").read_text(encoding="utf-8"))
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = time.perf_counter()
+
+    async def generate() -> tuple[list[SftExample], dict[str, Any]]:
+        renderer = serving_renderer(config)
+        try:
+            return await gold_examples(
+                cfg.workloads or config.workloads,
+                policy.tokenizer,
+                config.swarm,
+                root / "gold",
+                min_r_perf=cfg.min_r_perf,
+                subagent_model=subagent_model_name(config, policy),
+                renderer=renderer,
+                policy_model=renderer.model if renderer is not None else policy.model,
+            )
+        finally:
+            if renderer is not None:
+                await renderer.aclose()
+
+    examples, per_workload = anyio.run(generate)
+    if not examples:
+        raise ConfigError(f"no gold episode reached r_perf >= {cfg.min_r_perf}; see {root / 'gold'}")
+    write_examples(examples, data)
+    summary = {
+        "workloads": per_workload,
+        "examples": len(examples),
+        "tokens": sum(len(e.ids) for e in examples),
+        "trained_tokens": sum(sum(e.mask) for e in examples),
+        "generate_s": time.perf_counter() - t0,
+    }
+    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return examples, summary
+
+
+def _resume(model: Any, opt: torch.optim.Optimizer, ckpt: Path) -> int:
+    """Load the SFT checkpoint's weights (or adapter) and optimizer moments; the step it resumes at."""
+    from orchestrator.rl.lora import is_peft_model, load_adapter
+
+    state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    if is_peft_model(model):
+        load_adapter(model, ckpt)
+    else:
+        from safetensors.torch import load_file
+
+        for f in sorted(ckpt.glob("*.safetensors")):
+            model.load_state_dict(load_file(f), strict=False)
+    opt.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+    return int(state["step"])
+
+
+def _step_logger(
+    config: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    opt: torch.optim.Optimizer,
+    root: Path,
+    on_step: Callable[[int, float], None] | None,
+) -> Callable[[int, float], None]:
+    """The per-step hook of :func:`sft_train`: a log line, a checkpoint every ``checkpoint_every`` steps,
+    then the caller's ``on_step``."""
+    cfg = config.sft
+    log = root / "log.jsonl"
+    ckpt = root / "checkpoint"
+
+    def step_done(step: int, loss: float) -> None:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, "loss": loss, "time": time.time()}) + "\n")
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+
+            def state(tmp: Path) -> None:  # state.json names the step these weights and moments belong to
+                torch.save(opt.state_dict(), tmp / "optimizer.pt")
+                (tmp / "state.json").write_text(json.dumps({"step": step + 1}), encoding="utf-8")
+
+            _save(model, tokenizer, ckpt, None, state)
+        if on_step is not None:
+            on_step(step, loss)
+
+    return step_done

@@ -25,9 +25,9 @@ from orchestrator.rl.sequences import TrainingSequence
 from swarm.errors import ConfigError
 from swarm.rl.losses import LOSSES, LossFn, LossParams, masked_logprobs, pad_batch, ptx_loss
 
-__all__ = ["SftExample", "UpdateSpec", "build_optimizers", "update_policy"]
+__all__ = ["PtxExample", "UpdateSpec", "build_optimizers", "update_policy"]
 
-SftExample = tuple[list[int], list[int]]
+PtxExample = tuple[list[int], list[int]]
 """(ids, mask) of an SFT conversation (:func:`orchestrator.rl.sequences.sft_example`), for the PTX loss."""
 
 _STATS = ("loss", "policy_loss", "ptx_loss", "grad_norm", "masked_token_frac", "ratio_mismatch")
@@ -79,7 +79,7 @@ def update_policy(
     spec: UpdateSpec,
     *,
     rng: random.Random,
-    sft: Sequence[SftExample] = (),
+    sft: Sequence[PtxExample] = (),
 ) -> dict[str, float]:
     """One update of ``model`` on a rollout's sequences: ``spec.optim.minibatches × epochs`` optimizer
     steps, gradients clipped (a non-finite gradient skips its step). Returns the means over minibatches
@@ -128,7 +128,7 @@ class _Update:
     loss_fn: LossFn
     device: torch.device
     rng: random.Random
-    sft: Sequence[SftExample]
+    sft: Sequence[PtxExample]
     old: list[torch.Tensor] = field(default_factory=list)
     mismatch_num: float = 0.0
     mismatch_den: int = 0

@@ -131,3 +131,13 @@ def test_the_trainer_update_is_update_policy_with_the_configs_settings(tmp_path:
         cfg.optim,
         cfg.loss_params,
     )
+
+
+def test_each_separate_engine_says_what_it_needs_before_starting_anything(tmp_path: Path) -> None:
+    no_policy = ServingInputs(policy=None, run_dir=tmp_path)  # type: ignore[arg-type]  # never reached
+    with pytest.raises(ConfigError, match="engine = 'vllm' serves a transformers model directory"):
+        SERVING.get("vllm")(no_policy)
+    with pytest.raises(ConfigError, match="engine = 'llamacpp' serves a GGUF base with the LoRA adapter"):
+        SERVING.get("llamacpp")(no_policy)
+    assert SERVING.get("transformers")(no_policy) == Serving()
+    assert not list(tmp_path.iterdir())

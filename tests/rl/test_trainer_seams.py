@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import random
 from pathlib import Path
 
@@ -21,6 +24,42 @@ from orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy  
 from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 
 TINY = "[tiny]\nhidden_size = 32\nintermediate_size = 64\n"
+ROOT = Path(__file__).resolve().parents[2]
+SEAMS = ("checkpoint", "config", "environment", "metrics", "policy", "sequences", "serving", "trainer", "update")
+
+
+def test_each_seam_exports_what_it_defines_and_nothing_is_imported_through_the_trainer() -> None:
+    for seam in SEAMS:
+        mod = importlib.import_module(f"orchestrator.rl.{seam}")
+        names = list(mod.__all__)
+        assert names == sorted(names) and len(names) == len(set(names)), seam
+        for n in names:
+            obj = getattr(mod, n)
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                assert obj.__module__ == mod.__name__, f"{seam}.{n} comes from {obj.__module__}"
+    assert importlib.import_module("orchestrator.rl.trainer").__all__ == ["Trainer"]
+    through = [
+        f"{p.relative_to(ROOT)}: {alias.name}"
+        for top in ("orchestrator", "experiments", "tests", "examples", "scripts")
+        for p in (ROOT / top).rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "orchestrator.rl.trainer"
+        for alias in node.names
+        if alias.name != "Trainer"
+    ]
+    assert not through, f"names imported from orchestrator.rl.trainer instead of their seam: {through}"
+
+
+def test_no_function_of_the_training_package_is_over_60_lines() -> None:
+    long = [
+        f"{p.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for p in sorted((ROOT / "orchestrator" / "rl").glob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 60
+    ]
+    assert not long, long
 
 
 def test_an_unknown_serving_engine_is_a_config_error_naming_the_known_ones(tmp_path: Path) -> None:

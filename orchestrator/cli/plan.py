@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.options import is_scripted, parse_knobs
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.sampling import with_resolved_sampling
+from orchestrator.cli.sampling import resolve_sampling, with_sampling
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.environment import environment
 from orchestrator.tasks import load_config, load_tasks
@@ -362,12 +362,12 @@ def _family_sampling(
 ) -> SwarmConfig:
     """A model run's sampling: the config file's where it sets it, else the model family's, flags on top."""
     given = base.model_fields_set if base is not None else set()
-    return with_resolved_sampling(config, file_sets=given, start="family", flags=flags, model=model)
+    return with_sampling(config, resolve_sampling(config, file_sets=given, start="family", flags=flags, model=model))
 
 
 def _flags_only(config: SwarmConfig, flags: Mapping[str, Any]) -> SwarmConfig:
     """A scripted policy's sampling: the config's, flags on top (it keys the sub-agent replay cache)."""
-    return with_resolved_sampling(config, file_sets=(), start="config", flags=flags)
+    return with_sampling(config, resolve_sampling(config, file_sets=(), start="config", flags=flags))
 
 
 def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:

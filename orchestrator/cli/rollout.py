@@ -52,7 +52,7 @@ from orchestrator.cli.options import (
 )
 from orchestrator.cli.plan import config_from, workload_knobs
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.sampling import with_resolved_sampling
+from orchestrator.cli.sampling import resolve_sampling, with_sampling
 from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout import (
@@ -144,7 +144,7 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
 def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
     """``cfg`` with ``--temperature``/``--max-tokens`` on both roles' sampling, where given."""
     flags = {"temperature": temperature, "max_tokens": max_tokens}
-    return with_resolved_sampling(cfg, file_sets=(), start="config", flags=flags)
+    return with_sampling(cfg, resolve_sampling(cfg, file_sets=(), start="config", flags=flags))
 
 
 def _workload_tasks(
@@ -234,7 +234,7 @@ def _factory_and_executor(
     return remote_factory(build, **build_args), RayExecutor(None if ray == "local" else ray, actors=ray_actors)
 
 
-def _select_tasks(
+def _read_tasks(
     tasks: Path | None,
     workload: str | None,
     *,
@@ -244,9 +244,13 @@ def _select_tasks(
     mode: str,
     seed: int,
     backend: str,
-    malformed: Literal["skip", "fail"],
+    on_malformed: str,
 ) -> tuple[list[Task], list[Any]]:
-    """The run's tasks: from ``--tasks`` alone, or a workload's (generated, or its task file)."""
+    """The run's tasks: from ``--tasks`` alone, or a workload's (generated, or its task file), with each
+    skipped task-file line said on stderr."""
+    if on_malformed not in ("skip", "fail"):
+        raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
+    malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
     if workload is None:
         if n is not None or split is not None or knob or mode != "swarm":
             raise UserError("-n, --split, --knob and --mode choose workload tasks; give --workload NAME")
@@ -257,19 +261,23 @@ def _select_tasks(
                 "--backend gold plays a workload's gold policy; give --workload NAME "
                 "(or -b scripted for the built-in demo tasks)"
             )
-        return load_task_file(tasks, on_malformed=malformed)
-    if mode not in MODES:
+        task_list, problems = load_task_file(tasks, on_malformed=malformed)
+    elif mode not in MODES:
         raise UserError(f"--mode must be swarm or single for a workload rollout; got {mode!r}")
-    return _workload_tasks(
-        workload,
-        task_file=tasks,
-        n=n,
-        seed=seed,
-        split=split,
-        knobs=workload_knobs(workload, knob or []),
-        mode="single" if mode == "single" else "swarm",
-        on_malformed=malformed,
-    )
+    else:
+        task_list, problems = _workload_tasks(
+            workload,
+            task_file=tasks,
+            n=n,
+            seed=seed,
+            split=split,
+            knobs=workload_knobs(workload, knob or []),
+            mode="single" if mode == "single" else "swarm",
+            on_malformed=malformed,
+        )
+    for p in problems:
+        err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
+    return task_list, problems
 
 
 def rollout(
@@ -491,30 +499,6 @@ def _run_config(
         settings=settings,
         retry_infrastructure_failures=not keep_infra_failures,
     )
-
-
-def _read_tasks(
-    tasks: Path | None,
-    workload: str | None,
-    *,
-    n: int | None,
-    split: str | None,
-    knob: list[str] | None,
-    mode: str,
-    seed: int,
-    backend: str,
-    on_malformed: str,
-) -> tuple[list[Task], list[Any]]:
-    """The run's tasks (:func:`_select_tasks`), with each skipped task-file line said on stderr."""
-    if on_malformed not in ("skip", "fail"):
-        raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
-    malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
-    task_list, problems = _select_tasks(
-        tasks, workload, n=n, split=split, knob=knob, mode=mode, seed=seed, backend=backend, malformed=malformed
-    )
-    for p in problems:
-        err.print(f"[yellow]skipped[/yellow] {escape(p.path)}:{p.line}: {escape(p.error)}", soft_wrap=True)
-    return task_list, problems
 
 
 def _rollout_config(

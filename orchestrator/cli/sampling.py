@@ -25,7 +25,7 @@ from swarm.backend import SamplingParams
 from swarm.config import SwarmConfig
 from swarm.errors import UserError
 
-__all__ = ["ROLES", "SamplingStart", "resolve_sampling", "with_resolved_sampling"]
+__all__ = ["ROLES", "SamplingStart", "resolve_sampling", "with_sampling"]
 
 SamplingStart = Literal["family", "greedy", "config"]
 ROLES = ("orchestrator_sampling", "subagent_sampling")
@@ -71,19 +71,10 @@ def resolve_sampling(
     return out
 
 
-def with_resolved_sampling(
-    config: SwarmConfig,
-    *,
-    file_sets: Collection[str],
-    start: SamplingStart,
-    flags: Mapping[str, Any],
-    model: str | None = None,
-    seed: int | None = None,
-) -> SwarmConfig:
-    """``config`` with :func:`resolve_sampling`'s sampling (unchanged when nothing changes it)."""
-    if start == "config" and not any(v is not None for v in flags.values()):
+def with_sampling(config: SwarmConfig, sampling: Mapping[str, SamplingParams]) -> SwarmConfig:
+    """``config`` with :func:`resolve_sampling`'s ``sampling`` (``config`` itself when that changes nothing)."""
+    if all(getattr(config, role) == params for role, params in sampling.items()):
         return config
-    sampling = resolve_sampling(config, file_sets=file_sets, start=start, flags=flags, model=model, seed=seed)
     data = {**config.model_dump(), **{role: s.model_dump() for role, s in sampling.items()}}
     try:
         return SwarmConfig.model_validate(data)

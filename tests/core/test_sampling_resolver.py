@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cli.sampling import ROLES, resolve_sampling, with_resolved_sampling
+from orchestrator.cli.sampling import ROLES, resolve_sampling, with_sampling
 from orchestrator.prompts import profile_for
 from swarm.backend import SamplingParams
 from swarm.config import SwarmConfig
@@ -39,7 +39,15 @@ def test_flags_go_on_top_of_every_start(start: str) -> None:
 
 
 def test_config_start_without_flags_is_the_config_itself() -> None:
-    assert with_resolved_sampling(FILE, file_sets=(), start="config", flags={"temperature": None}) is FILE
+    unchanged = resolve_sampling(FILE, file_sets=(), start="config", flags={"temperature": None})
+    assert with_sampling(FILE, unchanged) is FILE
+
+
+def test_with_sampling_puts_the_resolved_sampling_on_both_roles() -> None:
+    sampling = resolve_sampling(FILE, file_sets=(), start="config", flags={"temperature": 0.7, "max_tokens": 9})
+    out = with_sampling(FILE, sampling)
+    assert all((getattr(out, r).temperature, getattr(out, r).max_tokens) == (0.7, 9) for r in ROLES)
+    assert out.model_dump(exclude=set(ROLES)) == FILE.model_dump(exclude=set(ROLES))
 
 
 def test_a_bad_prompt_profile_names_the_config() -> None:

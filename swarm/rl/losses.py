@@ -15,7 +15,8 @@ batch is split into micro-batches, so accumulated gradients equal the full-batch
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -109,13 +110,39 @@ def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: t
         raise ConfigError(f"advantages must be one per sequence: shape ({logprobs.shape[0]},), got {tuple(adv.shape)}")
 
 
-def _masked_log_ratio(
-    logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mask in the logprobs' dtype, per-token ``log π_θ − log π_old`` with no gradient through π_old),
-    after checking the shapes every loss needs."""
-    _check(logprobs, old, adv, mask)
-    return mask.to(logprobs.dtype), logprobs - old.detach()
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A loss's tensors once their shapes are checked: ``mask`` in the logprobs' dtype, the per-token
+    ``log_ratio`` ``log π_θ − log π_old`` (no gradient through π_old), the per-sequence ``advantages``
+    (no gradient) and ``num_tokens``, the normaliser's override."""
+
+    mask: torch.Tensor
+    log_ratio: torch.Tensor
+    advantages: torch.Tensor
+    num_tokens: float | None
+
+
+def _policy_loss(name: str) -> Callable[[Callable[[_Batch, LossParams], LossOutput]], LossFn]:
+    """Register a loss written over a checked :class:`_Batch` in :data:`LOSSES` as the :class:`LossFn` ``name``."""
+
+    def register(body: Callable[[_Batch, LossParams], LossOutput]) -> LossFn:
+        def loss(
+            logprobs: torch.Tensor,
+            old_logprobs: torch.Tensor,
+            advantages: torch.Tensor,
+            mask: torch.Tensor,
+            params: LossParams,
+            num_tokens: float | None = None,
+        ) -> LossOutput:
+            _check(logprobs, old_logprobs, advantages, mask)
+            log_ratio = logprobs - old_logprobs.detach()
+            return body(_Batch(mask.to(logprobs.dtype), log_ratio, advantages.detach(), num_tokens), params)
+
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):  # the loss's own, not the wrapper's
+            setattr(loss, attr, getattr(body, attr))
+        return LOSSES.add(name, loss)
+
+    return register
 
 
 def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
@@ -163,37 +190,23 @@ def k25_token_objective(
     return keep * ratio * advantages - params.tau * log_ratio.square(), keep
 
 
-@LOSSES.register("k25")
-def k25_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    params: LossParams,
-    num_tokens: float | None = None,
-) -> LossOutput:
+@_policy_loss("k25")
+def k25_loss(batch: _Batch, params: LossParams) -> LossOutput:
     """K2.5 eq. (1): ``−(1/N) Σ_tokens [ 1{α ≤ log r ≤ β}·r·A − τ·(log r)² ]``, ``r = π_θ/π_old``.
 
     The indicator is token-level masking on the log-ratio (no gradient through it); the squared
     log-ratio penalty applies to every orchestrator token, masked or not.
     """
-    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
-    per_token, keep = k25_token_objective(log_ratio, advantages.detach()[:, None], params)
-    loss, metrics = _token_loss(per_token, mask, num_tokens, log_ratio, dropped=1.0 - keep)
+    mask, log_ratio = batch.mask, batch.log_ratio
+    per_token, keep = k25_token_objective(log_ratio, batch.advantages[:, None], params)
+    loss, metrics = _token_loss(per_token, mask, batch.num_tokens, log_ratio, dropped=1.0 - keep)
     with torch.no_grad():
         metrics["log_ratio_sq_mean"] = float((log_ratio.square() * mask).sum().item()) / _tokens(mask)
     return LossOutput(loss=loss, metrics=metrics)
 
 
-@LOSSES.register("k2")
-def k2_squared_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    params: LossParams,
-    num_tokens: float | None = None,
-) -> LossOutput:
+@_policy_loss("k2")
+def k2_squared_loss(batch: _Batch, params: LossParams) -> LossOutput:
     """K2's loss: ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
 
     Kimi K2 report §3.2.3 (https://arxiv.org/abs/2507.20534).
@@ -202,10 +215,10 @@ def k2_squared_loss(
     runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
     is a sequence count, not a token count).
     """
-    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
-    seq_log_ratio = (log_ratio * mask).sum(dim=-1)
-    has = (mask.sum(dim=-1) > 0).to(logprobs.dtype)
-    err = advantages.detach() - params.tau * seq_log_ratio
+    mask = batch.mask
+    seq_log_ratio = (batch.log_ratio * mask).sum(dim=-1)
+    has = (mask.sum(dim=-1) > 0).to(mask.dtype)
+    err = batch.advantages - params.tau * seq_log_ratio
     k = max(float(has.sum().item()), 1.0)
     loss = (err.square() * has).sum() / k
     with torch.no_grad():
@@ -218,24 +231,16 @@ def k2_squared_loss(
     return LossOutput(loss=loss, metrics=metrics)
 
 
-@LOSSES.register("ppo_clip")
-def ppo_clip_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    params: LossParams,
-    num_tokens: float | None = None,
-) -> LossOutput:
+@_policy_loss("ppo_clip")
+def ppo_clip_loss(batch: _Batch, params: LossParams) -> LossOutput:
     """Plain PPO-clip: ``−(1/N) Σ_tokens min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)``."""
-    mask, log_ratio = _masked_log_ratio(logprobs, old_logprobs, advantages, mask)
-    ratio = torch.exp(log_ratio)
-    adv = advantages.detach()[:, None]
+    ratio = torch.exp(batch.log_ratio)
+    adv = batch.advantages[:, None]
     clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
     per_token = torch.minimum(ratio * adv, clipped * adv)
     with torch.no_grad():
-        clipped_terms = ((ratio * adv) > (clipped * adv)).to(logprobs.dtype)  # min picked the clipped term
-    loss, metrics = _token_loss(per_token, mask, num_tokens, log_ratio, dropped=clipped_terms)
+        clipped_terms = ((ratio * adv) > (clipped * adv)).to(batch.mask.dtype)  # min picked the clipped term
+    loss, metrics = _token_loss(per_token, batch.mask, batch.num_tokens, batch.log_ratio, dropped=clipped_terms)
     return LossOutput(loss=loss, metrics=metrics)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import random
@@ -212,6 +213,16 @@ def test_losses_registry_and_shape_errors() -> None:
         k25_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3), LossParams())
     with pytest.raises(ValueError, match="alpha"):
         LossParams(alpha=0.1)
+
+
+def test_each_registered_loss_has_the_loss_signature_and_its_own_name_and_doc() -> None:
+    params = ["logprobs", "old_logprobs", "advantages", "mask", "params", "num_tokens"]
+    for name, fn in (("k25", k25_loss), ("k2", k2_squared_loss), ("ppo_clip", ppo_clip_loss)):
+        assert LOSSES.get(name) is fn
+        assert list(inspect.signature(fn).parameters) == params
+        assert fn.__module__ == "swarm.rl.losses"
+        assert getattr(fn, "__name__", None) in {"k25_loss", "k2_squared_loss", "ppo_clip_loss"}
+    assert "K2.5 eq. (1)" in (k25_loss.__doc__ or "")
 
 
 def test_empty_mask_gives_zero_loss_not_nan() -> None:

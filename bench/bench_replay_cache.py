@@ -50,7 +50,8 @@ if str(ROOT) not in sys.path:
 
 from orchestrator.backend_factory import build_backends, model_identity  # noqa: E402
 from orchestrator.eval import workload_orchestrator_factory  # noqa: E402
-from orchestrator.rollout import RolloutConfig, collect_rollouts  # noqa: E402
+from orchestrator.rollout.collection import collect_rollouts  # noqa: E402
+from orchestrator.rollout.config import RolloutConfig  # noqa: E402
 from swarm.backend import ModelBackend, ModelRequest, SamplingParams  # noqa: E402
 from swarm.backends.replay_cache import CachedBackend, ReplayCache  # noqa: E402
 from swarm.config import SwarmConfig  # noqa: E402

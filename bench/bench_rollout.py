@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from orchestrator import PARLReward, RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
-from orchestrator.rollout import EpisodeEntry
+from orchestrator.rollout.episodes import EpisodeEntry
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import Task

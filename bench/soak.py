@@ -143,21 +143,21 @@ def _plant(name: str) -> None:
     the backend treats 429 as fatal. ``leak-task``: every episode leaves a task behind that never ends.
     """
     if name == "drop-on-resume":
-        from orchestrator import rollout
+        from orchestrator.rollout import collection
 
-        pending = rollout._Run.pending
+        pending = collection._Run.pending
 
         def dropping(self: Any) -> list[Any]:
             jobs = pending(self)
             return jobs[1:] if self.resumed and jobs else jobs
 
-        rollout._Run.pending = dropping  # type: ignore[method-assign]
+        collection._Run.pending = dropping  # type: ignore[method-assign]
     elif name == "no-retry-429":
         from swarm.backends import openai_http
 
         openai_http._RETRY_STATUS = openai_http._RETRY_STATUS - {429}
     elif name == "leak-task":
-        from orchestrator.rollout import EpisodeRunner
+        from orchestrator.rollout.executors import EpisodeRunner
 
         run = EpisodeRunner.run
 
@@ -428,7 +428,7 @@ def keep(out: Path, dest: Path) -> None:
     import gzip
     import shutil
 
-    from orchestrator.rollout import EpisodeEntry
+    from orchestrator.rollout.episodes import EpisodeEntry
     from swarm.rl.export import iter_jsonl
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -599,7 +599,7 @@ def _hangs(
 
 
 def _rollout_files(run_dir: Path) -> tuple[list[Any], list[Any], list[Any]]:
-    from orchestrator.rollout import EpisodeEntry, RolloutFailure
+    from orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
     from swarm.rl.export import read_jsonl
     from swarm.rl.trajectory import Trajectory
 
@@ -632,7 +632,7 @@ def _report(
     kept_checks: list[dict[str, Any]],
     start: float,
 ) -> dict[str, Any]:
-    from orchestrator.rollout import episode_seed
+    from orchestrator.rollout.episodes import episode_seed
 
     requests = [json.loads(x) for x in (out / "server.jsonl").read_text().splitlines() if x.strip()]
     reqs = [r for r in requests if "f" in r]

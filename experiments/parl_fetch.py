@@ -47,12 +47,9 @@ from orchestrator.prompts import action_specs  # noqa: E402
 from orchestrator.rl.config import TrainConfig, load_train_config  # noqa: E402
 from orchestrator.rl.environment import Environment  # noqa: E402
 from orchestrator.rl.sequences import sft_example  # noqa: E402
-from orchestrator.rollout import (  # noqa: E402
-    EpisodeEntry,
-    RolloutConfig,
-    collect_rollouts,
-    orchestrator_factory,
-)
+from orchestrator.rollout.collection import collect_rollouts  # noqa: E402
+from orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory  # noqa: E402
 from swarm.backend import Completion, ModelRequest, ToolSpec  # noqa: E402
 from swarm.config import SwarmConfig  # noqa: E402
 from swarm.errors import BackendError  # noqa: E402

@@ -3,14 +3,11 @@
 from orchestrator.backend_factory import build_backends
 from orchestrator.engine import Orchestrator
 from orchestrator.recorder import RecordWriter
-from orchestrator.rollout import (
-    RolloutConfig,
-    RolloutSummary,
-    collect_rollouts,
-    load_task_file,
-    orchestrator_factory,
-    trl_rollout_func,
-)
+from orchestrator.rollout.collection import RolloutSummary, collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
+from orchestrator.rollout.episodes import orchestrator_factory
+from orchestrator.rollout.trl import trl_rollout_func
+from orchestrator.tasks import load_task_file
 from swarm.config import SwarmConfig
 from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
 

@@ -14,7 +14,7 @@ per-episode data, :mod:`orchestrator.eval_raw`; reports are regenerated from the
 the raw file are skipped, provided the run's settings match.
 
 :func:`workload_orchestrator_factory` is the hook for rollout collection and training: an
-:data:`~orchestrator.rollout.EpisodeFactory` that builds each job's orchestrator in its task's own
+:data:`~orchestrator.rollout.episodes.EpisodeFactory` that builds each job's orchestrator in its task's own
 environment (from the task's metadata) and scores it with the workload (the PARL terms on top).
 """
 
@@ -50,7 +50,7 @@ from orchestrator.eval_raw import (
     write_manifest,
     write_raw,
 )
-from orchestrator.rollout import EpisodeFactory, EpisodeJob
+from orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob
 from orchestrator.store import episode_dir, write_episode
 from swarm.backend import ModelBackend
 from swarm.backends.replay_cache import cache_counts, episode_cache_stats, sum_counts, with_cache_stats
@@ -891,8 +891,9 @@ def workload_orchestrator_factory(
     mode: Mode = "swarm",
     overrides: Mapping[str, Any] | None = None,
 ) -> EpisodeFactory:
-    """An :data:`~orchestrator.rollout.EpisodeFactory` for :func:`orchestrator.rollout.collect_rollouts`
-    over workload tasks: each job gets its task's fresh environment, tools and agents
+    """An :data:`~orchestrator.rollout.episodes.EpisodeFactory` for
+    :func:`~orchestrator.rollout.collection.collect_rollouts` over workload tasks: each job gets its task's
+    fresh environment, tools and agents
     (:meth:`Workload.episode`), and its reward's ``r_perf`` is the workload's score (the PARL terms and
     λs from the run's reward, :meth:`Episode.reward_with`).
 

@@ -8,19 +8,22 @@ import sys
 import tomllib
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, TaskFileError, validation_problems
+from swarm.errors import ConfigError, TaskFileError, UnknownNameError, validation_problems
 from swarm.records import Task
+from swarm.verifiers import validate_verifier_args
 
 __all__ = [
     "CONFIG_TABLES",
     "LARGE_TASK_CHARS",
+    "TaskProblem",
     "large_task_warning",
     "load_config",
+    "load_task_file",
     "load_tasks",
     "parse_task_line",
     "parse_tasks",
@@ -122,6 +125,78 @@ def parse_tasks(text: str, source: str, suffix: str, *, stem: str) -> list[Task]
     if not tasks:
         raise TaskFileError("task file holds no tasks", source)
     return [t if t.id else t.model_copy(update={"id": f"{stem}-{i}"}) for i, t in enumerate(tasks)]
+
+
+class TaskProblem(BaseModel):
+    """A task-file line that was skipped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    line: int
+    error: str
+
+
+def _task_problem(path: Path, line: int, task: Task, seen: set[str]) -> str | None:
+    if task.id in seen:
+        return f"duplicate task id {task.id!r} (ids name the rollout groups; make them unique)"
+    if task.verifier is None:
+        return None
+    try:
+        validate_verifier_args(task.verifier, task.verifier_args)
+    except (UnknownNameError, ConfigError) as exc:
+        return str(exc)
+    return None
+
+
+def load_task_file(
+    path: Path, *, on_malformed: Literal["skip", "fail"] = "skip"
+) -> tuple[list[Task], list[TaskProblem]]:
+    """Read a JSONL task file (``{"id", "prompt", "verifier", "verifier_args", "metadata"}`` a line).
+
+    Unknown top-level keys go into ``metadata``; a missing id becomes ``<file stem>-<line>``. A bad
+    line (invalid JSON, no prompt, unknown verifier or bad verifier arguments, duplicate id) raises
+    :class:`TaskFileError` naming the line with ``on_malformed="fail"``, or is reported and skipped.
+    """
+    p = str(path)
+    if not path.is_file():
+        raise TaskFileError("task file does not exist or is not a file; check the path", p)
+    tasks: list[Task] = []
+    problems: list[TaskProblem] = []
+    seen: set[str] = set()
+    with path.open("rb") as f:
+        for lineno, raw_bytes in enumerate(f, start=1):
+            try:
+                raw = raw_bytes.decode("utf-8")
+            except UnicodeDecodeError:
+                err: str | None = "line is not UTF-8 text"
+            else:
+                if not raw.strip():
+                    continue
+                err = None
+            task: Task | None = None
+            if err is None:
+                try:
+                    obj = json.loads(raw)
+                    if isinstance(obj, dict) and not obj.get("id"):
+                        obj["id"] = f"{path.stem}-{lineno}"
+                    task = task_from(obj, p, lineno)  # the task loader's one rule for unknown keys
+                    err = _task_problem(path, lineno, task, seen)
+                except json.JSONDecodeError as exc:
+                    err = f"invalid JSON ({exc.msg} at column {exc.colno})"
+                except TaskFileError as exc:
+                    err = exc.message
+            if err is not None:
+                if on_malformed == "fail":
+                    raise TaskFileError(err + " (use --on-malformed skip to skip bad lines)", p, lineno)
+                problems.append(TaskProblem(path=p, line=lineno, error=err))
+                continue
+            assert task is not None
+            seen.add(task.id)
+            tasks.append(task)
+    if not tasks:
+        raise TaskFileError(f"task file holds no usable tasks ({len(problems)} malformed line(s))", p)
+    return tasks, problems
 
 
 CONFIG_TABLES: dict[str, str] = {

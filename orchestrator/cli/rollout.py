@@ -55,17 +55,10 @@ from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.sampling import resolve_sampling, with_sampling
 from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout import (
-    TRAJECTORIES,
-    EpisodeFactory,
-    RolloutConfig,
-    RolloutProgress,
-    RolloutSummary,
-    collect_rollouts,
-    load_task_file,
-    orchestrator_factory,
-)
-from orchestrator.tasks import large_task_warning, load_config
+from orchestrator.rollout.collection import TRAJECTORIES, RolloutProgress, RolloutSummary, collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
+from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
+from orchestrator.tasks import large_task_warning, load_config, load_task_file
 from swarm.backend import ModelBackend
 from swarm.config import SwarmConfig
 from swarm.errors import LargeInputWarning, UserError, validation_problems

@@ -11,9 +11,9 @@
     )
 
 Each actor is an asyncio Ray actor running many episodes at once on its own event loop (the same
-:class:`~orchestrator.rollout.EpisodeRunner` as in-process: it prepares the episode's JSONL lines where
+:class:`~orchestrator.rollout.executors.EpisodeRunner` as in-process: it prepares the episode's JSONL lines where
 it ran). The driver keeps ``max_concurrent_episodes`` episodes in flight over all actors, each sent to
-the actor with the fewest, and hands every result to :func:`~orchestrator.rollout.collect_rollouts` as
+the actor with the fewest, and hands every result to :func:`~orchestrator.rollout.collection.collect_rollouts` as
 it arrives: the files, their format, resume and groups are exactly those of an in-process run.
 
 Limits: with ``cluster_limits`` (default) every actor leases the sub-agent cap and each endpoint's
@@ -23,7 +23,7 @@ cluster; without, each actor's episodes share a cap of their own.
 Faults: an actor that dies (killed, OOM, segfault) is restarted by Ray (``max_restarts``); the episodes
 it was running are rerun (each at most ``max_attempts`` times, then recorded as crashed, which a
 resume retries), and the record of a rerun episode says so: ``metadata["attempts"]``, and
-``attempts`` on each of its sub-agents (:func:`~orchestrator.rollout.rerun_record`); results that
+``attempts`` on each of its sub-agents (:func:`~orchestrator.rollout.episodes.rerun_record`); results that
 reached the driver are on disk and never rerun, so nothing is written twice. Cancelling the driver
 (Ctrl-C) kills every actor; finished episodes are already on disk.
 """
@@ -49,7 +49,8 @@ from orchestrator.cluster._ray import (
     require_asyncio,
 )
 from orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
-from orchestrator.rollout import EpisodeJob, EpisodeOutcome, EpisodeRunner, episode_crash
+from orchestrator.rollout.episodes import EpisodeJob, EpisodeOutcome, episode_crash
+from orchestrator.rollout.executors import Deliver, EpisodeRunner
 from swarm.errors import ClusterError, ErrorType
 
 __all__ = ["RayExecutor"]
@@ -156,7 +157,7 @@ class _Scheduler:
         ray: Any,
         actors: list[_Actor],
         pool: Any,
-        deliver: Callable[[EpisodeOutcome], None],
+        deliver: Deliver,
         max_attempts: int,
         restart_timeout_s: float,
         linger_s: float,
@@ -303,7 +304,7 @@ class _Scheduler:
 
 
 class RayExecutor:
-    """A :class:`~orchestrator.rollout.RolloutExecutor` that runs episodes on Ray actors.
+    """A :class:`~orchestrator.rollout.executors.RolloutExecutor` that runs episodes on Ray actors.
 
     ``address``: see :class:`~orchestrator.cluster.RayCluster` (``None`` starts a local Ray for the
     run and stops it after; a Ray already initialised in this process is used as it is).
@@ -357,7 +358,7 @@ class RayExecutor:
         self,
         runner: EpisodeRunner,
         jobs: Sequence[EpisodeJob],
-        deliver: Callable[[EpisodeOutcome], None],
+        deliver: Deliver,
         *,
         max_concurrent: int,
     ) -> None:

@@ -23,7 +23,7 @@ import anyio
 
 from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import EpisodeFactory, orchestrator_factory
+from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.function_backend import call, complete_with_tokens
 from swarm.messages import ToolMessage, UserMessage

@@ -18,7 +18,7 @@ from orchestrator.rl.gold import WorkloadTasks
 from orchestrator.rl.lora import LlamaCppConfig, LoraSpec
 from orchestrator.rl.serving import SERVING
 from orchestrator.rl.tiny import TinyModelSpec
-from orchestrator.rollout import RolloutConfig
+from orchestrator.rollout.config import RolloutConfig
 from orchestrator.tasks import model_problems
 from swarm.config import SwarmConfig
 from swarm.errors import ConfigError

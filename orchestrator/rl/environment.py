@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.rl.config import TrainConfig
 from orchestrator.rl.policy import frozen_model
-from orchestrator.rollout import EpisodeFactory
+from orchestrator.rollout.episodes import EpisodeFactory
 from swarm.backend import ModelBackend, ToolSpec
 from swarm.errors import ConfigError
 from swarm.messages import Message
@@ -77,7 +77,7 @@ def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Seq
 
 
 def _tasks_environment(config: TrainConfig) -> Environment:
-    from orchestrator.rollout import load_task_file
+    from orchestrator.tasks import load_task_file
 
     if config.tasks_file is None:
         raise ConfigError("set environment ('module:function') or tasks_file (JSONL tasks) in the training config")

@@ -29,7 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout import RolloutConfig, collect_rollouts
+from orchestrator.rollout.collection import collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
 from swarm.backend import Completion, ModelBackend, ModelRequest, Usage
 from swarm.backends.openai_http import with_tools_in_prompt
 from swarm.backends.toolparse import parse_tool_calls

@@ -15,7 +15,7 @@ from swarm.errors import ConfigError
 from workloads import get_workload
 
 if TYPE_CHECKING:
-    from orchestrator.rollout import EpisodeFactory
+    from orchestrator.rollout.episodes import EpisodeFactory
     from swarm.backend import ModelBackend
     from swarm.records import Task
     from workloads import Mode

@@ -5,7 +5,7 @@ tokens are trained; the sub-agents stay frozen.
 
 One iteration (a *step*):
 
-1. **rollout** — K episodes per task (:func:`orchestrator.rollout.collect_rollouts`, written under
+1. **rollout** — K episodes per task (:func:`orchestrator.rollout.collection.collect_rollouts`, written under
    ``run_dir/rollouts/step-NNNNNN``): the orchestrator samples from the current policy (the
    colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
    their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
@@ -63,7 +63,8 @@ from orchestrator.rl.policy import build_policy, frozen_copy
 from orchestrator.rl.sequences import TrainingSequence, sft_example, training_sequences
 from orchestrator.rl.serving import SERVING, ServingInputs, WeightSync
 from orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy
-from orchestrator.rollout import EpisodeEntry, collect_rollouts, orchestrator_factory
+from orchestrator.rollout.collection import collect_rollouts
+from orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory
 from swarm.backend import ModelBackend
 from swarm.backends.transformers_backend import TransformersBackend
 from swarm.errors import ConfigError, UserError

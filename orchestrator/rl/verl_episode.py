@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout import EpisodeEntry, EpisodeJob
+from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
 from swarm.config import SwarmConfig

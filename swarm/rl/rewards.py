@@ -45,7 +45,7 @@ component, both λs and the step.
 
 :data:`ADVANTAGES` holds PARL's group advantage estimators (Kimi K2.5 report §4.4.2) (``r − r̄``, optionally divided by
 the group's standard deviation), by name. This module is the one home of schedules and advantages:
-rollout collection (``orchestrator.rollout``) and the trainer (``orchestrator.rl``) both use it.
+rollout collection (``orchestrator.rollout.collection``) and the trainer (``orchestrator.rl``) both use it.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from orchestrator import Orchestrator, SwarmConfig
 from orchestrator.backend_factory import build_backend
 from orchestrator.cli import app
 from orchestrator.cli.live import EventLines, LiveState
-from orchestrator.rollout import RolloutFailure, infrastructure_failure
+from orchestrator.rollout.episodes import RolloutFailure, infrastructure_failure
 from swarm.backend import ModelRequest
 from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
 from swarm.errors import BackendRefusedError, BackendUnavailableError, ConfigError, ErrorType

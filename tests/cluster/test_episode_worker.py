@@ -10,7 +10,8 @@ from orchestrator import RolloutConfig, SwarmConfig
 from orchestrator.cluster.executor import EpisodeWorker
 from orchestrator.cluster.sim import sim_factory, sim_tasks
 from orchestrator.cluster.slots import Outbox
-from orchestrator.rollout import EpisodeEntry, EpisodeJob, EpisodeOutcome, EpisodeRunner, PreparedEpisode
+from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob, EpisodeOutcome, PreparedEpisode
+from orchestrator.rollout.executors import EpisodeRunner
 from swarm.errors import ClusterError
 from swarm.rl.rewards import PARLReward
 

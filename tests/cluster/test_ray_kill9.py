@@ -19,7 +19,8 @@ from orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollo
 from orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
 from orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import EpisodeFactory, RolloutProgress
+from orchestrator.rollout.collection import RolloutProgress
+from orchestrator.rollout.episodes import EpisodeFactory
 from swarm.backend import Completion, ModelRequest
 from swarm.records import AgentStatus, EpisodeStatus
 
@@ -148,7 +149,7 @@ async def test_kill_9_of_a_rollout_actor_mid_rollout_loses_and_duplicates_nothin
         progress=kill_after_four,
     )
     assert killed and ex.stats["actor_errors"] >= 1 and ex.stats["reruns"] >= 1 and ex.stats["actors_lost"] == 0
-    from orchestrator.rollout import EpisodeEntry
+    from orchestrator.rollout.episodes import EpisodeEntry
     from swarm.rl.export import read_jsonl
 
     entries = read_jsonl(tmp_path / "o" / "episodes.jsonl", EpisodeEntry)

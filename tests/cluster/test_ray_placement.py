@@ -22,7 +22,7 @@ from orchestrator.cluster.sim import (
     subagent_policy,
 )
 from orchestrator.placement import SubagentKit
-from orchestrator.rollout import EpisodeFactory, orchestrator_factory
+from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import AgentStatus, EpisodeStatus

@@ -21,7 +21,8 @@ import pytest
 from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts
 from orchestrator.cluster import RayExecutor, remote_factory
 from orchestrator.cluster.sim import SimBackend, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
-from orchestrator.rollout import EpisodeFactory, RolloutProgress, orchestrator_factory
+from orchestrator.rollout.collection import RolloutProgress
+from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
 from swarm.backend import Completion, ModelRequest
 from swarm.backends.openai_http import OpenAIBackend
 from swarm.errors import ConfigError
@@ -120,7 +121,7 @@ def crashing_factory(marker: str, target_seed: int, every_time: bool) -> Episode
 
 
 def seed_of(task_id: str, j: int, run_seed: int = 0) -> int:
-    from orchestrator.rollout import episode_seed
+    from orchestrator.rollout.episodes import episode_seed
 
     return episode_seed(run_seed, task_id, j)
 
@@ -337,7 +338,8 @@ def test_without_ray_installed_the_error_says_how_to_install_it() -> None:
         "import sys; sys.modules['ray'] = None\n"
         "from orchestrator.cluster import RayExecutor\n"
         "from orchestrator.cluster.sim import sim_factory\n"
-        "from orchestrator.rollout import EpisodeRunner, RolloutConfig\n"
+        "from orchestrator.rollout.config import RolloutConfig\n"
+        "from orchestrator.rollout.executors import EpisodeRunner\n"
         "from orchestrator import SwarmConfig, PARLReward\n"
         "try:\n"
         "    RayExecutor().check(EpisodeRunner(sim_factory(), SwarmConfig(), PARLReward(), RolloutConfig()))\n"

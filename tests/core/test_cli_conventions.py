@@ -303,7 +303,7 @@ def test_single_object_commands_print_one_json_object_on_one_line_with_a_fixed_s
     """docs/cli.md: `--json` on a command that answers with one thing is one object on one line, whose
     top-level keys are always the same (a key with nothing to say is null or empty, never missing)."""
     from orchestrator.eval import EvalReport
-    from orchestrator.rollout import RolloutSummary
+    from orchestrator.rollout.collection import RolloutSummary
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.jsonl").write_text('{"prompt": "capitals"}\n')

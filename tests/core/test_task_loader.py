@@ -12,8 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.rollout import load_task_file
-from orchestrator.tasks import load_tasks
+from orchestrator.tasks import load_task_file, load_tasks
 from swarm.errors import TaskFileError
 
 runner = CliRunner()

@@ -16,7 +16,11 @@ import pytest
         "swarm.rl.trajectory",
         "swarm.rl.export",
         "swarm.verifiers",
-        "orchestrator.rollout",
+        "orchestrator.rollout.collection",
+        "orchestrator.rollout.config",
+        "orchestrator.rollout.episodes",
+        "orchestrator.rollout.executors",
+        "orchestrator.rollout.trl",
     ],
 )
 def test_exports_resolve(module: str) -> None:

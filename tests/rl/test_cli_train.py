@@ -9,7 +9,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.rollout import EpisodeEntry, EpisodeJob
+from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
 from swarm.backend import Completion, ModelRequest
 from swarm.records import AgentStatus, EpisodeRecord
 from swarm.rl.export import read_jsonl

@@ -17,7 +17,7 @@ from orchestrator.rl.environment import Environment  # noqa: E402
 from orchestrator.rl.sequences import TrainingSequence, training_sequences  # noqa: E402
 from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
 from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rollout import RolloutConfig  # noqa: E402
+from orchestrator.rollout.config import RolloutConfig  # noqa: E402
 from swarm.backend import SamplingParams  # noqa: E402
 from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
 from swarm.config import SwarmConfig  # noqa: E402
@@ -348,7 +348,7 @@ def test_advantages_and_schedules_have_one_home(tmp_path: Path) -> None:
     """Defect 8: rollouts and the trainer use one advantage registry and one schedule class."""
     import importlib.util
 
-    from orchestrator.rollout import RolloutConfig
+    from orchestrator.rollout.config import RolloutConfig
     from swarm.rl.rewards import SCHEDULES, Schedule
 
     assert TrainConfig.model_fields["temperature"].annotation is Schedule

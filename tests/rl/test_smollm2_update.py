@@ -16,7 +16,7 @@ from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
 from orchestrator.rl.config import OptimConfig, TrainConfig  # noqa: E402
 from orchestrator.rl.environment import Environment  # noqa: E402
 from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rollout import RolloutConfig  # noqa: E402
+from orchestrator.rollout.config import RolloutConfig  # noqa: E402
 from swarm.backend import Completion, SamplingParams  # noqa: E402
 from swarm.backends.gguf_convert import convert  # noqa: E402
 from swarm.backends.local import model_available, resolve_model  # noqa: E402

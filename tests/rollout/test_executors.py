@@ -11,16 +11,15 @@ from pathlib import Path
 import anyio
 
 from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
-from orchestrator.rollout import (
+from orchestrator.rollout.episodes import (
     EpisodeEntry,
     EpisodeFactory,
     EpisodeJob,
     EpisodeOutcome,
-    EpisodeRunner,
-    LocalExecutor,
     PreparedEpisode,
     prepare_episode,
 )
+from orchestrator.rollout.executors import EpisodeRunner, LocalExecutor
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import Task

@@ -18,15 +18,9 @@ from orchestrator import (
     orchestrator_factory,
 )
 from orchestrator.engine import RewardFn
-from orchestrator.rollout import (
-    EpisodeEntry,
-    EpisodeFactory,
-    EpisodeJob,
-    RolloutFailure,
-    RolloutProgress,
-    episode_seed,
-    trl_rollout_func,
-)
+from orchestrator.rollout.collection import RolloutProgress
+from orchestrator.rollout.episodes import EpisodeEntry, EpisodeFactory, EpisodeJob, RolloutFailure, episode_seed
+from orchestrator.rollout.trl import trl_rollout_func
 from swarm.backend import Completion, ModelRequest
 from swarm.errors import ConfigError, TaskFileError
 from swarm.limits import ConcurrencyLimit

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from orchestrator.cli import app
-from orchestrator.rollout import EpisodeEntry, RolloutFailure
+from orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
 from swarm.rl.export import read_jsonl
 
 runner = CliRunner()

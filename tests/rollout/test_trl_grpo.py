@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator import Orchestrator, SwarmConfig, trl_rollout_func
 from orchestrator.engine import RewardFn
-from orchestrator.rollout import EpisodeJob
+from orchestrator.rollout.episodes import EpisodeJob
 from swarm.backend import Completion, ModelRequest
 from swarm.messages import ToolMessage
 from swarm.records import Task

@@ -7,7 +7,7 @@ SmolLM2-135M through our transformers engine. The dataset row comes from our bui
 and built with ``hydra.utils.instantiate`` as verl's ``AgentLoopWorker`` builds it.
 
 The same episode (greedy, same model, same frozen sub-agents) is then run by ``swarm rollout``'s
-machinery (:func:`orchestrator.rollout.collect_rollouts`, a token-engine backend on the same engine):
+machinery (:func:`orchestrator.rollout.collection.collect_rollouts`, a token-engine backend on the same engine):
 verl's output must equal our trajectory token by token, and its reward components ours.
 
 SmolLM2's own chat template drops tools, so the tokenizer gets a ChatML template that renders them
@@ -52,7 +52,8 @@ from orchestrator.backend_factory import build_backend
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rl import verl_loop
 from orchestrator.rl.verl_episode import CONFIG_ENV, SubagentServer, VerlLoopConfig, dataset_rows
-from orchestrator.rollout import RolloutConfig, collect_rollouts
+from orchestrator.rollout.collection import collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
 from swarm.backend import SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend
 from swarm.backends.token_engine import TokenOutput as EngineOutput

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from orchestrator.cli import app
 from orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factory
 from orchestrator.eval_raw import read_raw
-from orchestrator.rollout import RolloutConfig, collect_rollouts
+from orchestrator.rollout.collection import collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
 from swarm.backend import Completion
 from swarm.errors import BackendError, UnknownNameError
 from swarm.events import Event, StageStarted

@@ -9,7 +9,8 @@ from typer.testing import CliRunner, Result
 
 from orchestrator.cli import app
 from orchestrator.eval import BackendPair, run_eval, workload_orchestrator_factory
-from orchestrator.rollout import RolloutConfig, collect_rollouts
+from orchestrator.rollout.collection import collect_rollouts
+from orchestrator.rollout.config import RolloutConfig
 from swarm.backend import Completion
 from swarm.records import Task
 from swarm.rl.export import read_jsonl, read_trajectories

@@ -32,6 +32,7 @@ __all__ = [
     "ModelBackend",
     "ModelRequest",
     "SamplingParams",
+    "TimeParts",
     "Timings",
     "ToolSpec",
     "Usage",
@@ -150,7 +151,31 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Timings:
+class TimeParts:
+    """The measured parts of model time (seconds; token counts): one call's (:class:`Timings`), or an
+    episode's over its calls (:class:`swarm.timings.EpisodeTimings`).
+
+    ``startup_s`` is an engine start: finding and hash-checking the model (``hash_check_s``), then
+    loading it (``model_load_s``). ``queue_s`` is the wait for a free slot, ``prefill_s`` computing
+    ``prefill_tokens`` prompt tokens, ``decode_s`` sampling ``decode_tokens``; ``cached_tokens`` of
+    the prompt were reused from the KV cache instead of being computed, ``restored_tokens`` of them
+    restored from the on-disk prefix cache.
+    """
+
+    startup_s: float = 0.0
+    hash_check_s: float = 0.0
+    model_load_s: float = 0.0
+    queue_s: float = 0.0
+    prefill_tokens: int = 0
+    cached_tokens: int = 0
+    restored_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timings(TimeParts):
     """Where one model call's time went, as the backend measured it (seconds; token counts).
 
     ``call_s`` is the call once its engine was up. Inside it: ``queue_s`` waiting for a free slot,
@@ -165,16 +190,6 @@ class Timings:
 
     __pydantic_config__ = _RECORD_CONFIG
     call_s: float = 0.0
-    startup_s: float = 0.0
-    hash_check_s: float = 0.0
-    model_load_s: float = 0.0
-    queue_s: float = 0.0
-    prefill_tokens: int = 0
-    cached_tokens: int = 0
-    restored_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_tokens: int = 0
-    decode_s: float = 0.0
 
     @property
     def other_s(self) -> float:

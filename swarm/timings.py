@@ -11,36 +11,28 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from swarm.backend import Timings
+from swarm.backend import TimeParts, Timings
 from swarm.records import EpisodeRecord, StepRecord
 
 __all__ = ["EpisodeTimings", "episode_timings"]
 
 
-@dataclass(frozen=True, slots=True)
-class EpisodeTimings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeTimings(TimeParts):
     """One episode's time, in seconds, and tokens.
 
-    The model-call figures are sums over every measured call (orchestrator and sub-agents: calls
-    that ran in parallel add up, so ``prefill_s + decode_s`` can exceed ``wall_s``). ``startup_s``
-    is the longest wait for the engine to start (the first call's, in the process that started it).
-    ``runtime_s`` is the part of the wall time in which no model call and no tool call was in
-    flight: prompt building, admission, scheduling and records, the runtime's own time.
+    The model-call figures (the :class:`~swarm.backend.TimeParts`, and ``model_s``, the calls'
+    ``call_s``) are sums over every measured call (orchestrator and sub-agents: calls that ran in
+    parallel add up, so ``prefill_s + decode_s`` can exceed ``wall_s``). ``startup_s``,
+    ``hash_check_s`` and ``model_load_s`` are the longest engine start's (the first call's, in the
+    process that started it). ``runtime_s`` is the part of the wall time in which no model call and
+    no tool call was in flight: prompt building, admission, scheduling and records, the runtime's
+    own time.
     """
 
     wall_s: float
     calls: int
     measured_calls: int
-    startup_s: float = 0.0
-    hash_check_s: float = 0.0
-    model_load_s: float = 0.0
-    queue_s: float = 0.0
-    prefill_tokens: int = 0
-    cached_tokens: int = 0
-    restored_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_tokens: int = 0
-    decode_s: float = 0.0
     model_s: float = 0.0
     runtime_s: float = 0.0
 

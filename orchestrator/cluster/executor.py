@@ -354,6 +354,33 @@ class RayExecutor:
         pickled_size(ray, runner.factory, "the orchestrator factory", _SHIP_HINT)
         pickled_size(ray, runner.reward_fn, "the reward function", _SHIP_HINT)
 
+    async def _start_actors(
+        self, ray: Any, runner: EpisodeRunner, n_actors: int, pool_name: str | None
+    ) -> list[_Actor]:
+        """``n_actors`` episode actors, each running a copy of ``runner`` that keeps no records."""
+        shipped = EpisodeRunner(
+            runner.factory,
+            runner.swarm_config,
+            runner.reward_fn,
+            runner.config,
+            keep_records=False,
+            probe=runner.probe,
+        )
+        keys = [f"episodes-{i}" for i in range(n_actors)]
+        handles = await start_leasing_actors(
+            ray,
+            EpisodeWorker,
+            shipped,
+            keys,
+            pool_name=pool_name,
+            gc_freeze=self.gc_freeze,
+            num_cpus=self.num_cpus,
+            max_concurrency=32,  # serve, exchange, and monitoring calls
+            max_restarts=self.max_restarts,
+            doing="start the episode runner",
+        )
+        return [_Actor(i, key, h) for i, (key, h) in enumerate(zip(keys, handles, strict=True))]
+
     async def run(
         self,
         runner: EpisodeRunner,
@@ -375,29 +402,8 @@ class RayExecutor:
             if self.cluster_limits:
                 pool_name, pool = start_slot_pool()
                 handles.append(pool)
-            shipped = EpisodeRunner(
-                runner.factory,
-                runner.swarm_config,
-                runner.reward_fn,
-                runner.config,
-                keep_records=False,
-                probe=runner.probe,
-            )
-            keys = [f"episodes-{i}" for i in range(n_actors)]
-            started_actors = await start_leasing_actors(
-                ray,
-                EpisodeWorker,
-                shipped,
-                keys,
-                pool_name=pool_name,
-                gc_freeze=self.gc_freeze,
-                num_cpus=self.num_cpus,
-                max_concurrency=32,  # serve, exchange, and monitoring calls
-                max_restarts=self.max_restarts,
-                doing="start the episode runner",
-            )
-            handles += started_actors
-            actors = [_Actor(i, key, h) for i, (key, h) in enumerate(zip(keys, started_actors, strict=True))]
+            actors = await self._start_actors(ray, runner, n_actors, pool_name)
+            handles += [a.handle for a in actors]
             started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])

@@ -251,3 +251,21 @@ def test_both_loops_take_the_turn_primitives_from_their_neutral_home() -> None:
         if alias.name in shared
     ]
     assert not reached, f"turn primitives imported from subagents.loop: {reached}"
+
+
+# Packages cut along their seams (issue 27 item 5): each function stays under 60 lines, and a function that
+# grows past it is split where it does two things.
+SEAMED = ("orchestrator/rl", "orchestrator/rollout", "orchestrator/cluster")
+
+
+@pytest.mark.parametrize("package", SEAMED)
+def test_no_function_of_a_package_cut_along_its_seams_is_over_60_lines(package: str) -> None:
+    long = [
+        f"{p.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for p in sorted((ROOT / package).glob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 60
+    ]
+    assert not long, long

@@ -50,18 +50,6 @@ def test_each_seam_exports_what_it_defines_and_nothing_is_imported_through_the_t
     assert not through, f"names imported from orchestrator.rl.trainer instead of their seam: {through}"
 
 
-def test_no_function_of_the_training_package_is_over_60_lines() -> None:
-    long = [
-        f"{p.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for p in sorted((ROOT / "orchestrator" / "rl").glob("*.py"))
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.end_lineno is not None
-        and node.end_lineno - node.lineno + 1 > 60
-    ]
-    assert not long, long
-
-
 def test_an_unknown_serving_engine_is_a_config_error_naming_the_known_ones(tmp_path: Path) -> None:
     p = tmp_path / "train.toml"
     p.write_text(f'run_dir = "out"\nengine = "sglang"\n{TINY}')

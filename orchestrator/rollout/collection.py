@@ -1,5 +1,8 @@
 """Rollout collection: K episodes per task, PARL rewards, group advantages, trajectories on disk.
 
+The driver: it hands jobs to an executor (:mod:`orchestrator.rollout.executors`), takes each outcome back
+(:mod:`orchestrator.rollout.episodes`), and alone writes the run's files and resumes it.
+
 ::
 
     summary = await collect_rollouts(
@@ -12,14 +15,15 @@ Every (task, sample) pair runs once, concurrently under a global episode limit, 
 its own sampling seed (derived from the run seed, the task id and the sample index, so a resumed
 run uses the same seeds). The output directory holds:
 
-* ``episodes.jsonl`` — one :class:`EpisodeEntry` per finished episode (the full record, every
-  ending included); a re-run into the same directory skips these (*resume*);
+* ``episodes.jsonl`` — one :class:`~orchestrator.rollout.episodes.EpisodeEntry` per finished episode
+  (the full record, every ending included); a re-run into the same directory skips these (*resume*);
 * ``trajectories.jsonl`` — one :class:`~swarm.rl.trajectory.Trajectory` per episode, written when its
   whole group is in, with the advantage of ``RolloutConfig.advantage`` (default ``r − group mean``);
 * ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
   (their model server was unreachable, kept answering errors or timing out — see
-  :func:`infrastructure_failure`; the full record is kept), both retried on resume; and episodes
-  that could not become trajectories (no token ids, drift: kept as episodes, not retried);
+  :func:`~orchestrator.rollout.episodes.infrastructure_failure`; the full record is kept), both
+  retried on resume; and episodes that could not become trajectories (no token ids, drift: kept as
+  episodes, not retried);
 * ``manifest.json`` — group size and seed (a resume with different ones is refused);
 * ``summary.json`` — :class:`RolloutSummary` over everything in the directory.
 

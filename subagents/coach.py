@@ -42,12 +42,14 @@ LAST_STEP_NOTICE = (
 model whose tools are withdrawn keeps writing calls as text, or reports NOT FOUND for an entity whose
 document it has just opened (Qwen2.5-Coder-1.5B on the wide lookup)."""
 
-TASK_NOTICE = 'If the results above answer your task "{task}", answer it now in the form your instructions ask for.'
+TASK_NOTICE = 'If the results above answer your task "{task}", answer it now in plain text.'
 """Told a tool-first sub-agent on a one-part task after each tool result but its last: without it,
 Qwen2.5-Coder-1.5B reported NOT FOUND right after a search, or an open, whose result held the answer
-(controls, test split seed 1126: 6 of 10 look-ups; dev: 6 of 6 replayed steps NOT FOUND without it, 6 of 6
-right with this wording; an earlier wording that added "otherwise call the next tool" left 3 of 5 dev
-researchers at NOT FOUND)."""
+(controls, test split seed 1126: 6 of 10 look-ups). The wording "... answer it now in the form your
+instructions ask for" still left researchers at NOT FOUND or an invented value (test seed 1127: 4 of 10
+look-ups wrong); "in plain text", the words the single agent's notice uses, got 19 of 20 dev look-ups
+right against 14 of 20 with it (dev seed 1, the same 20 tasks: 5 fixed, none broken;
+``experiments/results/yardstick-dev/notice-dev-s1``)."""
 
 _ONE_CALL = (
     "not run: call one tool per turn. It was written before the result of your {} call "

@@ -238,8 +238,10 @@ class Orchestrator:
         self._subagent_limit: ConcurrencyLimit = CapacityLimit()
         cfg = self.config
         try:
-            self._direct = self.tools.resolve(cfg.orchestrator_tools or self.tools.names)
-            self._grantable = self.tools.resolve(cfg.subagent_tools or self.tools.names)
+            # None: every registered tool; an empty list: none
+            names = self.tools.names
+            self._direct = self.tools.resolve(names if cfg.orchestrator_tools is None else cfg.orchestrator_tools)
+            self._grantable = self.tools.resolve(names if cfg.subagent_tools is None else cfg.subagent_tools)
         except UnknownNameError as exc:
             raise ConfigError(f"tool allow-list in the config names an unregistered tool: {exc}") from None
         clash = {CREATE, ASSIGN} & set(self.tools.names)

@@ -279,6 +279,15 @@ async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_resul
     assert SmallModelStepCoach().notices(StepView(1, 4, True, True, task), "auto") == ()
 
 
+async def test_an_empty_orchestrator_tool_list_gives_it_no_tools_of_its_own() -> None:
+    policy = ScriptedBackend(["done"], model="gpt-4o")
+    await Orchestrator(policy, SwarmConfig(orchestrator_tools=[]), tools=[search]).run("Hi.")
+    assert {t.name for t in policy.calls[0].tools} == {"create_subagent", "assign_task"}  # None would add search
+    policy = ScriptedBackend(["done"], model="gpt-4o")
+    await Orchestrator(policy, SwarmConfig(), tools=[search]).run("Hi.")
+    assert "search" in {t.name for t in policy.calls[0].tools}
+
+
 def test_no_coaching_names_are_left_in_the_protocol_modules() -> None:
     names = re.compile(
         r"delegate|split_nudge|distinct|tool_first|one_call|must_act|stuck|FINAL_NOTICE|ALREADY_DONE", re.I

@@ -227,7 +227,8 @@ async def test_a_small_models_subagent_with_tools_searches_first_and_answers_las
     workers = ScriptedBackend(
         {"worker-0-0": [[call("search", query="Ava Lopez")], [call("search", query="Ava")], "zip: 92168"]}
     )
-    config = SwarmConfig(max_subagent_steps=3)
+    # the orchestrator has no tools of its own, so a one-part task is the sub-agent's to do
+    config = SwarmConfig(max_subagent_steps=3, orchestrator_tools=[])
     record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run("go")
     workers.assert_consumed()
     (result,) = record.subagent_results
@@ -265,7 +266,7 @@ async def test_a_small_models_subagent_runs_one_tool_call_per_turn(model: str) -
     turn = [call("search", query="ava"), call("open_doc", doc_id="1234567890")]
     policy = ScriptedBackend([[assign("zip of Ava")], "Ava: 92168"], model=model)
     workers = ScriptedBackend({"worker-0-0": [turn, [call("open_doc", doc_id="retail/user/ava_1")], "zip: 92168"]})
-    config = SwarmConfig(max_subagent_steps=3)
+    config = SwarmConfig(max_subagent_steps=3, orchestrator_tools=[])  # the sub-agent's task (as above)
     record = await Orchestrator(policy, config, tools=[search, open_doc], subagent_backend=workers).run("go")
     workers.assert_consumed()
     # A small model's sub-agent asks its backend for one call per reply (parallel_tool_calls=False).

@@ -449,7 +449,7 @@ def _banner(job: _EvalJob, run_id: str | None, resumed: int, todo: int, configs:
         f"swarm eval · {job.wl.name} · split {job.split} · seed {job.seed} · n {len(job.tasks)} · "
         f"arms {','.join(job.arms)}" + (f" · {job.samples} samples per task" if job.samples > 1 else "") + "\n"
         f"  model {model} · backend {job.backend} · commit {commit}\n"
-        + "".join(f"  {line}\n" for line in (p.engine or "").splitlines())
+        + "".join(f"  {escape(line)}\n" for line in (p.engine or "").splitlines())
         + f"  budgets {_budget_text(job, configs)}\n"
         f"  run {run_id}: {todo} episode(s) to run, {job.concurrent} at once"
         + (f"; {resumed} already done (resumed)" if resumed else ""),

@@ -98,3 +98,26 @@ def test_swarm_run_prints_the_header_and_runs_with_that_context(tmp_path: Path) 
     assert record["context_tokens"] == 8192  # the run used the context its header announced
     quiet = runner.invoke(app, [*args, "-q", "-p", "-o", str(tmp_path)], env=env)
     assert "local engine" not in quiet.stderr
+
+
+def test_the_eval_banner_prints_the_plan_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan's "[backend] slots" is text, not rich markup (it was printed as "( slots or ...")."""
+    from types import SimpleNamespace
+
+    from orchestrator.cli.eval import _banner
+    from orchestrator.eval_raw import Provenance
+
+    line = "local engine m: 8192 tokens per slot x 2 slots; slots: ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
+    job = SimpleNamespace(
+        provenance=Provenance(model="m", engine=line),
+        wl=SimpleNamespace(name="controls"),
+        split="dev",
+        seed=0,
+        tasks=[],
+        arms=(),
+        samples=1,
+        backend="local",
+        concurrent=1,
+    )
+    _banner(job, "r", 0, 0, {})  # type: ignore[arg-type]
+    assert line in capsys.readouterr().err.replace("\n", "")

@@ -354,9 +354,9 @@ class SubagentRun:
                 )
             )
 
-    async def _step(self) -> _Next:
+    def _request(self) -> ModelRequest:
+        """This step's model request, with the tool choice and any notices the coach gives."""
         rt = self.rt
-        started = rt.clock()
         coach = rt.coach
         view = StepView(
             len(self.steps),
@@ -369,7 +369,7 @@ class SubagentRun:
         notices = coach.notices(view, choice)
         if notices:
             self.messages.extend(UserMessage(content=n) for n in notices)
-        request = ModelRequest(
+        return ModelRequest(
             messages=tuple(self.messages),
             tools=self._tool_specs,
             sampling=rt.sampling,
@@ -378,6 +378,11 @@ class SubagentRun:
             agent_id=self.agent_id,
             agent_name=self.definition.name,
         )
+
+    async def _step(self) -> _Next:
+        rt = self.rt
+        started = rt.clock()
+        request = self._request()
         window = rt.window
         if window is not None:
             fitted = await self._fit(request, window)
@@ -399,36 +404,45 @@ class SubagentRun:
             self._record(started, completion)
             report = clean_answer(completion.text) or partial_report(self.messages, AgentStatus.CONTEXT_EXHAUSTED)
             return _Finish(report, AgentStatus.CONTEXT_EXHAUSTED, self._exhausted)
-        usage = completion.usage
+        self._spend(completion.usage)
+        if completion.parse_error is not None:
+            return self._malformed(started, completion)
+        if not completion.tool_calls:
+            return self._answer(started, completion)
+        return await self._act(started, completion)
+
+    def _spend(self, usage: Usage) -> None:
+        """Count one model call's tokens against this agent and its budget share."""
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_tokens += usage.cached_tokens
         if self.budget is not None:
             self.budget.spend(usage)
 
-        if completion.parse_error is not None:
-            self.malformed += 1
-            failure = retry_malformed(
-                self.messages,
-                completion,
-                max_tokens=rt.sampling.max_tokens,
-                retries=self.malformed,
-                max_retries=rt.max_malformed,
-            )
-            self._record(started, completion, error=f"malformed output: {completion.parse_error}")
-            if failure is not None:
-                return _Fail(AgentStatus.FAILED, failure, ErrorType.MODEL_OUTPUT)
-            return _CONTINUE
+    def _malformed(self, started: float, completion: Completion) -> _Next:
+        """Record a step whose output did not parse and ask again, or fail once retries run out."""
+        rt = self.rt
+        self.malformed += 1
+        failure = retry_malformed(
+            self.messages,
+            completion,
+            max_tokens=rt.sampling.max_tokens,
+            retries=self.malformed,
+            max_retries=rt.max_malformed,
+        )
+        self._record(started, completion, error=f"malformed output: {completion.parse_error}")
+        if failure is not None:
+            return _Fail(AgentStatus.FAILED, failure, ErrorType.MODEL_OUTPUT)
+        return _CONTINUE
 
-        if not completion.tool_calls:
-            self.messages.append(AssistantMessage(content=completion.text))
-            self._record(started, completion)
-            report = clean_answer(completion.text)
-            if completion.finish_reason == "length":
-                report += f" [cut off at the {rt.sampling.max_tokens}-token limit]"
-            return _Finish(report)
-
-        return await self._act(started, completion)
+    def _answer(self, started: float, completion: Completion) -> _Finish:
+        """A step without tool calls: its text is the report (marked when cut off at the token limit)."""
+        self.messages.append(AssistantMessage(content=completion.text))
+        self._record(started, completion)
+        report = clean_answer(completion.text)
+        if completion.finish_reason == "length":
+            report += f" [cut off at the {self.rt.sampling.max_tokens}-token limit]"
+        return _Finish(report)
 
     async def _fit(self, request: ModelRequest, window: int) -> ModelRequest | _Fail:
         """``request`` fitted to the context (:func:`swarm.context.fit_context`): old tool results

@@ -488,6 +488,34 @@ def _resource(env: Mapping[str, str]) -> Resource:
     return _Resource(Resource.create(attributes))
 
 
+def _probed_target(options: TracingOptions, env: Mapping[str, str]) -> tuple[OtlpTarget | None, list[str]]:
+    """The OTLP target to export to, and notes for the user. A default endpoint with no receiver
+    listening is dropped (spans go to the trace file only); an explicit one is kept with a note."""
+    target = resolve_otlp(options.otlp_endpoint, options.otlp_protocol, env)
+    notes: list[str] = []
+    if target is not None and not target.explicit and not receiver_listening(target, options.probe_timeout_s):
+        host, port = target.address
+        notes.append(
+            f"no OTLP receiver on {host}:{port}; spans go to the trace file only "
+            "(`swarm traces push ID` sends them to a Jaeger started later; README, Traces)"
+        )
+        target = None
+    elif target is not None and target.explicit and not receiver_listening(target, options.probe_timeout_s):
+        host, port = target.address
+        notes.append(f"the OTLP receiver at {host}:{port} does not accept connections (yet); exporting anyway")
+    return target, notes
+
+
+def _export_limits(options: TracingOptions, env: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """(max export batch size, max queue size) for the span processors; ``None`` leaves the SDK's
+    default (read from its ``OTEL_BSP_*`` variables). Captured content gets smaller batches."""
+    batch = CONTENT_BATCH_SIZE if options.capture_content else None
+    if batch is not None and (configured := env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "").strip()).isdigit():
+        batch = min(batch, max(1, int(configured)))
+    queue = None if env.get("OTEL_BSP_MAX_QUEUE_SIZE", "").strip() else QUEUE_SIZE
+    return batch, queue
+
+
 def start_tracing(
     options: TracingOptions,
     *,
@@ -507,24 +535,10 @@ def start_tracing(
     env = environment().values if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return Tracing(provider=None)
-    target = resolve_otlp(options.otlp_endpoint, options.otlp_protocol, env)
-    notes: list[str] = []
-    if target is not None and not target.explicit and not receiver_listening(target, options.probe_timeout_s):
-        host, port = target.address
-        notes.append(
-            f"no OTLP receiver on {host}:{port}; spans go to the trace file only "
-            "(`swarm traces push ID` sends them to a Jaeger started later; README, Traces)"
-        )
-        target = None
-    elif target is not None and target.explicit and not receiver_listening(target, options.probe_timeout_s):
-        host, port = target.address
-        notes.append(f"the OTLP receiver at {host}:{port} does not accept connections (yet); exporting anyway")
+    target, notes = _probed_target(options, env)
     if target is None and not options.trace_file:
         return Tracing(provider=None, notes=notes)
-    batch = CONTENT_BATCH_SIZE if options.capture_content else None
-    if batch is not None and (configured := env.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "").strip()).isdigit():
-        batch = min(batch, max(1, int(configured)))
-    queue = None if env.get("OTEL_BSP_MAX_QUEUE_SIZE", "").strip() else QUEUE_SIZE
+    batch, queue = _export_limits(options, env)
     sampler = None
     if options.traced_subagents is not None:  # the SDK's sampler from OTEL_TRACES_SAMPLER, kept as the base
         base = TracerProvider(shutdown_on_exit=False).sampler

@@ -329,6 +329,23 @@ def _bar(steps: list[dict[str, Any]], t_end: float, width: int) -> Text:
 
 
 def _render(data: dict[str, Any], console: Console) -> None:
+    _render_header(data, console)
+    _render_gantt(data, console)
+    _render_dag(data["dag"], console)
+    _render_timings(data, console)
+    statuses = data["subagent_statuses"]
+    if statuses:
+        console.print(
+            Text("sub-agents  ")
+            + Text(", ").join(Text(f"{n} {s}", style=_STATUS_STYLE.get(s, "")) for s, n in statuses.items())
+        )
+    _render_monitors(data["monitors"], console)
+    if data["error"]:
+        console.print(Text(f"error  {data['error']}", style="red"), soft_wrap=True)
+
+
+def _render_header(data: dict[str, Any], console: Console) -> None:
+    """The episode line (id, status, wall time, model), its task, and where its trace went."""
     status = data["status"]
     console.print(
         Text.assemble(
@@ -346,6 +363,10 @@ def _render(data: dict[str, Any], console: Console) -> None:
         console.print(Text(f"trace   {data['trace_id']}  (not exported over OTLP)"), soft_wrap=True)
     if data["trace_file"]:
         console.print(Text(f"file    {data['trace_file']}  (Jaeger UI: Search → Upload JSON)"), soft_wrap=True)
+
+
+def _render_gantt(data: dict[str, Any], console: Console) -> None:
+    """Per stage, its actions and one row per agent: status, steps, and a time bar on a shared axis."""
     t_end = max([data["wall_time_s"], *(r["ended"] for s in data["stages"] for r in s["rows"])], default=0.0)
     label_w = min(28, max([12, *(len(r["agent_id"]) for s in data["stages"] for r in s["rows"])]))
     width = max(20, min(72, console.width - label_w - 44))
@@ -375,7 +396,10 @@ def _render(data: dict[str, Any], console: Console) -> None:
             if row.get("error"):
                 line.append(f" {row['error_type'] or 'error'}", style="red")
             console.print(line, no_wrap=True, overflow="ellipsis")
-    dag = data["dag"]
+
+
+def _render_dag(dag: dict[str, Any], console: Console) -> None:
+    """The DAG's step counts, speed-up and stage widths, and its critical path (shortened past 12)."""
     console.print()
     console.print(Text("DAG", style="bold"))
     console.print(
@@ -390,16 +414,6 @@ def _render(data: dict[str, Any], console: Console) -> None:
     if path:
         shown = " → ".join(path if len(path) <= 12 else [*path[:5], "…", *path[-5:]])
         console.print(Text(f"critical path ({CRITICAL}): {shown}"), soft_wrap=True)
-    _render_timings(data, console)
-    statuses = data["subagent_statuses"]
-    if statuses:
-        console.print(
-            Text("sub-agents  ")
-            + Text(", ").join(Text(f"{n} {s}", style=_STATUS_STYLE.get(s, "")) for s, n in statuses.items())
-        )
-    _render_monitors(data["monitors"], console)
-    if data["error"]:
-        console.print(Text(f"error  {data['error']}", style="red"), soft_wrap=True)
 
 
 def _render_monitors(m: dict[str, Any], console: Console) -> None:

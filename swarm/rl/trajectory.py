@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarm.backend import SamplingParams
 from swarm.errors import UserError
-from swarm.records import EpisodeRecord, RewardRecord, SubagentResult
+from swarm.records import EpisodeRecord, OrchestratorTurn, RewardRecord, SubagentResult
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -226,6 +226,70 @@ def flatten_turns(
     return prompt, tuple(ids), tuple(mask), tuple(lps)
 
 
+def _trainable_turn(eid: str, turn: OrchestratorTurn) -> TrajectoryTurn:
+    """The trajectory turn of one recorded orchestrator turn; raises :class:`TrajectoryError` when
+    the turn cannot be trained on (no token ids or logprobs, mismatched lengths, a context cut, drift)."""
+    if turn.prompt_token_ids is None or turn.response_token_ids is None:
+        raise TrajectoryError(
+            f"episode {eid} turn {turn.index} has no token ids: the orchestrator backend did not "
+            "return prompt/response token ids; use a backend that does (vLLM, llama.cpp with "
+            "return_tokens) rather than re-tokenizing text"
+        )
+    if turn.response_logprobs is None:
+        raise TrajectoryError(
+            f"episode {eid} turn {turn.index} has no logprobs: request them "
+            "(SamplingParams(logprobs=True)) from a backend that returns them"
+        )
+    if len(turn.response_logprobs) != len(turn.response_token_ids):
+        raise TrajectoryError(
+            f"episode {eid} turn {turn.index}: {len(turn.response_token_ids)} response ids but "
+            f"{len(turn.response_logprobs)} logprobs"
+        )
+    if turn.context_cut:
+        raise TrajectoryError(
+            f"episode {eid} turn {turn.index}: earlier tool results were shortened to fit the context "
+            f"before it (record.context_cuts), so its prompt is not the previous turn's tokens plus new "
+            "ones; refusing to train across it (raise [swarm] context_tokens or the engine's context)"
+        )
+    if turn.drift:
+        raise TrajectoryError(
+            f"episode {eid} turn {turn.index} drifted (the engine flagged its prompt "
+            "as not extending the previous turn's tokens); refusing to re-tokenize"
+        )
+    return TrajectoryTurn(
+        index=turn.index,
+        stage=turn.stage,
+        prompt_ids=turn.prompt_token_ids,
+        response_ids=turn.response_token_ids,
+        response_logprobs=turn.response_logprobs,
+        finish_reason=turn.finish_reason,
+        weight_version=turn.weight_version,
+        tool_calls=tuple(c.name for c in turn.tool_calls),
+        tools_enabled=turn.tools_enabled,
+    )
+
+
+def _trainable_turns(record: EpisodeRecord) -> tuple[TrajectoryTurn, ...]:
+    """The turns of an episode; raises :class:`TrajectoryError` when it has no orchestrator turns
+    or a turn :func:`_trainable_turn` refuses."""
+    eid = record.episode_id
+    if not record.turns:
+        raise TrajectoryError(
+            f"episode {eid} has no orchestrator turns (status {record.status.value}): "
+            f"nothing to train on; {record.error or ''}".rstrip("; ")
+        )
+    return tuple(_trainable_turn(eid, turn) for turn in record.turns)
+
+
+def _subagent_sides(record: EpisodeRecord, *, include_transcripts: bool) -> tuple[SubagentSide, ...]:
+    """Every sub-agent result of the episode as non-trainable side data, transcripts optional."""
+    return tuple(
+        SubagentSide(stage=s.index, result=r if include_transcripts else dataclasses.replace(r, transcript=()))
+        for s in record.stages
+        for r in s.subagents
+    )
+
+
 def build_trajectory(
     record: EpisodeRecord,
     *,
@@ -245,63 +309,12 @@ def build_trajectory(
     eid = record.episode_id
     if record.reward is None:
         raise TrajectoryError(f"episode {eid} has no reward; run it with a reward_fn (e.g. PARLReward)")
-    if not record.turns:
-        raise TrajectoryError(
-            f"episode {eid} has no orchestrator turns (status {record.status.value}): "
-            f"nothing to train on; {record.error or ''}".rstrip("; ")
-        )
-    turns = []
-    for turn in record.turns:
-        if turn.prompt_token_ids is None or turn.response_token_ids is None:
-            raise TrajectoryError(
-                f"episode {eid} turn {turn.index} has no token ids: the orchestrator backend did not "
-                "return prompt/response token ids; use a backend that does (vLLM, llama.cpp with "
-                "return_tokens) rather than re-tokenizing text"
-            )
-        if turn.response_logprobs is None:
-            raise TrajectoryError(
-                f"episode {eid} turn {turn.index} has no logprobs: request them "
-                "(SamplingParams(logprobs=True)) from a backend that returns them"
-            )
-        if len(turn.response_logprobs) != len(turn.response_token_ids):
-            raise TrajectoryError(
-                f"episode {eid} turn {turn.index}: {len(turn.response_token_ids)} response ids but "
-                f"{len(turn.response_logprobs)} logprobs"
-            )
-        if turn.context_cut:
-            raise TrajectoryError(
-                f"episode {eid} turn {turn.index}: earlier tool results were shortened to fit the context "
-                f"before it (record.context_cuts), so its prompt is not the previous turn's tokens plus new "
-                "ones; refusing to train across it (raise [swarm] context_tokens or the engine's context)"
-            )
-        if turn.drift:
-            raise TrajectoryError(
-                f"episode {eid} turn {turn.index} drifted (the engine flagged its prompt "
-                "as not extending the previous turn's tokens); refusing to re-tokenize"
-            )
-        turns.append(
-            TrajectoryTurn(
-                index=turn.index,
-                stage=turn.stage,
-                prompt_ids=turn.prompt_token_ids,
-                response_ids=turn.response_token_ids,
-                response_logprobs=turn.response_logprobs,
-                finish_reason=turn.finish_reason,
-                weight_version=turn.weight_version,
-                tool_calls=tuple(c.name for c in turn.tool_calls),
-                tools_enabled=turn.tools_enabled,
-            )
-        )
-    prompt_ids, response_ids, mask, lps = flatten_turns(tuple(turns))
+    turns = _trainable_turns(record)
+    prompt_ids, response_ids, mask, lps = flatten_turns(turns)
     if sampling is None:
         raw = record.config.get("orchestrator_sampling")
         sampling = SamplingParams.model_validate(raw) if raw else SamplingParams()
     versions = [t.weight_version for t in turns if t.weight_version is not None]
-    side = tuple(
-        SubagentSide(stage=s.index, result=r if include_transcripts else dataclasses.replace(r, transcript=()))
-        for s in record.stages
-        for r in s.subagents
-    )
     truncated = record.status.value == "budget_exhausted" or turns[-1].finish_reason == "length"
     return Trajectory(
         episode_id=eid,
@@ -312,7 +325,7 @@ def build_trajectory(
         policy_version=versions[-1] if versions else None,
         model=record.model,
         sampling=sampling,
-        turns=tuple(turns),
+        turns=turns,
         prompt_ids=prompt_ids,
         response_ids=response_ids,
         response_mask=mask,
@@ -328,6 +341,6 @@ def build_trajectory(
         subagent_statuses=tuple(r.status.value for r in record.subagent_results),
         wall_time_s=record.wall_time_s,
         trace_id=record.trace_id,
-        side=side,
+        side=_subagent_sides(record, include_transcripts=include_transcripts),
         metadata=dict(metadata or {}),
     )

@@ -616,36 +616,62 @@ def score_table(
         norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
         for col, m in (key_aliases or {}).items()
     }
-
-    def prep(row: Mapping[str, str], is_resp: bool) -> dict[str, str]:
-        out = {}
-        for c in spec.required:
-            v, rule = str(row.get(c, "")), spec.rule_of[c]
-            v = _unwrap(v, url="url_match" in rule.metrics) if is_resp else v
-            if is_resp and c in key_map:
-                v = key_map[c].get(_preprocess(v, ("norm_str",)), v)
-            listed = is_resp and c not in spec.keys and _listed(v, rule)
-            out[c] = REJECTED if listed else _preprocess(v, rule.preprocess)
-        return out
-
-    g_rows: dict[tuple[str, ...], tuple[str, dict[str, str]]] = {}
-    for r in spec.gold_rows:  # duplicate gold keys: the first row counts (WideSearch)
-        prepped = prep(r, False)
-        g_rows.setdefault(tuple(prepped[c] for c in spec.keys), (spec.gold_id(r), prepped))
-    looked_up = [c for c in spec.required if c not in spec.keys]
-
-    def says_nothing(row: Mapping[str, Any], raw: bool) -> bool:
-        return bool(looked_up) and all(_no_value(_unwrap(str(row.get(c, ""))) if raw else row[c]) for c in looked_up)
-
-    claims = [  # an abstaining row is left out, unless the gold row has no value either (then it is right)
-        r
-        for r, silent in ((prep(r, True), says_nothing(r, True)) for r in resp_rows)
-        if not silent or ((g := g_rows.get(tuple(r[c] for c in spec.keys))) is not None and says_nothing(g[1], False))
-    ]
+    gold_rows = _gold_by_key(spec)
+    claims = _claims(spec, resp_rows, key_map, gold_rows)
     p_rows = _dedup(claims, spec.keys, conflicts=True)
-    return _compare(spec, p_rows, list(g_rows.values())).model_copy(
+    return _compare(spec, p_rows, list(gold_rows.values())).model_copy(
         update={"abstained_rows": len(resp_rows) - len(claims)}
     )
+
+
+def _prep_row(
+    spec: _Spec, row: Mapping[str, str], key_map: Mapping[str, Mapping[str, str]], *, is_resp: bool
+) -> dict[str, str]:
+    """A row's required cells preprocessed by their column rules. A response cell is first freed of
+    markdown and mapped through ``key_map`` (key columns); a looked-up response cell that lists several
+    values is :data:`REJECTED`."""
+    out = {}
+    for c in spec.required:
+        v, rule = str(row.get(c, "")), spec.rule_of[c]
+        v = _unwrap(v, url="url_match" in rule.metrics) if is_resp else v
+        if is_resp and c in key_map:
+            v = key_map[c].get(_preprocess(v, ("norm_str",)), v)
+        listed = is_resp and c not in spec.keys and _listed(v, rule)
+        out[c] = REJECTED if listed else _preprocess(v, rule.preprocess)
+    return out
+
+
+def _gold_by_key(spec: _Spec) -> dict[tuple[str, ...], tuple[str, dict[str, str]]]:
+    """(gold id, prepared gold row) by prepared key; of duplicate gold keys the first row counts (WideSearch)."""
+    g_rows: dict[tuple[str, ...], tuple[str, dict[str, str]]] = {}
+    for r in spec.gold_rows:
+        prepped = _prep_row(spec, r, {}, is_resp=False)
+        g_rows.setdefault(tuple(prepped[c] for c in spec.keys), (spec.gold_id(r), prepped))
+    return g_rows
+
+
+def _says_nothing(spec: _Spec, row: Mapping[str, Any], *, raw: bool) -> bool:
+    """Whether a row has no value in any looked-up (non-key) column; ``raw``: a response row as given."""
+    looked_up = [c for c in spec.required if c not in spec.keys]
+    return bool(looked_up) and all(_no_value(_unwrap(str(row.get(c, ""))) if raw else row[c]) for c in looked_up)
+
+
+def _claims(
+    spec: _Spec,
+    resp_rows: list[dict[str, Any]],
+    key_map: Mapping[str, Mapping[str, str]],
+    gold_rows: Mapping[tuple[str, ...], tuple[str, dict[str, str]]],
+) -> list[dict[str, str]]:
+    """The prepared response rows that claim something: an abstaining row is left out, unless the
+    gold row of its key has no value either (then it is right)."""
+    return [
+        r
+        for r, silent in (
+            (_prep_row(spec, r, key_map, is_resp=True), _says_nothing(spec, r, raw=True)) for r in resp_rows
+        )
+        if not silent
+        or ((g := gold_rows.get(tuple(r[c] for c in spec.keys))) is not None and _says_nothing(spec, g[1], raw=False))
+    ]
 
 
 class TableArgs(VerifierArgs):

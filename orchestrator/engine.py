@@ -334,19 +334,8 @@ class Orchestrator:
             task = Task(prompt=task)
         if len(task.prompt) > LARGE_TASK_CHARS and (note := large_task_warning(task)):
             warnings.warn(LargeInputWarning(note), stacklevel=2)
-        eid = episode_id or uuid.uuid4().hex[:16]
-        st = _EpisodeState(
-            episode_id=eid,
-            task=task,
-            t0=time.perf_counter(),
-            started_at=time.time(),
-            messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
-            agents=dict(self._presets),
-            max_critical=self.config.max_critical_steps,
-            subagent_limit=self._subagent_limit if subagent_limit is None else subagent_limit,
-            coaching=self.coach.start(),
-            budget=new_ledger(self.config, self.backend.model, self.subagent_backend.model),
-        )
+        st = self._new_episode(task, episode_id or uuid.uuid4().hex[:16], subagent_limit)
+        eid = st.episode_id
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt, parts=declared_parts(task)))
         # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
         with (
@@ -355,19 +344,7 @@ class Orchestrator:
         ):
             st.trace_id = span.trace_id()
             try:
-                timeout = self.config.episode_timeout_s
-                if timeout is None:
-                    await self._drive(st)
-                else:
-                    with anyio.move_on_after(timeout) as scope:
-                        await self._drive(st)
-                    if scope.cancelled_caught:
-                        st.finish(
-                            EpisodeStatus.TIMEOUT,
-                            self._partial_answer(st),
-                            f"episode timed out after {timeout:g}s",
-                            ErrorType.TIMEOUT,
-                        )
+                await self._drive_in_time(st)
             except anyio.get_cancelled_exc_class():
                 st.finish(
                     EpisodeStatus.CANCELLED, self._partial_answer(st), "episode was cancelled", ErrorType.CANCELLED
@@ -382,6 +359,38 @@ class Orchestrator:
             if self.reward_fn is not None:
                 st.reward = await self._score(st, span)
             return self._close(st, span)
+
+    def _new_episode(self, task: Task, eid: str, subagent_limit: ConcurrencyLimit | None) -> _EpisodeState:
+        """The state of a fresh episode: the opening messages, the preset agents, its budget ledger and
+        coaching, and the sub-agent cap it shares (this orchestrator's own unless one is given)."""
+        return _EpisodeState(
+            episode_id=eid,
+            task=task,
+            t0=time.perf_counter(),
+            started_at=time.time(),
+            messages=[SystemMessage(content=self._system), *self._example, UserMessage(content=task.prompt)],
+            agents=dict(self._presets),
+            max_critical=self.config.max_critical_steps,
+            subagent_limit=self._subagent_limit if subagent_limit is None else subagent_limit,
+            coaching=self.coach.start(),
+            budget=new_ledger(self.config, self.backend.model, self.subagent_backend.model),
+        )
+
+    async def _drive_in_time(self, st: _EpisodeState) -> None:
+        """Drive the episode to an ending; past ``episode_timeout_s`` it ends ``timeout`` with a partial answer."""
+        timeout = self.config.episode_timeout_s
+        if timeout is None:
+            await self._drive(st)
+            return
+        with anyio.move_on_after(timeout) as scope:
+            await self._drive(st)
+        if scope.cancelled_caught:
+            st.finish(
+                EpisodeStatus.TIMEOUT,
+                self._partial_answer(st),
+                f"episode timed out after {timeout:g}s",
+                ErrorType.TIMEOUT,
+            )
 
     async def _score(self, st: _EpisodeState, span: Any) -> RewardRecord:
         """Score the finished episode (verifier + PARL terms); a failing scorer is recorded, not raised."""

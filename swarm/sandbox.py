@@ -124,6 +124,9 @@ class SandboxLimits(BaseModel):
     )
 
 
+_Status = Literal["ok", "error", "timeout", "memory", "killed"]
+
+
 class SandboxResult(BaseModel):
     """What happened. ``status``: ``ok`` (exit 0), ``error`` (non-zero exit), ``timeout`` (CPU or
     wall limit), ``memory`` (memory limit), ``killed`` (process limit, workspace quota, a signal, or
@@ -134,7 +137,7 @@ class SandboxResult(BaseModel):
     stdout: str
     stderr: str
     exit_code: int | None
-    status: Literal["ok", "error", "timeout", "memory", "killed"]
+    status: _Status
     duration_s: float
     network_isolated: bool
     notes: tuple[str, ...] = ()
@@ -699,7 +702,7 @@ def _result(
     report = _parse_report(run)
     exit_code: int | None = None
     cpu = 0.0
-    status: Literal["ok", "error", "timeout", "memory", "killed"]
+    status: _Status
     if run.timed_out:
         status = "timeout"
         notes.append(f"wall-time limit of {limits.wall_s:g}s reached; everything was killed")
@@ -712,34 +715,10 @@ def _result(
             notes.append("the sandbox process died before reporting (killed from outside, or out of memory?)")
     else:
         exit_code = int(report["exit"]) if report.get("exit") else None
-        sig = int(report["signal"]) if report.get("signal") else None
         cpu = float(report.get("cpu") or 0.0)
-        killed = report.get("killed", "")
-        if killed == "processes":
-            status = "killed"
-            notes.append(f"process limit of {limits.max_processes} reached (fork bomb?); all killed")
-        elif killed == "disk":
-            status = "killed"
-            notes.append(f"workspace quota of {limits.workspace_mb} MiB exceeded; the run was stopped")
-        elif killed == "memory" or stats.oom_kills:
-            status = "memory"
-            notes.append(f"memory limit of {limits.memory_mb} MiB for the whole run reached; killed")
-        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu >= limits.cpu_s - 0.5:
-            status = "timeout"
-            notes.append(f"CPU-time limit of {limits.cpu_s:g}s reached")
-        elif _MEMORY_RE.search(stderr[-2000:] if not cut_err else stderr):
-            status = "memory"
-            notes.append(f"memory limit of {limits.memory_mb} MiB reached (MemoryError)")
-        elif sig is not None:
-            status = "killed"
-            notes.append(f"killed by signal {signal.Signals(sig).name}")
-        elif exit_code != 0 and _FORK_REFUSED_RE.search(stderr[-2000:]):
-            status = "killed"
-            notes.append(f"process limit of {limits.max_processes} reached: a fork was refused and the code died of it")
-        elif exit_code == 0:
-            status = "ok"
-        else:
-            status = "error"
+        status, why = _reported_status(report, exit_code, cpu, stats, limits, stderr, cut_err=cut_err)
+        if why is not None:
+            notes.append(why)
     if stats.pids_limit_hits and status != "ok":
         notes.append(f"the process limit ({limits.max_processes}) refused {stats.pids_limit_hits} fork(s)")
     return SandboxResult(
@@ -754,6 +733,37 @@ def _result(
         cpu_s=round(cpu, 4),
         channel=bytes(run.channel.data).decode("utf-8", errors="replace") if channel else None,
     )
+
+
+def _reported_status(
+    report: dict[str, str],
+    exit_code: int | None,
+    cpu: float,
+    stats: _cgroup.CgroupStats,
+    limits: SandboxLimits,
+    stderr: str,
+    *,
+    cut_err: bool,
+) -> tuple[_Status, str | None]:
+    """The status of a run whose supervisor reported its end, and the note that explains it (none for
+    a plain exit): which limit killed it, else a signal, else its exit code."""
+    sig = int(report["signal"]) if report.get("signal") else None
+    killed = report.get("killed", "")
+    if killed == "processes":
+        return "killed", f"process limit of {limits.max_processes} reached (fork bomb?); all killed"
+    if killed == "disk":
+        return "killed", f"workspace quota of {limits.workspace_mb} MiB exceeded; the run was stopped"
+    if killed == "memory" or stats.oom_kills:
+        return "memory", f"memory limit of {limits.memory_mb} MiB for the whole run reached; killed"
+    if sig in (signal.SIGXCPU, signal.SIGKILL) and cpu >= limits.cpu_s - 0.5:
+        return "timeout", f"CPU-time limit of {limits.cpu_s:g}s reached"
+    if _MEMORY_RE.search(stderr[-2000:] if not cut_err else stderr):
+        return "memory", f"memory limit of {limits.memory_mb} MiB reached (MemoryError)"
+    if sig is not None:
+        return "killed", f"killed by signal {signal.Signals(sig).name}"
+    if exit_code != 0 and _FORK_REFUSED_RE.search(stderr[-2000:]):
+        return "killed", f"process limit of {limits.max_processes} reached: a fork was refused and the code died of it"
+    return ("ok" if exit_code == 0 else "error"), None
 
 
 def _result_without_run(note: str, isolated: bool, limits: SandboxLimits) -> SandboxResult:

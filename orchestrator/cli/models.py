@@ -70,34 +70,44 @@ def _engine_block(b: dict[str, Any]) -> Group:
 
 def inventory() -> dict[str, Any]:
     """What ``swarm models`` reports, as data: local models, engines, and the install command of each."""
-    from orchestrator.adapters import shipped_adapter
-    from swarm.backends.local import ENGINE_INSTALL, LOCAL_MODELS, cache_dir, engine_available, model_available
+    from swarm.backends.local import LOCAL_MODELS, cache_dir, model_available
 
-    default: str | None = None
-    models = []
-    for name, m in LOCAL_MODELS.items():
-        ok = model_available(name)
-        if ok and default is None:
-            default = name
-        entry: dict[str, Any] = {
-            "name": name,
-            "available": ok,
-            "description": m.description,
-            "install": m.install,
-            "license": m.license,
-            "source": m.source,
-            "size_bytes": m.size,
-            "sha256": m.sha256,
-        }
-        if m.parts:
-            cached = cache_dir() / m.file
-            entry["assembled"] = str(cached) if cached.is_file() else None
-        manifest = shipped_adapter(name)
-        entry["adapter"] = (
-            {"version": manifest.version, "default": manifest.default, "file": manifest.file} if manifest else None
-        )
-        models.append(entry)
-    engines = [
+    models = [_model_entry(name, model_available(name)) for name in LOCAL_MODELS]
+    default = next((m["name"] for m in models if m["available"]), None)
+    return {"default_local_model": default, "models": models, "engines": _engines(), "cache_dir": str(cache_dir())}
+
+
+def _model_entry(name: str, available: bool) -> dict[str, Any]:
+    """One catalogue model as data: what it is, where from, how to install it, and its shipped adapter."""
+    from orchestrator.adapters import shipped_adapter
+    from swarm.backends.local import LOCAL_MODELS, cache_dir
+
+    m = LOCAL_MODELS[name]
+    entry: dict[str, Any] = {
+        "name": name,
+        "available": available,
+        "description": m.description,
+        "install": m.install,
+        "license": m.license,
+        "source": m.source,
+        "size_bytes": m.size,
+        "sha256": m.sha256,
+    }
+    if m.parts:
+        cached = cache_dir() / m.file
+        entry["assembled"] = str(cached) if cached.is_file() else None
+    manifest = shipped_adapter(name)
+    entry["adapter"] = (
+        {"version": manifest.version, "default": manifest.default, "file": manifest.file} if manifest else None
+    )
+    return entry
+
+
+def _engines() -> list[dict[str, Any]]:
+    """The backends a run can use (a data table): whether each is ready here, and how to install it."""
+    from swarm.backends.local import ENGINE_INSTALL, engine_available
+
+    return [
         {
             "backend": "local",
             "available": engine_available(),
@@ -129,7 +139,6 @@ def inventory() -> dict[str, Any]:
             "note": "the built-in demo: swarm run --demo capitals",
         },
     ]
-    return {"default_local_model": default, "models": models, "engines": engines, "cache_dir": str(cache_dir())}
 
 
 def models(json_out: Annotated[bool, typer.Option("--json", help="print the inventory as JSON")] = False) -> None:

@@ -111,10 +111,22 @@ def export_lora_gguf(
     :class:`~swarm.errors.ConfigError` for tensors llama.cpp could not apply (unknown names,
     embeddings, ranks or shapes that do not agree).
     """
+    info = base if isinstance(base, BaseModelInfo) else base_model_info(base)
+    items = _gguf_tensors(tensors, info)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    _write_adapter(tmp, info, items, alpha=alpha, metadata=metadata or {})
+    os.replace(tmp, out)
+    return out
+
+
+def _gguf_tensors(tensors: Mapping[str, Any], info: BaseModelInfo) -> list[tuple[str, Any]]:
+    """The adapter's (GGUF name, float32 array) pairs, ``.lora_a`` then ``.lora_b`` per weight, with the
+    llama q/k rows permuted as llama.cpp's converter does. Raises :class:`ConfigError` for tensors
+    llama.cpp could not apply."""
     import gguf
     import numpy as np
 
-    info = base if isinstance(base, BaseModelInfo) else base_model_info(base)
     try:
         arch_enum = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == info.arch)
     except StopIteration:
@@ -123,7 +135,7 @@ def export_lora_gguf(
     pairs = _pairs(tensors)
     if not pairs:
         raise ConfigError("the adapter has no LoRA tensors to export")
-    writer_items: list[tuple[str, Any]] = []
+    items: list[tuple[str, Any]] = []
     for base_name, ab in sorted(pairs.items()):
         a = np.ascontiguousarray(np.asarray(ab["A"], dtype=np.float32))
         b = np.ascontiguousarray(np.asarray(ab["B"], dtype=np.float32))
@@ -139,28 +151,32 @@ def export_lora_gguf(
         if info.arch == "llama" and gguf_name.endswith(("attn_q.weight", "attn_k.weight")):
             heads = info.n_head if gguf_name.endswith("attn_q.weight") else info.n_head_kv
             b = np.ascontiguousarray(_permute_rows(b, heads))
-        writer_items += [(gguf_name + ".lora_a", a), (gguf_name + ".lora_b", b)]
+        items += [(gguf_name + ".lora_a", a), (gguf_name + ".lora_b", b)]
+    return items
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    writer = gguf.GGUFWriter(str(tmp), info.arch)
+
+def _write_adapter(
+    path: Path, info: BaseModelInfo, items: list[tuple[str, Any]], *, alpha: float, metadata: Mapping[str, str]
+) -> None:
+    """Write a GGUF LoRA adapter file: the adapter keys (type, alpha, base model name), ``metadata``, ``items``."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), info.arch)
     try:
         writer.add_type(gguf.GGUFType.ADAPTER)
         writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
         writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(alpha))
         if info.name:
             writer.add_string("general.base_model.0.name", info.name)
-        for k, v in (metadata or {}).items():
+        for k, v in metadata.items():
             writer.add_string(k, str(v))
-        for name, arr in writer_items:
+        for name, arr in items:
             writer.add_tensor(name, arr)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
     finally:
         writer.close()
-    os.replace(tmp, out)
-    return out
 
 
 def read_lora_gguf(path: Path) -> tuple[dict[str, str | float], dict[str, Any]]:

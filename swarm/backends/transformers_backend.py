@@ -72,6 +72,32 @@ def _top_p(probs: Any, top_p: float) -> Any:
     return out / out.sum()
 
 
+def _generator(seed: int | None) -> Any:
+    """A CPU random generator for one job's sampling: seeded with ``seed``, else with a random seed."""
+    import torch
+
+    g = torch.Generator(device="cpu")
+    g.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
+    return g
+
+
+def _sample(logits: Any, sampling: SamplingParams, gen: Any) -> tuple[int, float]:
+    """(token id, its logprob) drawn from one logit vector: greedy at temperature 0, else sampled at
+    the temperature from the top-p nucleus. The logprob is of the tempered distribution."""
+    import torch
+
+    temp = sampling.temperature if sampling.temperature > 0 else 1.0
+    logp = torch.log_softmax(logits / temp, dim=-1).cpu()
+    if sampling.temperature == 0:
+        tok = int(torch.argmax(logp))
+    else:
+        probs = logp.exp()
+        if sampling.top_p < 1.0:
+            probs = _top_p(probs, sampling.top_p)
+        tok = int(torch.multinomial(probs, 1, generator=gen))
+    return tok, float(logp[tok])
+
+
 class TransformersBackend:
     """``TransformersBackend.from_pretrained(path)`` or ``TransformersBackend(model, tokenizer)``.
 
@@ -234,19 +260,10 @@ class TransformersBackend:
         model = self.hf_model
         device = next(model.parameters()).device
         n = len(jobs)
-        width = max(len(j.prompt) for j in jobs)
-        ids = torch.full((n, width), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for i, j in enumerate(jobs):
-            ids[i, width - len(j.prompt) :] = torch.tensor(j.prompt)
-            mask[i, width - len(j.prompt) :] = 1
+        ids, mask = self._left_padded(jobs)
         ids, mask = ids.to(device), mask.to(device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        gens = []
-        for j in jobs:
-            g = torch.Generator(device="cpu")
-            g.manual_seed(j.seed if j.seed is not None else int(torch.randint(0, 2**62, (1,)).item()))
-            gens.append(g)
+        gens = [_generator(j.seed) for j in jobs]
         version = self.weight_version
         active = [True] * n
         steps = max(j.max_new for j in jobs)
@@ -260,18 +277,9 @@ class TransformersBackend:
                 for i, j in enumerate(jobs):
                     if not active[i]:
                         continue
-                    s = j.sampling
-                    temp = s.temperature if s.temperature > 0 else 1.0
-                    logp = torch.log_softmax(logits[i] / temp, dim=-1).cpu()
-                    if s.temperature == 0:
-                        tok = int(torch.argmax(logp))
-                    else:
-                        probs = logp.exp()
-                        if s.top_p < 1.0:
-                            probs = _top_p(probs, s.top_p)
-                        tok = int(torch.multinomial(probs, 1, generator=gens[i]))
+                    tok, logp = _sample(logits[i], j.sampling, gens[i])
                     j.ids.append(tok)
-                    j.logprobs.append(float(logp[tok]))
+                    j.logprobs.append(logp)
                     nxt[i] = tok
                     if tok in self._stop_ids or len(j.ids) >= j.max_new or self._hit_stop(j):
                         active[i] = False
@@ -290,6 +298,19 @@ class TransformersBackend:
                 logits = out.logits[:, -1, :].float()
         for j in jobs:
             j.version = version
+
+    def _left_padded(self, jobs: list[_Job]) -> tuple[Any, Any]:
+        """(input ids, attention mask) of the jobs' prompts as one batch, left-padded to the longest."""
+        import torch
+
+        n = len(jobs)
+        width = max(len(j.prompt) for j in jobs)
+        ids = torch.full((n, width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, j in enumerate(jobs):
+            ids[i, width - len(j.prompt) :] = torch.tensor(j.prompt)
+            mask[i, width - len(j.prompt) :] = 1
+        return ids, mask
 
     def _hit_stop(self, job: _Job) -> bool:
         stops = job.sampling.stop

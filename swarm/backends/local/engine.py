@@ -77,6 +77,25 @@ class LocalEngine:
             (:mod:`swarm.backends.local.prefix`, under ``cache_dir()/prefixes``).
     """
 
+    # What a start finds out and sets (the values before the first start; immutable, so shared safely).
+    path: Path | None = None
+    """The model file (set when the model is found: :meth:`plan` or :meth:`start`)."""
+    prefixes: PrefixCache | None = None
+    """The fixed-prefix cache (set at start when ``prefix_cache``)."""
+    adapter_key: str = ""
+    """The sha256 of the LoRA adapter files, naming the prefixes computed with them."""
+    startup: EngineStartup = EngineStartup()
+    """What the last start cost."""
+    _startup_reported: bool = True
+    generation: int = 0
+    """Incremented at every start; backends reconnect when it changes (a restart moves the port)."""
+    tools_in_prompt: bool = False
+    """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
+    tool_tags: tuple[str | int, str | int] = ("<tool_call>", "</tool_call>")
+    """The hermes tool-call tags as the action grammar writes them: token ids when the tokenizer
+    has them as single tokens (Qwen), else their text."""
+    _server: Any = None
+
     def __init__(
         self,
         model: str | None = None,
@@ -119,27 +138,11 @@ class LocalEngine:
         self._pools = {True: SlotPool(()), False: SlotPool(())}
         """Slots for requests that apply an adapter (True) and for the others; set at start."""
         self.use_prefix_cache = prefix_cache
-        self.prefixes: PrefixCache | None = None
-        """The fixed-prefix cache (set at start when ``prefix_cache``)."""
-        self.adapter_key = ""
-        """The sha256 of the LoRA adapter files, naming the prefixes computed with them."""
-        self.startup = EngineStartup()
-        """What the last start cost."""
-        self._startup_reported = True
-        self.generation = 0
-        """Incremented at every start; backends reconnect when it changes (a restart moves the port)."""
-        self.path: Path | None = None
-        self.tools_in_prompt = False
-        """True when the model's chat template ignores ``tools`` (SmolLM2): tools go in the system prompt."""
-        self.tool_tags: tuple[str | int, str | int] = ("<tool_call>", "</tool_call>")
-        """The hermes tool-call tags as the action grammar writes them: token ids when the tokenizer
-        has them as single tokens (Qwen), else their text."""
         self.pieces: dict[int, str] = {}
         """Token id -> text, for the end-of-generation tokens seen (see ``LocalBackend._eog_text``)."""
         self.grammars: dict[str, bool] = {}
         """Action grammars checked on this engine: digest -> whether llama.cpp enforces it (kept
         beside the prefix states, so later runs of the same model and engine skip the check)."""
-        self._server: Any = None
         self._lock = threading.Lock()
 
     @property

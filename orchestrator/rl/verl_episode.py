@@ -37,14 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
+from orchestrator.backend_factory import BACKENDS
+from orchestrator.backend_options import BackendHints, BackendOptions, HTTPOptions, resolve_options
+from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
 from swarm.backend import ModelBackend, SamplingParams
 from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
 from swarm.config import SwarmConfig
-from swarm.errors import BackendError, ConfigError
+from swarm.errors import BackendError, ConfigError, UserError
 from swarm.limits import CapacityLimit
 from swarm.records import EpisodeRecord, RewardRecord, Task
 from swarm.rl.export import JsonlWriter
@@ -284,14 +287,37 @@ class PolicyStepReward:
 
 class SubagentServer(BaseModel):
     """The sub-agents' frozen model: a backend kind of :data:`orchestrator.backend_factory.BACKENDS`
-    (``openai`` or ``vllm`` for a server; never the policy's servers)."""
+    (``openai`` or ``vllm`` for a server; never the policy's servers).
+
+    ``options`` are that kind's typed options (:mod:`orchestrator.backend_options`), resolved once at
+    construction with their environment fallbacks: a key the kind does not take, a bad value or an
+    unknown kind raises one :class:`~swarm.errors.ConfigError` line here, not when the backend is built.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: str = "openai"
     model: str
     base_url: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: SerializeAsAny[BackendOptions] = Field(default_factory=HTTPOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_options(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not isinstance(kind := data.get("kind", "openai"), str):
+            return data  # field validation reports it
+        base_url = data.get("base_url")
+        takes = BACKENDS.get(kind).options_for(base_url if isinstance(base_url, str) else None)
+        given = data.get("options", {})
+        if isinstance(given, takes):
+            return data
+        if isinstance(given, BackendOptions):
+            raise ConfigError(
+                f"[subagents] options are {type(given).__name__}, but backend kind {kind!r} takes {takes.__name__}"
+            )
+        if not isinstance(given, Mapping):
+            return data
+        return {**data, "options": resolve_options(takes, given, environment(), kind)}
 
 
 class VerlLoopConfig(BaseModel):
@@ -324,7 +350,7 @@ class VerlLoopConfig(BaseModel):
         try:
             data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
             config = cls.model_validate(data)
-        except (ValidationError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        except (ValidationError, json.JSONDecodeError, tomllib.TOMLDecodeError, UserError) as exc:
             raise ConfigError(f"invalid verl agent loop config {p}: {exc}") from None
         if config.records_dir is not None and not config.records_dir.is_absolute():
             # relative to the file: Ray workers do not run in the launcher's directory
@@ -345,10 +371,8 @@ class VerlRuntime:
 
     @classmethod
     def from_config(cls, config: VerlLoopConfig) -> VerlRuntime:
-        from orchestrator.backend_factory import build_backend
-
         s = config.subagents
-        return cls(config, build_backend(s.kind, s.model, s.base_url, **s.options))
+        return cls(config, BACKENDS.get(s.kind).build(s.model, s.base_url, s.options, BackendHints()))
 
     def record(self, entry: EpisodeEntry, step: int) -> str | None:
         """Append the episode to ``records_dir/step-NNNNNN.jsonl``; its path, or ``None`` without a dir."""

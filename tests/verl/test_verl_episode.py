@@ -22,9 +22,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from orchestrator.backend_options import HTTPOptions, VLLMEngineOptions
 from orchestrator.rl.tiny import build_tiny_tokenizer
 from orchestrator.rl.verl_episode import (
     REWARD_INFO_KEYS,
+    SubagentServer,
     VerlLoopConfig,
     VerlRuntime,
     VerlTaskSpec,
@@ -197,6 +199,40 @@ def test_loop_config_errors_name_the_file(tmp_path: Path) -> None:
         VerlLoopConfig.load(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         VerlLoopConfig.load(tmp_path / "missing.toml")
+
+
+def test_subagent_options_are_the_kinds_typed_options() -> None:
+    url = "http://127.0.0.1:9/v1"
+    server = SubagentServer(kind="vllm", model="m", base_url=url, options={"max_concurrency": 256, "timeout": 300})
+    assert isinstance(server.options, HTTPOptions)
+    assert (server.options.max_concurrency, server.options.timeout) == (256, 300.0)
+    assert SubagentServer.model_validate(server.model_dump()) == server  # the kind's fields survive a dump
+    assert isinstance(SubagentServer(kind="vllm", model="m").options, VLLMEngineOptions)  # no URL: in-process
+
+
+@pytest.mark.parametrize(
+    ("kind", "base_url", "options", "message"),
+    [
+        ("openai", "http://h/v1", {"max_concurency": 4}, r"unknown backend option max_concurency = 4 .*'openai'"),
+        ("openai", "http://h/v1", {"max_concurrency": 0}, r"backend option max_concurrency = 0 is invalid"),
+        ("vllm", None, {"max_concurrency": 4}, r"unknown backend option max_concurrency = 4 .*'vllm'"),
+    ],
+)
+def test_a_bad_subagent_option_fails_at_construction_in_one_line(
+    kind: str, base_url: str | None, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        SubagentServer(kind=kind, model="m", base_url=base_url, options=options)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_subagent_option_in_the_loop_config_names_the_file_and_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "loop.toml"
+    bad.write_text('[subagents]\nmodel = "m"\nbase_url = "http://h/v1"\n[subagents.options]\nbogus = 1\n')
+    with pytest.raises(ConfigError, match=r"invalid verl agent loop config .*loop.toml: unknown backend option bogus"):
+        VerlLoopConfig.load(bad)
+    with pytest.raises(ConfigError, match=r"takes HTTPOptions"):
+        SubagentServer(kind="openai", model="m", base_url="http://h/v1", options=VLLMEngineOptions())
 
 
 def test_the_recipe_builds_rows_verl_reads_and_its_loop_config_loads(tmp_path: Path) -> None:

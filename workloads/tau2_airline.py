@@ -165,6 +165,61 @@ class AirlineDB(Tau2DB):
         if amount != 0:
             reservation["payment_history"].append({"payment_id": payment_id, "amount": amount})
 
+    def new_reservation_id(self) -> str:
+        """The first of :data:`NEW_RESERVATION_IDS` not taken yet; raises when the episode used them all."""
+        new_id = next((r for r in NEW_RESERVATION_IDS if r not in self.data["reservations"]), None)
+        if new_id is None:
+            raise ToolError(f"too many new reservations in this episode (at most {len(NEW_RESERVATION_IDS)})")
+        return new_id
+
+    def add_reservation(self, reservation: dict[str, Any]) -> None:
+        """File a new reservation under its id and in its user's list of reservations."""
+        self.data["reservations"][reservation["reservation_id"]] = reservation
+        self.user(reservation["user_id"])["reservations"].append(reservation["reservation_id"])
+
+    def booking_legs(
+        self, flights: Sequence[FlightRef], cabin: str, seats: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(the reservation's flight legs with their price per passenger in ``cabin``, the date records
+        whose seats the booking takes); raises when a flight cannot take ``seats``. Writes nothing."""
+        legs, dates = [], []
+        for ref in flights:
+            d = self.bookable(ref, cabin, seats)
+            f = self.flight(ref.flight_number)
+            legs.append(
+                {
+                    "origin": f["origin"],
+                    "destination": f["destination"],
+                    "flight_number": ref.flight_number,
+                    "date": ref.date,
+                    "price": d["prices"][cabin],
+                }
+            )
+            dates.append(d)
+        return legs, dates
+
+    def charge_for_booking(self, user_id: str, parts: Sequence[PaymentPart], price: int) -> None:
+        """Pay ``price`` with the user's payment methods: the parts must add up to it exactly, and a gift
+        card or certificate must hold its part. A gift card's balance is reduced, a certificate used up
+        whole. Raises before any write."""
+        per_method: Counter[str] = Counter()
+        for part in parts:
+            per_method[part.payment_id] += part.amount
+        for pid, amount in per_method.items():
+            pm = self.payment_method(user_id, pid)
+            if pm["source"] in ("gift_card", "certificate") and pm["amount"] < amount:
+                raise ToolError(f"not enough balance on {pid}: {pm['amount']} available, {amount} asked")
+        paid = sum(per_method.values())
+        if paid != price:
+            raise ToolError(f"payment amounts do not add up: the total price is {price}, but {paid} is paid")
+        methods = self.user(user_id)["payment_methods"]
+        for pid, amount in per_method.items():
+            pm = methods[pid]
+            if pm["source"] == "gift_card":
+                pm["amount"] -= amount
+            elif pm["source"] == "certificate":
+                del methods[pid]
+
     def touched(self, name: str, args: Mapping[str, Any], result: str | None) -> set[Record]:
         """Users and reservations named, the reservations' owners, a new reservation and the flights
         whose seats a booking takes."""
@@ -216,6 +271,15 @@ def _check_bags(total: int, nonfree: int) -> None:
         raise ToolError(
             f"invalid baggage counts total={total}, nonfree={nonfree}: need 0 <= nonfree_baggages <= total_baggages"
         )
+
+
+def _booking_price(legs: Sequence[Mapping[str, Any]], seats: int, nonfree_bags: int, *, insured: bool) -> int:
+    """A booking's total: the legs' cabin prices per passenger, plus the fee per non-free bag and,
+    insured, the insurance per passenger."""
+    price: int = sum(leg["price"] for leg in legs) * seats + BAG_FEE * nonfree_bags
+    if insured:
+        price += INSURANCE_PER_PASSENGER * seats
+    return price
 
 
 def _nonempty(what: str, items: Sequence[Any]) -> None:
@@ -319,48 +383,16 @@ def airline_tools(db: AirlineDB) -> tuple[Tool, ...]:
             nonfree_baggages: checked bags beyond the free allowance (charged $50 each).
             insurance: "yes" or "no".
         """
-        user = db.user(user_id)
+        db.user(user_id)  # an unknown user fails before anything else
         _nonempty("flights", flights)
         _nonempty("passengers", passengers)
         _nonempty("payment_methods", payment_methods)
         _check_bags(total_baggages, nonfree_baggages)
-        new_id = next((r for r in NEW_RESERVATION_IDS if r not in db.data["reservations"]), None)
-        if new_id is None:
-            raise ToolError(f"too many new reservations in this episode (at most {len(NEW_RESERVATION_IDS)})")
+        new_id = db.new_reservation_id()
         seats = len(passengers)
-        legs, dates = [], []
-        for ref in flights:
-            d = db.bookable(ref, cabin, seats)
-            f = db.flight(ref.flight_number)
-            legs.append(
-                {
-                    "origin": f["origin"],
-                    "destination": f["destination"],
-                    "flight_number": ref.flight_number,
-                    "date": ref.date,
-                    "price": d["prices"][cabin],
-                }
-            )
-            dates.append(d)
-        price = sum(leg["price"] for leg in legs) * seats + BAG_FEE * nonfree_baggages
-        if insurance == "yes":
-            price += INSURANCE_PER_PASSENGER * seats
-        per_method: Counter[str] = Counter()
-        for part in payment_methods:
-            per_method[part.payment_id] += part.amount
-        for pid, amount in per_method.items():
-            pm = db.payment_method(user_id, pid)
-            if pm["source"] in ("gift_card", "certificate") and pm["amount"] < amount:
-                raise ToolError(f"not enough balance on {pid}: {pm['amount']} available, {amount} asked")
-        paid = sum(per_method.values())
-        if paid != price:
-            raise ToolError(f"payment amounts do not add up: the total price is {price}, but {paid} is paid")
-        for pid, amount in per_method.items():
-            pm = user["payment_methods"][pid]
-            if pm["source"] == "gift_card":
-                pm["amount"] -= amount
-            elif pm["source"] == "certificate":
-                del user["payment_methods"][pid]
+        legs, dates = db.booking_legs(flights, cabin, seats)
+        price = _booking_price(legs, seats, nonfree_baggages, insured=insurance == "yes")
+        db.charge_for_booking(user_id, payment_methods, price)
         for d in dates:
             d["available_seats"][cabin] -= seats
         reservation = {
@@ -378,8 +410,7 @@ def airline_tools(db: AirlineDB) -> tuple[Tool, ...]:
             "nonfree_baggages": nonfree_baggages,
             "insurance": insurance,
         }
-        db.data["reservations"][new_id] = reservation
-        user["reservations"].append(new_id)
+        db.add_reservation(reservation)
         return reservation
 
     def cancel_reservation(reservation_id: str) -> dict[str, Any]:

@@ -618,13 +618,16 @@ def _comparable(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[dict[st
     return a, b
 
 
-def _open_run(root: Path, manifest: RunManifest, resume: bool, stack: contextlib.ExitStack) -> list[RawEpisode]:
-    """Create the run directory, or (``resume``) check the existing one and return its finished rows;
-    either way the run is locked for this process (``stack``)."""
+def _open_run(
+    root: Path, manifest: RunManifest, resume: bool, stack: contextlib.ExitStack, tasks: Sequence[Task]
+) -> list[RawEpisode]:
+    """Create the run directory (with ``tasks.jsonl``), or (``resume``) check the existing one and return
+    its finished rows; either way the run is locked for this process (``stack``)."""
     if not root.exists():
         root.mkdir(parents=True)
         stack.enter_context(_exclusive(root))
         write_manifest(root, manifest)
+        write_tasks(tasks, root / "tasks.jsonl")
         return []
     if not resume:
         raise ConfigError(
@@ -648,6 +651,8 @@ def _open_run(root: Path, manifest: RunManifest, resume: bool, stack: contextlib
     keep = {(t, a) for t in manifest.task_ids for a in manifest.arms}
     rows = list({r.key: r for r in rows if (r.task_id, r.arm) in keep}.values())
     write_manifest(root, old.model_copy(update={"resumed_at": (*old.resumed_at, time.time())}))
+    if not (root / "tasks.jsonl").exists():  # a run from before tasks.jsonl was written
+        write_tasks(tasks, root / "tasks.jsonl")
     return rows
 
 
@@ -709,52 +714,83 @@ async def run_eval(
     the first episode (the configs of :func:`plan_configs`).
     """
     arms = _checked(arms, samples, concurrent_episodes, needs_root=resume and (out_dir is None or run_id is None))
-    split = _split_of(tasks, split)
     over = dict(overrides or {})
     configs = plan_configs(workload, tasks, arms, base_config, over)
     await check_budgets(workload, tasks, configs)
     prov = provenance or _code_provenance(backend_name)
-    rid = run_id or f"{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    root = out_dir / rid if out_dir is not None else None
-    settings = _settings(workload, tasks, arms, configs, base_config, over, knobs or {}, backend_name, prov)
-    manifest = RunManifest(
-        run_id=rid,
-        workload=workload.name,
-        metric_name=workload.metric,
-        split=split,
-        seed=seed,
-        task_ids=tuple(t.id for t in tasks),
-        arms=arms,
-        knobs=workload.knobs(knobs or {}).model_dump(mode="json"),
-        settings={**settings, "samples": samples},
-        samples=samples,
-        provenance=prov,
-        concurrent_episodes=concurrent_episodes,
-        argv=tuple(argv),
-        created_at=time.time(),
+    run_fields = {
+        "run_id": run_id or f"{workload.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+        "split": _split_of(tasks, split),
+        "seed": seed,
+        "samples": samples,
+        "concurrent_episodes": concurrent_episodes,
+        "argv": tuple(argv),
+    }
+    manifest = _manifest(workload, tasks, arms, configs, base_config, over, prov, knobs or {}, backend_name, run_fields)
+    root = out_dir / manifest.run_id if out_dir is not None else None
+    run = _run_of(manifest, workload, backends, base_config, over, root, observers, telemetry or _no_telemetry)
+    with contextlib.ExitStack() as stack:
+        raws = _open_run(root, manifest, resume, stack, tasks) if root is not None else []
+        jobs = [(t, a, i) for t in tasks for i in range(samples) for a in arms]
+        await _continue(run, jobs, raws, on_start, on_row, configs)
+        return _report(run, manifest, tasks, raws, backend_name, knobs or {})
+
+
+def _manifest(
+    workload: Workload,
+    tasks: Sequence[Task],
+    arms: tuple[str, ...],
+    configs: Configs,
+    base: SwarmConfig | None,
+    over: Mapping[str, Any],
+    prov: Provenance,
+    knobs: Mapping[str, Any],
+    backend_name: str,
+    run_fields: Mapping[str, Any],
+) -> RunManifest:
+    """The run's ``manifest.json``: ``run_fields`` (run id, split, seed, samples, concurrency, argv), and
+    the settings a resume must match."""
+    settings = _settings(workload, tasks, arms, configs, base, over, knobs, backend_name, prov)
+    return RunManifest.model_validate(
+        {
+            **run_fields,
+            "workload": workload.name,
+            "metric_name": workload.metric,
+            "task_ids": tuple(t.id for t in tasks),
+            "arms": arms,
+            "knobs": workload.knobs(knobs).model_dump(mode="json"),
+            "settings": {**settings, "samples": run_fields["samples"]},
+            "provenance": prov,
+            "created_at": time.time(),
+        }
     )
-    run = _Run(
+
+
+def _run_of(
+    m: RunManifest,
+    workload: Workload,
+    backends: BackendResolver,
+    base: SwarmConfig | None,
+    over: Mapping[str, Any],
+    root: Path | None,
+    observers: Sequence[Observer],
+    telemetry: Callable[[str], Telemetry | None],
+) -> _Run:
+    """What every episode of the run ``m`` shares."""
+    return _Run(
         workload,
         backends,
-        base_config,
+        base,
         over,
-        rid,
-        split,
-        seed,
+        m.run_id,
+        m.split,
+        m.seed,
         root,
-        prov,
-        concurrent_episodes,
+        m.provenance,
+        m.concurrent_episodes,
         observers,
-        telemetry or _no_telemetry,
+        telemetry,
     )
-    with contextlib.ExitStack() as stack:
-        raws = _open_run(root, manifest, resume, stack) if root is not None else []
-        if root is not None and not (root / "tasks.jsonl").exists():
-            write_tasks(tasks, root / "tasks.jsonl")
-        await _continue(
-            run, [(t, a, i) for t in tasks for i in range(samples) for a in arms], raws, on_start, on_row, configs
-        )
-        return _report(run, manifest, tasks, raws, backend_name, knobs or {})
 
 
 def _checked(arms: Sequence[str], samples: int, concurrent: int, *, needs_root: bool) -> tuple[str, ...]:

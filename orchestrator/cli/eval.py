@@ -13,23 +13,23 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from orchestrator.adapters import resolve_orchestrator_adapter
-from orchestrator.cli.backend_spec import BackendSpec
-from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.engines import engine_notes
 from orchestrator.cli.options import (
+    AdapterOpt,
     BackendOpt,
     BaseUrlOpt,
     BudgetOpt,
@@ -43,14 +43,12 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentCacheOpt,
     SubagentModelOpt,
-    episode_overrides,
     is_scripted,
     parse_knobs,
     warn_cache_bypass,
-    with_subagent_cache_option,
 )
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.sampling import resolve_sampling
+from orchestrator.cli.settings import Settings, command_options
 from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
 from orchestrator.eval import (
     BackendPair,
@@ -65,7 +63,6 @@ from orchestrator.eval import (
 )
 from orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
 from orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
-from orchestrator.tasks import load_config
 from swarm.backend import SamplingParams
 from swarm.backends.replay_cache import CachedBackend, ReplayCache
 from swarm.config import SwarmConfig
@@ -146,25 +143,12 @@ def _cache_cell(counts: dict[str, int]) -> str:
     )
 
 
-ADAPTER_OPTION = typer.Option(
-    "--orchestrator-adapter",
-    metavar="ADAPTER",
-    envvar="SWARM_ORCHESTRATOR_ADAPTER",
-    help="local backend: the orchestrator's LoRA adapter: default (the shipped trained adapter where it is the "
-    "default for the model), none (the base model), shipped, or a .gguf path; sub-agents run the base model",
-)
+class EvalOptions(BaseModel):
+    """``swarm eval``'s options as parsed: one field per option, in ``--help`` order."""
 
+    model_config = ConfigDict(frozen=True)
 
-def with_adapter(extras: dict[str, Any], choice: str | None) -> dict[str, Any]:
-    """``extras`` with ``[backend] orchestrator_adapter`` set to ``choice`` (unchanged when ``None``)."""
-    if choice is None:
-        return extras
-    return {**extras, "backend": {**extras.get("backend", {}), "orchestrator_adapter": choice}}
-
-
-def eval_command(
-    ctx: typer.Context,
-    workload: Annotated[str, typer.Option("--workload", "-w", metavar="NAME", help="workload name (see --list)")] = "",
+    workload: Annotated[str, typer.Option("--workload", "-w", metavar="NAME", help="workload name (see --list)")] = ""
     mode: Annotated[
         str,
         typer.Option(
@@ -172,31 +156,31 @@ def eval_command(
             metavar="ARMS",
             help="arms, comma-separated: swarm, single, single-parallel; both (swarm,single) or all",
         ),
-    ] = "both",
-    backend: BackendOpt = "local",
-    n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, metavar="N", help="number of tasks")] = 10,
-    seed: Annotated[int, typer.Option("--seed", metavar="N", help="task-generation seed (and the sampling seed)")] = 0,
-    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help=SPLIT_HELP)] = DEFAULT_SPLIT,
-    knob: KnobOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    subagent_backend: SubagentBackendOpt = None,
-    subagent_model: SubagentModelOpt = None,
+    ] = "both"
+    backend: BackendOpt = "local"
+    n: Annotated[int, typer.Option("-n", "--num-tasks", min=1, metavar="N", help="number of tasks")] = 10
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="task-generation seed (and the sampling seed)")] = 0
+    split: Annotated[str, typer.Option("--split", metavar="SPLIT", help=SPLIT_HELP)] = DEFAULT_SPLIT
+    knob: KnobOpt = None
+    model: ModelOpt = None
+    base_url: BaseUrlOpt = None
+    subagent_backend: SubagentBackendOpt = None
+    subagent_model: SubagentModelOpt = None
     config_file: Annotated[
         Path | None,
         typer.Option("--config", "-c", metavar="FILE", help="TOML/JSON config: [swarm] and [backend] tables"),
-    ] = None,
-    max_critical_steps: MaxCriticalStepsOpt = None,
-    budget: BudgetOpt = None,
-    max_subagent_steps: MaxSubagentStepsOpt = None,
-    max_concurrency: MaxConcurrencyOpt = None,
-    episode_timeout: EpisodeTimeoutOpt = None,
+    ] = None
+    max_critical_steps: MaxCriticalStepsOpt = None
+    budget: BudgetOpt = None
+    max_subagent_steps: MaxSubagentStepsOpt = None
+    max_concurrency: MaxConcurrencyOpt = None
+    episode_timeout: EpisodeTimeoutOpt = None
     temperature: Annotated[
         float | None,
         typer.Option(
             "--temperature", min=0.0, metavar="T", help="model backends (0: greedy) [default: 0, or --config's]"
         ),
-    ] = None,
+    ] = None
     max_tokens: Annotated[
         int | None,
         typer.Option(
@@ -205,10 +189,10 @@ def eval_command(
             metavar="N",
             help="model backends: tokens per turn [default: as swarm run, or --config's]",
         ),
-    ] = None,
+    ] = None
     latency: Annotated[
         float, typer.Option("--latency", min=0.0, metavar="SECONDS", help="scripted: simulated seconds per model call")
-    ] = 0.0,
+    ] = 0.0
     concurrent_episodes: Annotated[
         int,
         typer.Option(
@@ -217,7 +201,7 @@ def eval_command(
             metavar="N",
             help="episodes running at once (1: wall times comparable) [default: 1]",
         ),
-    ] = 1,
+    ] = 1
     samples: Annotated[
         int,
         typer.Option(
@@ -226,14 +210,14 @@ def eval_command(
             metavar="K",
             help="episodes per task and arm (sampling seed +i; greedy: run-to-run variance)",
         ),
-    ] = 1,
-    out: Annotated[
-        Path, typer.Option("--out", "-o", metavar="DIR", help="results go to OUT/<run-id>/")
-    ] = DEFAULT_EVAL_ROOT,
-    run_id: Annotated[str | None, typer.Option("--run-id", metavar="ID", help="[default: a timestamp]")] = None,
+    ] = 1
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="results go to OUT/<run-id>/")] = (
+        DEFAULT_EVAL_ROOT
+    )
+    run_id: Annotated[str | None, typer.Option("--run-id", metavar="ID", help="[default: a timestamp]")] = None
     resume: Annotated[
         bool, typer.Option("--resume", help="continue run --run-id: skip its finished episodes (same settings)")
-    ] = False,
+    ] = False
     ledger: Annotated[
         Path | None,
         typer.Option(
@@ -241,28 +225,31 @@ def eval_command(
             metavar="FILE",
             help="with --split test: refuse a seed this JSONL ledger lists as used, and record it when the run ends",
         ),
-    ] = None,
+    ] = None
     report_only: Annotated[
         bool, typer.Option("--report", help="print the markdown report of the RUN_DIRs' raw files; run nothing")
-    ] = False,
+    ] = False
     report_dirs: Annotated[
         list[Path] | None,
         typer.Argument(metavar="[RUN_DIR]...", help="with --report: run directories", show_default=False),
-    ] = None,
+    ] = None
     curve_knob: Annotated[
         str | None,
         typer.Option("--curve", metavar="KNOB", help="with --report: the curve over this knob (e.g. entities) instead"),
-    ] = None,
+    ] = None
     export_tasks: Annotated[
         Path | None, typer.Option("--export-tasks", metavar="FILE", help="write tasks as JSONL, exit")
-    ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False,
-    list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False,
-    orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
-    subagent_cache: SubagentCacheOpt = None,
-    no_subagent_cache: NoSubagentCacheOpt = False,
-) -> None:
+    ] = None
+    json_out: Annotated[bool, typer.Option("--json", help="print the report as JSON on stdout")] = False
+    list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False
+    orchestrator_adapter: AdapterOpt = None
+    subagent_cache: SubagentCacheOpt = None
+    no_subagent_cache: NoSubagentCacheOpt = False
+
+
+@command_options(EvalOptions)
+def eval_command(ctx: typer.Context, **given: Any) -> None:
     """Run a workload's tasks in several arms (swarm, single agent, single agent with parallel calls)
     and compare them on the same tasks.
 
@@ -276,64 +263,63 @@ def eval_command(
       swarm eval --report traces/eval/t1            # the tables again
       swarm eval -w bfcl-parallel -n 3 --export-tasks tasks.jsonl
     """
-    if list_workloads:
+    o = EvalOptions(**given)
+    if o.list_workloads:
         raise typer.Exit(_list_workloads())
-    if report_only or report_dirs:
-        if not (report_only and report_dirs):
+    if o.report_only or o.report_dirs:
+        if not (o.report_only and o.report_dirs):
             raise _fail(UserError("--report reads run directories: swarm eval --report RUN_DIR [RUN_DIR ...]"))
-        raise typer.Exit(_print_report(report_dirs, curve_knob))
+        raise typer.Exit(_print_report(o.report_dirs, o.curve_knob))
     try:
-        if not workload:
-            raise UserError(f"--workload is required; known: {', '.join(workload_names())}")
-        wl = get_workload(workload)
-        arms = parse_arms(mode)
-        knobs = parse_knobs(knob or [])
-        tasks = wl.tasks(n, seed=seed, split=split, **knobs)
-        if export_tasks is not None:
-            raise typer.Exit(_export(tasks, export_tasks, workload))
-        config_file = resolve_config(config_file, quiet=quiet or json_out)
-        base, extras = _eval_config(config_file, orchestrator_adapter, subagent_cache, no_subagent_cache)
-        backends = backend_resolver(
-            wl_name=workload,
-            backend=backend,
-            latency=latency,
-            model=model,
-            base_url=base_url,
-            subagent_backend=subagent_backend,
-            subagent_model=subagent_model,
-            extras=extras,
-        )
-        overrides = episode_overrides(
-            budget,
-            max_critical_steps=max_critical_steps,
-            max_subagent_steps=max_subagent_steps,
-            max_concurrency=max_concurrency,
-            episode_timeout=episode_timeout,
-        )
-        prov = provenance(backend, backends(tasks[0], arm_mode(arms[0])), extras)
-        overrides |= _sampling(
-            backend, base, config_file is not None, prov.model, temperature, max_tokens, seed, _typed(ctx, "seed")
-        )
-        warn_cache_bypass(err, extras, overrides.get("subagent_sampling") or base.subagent_sampling)
+        job, backends = _resolve(o, seed_typed=_typed(ctx, "seed"))
     except UserError as exc:
         raise _fail(exc) from None
+    rid = o.run_id or f"{job.wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    code = _run_job(job, backends, out=o.out, run_id=rid, resume=o.resume, ledger=o.ledger, json_out=o.json_out)
+    raise typer.Exit(code)
+
+
+def _resolve(o: EvalOptions, *, seed_typed: bool) -> tuple[_EvalJob, BackendResolver]:
+    """The evaluation the options ask for, with its :class:`Settings` resolved once (``--export-tasks``
+    writes the tasks and exits here); a typed ``--seed`` is also the sampling seed over the config's."""
+    if not o.workload:
+        raise UserError(f"--workload is required; known: {', '.join(workload_names())}")
+    wl = get_workload(o.workload)
+    arms = parse_arms(o.mode)
+    knobs = parse_knobs(o.knob or [])
+    tasks = wl.tasks(o.n, seed=o.seed, split=o.split, **knobs)
+    if o.export_tasks is not None:
+        raise typer.Exit(_export(tasks, o.export_tasks, o.workload))
+    settings = Settings.resolve(
+        o,
+        "eval",
+        quiet=o.quiet or o.json_out,
+        seed=o.seed if seed_typed else None,
+        greedy_seed=o.seed,
+        adapter=o.orchestrator_adapter,
+        cache=(o.subagent_cache, o.no_subagent_cache),
+    )
+    backends = backend_resolver(settings, o.workload, latency=o.latency)
+    prov = provenance(o.backend, backends(tasks[0], arm_mode(arms[0])), settings.extras)
+    base = settings.base or SwarmConfig()
+    overrides = settings.overrides | _sampling(settings, base, prov.model)
+    warn_cache_bypass(err, settings.extras, overrides.get("subagent_sampling") or base.subagent_sampling)
     job = _EvalJob(
         wl=wl,
         tasks=tasks,
         arms=arms,
         base=base,
         overrides=overrides,
-        split=split,
-        seed=seed,
-        backend=backend,
+        split=o.split,
+        seed=o.seed,
+        backend=o.backend,
         provenance=prov,
-        concurrent=concurrent_episodes,
-        samples=samples,
-        quiet=quiet,
+        concurrent=o.concurrent_episodes,
+        samples=o.samples,
+        quiet=o.quiet,
         knobs=knobs,
     )
-    rid = run_id or f"{wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    raise typer.Exit(_run_job(job, backends, out=out, run_id=rid, resume=resume, ledger=ledger, json_out=json_out))
+    return job, backends
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -374,16 +360,6 @@ def _export(tasks: list[Task], path: Path, workload: str) -> int:
     write_tasks(tasks, path)
     err.print(f"wrote {len(tasks)} {escape(workload)} task(s) to {escape(str(path))}")
     return 0
-
-
-def _eval_config(
-    config_file: Path | None, adapter: str | None, cache: Path | None, no_cache: bool
-) -> tuple[SwarmConfig, dict[str, Any]]:
-    """The config file's ``[swarm]`` (or the defaults) and its tables, with the adapter and cache flags in."""
-    base, extras = (
-        load_config(config_file, tables=EVAL_TABLES, command="swarm eval") if config_file else (SwarmConfig(), {})
-    )
-    return base, with_subagent_cache_option(with_adapter(extras, adapter), cache, no_cache)
 
 
 def _run_job(
@@ -463,12 +439,9 @@ def _eta(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str, resume: bool) -> EvalReport:
-    """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode."""
+def _progress_line(job: _EvalJob) -> Callable[[Progress], None]:
+    """The k/N line per finished episode, with an ETA (nothing with ``--quiet``)."""
     started = time.monotonic()
-
-    def on_start(resumed: int, todo: int, configs: Configs) -> None:
-        _banner(job, run_id, resumed, todo, configs)
 
     def progress(p: Progress) -> None:
         if job.quiet:
@@ -484,17 +457,37 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
             soft_wrap=True,
         )
 
-    rid = run_id
-    tracings: dict[str, Tracing] = {}
-    tracers: dict[str, Telemetry] = {}
+    return progress
 
-    def telemetry(arm: str) -> Telemetry:
-        """The arm's tracer, writing episodes/<arm>/<episode-id>/trace.jsonl (started with its first episode,
-        once the run directory exists)."""
-        if arm not in tracers:
-            tracings[arm] = start_tracing(TracingOptions(), out=out / rid / "episodes" / arm)
-            tracers[arm] = tracings[arm].telemetry()
-        return tracers[arm]
+
+class _ArmTraces:
+    """Each arm's tracer, writing ``episodes/<arm>/<episode-id>/trace.jsonl`` (started with the arm's first
+    episode, once the run directory exists)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._run_dir = run_dir
+        self._tracings: dict[str, Tracing] = {}
+        self._tracers: dict[str, Telemetry] = {}
+
+    def __call__(self, arm: str) -> Telemetry:
+        if arm not in self._tracers:
+            self._tracings[arm] = start_tracing(TracingOptions(), out=self._run_dir / "episodes" / arm)
+            self._tracers[arm] = self._tracings[arm].telemetry()
+        return self._tracers[arm]
+
+    def shutdown(self) -> None:
+        for t in self._tracings.values():
+            for warning in t.shutdown():
+                err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+
+
+def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str, resume: bool) -> EvalReport:
+    """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode."""
+
+    def on_start(resumed: int, todo: int, configs: Configs) -> None:
+        _banner(job, run_id, resumed, todo, configs)
+
+    telemetry = _ArmTraces(out / run_id)
 
     async def main() -> EvalReport:
         return await run_eval(
@@ -505,13 +498,13 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
             base_config=job.base,
             overrides=job.overrides,
             out_dir=out,
-            run_id=rid,
+            run_id=run_id,
             resume=resume,
             backend_name=job.backend,
             split=job.split,
             seed=job.seed,
             knobs=job.knobs,
-            on_row=progress,
+            on_row=_progress_line(job),
             on_start=on_start,
             concurrent_episodes=job.concurrent,
             samples=job.samples,
@@ -524,9 +517,7 @@ def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str
         with _sigterm_as_interrupt():
             return anyio.run(main)
     finally:
-        for t in tracings.values():
-            for warning in t.shutdown():
-                err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+        telemetry.shutdown()
 
 
 @contextlib.contextmanager
@@ -601,28 +592,15 @@ def _typed(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
-def _sampling(
-    backend: str,
-    base: SwarmConfig,
-    from_file: bool,
-    model: str | None,
-    temperature: float | None,
-    max_tokens: int | None,
-    seed: int,
-    seed_typed: bool,
-) -> dict[str, SamplingParams]:
-    """Both roles' sampling overrides (:func:`orchestrator.cli.sampling.resolve_sampling`): a model
-    starts ``greedy`` (the eval seed as the sampling seed, the family's token cap: 384 for a small
-    model's orchestrator, 256 for its sub-agents) where the config file sets no sampling; a scripted
-    policy keeps the config's (no model samples, but the sampling keys the sub-agent replay cache).
-    ``--temperature``/``--max-tokens`` go on top, and ``--seed`` where it was typed."""
-    flags = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed if seed_typed else None}
-    if is_scripted(backend):
-        if all(v is None for v in flags.values()):
-            return {}
-        return resolve_sampling(base, file_sets=(), start="config", flags=flags)
-    given = base.model_fields_set if from_file else set()
-    return resolve_sampling(base, file_sets=given, start="greedy", flags=flags, model=model, seed=seed)
+def _sampling(settings: Settings, base: SwarmConfig, model: str | None) -> dict[str, SamplingParams]:
+    """Both roles' sampling overrides (:meth:`Settings.sampling`): a model starts ``greedy`` (the eval seed
+    as the sampling seed, the family's token cap: 384 for a small model's orchestrator, 256 for its
+    sub-agents) where the config file sets no sampling; a scripted policy keeps the config's (no model
+    samples, but the sampling keys the sub-agent replay cache), and without sampling flags the workload's
+    own. ``--temperature``/``--max-tokens`` go on top, and ``--seed`` where it was typed."""
+    if settings.backend.scripted and all(v is None for v in settings.sampling_flags.values()):
+        return {}
+    return settings.sampling(base, model)
 
 
 def _gold_resolver(wl: Workload, latency: float, cache_dir: str | None) -> BackendResolver:
@@ -640,31 +618,14 @@ def _gold_resolver(wl: Workload, latency: float, cache_dir: str | None) -> Backe
     return gold
 
 
-def backend_resolver(
-    *,
-    wl_name: str,
-    backend: str,
-    latency: float,
-    model: str | None,
-    base_url: str | None,
-    subagent_backend: str | None,
-    subagent_model: str | None,
-    extras: dict[str, Any],
-) -> BackendResolver:
-    """The backends of each episode: ``gold``/``scripted`` build the workload's gold policy per task;
-    any other name builds one backend pair (like ``swarm run``) that every episode shares."""
-    wl = get_workload(wl_name)
-    if is_scripted(backend):
-        return _gold_resolver(wl, latency, extras.get("backend", {}).get("subagent_cache"))
-    spec = BackendSpec.resolve(
-        extras.get("backend", {}),
-        kind=backend,
-        model=model,
-        base_url=base_url,
-        subagent_kind=subagent_backend,
-        subagent_model=subagent_model,
-    )
-    orch, sub = spec.build(progress=terminal_progress())
+def backend_resolver(settings: Settings, workload: str, *, latency: float = 0.0) -> BackendResolver:
+    """The backends of each episode: ``gold``/``scripted`` build the workload's gold policy per task
+    (``latency`` seconds per call); any other name builds one backend pair (like ``swarm run``) that
+    every episode shares."""
+    wl = get_workload(workload)
+    if settings.backend.scripted:
+        return _gold_resolver(wl, latency, settings.extras.get("backend", {}).get("subagent_cache"))
+    orch, sub = settings.spec().build(progress=terminal_progress())
 
     def real(task: Task, mode: Mode) -> BackendPair:
         return orch, sub

@@ -23,6 +23,7 @@ from swarm.errors import UserError
 
 __all__ = [
     "SCRIPTED",
+    "AdapterOpt",
     "BackendOpt",
     "BaseUrlOpt",
     "ConfigOpt",
@@ -199,6 +200,16 @@ WorkloadOpt = Annotated[
         "-w",
         metavar="NAME",
         help="a built-in workload: its tasks, tools and verifier (swarm eval --list)",
+    ),
+]
+AdapterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--orchestrator-adapter",
+        metavar="ADAPTER",
+        envvar="SWARM_ORCHESTRATOR_ADAPTER",
+        help="local backend: the orchestrator's LoRA adapter: default (the shipped trained adapter where it is "
+        "the default for the model), none (the base model), shipped, or a .gguf path; sub-agents run the base model",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]

@@ -16,16 +16,16 @@ from typing import Any, get_origin
 
 from pydantic import ValidationError
 
-from orchestrator.cli.backend_spec import BackendSpec
-from orchestrator.cli.options import is_scripted, parse_knobs
+from orchestrator.cli.options import parse_knobs
 from orchestrator.cli.progress import terminal_progress
 from orchestrator.cli.sampling import resolve_sampling, with_sampling
+from orchestrator.cli.settings import Settings, config_from
 from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from orchestrator.environment import environment
-from orchestrator.tasks import load_config, load_tasks
+from orchestrator.tasks import load_tasks
 from swarm.backend import ModelBackend
-from swarm.config import SwarmConfig, apply_overrides
-from swarm.errors import UserError, validation_problems
+from swarm.config import SwarmConfig
+from swarm.errors import UserError
 from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
 from swarm.rl.rewards import PARLReward, RewardConfig
 from tools.registry import Tool, ToolRegistry, Toolset
@@ -37,13 +37,11 @@ RewardFn = Callable[[EpisodeRecord], Awaitable[RewardRecord]]
 MAX_GENERATED_TASKS = 100_000
 """``--index + -n`` of a workload run: a workload generates its tasks in order (about 0.1 ms each)."""
 
-WORKLOAD_TABLES = ("swarm", "backend", "tools")
-"""Config tables ``swarm run -w`` reads: the workload's own scorer is the reward."""
-
 
 @dataclass(frozen=True)
 class RunRequest:
-    """The options of ``swarm run`` that decide what runs (outputs and tracing are not here)."""
+    """The options of ``swarm run`` that decide what runs (outputs and tracing are not here); the
+    config file, the episode, sampling and backend flags are its :class:`Settings`."""
 
     task: str | None = None
     task_file: Path | None = None
@@ -55,21 +53,13 @@ class RunRequest:
     num_tasks: int | None = None
     knobs: Mapping[str, Any] = field(default_factory=dict)
     task_seed: int = 0
-    backend: str = "local"
-    model: str | None = None
-    base_url: str | None = None
-    subagent_backend: str | None = None
-    subagent_model: str | None = None
-    config_file: Path | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    sampling: Mapping[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=lambda: Settings("run"))
     tools: Sequence[str] | None = None
     workspace: Path | None = None
     search_corpus: Path | None = None
     agents_dirs: Sequence[Path] | None = None
     out: Path = Path("traces")
     mcp: bool = False
-    orchestrator_adapter: str | None = None
 
 
 @dataclass
@@ -134,43 +124,28 @@ def make_plan(req: RunRequest) -> RunPlan:
     common = _common(req)
     if req.workload is not None:
         return _workload_plan(req, req.workload, common)
-    if req.demo is not None or is_scripted(req.backend):
+    if req.demo is not None or req.settings.backend.scripted:
         return _demo_plan(req, common)
     return _task_plan(req, common)
 
 
 def _common(req: RunRequest) -> _Common:
-    tables = WORKLOAD_TABLES if req.workload is not None else None
-    base, extras = (
-        load_config(req.config_file, command="swarm run", **({"tables": tables} if tables else {}))
-        if req.config_file
-        else (None, {})
-    )
-    table = tools_config(extras.get("tools"), str(req.config_file))
+    base, extras = req.settings.base, req.settings.extras
+    table = tools_config(extras.get("tools"), str(req.settings.config_file))
     names = parse_tool_names(req.tools) if req.tools else table.enabled
     corpus = req.search_corpus or table.search_corpus
     if corpus is not None and "search" not in names:
         raise UserError("--search-corpus is what --tools search searches; add search to --tools")
     builtin = tuple(builtin_tools(names, search_corpus=corpus))
-    overrides = dict(req.overrides)
+    overrides = dict(req.settings.overrides)
     ws_root = (req.workspace or table.workspace or req.out / "workspaces") if names else None
     if ws_root is not None:
         overrides["workspace_root"] = ws_root
     agent_defs = tuple(a.definition for a in agent_files(req.agents_dirs))
     if not req.mcp and req.workload is None:  # MCP and workload tools are checked when the episode starts
-        _check_agent_tools(agent_defs, builtin, demo_tools=req.demo is not None or is_scripted(req.backend))
+        _check_agent_tools(agent_defs, builtin, demo_tools=req.demo is not None or req.settings.backend.scripted)
     note = f"{', '.join(names)} (workspace {ws_root}/<episode-id>/)" if names else None
     return _Common(base, extras, overrides, builtin, agent_defs, note)
-
-
-def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
-    """``base`` with the command's option ``overrides`` (:func:`~swarm.config.apply_overrides`); a value
-    the config refuses is a one-line :class:`UserError` naming the field."""
-    data = apply_overrides(base.model_dump(), overrides)
-    try:
-        return SwarmConfig.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(f"invalid option value: {validation_problems(exc, 'config')}") from None
 
 
 def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
@@ -192,7 +167,7 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
     given = c.base.model_dump(include=c.base.model_fields_set) if c.base is not None else {}
     kit = EpisodeKit(
         _flags_only(
-            config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}), req.sampling
+            config_from(d.config, {**given, **{k: v for k, v in c.overrides.items() if v is not None}}), req.settings
         ),
         d.orchestrator_backend,
         d.subagent_backend,
@@ -213,7 +188,7 @@ def _task_plan(req: RunRequest, c: _Common) -> RunPlan:
     config = config_from(c.base or SwarmConfig(), c.overrides)
     orch, sub, by_model = _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
     kit = EpisodeKit(
-        _family_sampling(config, c.base, orch.model, req.sampling),
+        req.settings.with_sampling(config, orch.model),
         orch,
         sub,
         c.builtin,
@@ -235,7 +210,7 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
     if req.mode not in MODES:
         raise UserError(f"--mode must be swarm or single for a workload run; got {req.mode!r}")
     tasks = _workload_tasks(req, name)
-    scripted = is_scripted(req.backend)
+    scripted = req.settings.backend.scripted
     kits: list[EpisodeKit] = []
     shared: tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]] | None = None
     for t in tasks:
@@ -248,11 +223,11 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
         if scripted:
             gold = owner.gold_policy(t, mode)
             orch, sub, by_model = gold.orchestrator, gold.subagent, {}
-            config = _flags_only(config, req.sampling)
+            config = _flags_only(config, req.settings)
         else:
             shared = shared or _model_backends(req, c.extras, config.max_subagents_per_stage, c.agents)
             orch, sub, by_model = shared
-            config = _family_sampling(config, c.base, orch.model, req.sampling)
+            config = req.settings.with_sampling(config, orch.model)
         agents = (*ep.agents, *c.agents) if mode == "swarm" else ()
         kits.append(EpisodeKit(config, orch, sub, (*ep.tools, *c.builtin), agents, ep.reward, by_model))
     policy = f"SCRIPTED gold policy of {name} (no model)" if scripted else None
@@ -308,17 +283,7 @@ def _model_backends(
 ) -> tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]]:
     """(orchestrator, sub-agents or ``None`` = the same, the backends of models agent files name),
     built as the library's :func:`orchestrator.backend_factory.build_backends` builds them."""
-    table = dict(extras.get("backend", {}))
-    if req.orchestrator_adapter is not None:
-        table["orchestrator_adapter"] = req.orchestrator_adapter
-    spec = BackendSpec.resolve(
-        table,
-        kind=req.backend,
-        model=req.model,
-        base_url=req.base_url,
-        subagent_kind=req.subagent_backend,
-        subagent_model=req.subagent_model,
-    )
+    spec = req.settings.spec()
     progress = terminal_progress()
     orch, sub = spec.build(fanout=fanout, progress=progress)  # local engine: a slot per sub-agent
     default_sub = sub or orch
@@ -357,17 +322,10 @@ def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool |
             )
 
 
-def _family_sampling(
-    config: SwarmConfig, base: SwarmConfig | None, model: str, flags: Mapping[str, Any]
-) -> SwarmConfig:
-    """A model run's sampling: the config file's where it sets it, else the model family's, flags on top."""
-    given = base.model_fields_set if base is not None else set()
-    return with_sampling(config, resolve_sampling(config, file_sets=given, start="family", flags=flags, model=model))
-
-
-def _flags_only(config: SwarmConfig, flags: Mapping[str, Any]) -> SwarmConfig:
-    """A scripted policy's sampling: the config's, flags on top (it keys the sub-agent replay cache)."""
-    return with_sampling(config, resolve_sampling(config, file_sets=(), start="config", flags=flags))
+def _flags_only(config: SwarmConfig, settings: Settings) -> SwarmConfig:
+    """A scripted policy's sampling (``--demo`` on any backend too): the config's, flags on top (it keys
+    the sub-agent replay cache)."""
+    return with_sampling(config, resolve_sampling(config, file_sets=(), start="config", flags=settings.sampling_flags))
 
 
 def _reward_config(table: dict[str, Any] | None) -> RewardConfig | None:

@@ -15,13 +15,14 @@ import json
 import signal
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,8 +30,6 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.backend_factory import build_backends, with_subagent_cache
-from orchestrator.cli.backend_spec import BackendSpec
-from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.eval import backend_resolver
 from orchestrator.cli.options import (
     BackendOpt,
@@ -46,19 +45,18 @@ from orchestrator.cli.options import (
     SubagentBackendOpt,
     SubagentCacheOpt,
     SubagentModelOpt,
-    episode_overrides,
     warn_cache_bypass,
-    with_subagent_cache_option,
 )
-from orchestrator.cli.plan import config_from, workload_knobs
+from orchestrator.cli.plan import workload_knobs
 from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.sampling import resolve_sampling, with_sampling
+from orchestrator.cli.settings import Settings, command_options
 from orchestrator.environment import environment
 from orchestrator.eval import workload_orchestrator_factory
 from orchestrator.rollout.collection import TRAJECTORIES, RolloutProgress, RolloutSummary, collect_rollouts
 from orchestrator.rollout.config import RolloutConfig
 from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
-from orchestrator.tasks import large_task_warning, load_config, load_task_file
+from orchestrator.rollout.executors import RolloutExecutor
+from orchestrator.tasks import large_task_warning, load_task_file
 from swarm.backend import ModelBackend
 from swarm.config import SwarmConfig
 from swarm.errors import LargeInputWarning, UserError, validation_problems
@@ -134,12 +132,6 @@ def _summary_table(s: RolloutSummary, out: Path) -> Table:
     return t
 
 
-def _override_sampling(cfg: SwarmConfig, temperature: float | None, max_tokens: int | None) -> SwarmConfig:
-    """``cfg`` with ``--temperature``/``--max-tokens`` on both roles' sampling, where given."""
-    flags = {"temperature": temperature, "max_tokens": max_tokens}
-    return with_sampling(cfg, resolve_sampling(cfg, file_sets=(), start="config", flags=flags))
-
-
 def _workload_tasks(
     name: str,
     *,
@@ -210,14 +202,15 @@ def _backend_factory(kind: str, **options: Any) -> EpisodeFactory:
     return orchestrator_factory(orch, subagent_backend=sub)
 
 
-def _workload_factory(mode: Mode, overrides: dict[str, Any], **resolver: Any) -> EpisodeFactory:
+def _workload_factory(settings: Settings, workload: str, latency: float, mode: Mode) -> EpisodeFactory:
     # The workload's budgets win over the config file's; the flags win over both.
-    return workload_orchestrator_factory(backend_resolver(**resolver), mode=mode, overrides=overrides)
+    resolver = backend_resolver(settings, workload, latency=latency)
+    return workload_orchestrator_factory(resolver, mode=mode, overrides=settings.overrides)
 
 
 def _factory_and_executor(
-    build: Any, build_args: dict[str, Any], ray: str | None, ray_actors: int | None
-) -> tuple[Any, Any]:
+    build: Callable[..., EpisodeFactory], build_args: dict[str, Any], ray: str | None, ray_actors: int | None
+) -> tuple[EpisodeFactory, RolloutExecutor | None]:
     """(orchestrator factory, executor): in this process, or on Ray actors (``None``: in-process)."""
     if ray is None:
         return build(**build_args), None
@@ -227,45 +220,34 @@ def _factory_and_executor(
     return remote_factory(build, **build_args), RayExecutor(None if ray == "local" else ray, actors=ray_actors)
 
 
-def _read_tasks(
-    tasks: Path | None,
-    workload: str | None,
-    *,
-    n: int | None,
-    split: str | None,
-    knob: list[str] | None,
-    mode: str,
-    seed: int,
-    backend: str,
-    on_malformed: str,
-) -> tuple[list[Task], list[Any]]:
+def _read_tasks(o: RolloutOptions) -> tuple[list[Task], list[Any]]:
     """The run's tasks: from ``--tasks`` alone, or a workload's (generated, or its task file), with each
     skipped task-file line said on stderr."""
-    if on_malformed not in ("skip", "fail"):
-        raise UserError(f"--on-malformed must be 'skip' or 'fail', got {on_malformed!r}")
-    malformed: Literal["skip", "fail"] = "fail" if on_malformed == "fail" else "skip"
-    if workload is None:
-        if n is not None or split is not None or knob or mode != "swarm":
+    if o.on_malformed not in ("skip", "fail"):
+        raise UserError(f"--on-malformed must be 'skip' or 'fail', got {o.on_malformed!r}")
+    malformed: Literal["skip", "fail"] = "fail" if o.on_malformed == "fail" else "skip"
+    if o.workload is None:
+        if o.n is not None or o.split is not None or o.knob or o.mode != "swarm":
             raise UserError("-n, --split, --knob and --mode choose workload tasks; give --workload NAME")
-        if tasks is None:
+        if o.tasks is None:
             raise UserError("give --tasks FILE or --workload NAME")
-        if backend == "gold":
+        if o.backend == "gold":
             raise UserError(
                 "--backend gold plays a workload's gold policy; give --workload NAME "
                 "(or -b scripted for the built-in demo tasks)"
             )
-        task_list, problems = load_task_file(tasks, on_malformed=malformed)
-    elif mode not in MODES:
-        raise UserError(f"--mode must be swarm or single for a workload rollout; got {mode!r}")
+        task_list, problems = load_task_file(o.tasks, on_malformed=malformed)
+    elif o.mode not in MODES:
+        raise UserError(f"--mode must be swarm or single for a workload rollout; got {o.mode!r}")
     else:
         task_list, problems = _workload_tasks(
-            workload,
-            task_file=tasks,
-            n=n,
-            seed=seed,
-            split=split,
-            knobs=workload_knobs(workload, knob or []),
-            mode="single" if mode == "single" else "swarm",
+            o.workload,
+            task_file=o.tasks,
+            n=o.n,
+            seed=o.seed,
+            split=o.split,
+            knobs=workload_knobs(o.workload, o.knob or []),
+            mode="single" if o.mode == "single" else "swarm",
             on_malformed=malformed,
         )
     for p in problems:
@@ -273,8 +255,12 @@ def _read_tasks(
     return task_list, problems
 
 
-def rollout(
-    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")],
+class RolloutOptions(BaseModel):
+    """``swarm rollout``'s options as parsed: one field per option, in ``--help`` order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    out: Annotated[Path, typer.Option("--out", "-o", help="output directory (re-run into it to resume)")]
     tasks: Annotated[
         Path | None,
         typer.Option(
@@ -282,59 +268,57 @@ def rollout(
             "-t",
             help="JSONL task file: {id, prompt, verifier, verifier_args} (with --workload: swarm eval's tasks.jsonl)",
         ),
-    ] = None,
+    ] = None
     workload: Annotated[
         str | None,
         typer.Option("--workload", "-w", metavar="NAME", help="roll out a workload's tasks (see swarm eval --list)"),
-    ] = None,
+    ] = None
     n: Annotated[
         int | None,
         typer.Option("-n", "--num-tasks", metavar="N", min=1, help="workload: number of tasks [default: 10]"),
-    ] = None,
+    ] = None
     split: Annotated[
         str | None,
         typer.Option(
             "--split", metavar="SPLIT", help="workload: train, dev (tuning) or test (held out) [default: train]"
         ),
-    ] = None,
-    knob: KnobOpt = None,
+    ] = None
+    knob: KnobOpt = None
     mode: Annotated[
         str, typer.Option("--mode", metavar="MODE", help="workload: swarm, or single (no sub-agent actions)")
-    ] = "swarm",
-    group_size: Annotated[
-        int, typer.Option("--group-size", "-k", metavar="K", min=1, help="episodes per task (K)")
-    ] = 4,
+    ] = "swarm"
+    group_size: Annotated[int, typer.Option("--group-size", "-k", metavar="K", min=1, help="episodes per task (K)")] = 4
     max_concurrent: Annotated[
         int, typer.Option("--concurrent-episodes", metavar="N", min=1, help="episodes running at once over all tasks")
-    ] = 8,
+    ] = 8
     seed: Annotated[
         int,
         typer.Option(
             "--seed", help="run seed (per-sample sampling seeds derive from it); workload task-generation seed"
         ),
-    ] = 0,
-    normalize: Annotated[
-        bool, typer.Option("--normalize/--no-normalize", help="divide advantages by group std")
-    ] = False,
+    ] = 0
+    normalize: Annotated[bool, typer.Option("--normalize/--no-normalize", help="divide advantages by group std")] = (
+        False
+    )
     on_malformed: Annotated[
         str, typer.Option("--on-malformed", metavar="ACTION", help="skip: report bad task lines and go on; fail: stop")
-    ] = "skip",
+    ] = "skip"
     step: Annotated[
         int, typer.Option("--step", metavar="STEP", min=0, help="trainer step at which λ schedules are read")
-    ] = 0,
+    ] = 0
     schedule: Annotated[
         str | None,
         typer.Option("--schedule", metavar="SCHEDULE", help="λ schedule: constant, linear, cosine or exponential"),
-    ] = None,
+    ] = None
     lambda1: Annotated[
         float | None, typer.Option("--lambda1", metavar="X", min=0.0, help="λ1 at step 0 (r_parallel)")
-    ] = None,
+    ] = None
     lambda2: Annotated[
         float | None, typer.Option("--lambda2", metavar="X", min=0.0, help="λ2 at step 0 (r_finish)")
-    ] = None,
+    ] = None
     lambda_steps: Annotated[
         int | None, typer.Option("--lambda-steps", metavar="N", min=1, help="steps to anneal λ to 0")
-    ] = None,
+    ] = None
     parallel_form: Annotated[
         str | None,
         typer.Option(
@@ -342,37 +326,37 @@ def rollout(
             metavar="FORM",
             help="r_parallel: coverage (default), parts, count, width or any (docs/rewards.md)",
         ),
-    ] = None,
-    parallel_target: Annotated[int | None, typer.Option("--parallel-target", metavar="N", min=1)] = None,
-    backend: BackendOpt = "local",
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    subagent_backend: SubagentBackendOpt = None,
-    subagent_model: SubagentModelOpt = None,
+    ] = None
+    parallel_target: Annotated[int | None, typer.Option("--parallel-target", metavar="N", min=1)] = None
+    backend: BackendOpt = "local"
+    model: ModelOpt = None
+    base_url: BaseUrlOpt = None
+    subagent_backend: SubagentBackendOpt = None
+    subagent_model: SubagentModelOpt = None
     judge_model: Annotated[
         str | None,
         typer.Option("--judge-model", metavar="MODEL", help="model for rubric verifiers (same backend kind)"),
-    ] = None,
+    ] = None
     config_file: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
-    ] = None,
-    max_critical_steps: MaxCriticalStepsOpt = None,
-    budget: BudgetOpt = None,
-    max_subagent_steps: MaxSubagentStepsOpt = None,
-    max_concurrency: MaxConcurrencyOpt = None,
-    episode_timeout: EpisodeTimeoutOpt = None,
+    ] = None
+    max_critical_steps: MaxCriticalStepsOpt = None
+    budget: BudgetOpt = None
+    max_subagent_steps: MaxSubagentStepsOpt = None
+    max_concurrency: MaxConcurrencyOpt = None
+    episode_timeout: EpisodeTimeoutOpt = None
     temperature: Annotated[
         float | None, typer.Option("--temperature", metavar="T", min=0.0, help="model backends: sampling temperature")
-    ] = None,
+    ] = None
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", metavar="N", min=1, help="model backends: tokens per turn")
-    ] = None,
+    ] = None
     latency: Annotated[
         float, typer.Option("--latency", metavar="SECONDS", min=0.0, help="scripted: simulated seconds per model call")
-    ] = 0.0,
-    parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    ] = 0.0
+    parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False
+    json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False
     ray: Annotated[
         str | None,
         typer.Option(
@@ -382,7 +366,7 @@ def rollout(
             "the running cluster (or starts one); else a cluster address (host:port, ray://host:10001). "
             "Needs the ray extra",
         ),
-    ] = None,
+    ] = None
     ray_actors: Annotated[
         int | None,
         typer.Option(
@@ -391,9 +375,9 @@ def rollout(
             min=1,
             help="episode actors, one event loop each (default: one per cluster CPU)",
         ),
-    ] = None,
-    subagent_cache: SubagentCacheOpt = None,
-    no_subagent_cache: NoSubagentCacheOpt = False,
+    ] = None
+    subagent_cache: SubagentCacheOpt = None
+    no_subagent_cache: NoSubagentCacheOpt = False
     keep_infra_failures: Annotated[
         bool,
         typer.Option(
@@ -401,8 +385,11 @@ def rollout(
             help="record episodes that failed because a model server did as finished (default: they go "
             "to failures.jsonl and run again when the same command is re-run)",
         ),
-    ] = False,
-) -> None:
+    ] = False
+
+
+@command_options(RolloutOptions)
+def rollout(**given: Any) -> None:
     """Collect rollouts: K episodes per task, PARL rewards, group advantages, trajectories (resumable).
 
     Re-running the same command into the same --out resumes; a different group size, seed,
@@ -415,108 +402,65 @@ def rollout(
       swarm rollout -t tasks.jsonl -k 8 -o runs/r2 --lambda1 0.3 --json
       swarm rollout -t tasks.jsonl -k 8 -o runs/r3 --concurrent-episodes 64 --ray
     """
+    o = RolloutOptions(**given)
     try:
-        overrides = episode_overrides(
-            budget,
-            max_critical_steps=max_critical_steps,
-            max_subagent_steps=max_subagent_steps,
-            max_concurrency=max_concurrency,
-            episode_timeout=episode_timeout,
-        )
-        task_list, problems = _read_tasks(
-            tasks,
-            workload,
-            n=n,
-            split=split,
-            knob=knob,
-            mode=mode,
-            seed=seed,
-            backend=backend,
-            on_malformed=on_malformed,
-        )
-        base, extras = _rollout_config(
-            resolve_config(config_file, quiet=quiet or json_out), subagent_cache, no_subagent_cache
-        )
-        reward_cfg = _reward_config(
-            extras,
-            {
-                "schedule": schedule,
-                "lambda1": lambda1,
-                "lambda2": lambda2,
-                "lambda_steps": lambda_steps,
-                "parallel_form": parallel_form,
-                "parallel_target": parallel_target,
-            },
-        )
-        source = _episode_source(
-            task_list,
-            base,
-            extras,
-            overrides,
-            workload=workload,
-            mode="single" if mode == "single" else "swarm",
-            backend=_BackendFlags(backend, model, base_url, subagent_backend, subagent_model, latency, judge_model),
-            temperature=temperature,
-            max_tokens=max_tokens,
-        )
-        warn_cache_bypass(err, extras, source.swarm_config.subagent_sampling)
-        factory, executor = _factory_and_executor(source.build, source.build_args, ray, ray_actors)
-        reward = PARLReward(reward_cfg, step=step, judge=source.judge)
-        cfg = _run_config(source, reward_cfg, step, group_size, max_concurrent, seed, normalize, keep_infra_failures)
+        job = _resolve(o)
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
-    summary = _collect(
-        source.tasks, factory, executor, cfg, source.swarm_config, reward, problems, out=out, quiet=quiet
-    )
-    raise typer.Exit(_finish(summary, out, parquet=parquet, json_out=json_out, kept=keep_infra_failures))
-
-
-def _run_config(
-    source: _Source,
-    reward: RewardConfig,
-    step: int,
-    group_size: int,
-    max_concurrent: int,
-    seed: int,
-    normalize: bool,
-    keep_infra_failures: bool,
-) -> RolloutConfig:
-    # A resume must score its episodes as the first run did: the reward settings are part of the run.
-    settings = {**source.settings, "reward": {**reward.model_dump(mode="json"), "step": step}}
-    return RolloutConfig(
-        group_size=group_size,
-        max_concurrent_episodes=max_concurrent,
-        seed=seed,
-        advantage="group_normalized" if normalize else "group_mean",
-        settings=settings,
-        retry_infrastructure_failures=not keep_infra_failures,
-    )
-
-
-def _rollout_config(
-    config_file: Path | None, cache: Path | None, no_cache: bool
-) -> tuple[SwarmConfig | None, dict[str, Any]]:
-    """The config file's ``[swarm]`` (``None`` without a file) and its tables, with the cache flags in."""
-    base, extras = (
-        load_config(config_file, tables=("swarm", "backend", "reward"), command="swarm rollout")
-        if config_file
-        else (None, {})
-    )
-    return base, with_subagent_cache_option(extras, cache, no_cache)
+    summary = _collect(job, out=o.out, quiet=o.quiet)
+    raise typer.Exit(_finish(summary, o.out, parquet=o.parquet, json_out=o.json_out, kept=o.keep_infra_failures))
 
 
 @dataclass(frozen=True, slots=True)
-class _BackendFlags:
-    """The backend options of ``swarm rollout`` as typed."""
+class _RolloutJob:
+    """What ``swarm rollout`` collects: the tasks, the episode factory and where it runs, the run's
+    config, the episodes' config, the reward, and the task-file lines skipped."""
 
-    kind: str
-    model: str | None
-    base_url: str | None
-    subagent_kind: str | None
-    subagent_model: str | None
-    latency: float
-    judge_model: str | None
+    tasks: list[Task]
+    factory: EpisodeFactory
+    executor: RolloutExecutor | None
+    config: RolloutConfig
+    swarm_config: SwarmConfig
+    reward: PARLReward
+    problems: list[Any]
+
+
+def _resolve(o: RolloutOptions) -> _RolloutJob:
+    """The rollout the options ask for, with its :class:`Settings` resolved once."""
+    task_list, problems = _read_tasks(o)
+    cache = (o.subagent_cache, o.no_subagent_cache)
+    settings = Settings.resolve(o, "rollout", quiet=o.quiet or o.json_out, cache=cache)
+    reward_cfg = _reward_config(
+        settings.extras,
+        {
+            "schedule": o.schedule,
+            "lambda1": o.lambda1,
+            "lambda2": o.lambda2,
+            "lambda_steps": o.lambda_steps,
+            "parallel_form": o.parallel_form,
+            "parallel_target": o.parallel_target,
+        },
+    )
+    source = _episode_source(task_list, settings, o)
+    warn_cache_bypass(err, settings.extras, source.swarm_config.subagent_sampling)
+    factory, executor = _factory_and_executor(source.build, source.build_args, o.ray, o.ray_actors)
+    reward = PARLReward(reward_cfg, step=o.step, judge=source.judge)
+    cfg = _run_config(source, reward_cfg, o)
+    return _RolloutJob(source.tasks, factory, executor, cfg, source.swarm_config, reward, problems)
+
+
+def _run_config(source: _Source, reward: RewardConfig, o: RolloutOptions) -> RolloutConfig:
+    # A resume must score its episodes as the first run did: the reward settings are part of the run.
+    settings = {**source.settings, "reward": {**reward.model_dump(mode="json"), "step": o.step}}
+    return RolloutConfig(
+        group_size=o.group_size,
+        max_concurrent_episodes=o.max_concurrent,
+        seed=o.seed,
+        advantage="group_normalized" if o.normalize else "group_mean",
+        settings=settings,
+        retry_infrastructure_failures=not o.keep_infra_failures,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,7 +468,7 @@ class _Source:
     """What the episodes run with: the factory's builder and arguments, their config, the rubric judge,
     the settings a resume must match, and the tasks (a scripted run's named as the demo's)."""
 
-    build: Any
+    build: Callable[..., EpisodeFactory]
     build_args: dict[str, Any]
     swarm_config: SwarmConfig
     judge: ModelBackend | None
@@ -532,76 +476,30 @@ class _Source:
     tasks: list[Task]
 
 
-def _episode_source(
-    task_list: list[Task],
-    base: SwarmConfig | None,
-    extras: dict[str, Any],
-    overrides: dict[str, Any],
-    *,
-    workload: str | None,
-    mode: Mode,
-    backend: _BackendFlags,
-    temperature: float | None,
-    max_tokens: int | None,
-) -> _Source:
+def _episode_source(task_list: list[Task], settings: Settings, o: RolloutOptions) -> _Source:
     """A workload's per-task episodes, the scripted demo, or one model backend pair for every task."""
-    b = backend
-    if workload is not None:
-        args = {
-            "wl_name": workload,
-            "backend": b.kind,
-            "latency": b.latency,
-            "model": b.model,
-            "base_url": b.base_url,
-            "subagent_backend": b.subagent_kind,
-            "subagent_model": b.subagent_model,
-            "extras": extras,
-            "mode": mode,
-            "overrides": overrides,
-        }
-        settings = {
-            "workload": workload,
-            "mode": mode,
-            "backend": b.kind,
-            "tasks": [t.id for t in task_list],
-            "overrides": {k: v for k, v in overrides.items() if v is not None},
-        }
-        cfg = _override_sampling(base or SwarmConfig(), temperature, max_tokens)
-        return _Source(_workload_factory, args, cfg, None, settings, task_list)
-    if b.kind == "scripted":
+    if o.workload is not None:
+        mode: Mode = "single" if o.mode == "single" else "swarm"
+        args = {"settings": settings, "workload": o.workload, "latency": o.latency, "mode": mode}
+        given = {k: v for k, v in settings.overrides.items() if v is not None}
+        resume = {"workload": o.workload, "mode": mode, "backend": o.backend, "tasks": [t.id for t in task_list]}
+        cfg = settings.with_sampling(settings.base or SwarmConfig())
+        return _Source(_workload_factory, args, cfg, None, {**resume, "overrides": given}, task_list)
+    if settings.backend.kind == "scripted":
         from orchestrator.demo import demo
 
         demo_latency = environment().demo_latency_s(0.0)
-        cache_dir = extras.get("backend", {}).get("subagent_cache")
-        cfg = config_from(base or demo("capitals", latency_s=demo_latency).config, overrides)
+        cache_dir = settings.extras.get("backend", {}).get("subagent_cache")
+        cfg = settings.with_sampling(settings.config(settings.base or demo("capitals", latency_s=demo_latency).config))
         args = {"latency": demo_latency, "subagent_cache": cache_dir}
         return _Source(_demo_factory, args, cfg, None, {}, demo_tasks(task_list))
-    spec = BackendSpec.resolve(
-        extras.get("backend", {}),
-        kind=b.kind,
-        model=b.model,
-        base_url=b.base_url,
-        subagent_kind=b.subagent_kind,
-        subagent_model=b.subagent_model,
-    )
-    args, kind = spec.arguments(), spec.kind
-    cfg = _override_sampling(config_from(base or SwarmConfig(), overrides), temperature, max_tokens)
-    judge = _backends(kind=kind, model=b.judge_model, base_url=b.base_url)[0] if b.judge_model else None
-    return _Source(_backend_factory, args, cfg, judge, {}, task_list)
+    spec = settings.spec()
+    cfg = settings.with_sampling(settings.config())
+    judge = _backends(kind=spec.kind, model=o.judge_model, base_url=o.base_url)[0] if o.judge_model else None
+    return _Source(_backend_factory, spec.arguments(), cfg, judge, {}, task_list)
 
 
-def _collect(
-    task_list: list[Task],
-    factory: Any,
-    executor: Any,
-    cfg: RolloutConfig,
-    swarm_cfg: SwarmConfig,
-    reward: PARLReward,
-    problems: list[Any],
-    *,
-    out: Path,
-    quiet: bool,
-) -> RolloutSummary:
+def _collect(job: _RolloutJob, *, out: Path, quiet: bool) -> RolloutSummary:
     """Collect the rollouts with a progress bar; Ctrl-C or SIGTERM is exit 130 (a re-run resumes)."""
     progress = Progress(
         TextColumn("[bold]rollout"),
@@ -620,21 +518,21 @@ def _collect(
 
     async def main() -> RolloutSummary:
         return await collect_rollouts(
-            task_list,
-            factory,
+            job.tasks,
+            job.factory,
             out_dir=out,
-            config=cfg,
-            swarm_config=swarm_cfg,
-            reward=reward,
+            config=job.config,
+            swarm_config=job.swarm_config,
+            reward=job.reward,
             progress=on_progress,
-            skipped_lines=problems,
-            executor=executor,
+            skipped_lines=job.problems,
+            executor=job.executor,
         )
 
     # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
     # are on disk, and a re-run resumes.
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    for note in filter(None, map(large_task_warning, task_list)):
+    for note in filter(None, map(large_task_warning, job.tasks)):
         err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
         with progress, warnings.catch_warnings():

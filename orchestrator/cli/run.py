@@ -19,14 +19,13 @@ from typing import Annotated, Any, Literal, TextIO
 
 import anyio
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.engines import engine_notes
-from orchestrator.cli.eval import ADAPTER_OPTION
 from orchestrator.cli.live import (
     NO_ANSWER,
     EventLines,
@@ -38,6 +37,7 @@ from orchestrator.cli.live import (
     summary_table,
 )
 from orchestrator.cli.options import (
+    AdapterOpt,
     BackendOpt,
     BaseUrlOpt,
     BudgetOpt,
@@ -54,11 +54,11 @@ from orchestrator.cli.options import (
     SubagentTimeoutOpt,
     TemperatureOpt,
     WorkloadOpt,
-    episode_overrides,
     parse_knobs,
 )
 from orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
 from orchestrator.cli.preflight import unreachable_servers
+from orchestrator.cli.settings import Settings, command_options
 from orchestrator.cli.telemetry_setup import (
     DEFAULT_TRACED_SUBAGENTS,
     Tracing,
@@ -88,10 +88,14 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def run(
+class RunOptions(BaseModel):
+    """``swarm run``'s options as parsed: one field per option, in ``--help`` order."""
+
+    model_config = ConfigDict(frozen=True)
+
     task: Annotated[
         str | None, typer.Argument(help="the task text; - reads it from stdin (or use --tasks FILE / --demo NAME)")
-    ] = None,
+    ] = None
     task_file: Annotated[
         Path | None,
         typer.Option(
@@ -101,29 +105,29 @@ def run(
             "-f",
             help="task file: .jsonl (one task per line), .json or text; - reads stdin",
         ),
-    ] = None,
+    ] = None
     demo: Annotated[
         str | None,
         typer.Option("--demo", metavar="NAME", help="run a built-in SCRIPTED demo task (no model): capitals, budget"),
-    ] = None,
-    backend: BackendOpt = "local",
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    subagent_backend: SubagentBackendOpt = None,
-    subagent_model: SubagentModelOpt = None,
-    config_file: ConfigOpt = None,
-    max_critical_steps: MaxCriticalStepsOpt = None,
-    budget: BudgetOpt = None,
+    ] = None
+    backend: BackendOpt = "local"
+    model: ModelOpt = None
+    base_url: BaseUrlOpt = None
+    subagent_backend: SubagentBackendOpt = None
+    subagent_model: SubagentModelOpt = None
+    config_file: ConfigOpt = None
+    max_critical_steps: MaxCriticalStepsOpt = None
+    budget: BudgetOpt = None
     max_subagents: Annotated[
         int | None,
         typer.Option(
             "--max-subagents", metavar="N", min=1, help="sub-agents admitted per stage [default: 16, or the config's]"
         ),
-    ] = None,
-    max_concurrency: MaxConcurrencyOpt = None,
-    max_subagent_steps: MaxSubagentStepsOpt = None,
-    subagent_timeout: SubagentTimeoutOpt = None,
-    episode_timeout: EpisodeTimeoutOpt = None,
+    ] = None
+    max_concurrency: MaxConcurrencyOpt = None
+    max_subagent_steps: MaxSubagentStepsOpt = None
+    subagent_timeout: SubagentTimeoutOpt = None
+    episode_timeout: EpisodeTimeoutOpt = None
     out: Annotated[
         Path | None,
         typer.Option(
@@ -131,11 +135,11 @@ def run(
             "-o",
             help="records go to OUT/<episode-id>/ [default: $SWARM_RECORDS_DIR, else ~/.local/share/swarm/records]",
         ),
-    ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print the full episode record as JSON on stdout")] = False,
+    ] = None
+    json_out: Annotated[bool, typer.Option("--json", help="print the full episode record as JSON on stdout")] = False
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="no live view on a terminal, no event lines without one")
-    ] = False,
+    ] = False
     otlp_endpoint: Annotated[
         str | None,
         typer.Option(
@@ -143,18 +147,18 @@ def run(
             metavar="URL",
             help="OTLP receiver URL (default: OTEL_EXPORTER_OTLP_* or a local Jaeger on :4318)",
         ),
-    ] = None,
+    ] = None
     otlp_protocol: Annotated[
         str | None, typer.Option("--otlp-protocol", metavar="PROTOCOL", help="http/protobuf or grpc")
-    ] = None,
+    ] = None
     trace_content: Annotated[
         bool,
         typer.Option("--trace-content/--no-trace-content", help="put prompts and completions on spans (size-capped)"),
-    ] = False,
+    ] = False
     trace_file: Annotated[
         bool,
         typer.Option("--trace-file/--no-trace-file", help="write OUT/<episode-id>/trace.jsonl (OTLP JSON for Jaeger)"),
-    ] = True,
+    ] = True
     trace_subagents: Annotated[
         int,
         typer.Option(
@@ -163,38 +167,38 @@ def run(
             min=0,
             help="trace at most this many sub-agents of a wider stage, spread over it (0: all; the record has all)",
         ),
-    ] = DEFAULT_TRACED_SUBAGENTS,
-    workload: WorkloadOpt = None,
-    mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="workload runs: swarm or single")] = "swarm",
+    ] = DEFAULT_TRACED_SUBAGENTS
+    workload: WorkloadOpt = None
+    mode: Annotated[str, typer.Option("--mode", metavar="MODE", help="workload runs: swarm or single")] = "swarm"
     split: Annotated[
         str, typer.Option("--split", help="workload runs: train, dev or test (held out)", metavar="SPLIT")
-    ] = "train",
+    ] = "train"
     index: Annotated[
         int,
         typer.Option(
             "--index", metavar="I", min=0, help="workload runs: the first task's index in the split [default: 0]"
         ),
-    ] = 0,
+    ] = 0
     num_tasks: Annotated[
         int | None,
         typer.Option(
             "-n", "--num-tasks", metavar="N", min=1, help="workload runs: how many tasks, from --index [default: 1]"
         ),
-    ] = None,
-    knob: KnobOpt = None,
+    ] = None
+    knob: KnobOpt = None
     events: Annotated[
         Path | None,
         typer.Option("--events", help="stream runtime events to this JSONL file as they happen (-: stdout)"),
-    ] = None,
+    ] = None
     mcp_config: Annotated[
         Path | None, typer.Option("--mcp-config", help="MCP servers (mcpServers JSON) whose tools agents may use")
-    ] = None,
-    temperature: TemperatureOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    ] = None
+    temperature: TemperatureOpt = None
+    max_tokens: MaxTokensOpt = None
     seed: Annotated[
         int | None,
         typer.Option("--seed", help="sampling seed (reproducible runs); workload runs: the task seed too [default: 0]"),
-    ] = None,
+    ] = None
     tools: Annotated[
         list[str] | None,
         typer.Option(
@@ -203,17 +207,17 @@ def run(
             help="built-in tools the orchestrator may call and grant to sub-agents, comma-separated: "
             "python, files, search (default: none, or the config's [tools] enabled)",
         ),
-    ] = None,
+    ] = None
     workspace: Annotated[
         Path | None,
         typer.Option("--workspace", help="python/files work in WORKSPACE/<episode-id>/ (default: OUT/workspaces)"),
-    ] = None,
+    ] = None
     search_corpus: Annotated[
         Path | None,
         typer.Option(
             "--search-corpus", help="what --tools search searches: a directory of .md/.txt/.jsonl or a .jsonl"
         ),
-    ] = None,
+    ] = None
     agents_dirs: Annotated[
         list[Path] | None,
         typer.Option(
@@ -223,19 +227,75 @@ def run(
             "prompt) offered as ready sub-agent types; repeatable (default: .swarm/agents/ from here up to the "
             "repository root, then the user config directory's agents/)",
         ),
-    ] = None,
+    ] = None
     print_answer: Annotated[
         bool, typer.Option("--print", "-p", help="print only the final answer on stdout (for scripts and pipes)")
-    ] = False,
+    ] = False
     json_summary: Annotated[
         bool,
         typer.Option(
             "--json-summary",
             help="print one small JSON object per episode: answer, status, critical/total steps, wall time, record",
         ),
-    ] = False,
-    orchestrator_adapter: Annotated[str | None, ADAPTER_OPTION] = None,
-) -> None:
+    ] = False
+    orchestrator_adapter: AdapterOpt = None
+
+    def output(self) -> Output:
+        """The one output form asked for (two is a :class:`UserError`)."""
+        if sum((self.json_out, self.json_summary, self.print_answer)) > 1:
+            raise UserError("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
+        chosen: tuple[tuple[Output, bool], ...] = (
+            ("json", self.json_out),
+            ("summary", self.json_summary),
+            ("print", self.print_answer),
+        )
+        return next((name for name, given in chosen if given), "human")
+
+    def tracing(self) -> TracingOptions:
+        resolve_otlp(self.otlp_endpoint, self.otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
+        return TracingOptions(
+            otlp_endpoint=self.otlp_endpoint,
+            otlp_protocol=self.otlp_protocol,
+            capture_content=self.trace_content,
+            trace_file=self.trace_file,
+            traced_subagents=self.trace_subagents or None,
+        )
+
+    def request(self, out: Path) -> RunRequest:
+        """What runs: the tasks' source and :class:`Settings` resolved once (the config file is named on
+        stderr unless ``--quiet``)."""
+        settings = Settings.resolve(
+            self,
+            "run -w" if self.workload else "run",
+            quiet=self.quiet,
+            seed=self.seed,
+            adapter=self.orchestrator_adapter,
+            max_subagents_per_stage=self.max_subagents,
+            subagent_timeout_s=self.subagent_timeout,
+        )
+        return RunRequest(
+            task=self.task,
+            task_file=self.task_file,
+            demo=self.demo,
+            workload=self.workload,
+            mode=self.mode,
+            split=self.split,
+            index=self.index,
+            num_tasks=self.num_tasks,
+            knobs=workload_knobs(self.workload, self.knob or []) if self.workload else parse_knobs(self.knob or []),
+            task_seed=self.seed or 0,
+            settings=settings,
+            tools=self.tools,
+            workspace=self.workspace,
+            search_corpus=self.search_corpus,
+            agents_dirs=self.agents_dirs,
+            out=out,
+            mcp=self.mcp_config is not None,
+        )
+
+
+@command_options(RunOptions)
+def run(**given: Any) -> None:
     """Run one task, every task of a task file, or a workload's tasks through the orchestrator.
 
     A terminal shows a live tree of stages while the swarm works and keeps the final tree and a
@@ -255,63 +315,16 @@ def run(
 
     Config: -c FILE, else ./swarm.toml, else the user config directory's swarm.toml (swarm init writes one).
     """
-    tracing = TracingOptions(
-        otlp_endpoint=otlp_endpoint,
-        otlp_protocol=otlp_protocol,
-        capture_content=trace_content,
-        trace_file=trace_file,
-        traced_subagents=trace_subagents or None,
-    )
-    if sum((json_out, json_summary, print_answer)) > 1:
-        raise _fail("choose one output: --json (the record), --json-summary or -p/--print (the answer)")
-    out = out if out is not None else records_dir()
-    config_file = resolve_config(config_file, quiet=quiet)
-    output: Output = "json" if json_out else "summary" if json_summary else "print" if print_answer else "human"
+    options = RunOptions(**given)
+    out = options.out if options.out is not None else records_dir()
     try:
-        resolve_otlp(otlp_endpoint, otlp_protocol)  # a bad endpoint is exit code 2 before anything runs
-        req = RunRequest(
-            task=task,
-            task_file=task_file,
-            demo=demo,
-            workload=workload,
-            mode=mode,
-            split=split,
-            index=index,
-            num_tasks=num_tasks,
-            knobs=workload_knobs(workload, knob or []) if workload else parse_knobs(knob or []),
-            task_seed=seed or 0,
-            backend=backend,
-            model=model,
-            base_url=base_url,
-            subagent_backend=subagent_backend,
-            subagent_model=subagent_model,
-            config_file=config_file,
-            overrides=episode_overrides(
-                budget,
-                max_critical_steps=max_critical_steps,
-                max_subagent_steps=max_subagent_steps,
-                max_concurrency=max_concurrency,
-                episode_timeout=episode_timeout,
-                max_subagents_per_stage=max_subagents,
-                subagent_timeout_s=subagent_timeout,
-            ),
-            sampling={"temperature": temperature, "max_tokens": max_tokens, "seed": seed},
-            tools=tools,
-            workspace=workspace,
-            search_corpus=search_corpus,
-            agents_dirs=agents_dirs,
-            out=out,
-            mcp=mcp_config is not None,
-            orchestrator_adapter=orchestrator_adapter,
-        )
-        plan = make_plan(req)
+        output = options.output()
+        tracing = options.tracing()
+        plan = make_plan(options.request(out))
+        mcp = load_mcp_config(options.mcp_config) if options.mcp_config is not None else None
     except UserError as exc:
         raise _fail(str(exc)) from None
-    try:
-        mcp = load_mcp_config(mcp_config) if mcp_config is not None else None
-    except UserError as exc:
-        raise _fail(str(exc)) from None
-    code = execute(plan, out=out, output=output, quiet=quiet, tracing=tracing, events=events, mcp=mcp)
+    code = execute(plan, out=out, output=output, quiet=options.quiet, tracing=tracing, events=options.events, mcp=mcp)
     raise typer.Exit(code)
 
 

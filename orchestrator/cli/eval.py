@@ -247,6 +247,19 @@ class EvalOptions(BaseModel):
     subagent_cache: SubagentCacheOpt = None
     no_subagent_cache: NoSubagentCacheOpt = False
 
+    def settings(self, *, seed_typed: bool) -> Settings:
+        """The config file, flags and environment resolved once: ``--seed`` is the task seed and the greedy
+        start's sampling seed, and (``seed_typed``) the sampling seed over the config file's too."""
+        return Settings.resolve(
+            self,
+            "eval",
+            quiet=self.quiet or self.json_out,
+            seed=self.seed if seed_typed else None,
+            greedy_seed=self.seed,
+            adapter=self.orchestrator_adapter,
+            cache=(self.subagent_cache, self.no_subagent_cache),
+        )
+
 
 @command_options(EvalOptions)
 def eval_command(ctx: typer.Context, **given: Any) -> None:
@@ -290,15 +303,7 @@ def _resolve(o: EvalOptions, *, seed_typed: bool) -> tuple[_EvalJob, BackendReso
     tasks = wl.tasks(o.n, seed=o.seed, split=o.split, **knobs)
     if o.export_tasks is not None:
         raise typer.Exit(_export(tasks, o.export_tasks, o.workload))
-    settings = Settings.resolve(
-        o,
-        "eval",
-        quiet=o.quiet or o.json_out,
-        seed=o.seed if seed_typed else None,
-        greedy_seed=o.seed,
-        adapter=o.orchestrator_adapter,
-        cache=(o.subagent_cache, o.no_subagent_cache),
-    )
+    settings = o.settings(seed_typed=seed_typed)
     backends = backend_resolver(settings, o.workload, latency=o.latency)
     prov = provenance(o.backend, backends(tasks[0], arm_mode(arms[0])), settings.extras)
     base = settings.base or SwarmConfig()

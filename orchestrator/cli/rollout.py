@@ -387,6 +387,12 @@ class RolloutOptions(BaseModel):
         ),
     ] = False
 
+    def settings(self) -> Settings:
+        """The config file, flags and environment resolved once; ``--seed`` is the run seed (each sample's
+        sampling seed derives from it), not a sampling flag."""
+        cache = (self.subagent_cache, self.no_subagent_cache)
+        return Settings.resolve(self, "rollout", quiet=self.quiet or self.json_out, cache=cache)
+
 
 @command_options(RolloutOptions)
 def rollout(**given: Any) -> None:
@@ -429,8 +435,7 @@ class _RolloutJob:
 def _resolve(o: RolloutOptions) -> _RolloutJob:
     """The rollout the options ask for, with its :class:`Settings` resolved once."""
     task_list, problems = _read_tasks(o)
-    cache = (o.subagent_cache, o.no_subagent_cache)
-    settings = Settings.resolve(o, "rollout", quiet=o.quiet or o.json_out, cache=cache)
+    settings = o.settings()
     reward_cfg = _reward_config(
         settings.extras,
         {

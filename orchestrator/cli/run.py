@@ -261,10 +261,10 @@ class RunOptions(BaseModel):
             traced_subagents=self.trace_subagents or None,
         )
 
-    def request(self, out: Path) -> RunRequest:
-        """What runs: the tasks' source and :class:`Settings` resolved once (the config file is named on
-        stderr unless ``--quiet``)."""
-        settings = Settings.resolve(
+    def settings(self) -> Settings:
+        """The config file, flags and environment resolved once (a found config file is named on stderr
+        unless ``--quiet``); ``--seed`` is the sampling seed."""
+        return Settings.resolve(
             self,
             "run -w" if self.workload else "run",
             quiet=self.quiet,
@@ -273,6 +273,10 @@ class RunOptions(BaseModel):
             max_subagents_per_stage=self.max_subagents,
             subagent_timeout_s=self.subagent_timeout,
         )
+
+    def request(self, out: Path) -> RunRequest:
+        """What runs: the tasks' source and :meth:`settings`."""
+        settings = self.settings()
         return RunRequest(
             task=self.task,
             task_file=self.task_file,

@@ -10,10 +10,12 @@ matplotlib).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,9 +25,10 @@ if TYPE_CHECKING:
 
 from orchestrator.cli.discovery import resolve_config
 from orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
+from orchestrator.cli.settings import cache_choice, command_options
 from swarm.errors import UserError
 
-__all__ = ["train_app"]
+__all__ = ["TrainOptions", "TrainSettings", "train_app", "training_config"]
 
 train_app = typer.Typer(
     name="train",
@@ -47,18 +50,46 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _config_file(given: Path | None) -> Path:
+def training_config(given: Path | None) -> Path:
     """The training config: ``-c FILE``, else the one :func:`resolve_config` finds (``./swarm.toml``,
-    then the user config directory's). A missing or YAML config is bad input, said before torch is
-    imported (seconds)."""
+    then the user config directory's). A missing or YAML config is a :class:`UserError`, said before
+    torch is imported (seconds)."""
     path = resolve_config(given)
     if path is None:
-        raise _fail("give --config FILE to train (or put swarm.toml here), or `swarm train plot RUN` to plot a run")
+        raise UserError("give --config FILE to train (or put swarm.toml here), or `swarm train plot RUN` to plot a run")
     if not path.is_file():
-        raise _fail(f"training config {path} does not exist")
+        raise UserError(f"training config {path} does not exist")
     if path.suffix.lower() in (".yaml", ".yml"):
-        raise _fail(f"training config {path} is YAML; swarm train reads TOML (.toml) or JSON (.json)")
+        raise UserError(f"training config {path} is YAML; swarm train reads TOML (.toml) or JSON (.json)")
     return path
+
+
+@dataclass(frozen=True, slots=True)
+class TrainSettings:
+    """What ``swarm train`` resolved from its options once: the training config file (found as every
+    command finds its config) and the sub-agent cache flags (:func:`~orchestrator.cli.settings.cache_choice`,
+    as ``eval`` and ``rollout`` read them)."""
+
+    config_file: Path
+    subagent_cache: Path | Literal["off"] | None
+
+
+class TrainOptions(BaseModel):
+    """``swarm train``'s options as parsed: one field per option, in ``--help`` order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="training config (TOML or JSON)")] = None
+    steps: Annotated[int | None, typer.Option(help="override the config's total steps")] = None
+    run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True
+    subagent_cache: SubagentCacheOpt = None
+    no_subagent_cache: NoSubagentCacheOpt = False
+
+    def settings(self) -> TrainSettings:
+        """The config file and the cache flags, resolved once (:class:`UserError` for bad input)."""
+        choice = cache_choice(self.subagent_cache, self.no_subagent_cache)
+        return TrainSettings(training_config(self.config), choice)
 
 
 def _need_rl() -> None:
@@ -74,15 +105,8 @@ def _need_rl() -> None:
 
 
 @train_app.callback()
-def train(
-    ctx: typer.Context,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="training config (TOML or JSON)")] = None,
-    steps: Annotated[int | None, typer.Option(help="override the config's total steps")] = None,
-    run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None,
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
-    subagent_cache: SubagentCacheOpt = None,
-    no_subagent_cache: NoSubagentCacheOpt = False,
-) -> None:
+@command_options(TrainOptions)
+def train(ctx: typer.Context, **given: Any) -> None:
     """Run or resume training from --config FILE (see orchestrator/rl/config.py for the fields).
 
     Examples:
@@ -94,48 +118,57 @@ def train(
     """
     if ctx.invoked_subcommand is not None:
         return
-    config = _config_file(config)
+    options = TrainOptions(**given)
+    try:
+        settings = options.settings()
+    except UserError as exc:
+        raise _fail(str(exc)) from None
     _need_rl()
+    try:
+        run_dir = _train(settings, options)
+    except UserError as exc:
+        raise _fail(str(exc)) from None
+    _err.print(escape(f"metrics: {run_dir / 'metrics.jsonl'}; checkpoints: {run_dir / 'checkpoints'}"))
+
+
+def _train(settings: TrainSettings, options: TrainOptions) -> Path:
+    """Run or resume the training :class:`TrainSettings` names, with a progress bar; its run directory."""
     from orchestrator.rl.config import load_train_config
     from orchestrator.rl.metrics import StepMetrics
     from orchestrator.rl.trainer import Trainer
 
-    try:
-        cfg = load_train_config(config, steps=steps, run_dir=str(run_dir.resolve()) if run_dir else None)
-        cfg = _with_cache_flags(cfg, subagent_cache, no_subagent_cache)
-        with _progress("train", progress) as bar:
-            task = bar.add_task("train", total=cfg.steps, info="")
+    run_dir = str(options.run_dir.resolve()) if options.run_dir else None
+    cfg = load_train_config(settings.config_file, steps=options.steps, run_dir=run_dir)
+    cfg = _with_cache_flags(cfg, settings.subagent_cache)
+    with _progress("train", options.progress) as bar:
+        task = bar.add_task("train", total=cfg.steps, info="")
 
-            def on_step(m: StepMetrics) -> None:
-                info = (
-                    f"reward {m.reward:.3f} r_perf {m.r_perf:.3f} λ1 {m.lambda1:.3f} "
-                    f"crit {m.mean_critical_steps:.2f} width {m.mean_parallel_width:.2f}"
-                )
-                if m.subagent_cache:
-                    info += f" cache {m.subagent_cache.get('hits', 0)} hits {m.subagent_cache.get('misses', 0)} misses"
-                bar.update(task, completed=m.step + 1, info=info)
+        def on_step(m: StepMetrics) -> None:
+            info = (
+                f"reward {m.reward:.3f} r_perf {m.r_perf:.3f} λ1 {m.lambda1:.3f} "
+                f"crit {m.mean_critical_steps:.2f} width {m.mean_parallel_width:.2f}"
+            )
+            if m.subagent_cache:
+                info += f" cache {m.subagent_cache.get('hits', 0)} hits {m.subagent_cache.get('misses', 0)} misses"
+            bar.update(task, completed=m.step + 1, info=info)
 
-            trainer = Trainer.from_config(cfg, config_dir=config.parent, on_step=on_step)
-            try:
-                done = trainer.resume()
-                bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
-                trainer.run()
-            finally:
-                trainer.close()
-    except UserError as exc:
-        raise _fail(str(exc)) from None
-    _err.print(escape(f"metrics: {cfg.run_dir / 'metrics.jsonl'}; checkpoints: {cfg.run_dir / 'checkpoints'}"))
+        trainer = Trainer.from_config(cfg, config_dir=settings.config_file.parent, on_step=on_step)
+        try:
+            done = trainer.resume()
+            bar.update(task, completed=done, info=f"resumed at step {done}" if done else "")
+            trainer.run()
+        finally:
+            trainer.close()
+    return cfg.run_dir
 
 
-def _with_cache_flags(cfg: TrainConfig, directory: Path | None, off: bool) -> TrainConfig:
+def _with_cache_flags(cfg: TrainConfig, choice: Path | Literal["off"] | None) -> TrainConfig:
     """``cfg`` with ``subagent_cache`` set by ``--subagent-cache DIR`` or cleared by ``--no-subagent-cache``."""
-    if directory is not None and off:
-        raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
-    if off:
+    if choice == "off":
         return cfg.model_copy(update={"subagent_cache": None})
-    if directory is None:
+    if choice is None:
         return cfg
-    return cfg.model_copy(update={"subagent_cache": directory.resolve()})
+    return cfg.model_copy(update={"subagent_cache": choice.resolve()})
 
 
 def _progress(label: str, enabled: bool) -> Progress:
@@ -170,7 +203,10 @@ def sft(
     \b
       swarm train sft -c experiments/orchestrator_05b_smoke.toml --steps 2
     """
-    config = _config_file(config)
+    try:
+        config = training_config(config)
+    except UserError as exc:
+        raise _fail(str(exc)) from None
     _need_rl()
     from orchestrator.rl.config import load_train_config
     from orchestrator.rl.sft import run_sft

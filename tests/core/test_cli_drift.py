@@ -1,7 +1,10 @@
 """The drift test: ``swarm run``, ``swarm eval`` and ``swarm rollout`` resolve the same flags, config file
-and environment variables to the same SwarmConfig and the same sampling of both roles.
+and environment variables to the same SwarmConfig and the same sampling of both roles, and ``swarm train``
+resolves the options it shares with them (the config file it finds, the sub-agent cache flags) alike.
 
-Each command runs through the CLI (typer's runner) on the same workload task; the config each episode
+The last tests check it through the settings object (:mod:`orchestrator.cli.settings`), which every
+command builds from typer's parse before the library call; the first ones end to end:
+each command runs through the CLI (typer's runner) on the same workload task; the config each episode
 ran with is read back from what the command wrote (the record), and a model backend's sampling from the
 requests a scripted OpenAI-compatible server received. Seeds are compared by each command's own rule
 (rollout derives one sampling seed per sample from its run seed).
@@ -14,9 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+import typer
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
+from orchestrator.cli.eval import EvalOptions
+from orchestrator.cli.rollout import RolloutOptions
+from orchestrator.cli.run import RunOptions
+from orchestrator.cli.settings import Settings
+from orchestrator.cli.train import TrainOptions
+from swarm.errors import UserError
 
 runner = CliRunner()
 
@@ -129,3 +140,96 @@ def test_every_command_resolves_flags_over_the_backend_table_alike(
             assert r.exit_code == 0, f"{argv[0]}: {r.output}"
         asked = [b["model"] for b in srv.requests]
     assert asked == ["flag-model"] * 3
+
+
+# Through the settings object: each command's own parse (typer's, environment included) into its options
+# model, then Settings.resolve, as the commands do before the library call.
+
+OPTIONS: dict[str, Any] = {"run": RunOptions, "eval": EvalOptions, "rollout": RolloutOptions, "train": TrainOptions}
+
+
+def _settings(argv: list[str]) -> Any:
+    """``swarm ARGV``'s settings: typer parses the arguments into the command's options model, which
+    resolves them (eval's ``--seed`` counts as typed when it was)."""
+    name, *rest = argv
+    ctx = typer.main.get_command(app).commands[name].make_context(name, rest)  # type: ignore[attr-defined]
+    options = OPTIONS[name](**ctx.params)
+    if name == "eval":
+        source = ctx.get_parameter_source("seed")
+        return options.settings(seed_typed=source is not None and source.name == "COMMANDLINE")
+    return options.settings()
+
+
+def _each(tmp_path: Path, *flags: str) -> dict[str, Settings]:
+    out = ("-o", str(tmp_path / "out"))
+    return {name: _settings([name, *flags, *(out if name == "rollout" else ())]) for name in ("run", "eval", "rollout")}
+
+
+def test_the_settings_object_resolves_the_same_flags_file_and_environment_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "swarm.toml"
+    cfg.write_text(CONFIG + '[backend]\nsubagent_model = "file-workers"\ntimeout = 30\n')
+    for variable, value in {"SWARM_BACKEND": "openai", "SWARM_BASE_URL": "http://h:1/v1", "SWARM_MODEL": "m"}.items():
+        monkeypatch.setenv(variable, value)
+    more = ("--budget", "tokens=5000", "--max-subagent-steps", "3", "--max-concurrency", "4")
+    each = _each(tmp_path, *FLAGS, "-c", str(cfg), *SAMPLING_FLAGS, *more)
+    run = each["run"]
+    assert run.config_file == cfg and run.backend.model == "m" and run.spec().subagent_model == "file-workers"
+    config = run.config()
+    assert (config.max_critical_steps, config.max_subagent_steps, config.max_concurrency) == (9, 3, 4)
+    assert config.budgets.max_tokens == 5000 and config.subagent_timeout_s == 77.0
+    for name, s in each.items():
+        assert (s.config_file, s.base, s.extras, s.backend, s.spec()) == (
+            run.config_file,
+            run.base,
+            run.extras,
+            run.backend,
+            run.spec(),
+        ), name
+        assert s.config() == config, name
+        assert {k: s.sampling_flags[k] for k in ("temperature", "max_tokens")} == {"temperature": 0.2, "max_tokens": 99}
+        # the sub-agents' sampling is the config file's in every command, the flags on top
+        sub = s.sampling(config, "m")["subagent_sampling"]
+        assert (sub.temperature, sub.max_tokens, sub.top_p) == (0.2, 99, 0.9), name
+    # --seed: run's and (typed) eval's sampling seed; rollout's run seed, not a sampling flag
+    assert [each[n].sampling_flags["seed"] for n in ("run", "eval", "rollout")] == [0, 0, None]
+    assert [each[n].start for n in ("run", "eval", "rollout")] == ["family", "greedy", "config"]
+
+
+def test_a_scripted_policy_gets_the_same_sampling_from_the_settings_of_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "swarm.toml"
+    cfg.write_text(CONFIG)
+    monkeypatch.setenv("SWARM_BACKEND", "gold")
+    each = _each(tmp_path, *FLAGS, "-c", str(cfg), "--temperature", "0.2", "--max-tokens", "99")
+    resolved = {name: s.with_sampling(s.config()) for name, s in each.items()}
+    assert all(s.start == "config" for s in each.values())
+    assert resolved["run"] == resolved["eval"] == resolved["rollout"]
+    assert resolved["run"].orchestrator_sampling.temperature == 0.2
+
+
+def test_train_resolves_its_shared_options_as_eval_and_rollout_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "swarm.toml").write_text('[backend]\nsubagent_cache = "from-file"\n')
+    out = ("-o", str(tmp_path / "out"))
+    train = _settings(["train", "--subagent-cache", "c"])
+    rollout = _settings(["rollout", "--subagent-cache", "c", *out])
+    evaluation = _settings(["eval", "--subagent-cache", "c"])
+    # -c absent: every command finds ./swarm.toml the same way
+    assert train.config_file == rollout.config_file == evaluation.config_file == Path.cwd() / "swarm.toml"
+    assert train.subagent_cache == Path("c")
+    assert rollout.extras["backend"]["subagent_cache"] == evaluation.extras["backend"]["subagent_cache"] == "c"
+    train = _settings(["train", "--no-subagent-cache"])
+    rollout = _settings(["rollout", "--no-subagent-cache", *out])
+    assert train.subagent_cache == "off" and "subagent_cache" not in rollout.extras["backend"]
+    both = ["--subagent-cache", "c", "--no-subagent-cache"]
+    errors = set()
+    for argv in (["train", *both], ["rollout", *both, *out], ["eval", *both]):
+        with pytest.raises(UserError) as bad:
+            _settings(argv)
+        errors.add(str(bad.value))
+    assert errors == {"--subagent-cache DIR and --no-subagent-cache contradict each other; give one"}

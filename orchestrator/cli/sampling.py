@@ -11,7 +11,9 @@ only in that declared start, which is their contract:
 - ``config`` (``swarm rollout``, and a scripted policy in every command): the config as it is
   (``SwarmConfig``'s defaults where no file sets it), since RL samples at the policy's own temperature.
 
-``tests/core/test_cli_drift.py`` runs the three commands on the same flags, config file and environment.
+Each command's start is declared once, in :data:`orchestrator.cli.settings.COMMANDS`, and applied by
+:meth:`orchestrator.cli.settings.Settings.sampling`. ``tests/core/test_cli_drift.py`` runs the three
+commands on the same flags, config file and environment.
 """
 
 from __future__ import annotations

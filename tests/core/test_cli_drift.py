@@ -233,3 +233,19 @@ def test_train_resolves_its_shared_options_as_eval_and_rollout_do(
             _settings(argv)
         errors.add(str(bad.value))
     assert errors == {"--subagent-cache DIR and --no-subagent-cache contradict each other; give one"}
+
+
+def test_the_scripted_demo_resolves_the_same_config_in_run_and_rollout(tmp_path: Path) -> None:
+    # rollout -b scripted ignored --temperature/--max-tokens; run --demo put them on the recorded sampling
+    tasks = tmp_path / "demo.jsonl"
+    tasks.write_text('{"id": "capitals", "prompt": "capitals"}\n')
+    flags = ["-b", "scripted", "--temperature", "0.3", "--max-tokens", "50", "--max-critical-steps", "7", "-q"]
+    r = runner.invoke(app, ["run", "--demo", "capitals", *flags, "--json", "-o", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    run = json.loads(r.stdout)["config"]
+    ro = tmp_path / "rollout"
+    r = runner.invoke(app, ["rollout", "-t", str(tasks), *flags, "-k", "1", "--json", "-o", str(ro)])
+    assert r.exit_code == 0, r.output
+    rollout = json.loads((ro / "episodes.jsonl").read_text().splitlines()[0])["record"]["config"]
+    assert _seedless(run) == _seedless(rollout)
+    assert [(run[r]["temperature"], run[r]["max_tokens"]) for r in ROLES] == [(0.3, 50)] * 2

@@ -46,7 +46,6 @@ __all__ = [
     "is_scripted",
     "parse_knobs",
     "warn_cache_bypass",
-    "with_subagent_cache_option",
 ]
 
 SCRIPTED = ("scripted", "gold")
@@ -259,21 +258,6 @@ def parse_knobs(items: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key.strip()] = raw
     return out
-
-
-def with_subagent_cache_option(extras: dict[str, Any], directory: Path | None, off: bool) -> dict[str, Any]:
-    """``extras`` (a config's tables) with ``[backend] subagent_cache`` set by ``--subagent-cache DIR`` or
-    removed by ``--no-subagent-cache``; the backend resolver reads it there, whichever command runs."""
-    if directory is not None and off:
-        raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
-    table = dict(extras.get("backend", {}))
-    if off:
-        table.pop("subagent_cache", None)
-    elif directory is not None:
-        table["subagent_cache"] = str(directory)
-    else:
-        return extras
-    return {**extras, "backend": table}
 
 
 def warn_cache_bypass(console: Console, extras: dict[str, Any], sampling: SamplingParams) -> None:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.cli.backend_spec import BackendSpec
 from orchestrator.cli.discovery import resolve_config
-from orchestrator.cli.options import episode_overrides, is_scripted, with_subagent_cache_option
+from orchestrator.cli.options import episode_overrides, is_scripted
 from orchestrator.cli.sampling import SamplingStart, resolve_sampling, with_sampling
 from orchestrator.tasks import CONFIG_TABLES, load_config
 from swarm.backend import SamplingParams
@@ -201,9 +201,7 @@ class Settings:
         path = resolve_config(options.config_file, quiet=quiet)
         tables = COMMANDS[command].tables
         base, extras = (None, {}) if path is None else load_config(path, tables=tables, command=_name(command))
-        if adapter is not None:
-            extras = {**extras, "backend": {**extras.get("backend", {}), "orchestrator_adapter": adapter}}
-        extras = with_subagent_cache_option(extras, None if choice == "off" else choice, choice == "off")
+        extras = _with_backend_flags(extras, adapter, choice)
         flags = {"temperature": options.temperature, "max_tokens": options.max_tokens, "seed": seed}
         backend = BackendFlags(
             options.backend, options.model, options.base_url, options.subagent_backend, options.subagent_model
@@ -242,6 +240,22 @@ class Settings:
     def with_sampling(self, config: SwarmConfig, model: str | None = None) -> SwarmConfig:
         """``config`` with :meth:`sampling`."""
         return with_sampling(config, self.sampling(config, model))
+
+
+def _with_backend_flags(
+    extras: dict[str, Any], adapter: str | None, cache: Path | Literal["off"] | None
+) -> dict[str, Any]:
+    """``extras`` (a config's tables) with the ``[backend]`` keys flags set: ``orchestrator_adapter`` by
+    ``--orchestrator-adapter``, ``subagent_cache`` by ``--subagent-cache DIR`` or removed by
+    ``--no-subagent-cache``; the backend resolver reads them there, whichever command runs."""
+    table = dict(extras.get("backend", {}))
+    if adapter is not None:
+        table["orchestrator_adapter"] = adapter
+    if cache == "off":
+        table.pop("subagent_cache", None)
+    elif cache is not None:
+        table["subagent_cache"] = str(cache)
+    return extras if table == extras.get("backend", {}) else {**extras, "backend": table}
 
 
 def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:

@@ -1,0 +1,61 @@
+"""The settings model (:mod:`orchestrator.cli.settings`): each command's parameters are its options
+model's fields, and :meth:`Settings.resolve` reads the config file and the flags once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from pydantic import BaseModel
+
+from orchestrator.cli import app
+from orchestrator.cli.eval import EvalOptions
+from orchestrator.cli.rollout import RolloutOptions
+from orchestrator.cli.run import RunOptions
+from orchestrator.cli.settings import COMMANDS, BackendFlags, Settings, cache_choice
+from orchestrator.cli.train import TrainOptions
+from swarm.config import SwarmConfig
+from swarm.errors import ConfigError, UserError
+
+MODELS: list[tuple[str, type[BaseModel]]] = [
+    ("run", RunOptions),
+    ("eval", EvalOptions),
+    ("rollout", RolloutOptions),
+    ("train", TrainOptions),
+]
+
+
+@pytest.mark.parametrize(("name", "model"), MODELS)
+def test_a_commands_parameters_are_its_options_models_fields_in_order(name: str, model: type[BaseModel]) -> None:
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    assert [p.name for p in command.params] == list(model.model_fields)
+
+
+def test_resolve_reads_the_file_once_with_the_commands_tables_and_puts_the_backend_flags_in(tmp_path: Path) -> None:
+    cfg = tmp_path / "swarm.toml"
+    cfg.write_text('[swarm]\nmax_critical_steps = 5\n[backend]\nsubagent_cache = "file-cache"\n')
+    options = RolloutOptions(out=tmp_path, config_file=cfg, max_subagent_steps=3, temperature=0.5)
+    s = Settings.resolve(options, "rollout", adapter="none", cache=(None, True))
+    assert s.config_file == cfg and s.base == SwarmConfig(max_critical_steps=5)
+    assert s.extras == {"backend": {"orchestrator_adapter": "none"}}  # --no-subagent-cache drops the file's
+    assert (s.config().max_critical_steps, s.config().max_subagent_steps) == (5, 3)
+    assert s.with_sampling(s.config()).orchestrator_sampling.temperature == 0.5
+    assert s.backend == BackendFlags("local") and s.start == "config"
+    cfg.write_text('[tools]\nenabled = ["python"]\n')
+    with pytest.raises(ConfigError, match="swarm eval does not read the \\[tools\\] table"):
+        Settings.resolve(EvalOptions(config_file=cfg), "eval")
+    assert "tools" in COMMANDS["run"].tables and "tools" not in COMMANDS["eval"].tables
+
+
+def test_a_library_caller_builds_settings_without_a_command_line() -> None:
+    s = Settings("run", overrides={"max_critical_steps": 4}, sampling_flags={"temperature": 0.0})
+    config = s.with_sampling(s.config(), "unknown-model")
+    assert config.max_critical_steps == 4 and config.orchestrator_sampling.temperature == 0.0
+
+
+def test_the_cache_flags_are_one_choice_in_every_command() -> None:
+    assert cache_choice(Path("c"), False) == Path("c") and cache_choice(None, True) == "off"
+    assert cache_choice(None, False) is None
+    with pytest.raises(UserError, match="contradict each other"):
+        cache_choice(Path("c"), True)

@@ -70,6 +70,7 @@ class TurnView:
     subagents: bool  # the swarm arm (sub-agent actions offered) or the single arm
     has_tools: bool  # tools of its own: direct ones, or (swarm) ones it can grant
     last: bool  # the critical-step budget leaves this turn only: it must answer
+    direct_tools: bool = False  # tools it calls itself (not only ones it can grant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +85,14 @@ class Ending:
 @dataclass(frozen=True, slots=True)
 class TurnAdvice:
     """What a turn's request carries: tool choice, notices (user turns before it), several direct
-    calls or one, and ``ending`` when it is the last turn."""
+    calls or one, ``ending`` when it is the last turn, and the tools ``withheld`` from this turn's
+    choice (still listed in the prompt; a call to one is refused by :meth:`Coach.review`)."""
 
     tool_choice: ToolChoice = "auto"
     notices: tuple[str, ...] = ()
     parallel_tool_calls: bool = True
     ending: Ending | None = None
+    withheld: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,8 @@ class CoachState:
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
+    looked: bool = False  # a stage ran its own tool calls (not sub-agents)
+    withheld: frozenset[str] = frozenset()  # tools withheld from the turn under review
     stop: Ending | None = None  # a verdict: the next turn is the last one
     stop_notice: str = ""
 
@@ -150,6 +155,10 @@ _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
+_WITHHELD = (
+    "not run: {name} is not offered on this turn. This task asks one thing: look it up with your own "
+    "tools first, then answer, or assign it if the results do not answer it."
+)
 _SAME_RESULT = (
     "You already made exactly this call and it returned the same result as before, repeated below. "
     "Do not repeat it: answer the user now if you have what you need.\n\n"
@@ -201,6 +210,7 @@ class NoCoach(Coach):
         return CoachState()
 
     def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
+        state.withheld = frozenset()
         if state.stop is not None:
             return TurnAdvice("none", (state.stop_notice,), ending=state.stop)
         if view.last:
@@ -212,6 +222,13 @@ class NoCoach(Coach):
         if not view.subagents:
             return {} if self.parallel else hold_after_first(calls)
         return self._review_assignments(state, calls, view, distinct=False)
+
+    @staticmethod
+    def _withheld(state: CoachState, calls: Sequence[ToolCall]) -> dict[str, Refusal]:
+        """Calls to a tool this turn withheld (a backend that cannot narrow the choice let them through)."""
+        return {
+            c.id: (_WITHHELD.format(name=c.name), ErrorType.TOOL_WITHHELD) for c in calls if c.name in state.withheld
+        }
 
     def _review_assignments(
         self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView, *, distinct: bool
@@ -302,6 +319,10 @@ class SmallModelCoach(NoCoach):
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
       results answer it (a small model otherwise keeps calling tools, or loses the question).
+    - An orchestrator with tools of its own looks a one-part task up itself first: ``assign_task`` and
+      ``create_subagent`` are withheld from its choice until a stage has run its own calls or a
+      sub-agent has run (the 1.5B handed 40 % of one-fact controls to a sub-agent, and re-assigned
+      the same look-up when a review refused it).
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~subagents.coach.SmallModelStepCoach`).
     """
@@ -319,12 +340,25 @@ class SmallModelCoach(NoCoach):
             advice = TurnAdvice(
                 advice.tool_choice, (*advice.notices, notice), advice.parallel_tool_calls, advice.ending
             )
-        if advice.ending is not None or not self._must_act(state, view):
+        if advice.ending is not None:
+            return advice
+        if self._look_first(state, view):
+            state.withheld = frozenset((ASSIGN, CREATE))
+            return TurnAdvice("required", advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
+        if not self._must_act(state, view):
             return advice
         return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
 
+    @staticmethod
+    def _look_first(state: CoachState, view: TurnView) -> bool:
+        """A one-part task, an orchestrator with tools of its own, and nothing looked up yet."""
+        return (
+            view.subagents and view.direct_tools and not state.looked and not view.subagents_ran and one_part(view.task)
+        )
+
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
         state.direct = any(o.call.name not in (ASSIGN, CREATE) for o in outcomes)
+        state.looked = state.looked or state.direct
         return super().after_stage(state, outcomes)
 
     @staticmethod
@@ -338,7 +372,7 @@ class SmallModelCoach(NoCoach):
     def review(self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView) -> dict[str, Refusal]:
         if not view.subagents:
             return super().review(state, calls, view)
-        refused = self._review_assignments(state, calls, view, distinct=True)
+        refused = self._review_assignments(state, calls, view, distinct=True) | self._withheld(state, calls)
         state.must_act = False
         if state.split_nudged or view.subagents_ran:
             return refused

@@ -468,6 +468,7 @@ class Orchestrator:
             subagents=self.config.subagents,
             has_tools=self._has_tools,
             last=last,
+            direct_tools=bool(self._direct),
         )
         advice = self.coach.before_turn(st.coaching, view)
         if last and (advice.ending is None or (why and advice.ending.status is EpisodeStatus.BUDGET_EXHAUSTED)):
@@ -512,9 +513,14 @@ class Orchestrator:
             sampling=self.config.orchestrator_sampling,
             tool_choice="none" if final else advice.tool_choice,
             parallel_tool_calls=advice.parallel_tool_calls,
+            allowed_tools=self._allowed(advice.withheld),
             agent_id=ORCHESTRATOR_ID,
             agent_name=ORCHESTRATOR_ID,
         )
+
+    def _allowed(self, withheld: frozenset[str]) -> tuple[str, ...] | None:
+        """The tools a turn may call when its coach withheld some (``None``: every tool)."""
+        return tuple(t.name for t in self._specs if t.name not in withheld) if withheld else None
 
     async def _generate(self, st: _EpisodeState, advice: TurnAdvice) -> _TurnOutcome:
         """One orchestrator generation (one main step)."""

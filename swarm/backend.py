@@ -97,6 +97,11 @@ class ModelRequest:
     parallel_tool_calls: bool = True
     """``False``: at most one tool call in the reply (OpenAI's ``parallel_tool_calls``; the local
     backend's action grammar admits one call)."""
+    allowed_tools: tuple[str, ...] | None = None
+    """The names of the tools the reply may call, where that is fewer than ``tools`` (OpenAI's
+    ``allowed_tools`` choice): the prompt still lists every tool, so a cached prefix stays valid, while
+    an action grammar or schema admits only these (:meth:`offered`). ``None``: every tool. Backends that
+    cannot restrict the choice leave it to the caller, which refuses a call to a tool not allowed."""
     agent_id: str = ""
     agent_name: str = ""
 
@@ -107,12 +112,26 @@ class ModelRequest:
             and type(self.sampling) is SamplingParams
             and self.tool_choice in _TOOL_CHOICES
             and type(self.parallel_tool_calls) is bool
+            and (self.allowed_tools is None or (type(self.allowed_tools) is tuple and _all_str(self.allowed_tools)))
             and type(self.agent_id) is str
             and type(self.agent_name) is str
             and _MESSAGE_TYPES.issuperset(map(type, self.messages))
             and _TOOL_SPEC.issuperset(map(type, self.tools))
         ):
             validate_fields(self)
+
+    def offered(self) -> tuple[ToolSpec, ...]:
+        """The tools the reply may call: none when ``tool_choice`` is ``"none"``, else ``tools``
+        narrowed to ``allowed_tools``."""
+        if self.tool_choice == "none":
+            return ()
+        if self.allowed_tools is None:
+            return self.tools
+        return tuple(t for t in self.tools if t.name in self.allowed_tools)
+
+
+def _all_str(items: tuple[object, ...]) -> bool:
+    return all(type(i) is str for i in items)
 
 
 _RECORD_CONFIG = ConfigDict(extra="forbid")

@@ -198,6 +198,7 @@ class ErrorType(StrEnum):
     DUPLICATE_TASK = "DuplicateTask"
     ALREADY_DONE = "AlreadyDone"
     SPLIT_TASK = "SplitTask"
+    TOOL_WITHHELD = "ToolWithheld"  # a call to a tool its coach withheld from the turn (orchestrator.coach)
     WIDTH_LIMIT = "WidthLimit"
     BUDGET_EXHAUSTED = "BudgetExhausted"
     UNKNOWN_TOOL = "UnknownTool"

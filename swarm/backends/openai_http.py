@@ -406,7 +406,7 @@ class OpenAIBackend:
         if self.constrain_actions and request.tools:
             # Tools disabled (the final turn): the schema allows only {"answer": ...}.
             schema = action_schema(
-                request.tools if offered else (),
+                request.offered(),  # allowed_tools narrows the schema
                 allow_answer=request.tool_choice != "required",
                 one_call=not request.parallel_tool_calls,
             )

@@ -292,6 +292,26 @@ async def test_one_call_per_reply_is_enforced_by_the_grammar(smol_engine: LocalE
     assert c.finish_reason == "tool_calls" and c.usage.completion_tokens < 120
 
 
+async def test_allowed_tools_narrow_the_grammar_and_leave_the_prompt_unchanged(smol_engine: LocalEngine) -> None:
+    clock = ToolSpec(
+        name="get_time",
+        description="Current local time in a city.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    )
+    free = ModelRequest(
+        messages=(UserMessage(content="What is the weather in Paris?"),),
+        tools=(WEATHER, clock),
+        tool_choice="required",
+        sampling=GREEDY.model_copy(update={"max_tokens": 40}),
+    )
+    async with LocalBackend(engine=smol_engine, constrain_actions=True) as b:
+        asked = await b.complete(free)
+        narrowed = await b.complete(dataclasses.replace(free, allowed_tools=("get_time",)))
+    assert [t.name for t in asked.tool_calls] == ["get_weather"], asked.text  # what it picks when free
+    assert [t.name for t in narrowed.tool_calls] == ["get_time"], narrowed.text  # the only call admitted
+    assert narrowed.prompt_token_ids == asked.prompt_token_ids  # both tools stay in the prompt
+
+
 async def test_a_looping_generation_is_stopped_early_and_everything_else_is_unchanged(smol_engine: LocalEngine) -> None:
     loops = ModelRequest(
         messages=(UserMessage(content="Write the word cat 300 times."),),

@@ -489,6 +489,17 @@ async def test_constrained_final_turn_allows_only_an_answer_and_unwraps_it() -> 
     assert c.text == "Paris and Oslo" and c.tool_calls == ()
 
 
+async def test_allowed_tools_narrow_the_constrained_schema() -> None:
+    body = vllm_body(message={"role": "assistant", "content": '{"answer": "sunny"}'}, finish_reason="stop")
+    b, seen = backend(lambda r: httpx.Response(200, json=body), constrain_actions=True)
+    other = ToolSpec(name="get_time", parameters={"type": "object", "properties": {}})
+    await b.complete(dataclasses.replace(REQ, tools=(*REQ.tools, other), allowed_tools=("get_time",)))
+    await b.complete(dataclasses.replace(REQ, tools=(*REQ.tools, other)))
+    narrowed, free = (json.dumps(json.loads(r.content)["response_format"]) for r in seen)
+    assert '"get_time"' in narrowed and f'"{REQ.tools[0].name}"' not in narrowed
+    assert '"get_time"' in free and f'"{REQ.tools[0].name}"' in free
+
+
 async def test_chat_spans_name_the_server() -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

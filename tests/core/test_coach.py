@@ -3,6 +3,7 @@ runs several direct calls per turn, and a one-fact question may be answered with
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from swarm.backend import ModelRequest
 from swarm.errors import ConfigError, ErrorType
 from swarm.messages import AssistantMessage, ToolMessage, UserMessage
 from swarm.records import EpisodeStatus
-from swarm.testing import ScriptedBackend, call
+from swarm.testing import ScriptedBackend, Turn, call
 from tools import tool
 
 SMALL = "qwen2.5-coder-1.5b"
@@ -208,6 +209,66 @@ async def test_a_small_model_with_tools_must_act_first_even_on_one_fact() -> Non
     policy = ScriptedBackend([[call("search", query="Drari Robotics")], "2019"], model=SMALL)
     await Orchestrator(policy, tools=[search]).run("When was Drari Robotics founded?")
     assert policy.calls[0].tool_choice == "required"
+
+
+async def test_a_small_orchestrator_with_tools_looks_a_one_part_task_up_itself_first() -> None:
+    task = "When was Drari Robotics founded?"
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "2019"], model=SMALL)
+    record = await Orchestrator(policy, tools=[search]).run(task)
+    policy.assert_consumed()
+    first, second = policy.calls
+    # The prompt lists every tool (the prefix stays); the choice is narrowed to its own tools.
+    assert {t.name for t in first.tools} == {"create_subagent", "assign_task", "search"}
+    assert first.allowed_tools == ("search",) and first.tool_choice == "required"
+    assert [t.name for t in first.offered()] == ["search"]
+    assert second.allowed_tools is None and record.answer == "2019" and record.subagent_results == ()
+
+
+async def test_an_assignment_a_backend_let_through_while_withheld_is_refused_then_offered_after_a_look() -> None:
+    task = "When was Drari Robotics founded?"
+    turns: list[Turn] = [
+        [call("assign_task", agent="worker", task=task)],  # a backend without a grammar let it through
+        [call("search", query="Drari Robotics")],
+        [call("assign_task", agent="worker", task="Check the founding year of Drari Robotics.")],
+        "2019",
+    ]
+    policy = ScriptedBackend(turns, model=SMALL)
+    workers = ScriptedBackend(["2019"])
+    record = await Orchestrator(policy, tools=[search], subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    workers.assert_consumed()
+    refused = record.stages[0].tool_results[0]
+    assert refused.error_type == ErrorType.TOOL_WITHHELD and "assign_task is not offered" in refused.content
+    assert [c.allowed_tools for c in policy.calls] == [("search",), ("search",), None, None]
+    assert [s.width for s in record.stages] == [0, 0, 1, 0] and len(record.subagent_results) == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "task", "subagents", "orchestrator_tools"),
+    [
+        (SMALL, "Find the founding years of Drari Robotics and Velo Foods.", True, None),  # a list task
+        (SMALL, "When was Drari Robotics founded?", True, []),  # no tools of its own: it must delegate
+        (SMALL, "When was Drari Robotics founded?", False, None),  # the single arm has nothing to withhold
+        ("gpt-4o", "When was Drari Robotics founded?", True, None),  # capable models are not coached
+    ],
+)
+async def test_nothing_is_withheld_where_looking_first_does_not_apply(
+    model: str, task: str, subagents: bool, orchestrator_tools: list[str] | None
+) -> None:
+    policy = ScriptedBackend(["2019"], model=model)
+    config = SwarmConfig(subagents=subagents, orchestrator_tools=orchestrator_tools)
+    await Orchestrator(policy, config, tools=[search]).run(task)
+    assert policy.calls[0].allowed_tools is None
+
+
+def test_a_request_offers_the_allowed_tools_and_none_when_tools_are_off() -> None:
+    specs = (search.spec, fetch.spec)
+    request = ModelRequest(messages=(UserMessage(content="x"),), tools=specs, allowed_tools=("fetch",))
+    assert [t.name for t in request.offered()] == ["fetch"]
+    assert dataclasses.replace(request, allowed_tools=None).offered() == specs
+    assert dataclasses.replace(request, tool_choice="none").offered() == ()
+    built = ModelRequest(messages=(UserMessage(content="x"),), tools=specs, allowed_tools=["fetch"])  # type: ignore[arg-type]
+    assert built.allowed_tools == ("fetch",)  # validated into a tuple where it enters
 
 
 # -- choosing a coach ------------------------------------------------------------------------------------

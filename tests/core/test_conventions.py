@@ -109,6 +109,7 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
         "DUPLICATE_TASK": "DuplicateTask",
         "ALREADY_DONE": "AlreadyDone",
         "SPLIT_TASK": "SplitTask",
+        "TOOL_WITHHELD": "ToolWithheld",
         "WIDTH_LIMIT": "WidthLimit",
         "BUDGET_EXHAUSTED": "BudgetExhausted",
         "UNKNOWN_TOOL": "UnknownTool",

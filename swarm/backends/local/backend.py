@@ -148,7 +148,7 @@ class LocalBackend:
         if self.constrain_actions and request.tools:
             grammar = await self._grammar(
                 http,
-                request.tools if offered else (),
+                request.offered(),  # allowed_tools narrows the grammar; the prompt lists every tool
                 request.tool_choice,
                 body.get("lora"),
                 one_call=not request.parallel_tool_calls,

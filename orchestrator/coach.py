@@ -319,10 +319,11 @@ class SmallModelCoach(NoCoach):
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
       results answer it (a small model otherwise keeps calling tools, or loses the question).
-    - An orchestrator with tools of its own looks a one-part task up itself first: ``assign_task`` and
-      ``create_subagent`` are withheld from its choice until a stage has run its own calls or a
-      sub-agent has run (the 1.5B handed 40 % of one-fact controls to a sub-agent, and re-assigned
-      the same look-up when a review refused it).
+    - An orchestrator does a one-part task itself first where a sub-agent could do no more: with
+      tools of its own it looks it up (``assign_task`` and ``create_subagent`` are withheld from its
+      choice until a stage has run its own calls or a sub-agent has run); with no tools anywhere it
+      answers. Only where sub-agents get tools it lacks does it delegate. (The 1.5B handed 40 % of
+      one-fact controls to a sub-agent, and re-assigned the same look-up when a review refused it.)
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~subagents.coach.SmallModelStepCoach`).
     """
@@ -342,18 +343,24 @@ class SmallModelCoach(NoCoach):
             )
         if advice.ending is not None:
             return advice
-        if self._look_first(state, view):
+        if self._itself(state, view):
             state.withheld = frozenset((ASSIGN, CREATE))
-            return TurnAdvice("required", advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
+            choice: ToolChoice = "required" if view.direct_tools else "auto"  # no tools: it answers
+            return TurnAdvice(choice, advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
         if not self._must_act(state, view):
             return advice
         return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
 
     @staticmethod
-    def _look_first(state: CoachState, view: TurnView) -> bool:
-        """A one-part task, an orchestrator with tools of its own, and nothing looked up yet."""
+    def _itself(state: CoachState, view: TurnView) -> bool:
+        """A one-part task that a sub-agent could do no better (the orchestrator has tools of its own,
+        or nobody has any), and nothing looked up or delegated yet."""
         return (
-            view.subagents and view.direct_tools and not state.looked and not view.subagents_ran and one_part(view.task)
+            view.subagents
+            and (view.direct_tools or not view.has_tools)
+            and not state.looked
+            and not view.subagents_ran
+            and one_part(view.task)
         )
 
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:

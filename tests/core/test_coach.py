@@ -167,11 +167,12 @@ async def test_the_single_parallel_arm_runs_every_direct_call_of_a_turn() -> Non
 # -- controls against spurious parallelism -------------------------------------------------------------
 
 
-async def test_a_small_model_may_answer_a_one_fact_question_without_subagents() -> None:
+async def test_a_small_model_answers_a_one_fact_question_itself_where_nobody_has_tools() -> None:
     policy = ScriptedBackend(["Lisbon"], model=SMALL)
     record = await Orchestrator(policy).run("What is the capital of Portugal?")
     policy.assert_consumed()
-    assert policy.calls[0].tool_choice == "auto"
+    assert policy.calls[0].tool_choice == "auto" and policy.calls[0].offered() == ()  # an answer only
+    assert {t.name for t in policy.calls[0].tools} == {"create_subagent", "assign_task"}  # still listed
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "Lisbon"
     assert record.subagent_results == () and record.dag.critical_steps == 1
 
@@ -198,9 +199,12 @@ async def test_a_title_with_and_is_one_fact_not_a_list(task: str) -> None:
     policy = ScriptedBackend(["Jane Austen"], model=SMALL)
     record = await Orchestrator(policy).run(task)
     assert policy.calls[0].tool_choice == "auto" and record.subagent_results == ()
-    # Given to one sub-agent whole, it runs: no split notice makes two tasks of one title.
+    # Given to one sub-agent whole (a sub-agent with tools it lacks), it runs: no split notice makes
+    # two tasks of one title.
     policy = ScriptedBackend([[call("assign_task", agent="worker", task=task)], "Jane Austen"], model=SMALL)
-    record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Jane Austen"])).run(task)
+    config = SwarmConfig(orchestrator_tools=[], subagent_tools=["search"])
+    workers = ScriptedBackend(["Jane Austen"])
+    record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run(task)
     policy.assert_consumed()
     assert [s.width for s in record.stages] == [1, 0] and record.answer == "Jane Austen"
 

@@ -548,8 +548,16 @@ async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() ->
 async def test_no_split_notice_where_nothing_lists_items_or_the_profile_trusts_the_model(
     model: str, task: str, first: str, width: int
 ) -> None:
+    @tool
+    def search(query: str) -> str:
+        """Search the documents."""
+        return query
+
+    # Sub-agents hold a tool the orchestrator lacks, so a small model's one-part task may be delegated.
+    config = SwarmConfig(orchestrator_tools=[], subagent_tools=["search"])
     policy = ScriptedBackend([[assign(first)], "Paris"], model=model)
-    record = await Orchestrator(policy, subagent_backend=ScriptedBackend(["Paris"])).run(task)
+    workers = ScriptedBackend(["Paris"])
+    record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run(task)
     assert record.stages[0].width == width and record.status is EpisodeStatus.COMPLETED
 
 

@@ -155,6 +155,10 @@ _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
+_ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
+"""Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
+Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
+refused a one-word translation as needing a sub-agent (controls, dev seed 0)."""
 _WITHHELD = (
     "not run: {name} is not offered on this turn. This task asks one thing: look it up with your own "
     "tools first, then answer, or assign it if the results do not answer it."
@@ -345,8 +349,10 @@ class SmallModelCoach(NoCoach):
             return advice
         if self._itself(state, view):
             state.withheld = frozenset((ASSIGN, CREATE))
-            choice: ToolChoice = "required" if view.direct_tools else "auto"  # no tools: it answers
-            return TurnAdvice(choice, advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
+            if view.direct_tools:  # it looks the task up with its own tools
+                return TurnAdvice("required", advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
+            notice = _ANSWER_ITSELF.format(task=" ".join(view.task.split()))  # no tools anywhere: it answers
+            return TurnAdvice("auto", (*advice.notices, notice), advice.parallel_tool_calls, withheld=state.withheld)
         if not self._must_act(state, view):
             return advice
         return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)

@@ -172,6 +172,7 @@ async def test_a_small_model_answers_a_one_fact_question_itself_where_nobody_has
     record = await Orchestrator(policy).run("What is the capital of Portugal?")
     policy.assert_consumed()
     assert policy.calls[0].tool_choice == "auto" and policy.calls[0].offered() == ()  # an answer only
+    assert notice(policy.calls[0]) == 'Answer this yourself now, in plain text: "What is the capital of Portugal?"'
     assert {t.name for t in policy.calls[0].tools} == {"create_subagent", "assign_task"}  # still listed
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "Lisbon"
     assert record.subagent_results == () and record.dag.critical_steps == 1

@@ -8,7 +8,7 @@ stream on the same engine (the speed-up a parallel fan-out of sub-agents gets fr
     python bench/bench_decode.py vllm --base-url http://127.0.0.1:18011 --model smol
 
 Every request decodes exactly ``--tokens`` tokens (``ignore_eos``), so levels compare like for like.
-Requests go through :class:`~swarm.backends.openai_http.OpenAIBackend`, i.e. the path agents use.
+Requests go through :class:`~agent_swarm.swarm.backends.openai_http.OpenAIBackend`, i.e. the path agents use.
 The machine is shared: take the best of ``--repeats`` runs and treat figures as ±20 %.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 
 import anyio
 
-from swarm.backend import ModelRequest, SamplingParams
-from swarm.backends.openai_http import Flavour, OpenAIBackend
-from swarm.messages import UserMessage
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.openai_http import Flavour, OpenAIBackend
+from agent_swarm.swarm.messages import UserMessage
 
 PROMPTS = [
     "Write a long story about a lighthouse keeper.",
@@ -81,7 +81,7 @@ def main() -> None:
     engine: Any = None
     flavour: Flavour
     if args.engine == "local":
-        from swarm.backends.local import LocalEngine
+        from agent_swarm.swarm.backends.local import LocalEngine
 
         engine = LocalEngine(args.model or "smollm2-135m", slots=max(levels), ctx_per_slot=1024, threads=args.threads)
         engine.start()

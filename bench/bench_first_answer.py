@@ -1,7 +1,7 @@
 """How long a user waits for the first answer: the README command and a small wide task, cold and warm.
 
 Each run is a new ``swarm run`` process (what a user types), timed from spawn to exit; its episode
-record gives the breakdown (:func:`swarm.timings.episode_timings`: engine start with the model
+record gives the breakdown (:func:`agent_swarm.swarm.timings.episode_timings`: engine start with the model
 check, prefill, cached and restored prefix tokens, decode, queueing, the runtime's own time). An
 *arm* is one checkout of the code: this one (``after``) and, with ``--before PATH``, another (e.g. a
 worktree of the commit before a change), run the same way in the same invocation. Per arm:
@@ -59,7 +59,7 @@ def _run(
     env["SWARM_CACHE_DIR"] = str(cache)
     env["SWARM_LOCAL_THREADS"] = str(args.threads)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-c", "from orchestrator.cli import main; main()", "run", task, *BUDGET]
+    cmd = [sys.executable, "-c", "from agent_swarm.orchestrator.cli import main; main()", "run", task, *BUDGET]
     cmd += ["-m", args.model, "-q", "-o", str(out), "--no-trace-file"]
     started = time.perf_counter()
     try:
@@ -74,8 +74,8 @@ def _run(
     if not records:
         row["error"] = proc.stderr[-2000:]
         return row
-    from swarm.records import EpisodeRecord
-    from swarm.timings import episode_timings
+    from agent_swarm.swarm.records import EpisodeRecord
+    from agent_swarm.swarm.timings import episode_timings
 
     record = EpisodeRecord.model_validate_json(records[-1].read_text(encoding="utf-8"))
     t = episode_timings(record)
@@ -122,7 +122,7 @@ def _floor(args: argparse.Namespace) -> dict[str, Any]:
     """Prefill and single-stream decode tokens/s of the model on this machine at ``args.threads``."""
     import httpx
 
-    from swarm.backends.local import LocalEngine
+    from agent_swarm.swarm.backends.local import LocalEngine
 
     engine = LocalEngine(args.model, slots=1, ctx_per_slot=4096, threads=args.threads, prefix_cache=False)
     started = time.perf_counter()
@@ -155,7 +155,7 @@ def _import_time(root: Path) -> float:
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import orchestrator.cli"], env=env, check=True, cwd=root)
+        subprocess.run([sys.executable, "-c", "import agent_swarm.orchestrator.cli"], env=env, check=True, cwd=root)
         best = min(best, time.perf_counter() - started)
     return best
 
@@ -215,7 +215,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from swarm.backends.local import LOCAL_MODELS, default_model, default_threads
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS, default_model, default_threads
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report", type=Path, help="print the table of a results file and exit (no runs)")

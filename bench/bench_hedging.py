@@ -13,7 +13,7 @@ Arms: ``off`` (every stage waits for all), ``quorum`` (``quorum=0.875``: 7 of 8)
 (arm, episode, seed, wall time, critical steps, sub-agent statuses and steps) plus the commit and the
 config go to ``--out`` (gzipped JSON); ``--report FILE`` prints the table from a raw file alone, with
 each arm paired against ``off``: mean wall-time difference, its seeded bootstrap 95 % interval, and
-sign and Wilcoxon signed-rank p-values (``orchestrator.eval_stats``).
+sign and Wilcoxon signed-rank p-values (``agent_swarm.orchestrator.eval_stats``).
 
     flock /work/heavy.lock python bench/bench_hedging.py --episodes 40 --out bench/results/hedging.json.gz
     python bench/bench_hedging.py --report bench/results/hedging.json.gz
@@ -34,13 +34,13 @@ from typing import Any
 
 import anyio
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.eval_stats import paired
-from swarm.backend import Completion, ModelRequest
-from swarm.config import Hedge
-from swarm.messages import ToolMessage
-from swarm.testing import FunctionBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.eval_stats import paired
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import Hedge
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.tools import tool
 
 ARMS: dict[str, Hedge | None] = {
     "off": None,

@@ -1,6 +1,6 @@
 """Scale-out benchmark: rollouts on Ray actors against one process, and a 10,000-wide stage.
 
-Workload (``orchestrator.cluster.sim``): each task asks for the sum of ``width`` products ``a*k``; the
+Workload (``agent_swarm.orchestrator.cluster.sim``): each task asks for the sum of ``width`` products ``a*k``; the
 simulated orchestrator creates a sub-agent type with the typed tool ``add(a: int, b: int)`` and fans the
 products out in one stage; the sub-agent for ``a*k`` calls ``add`` ``k - 1`` times, then reports (``k``
 steps), and the orchestrator answers the sum, which the numeric verifier checks. Every model call sleeps
@@ -41,10 +41,10 @@ from typing import Any
 
 import anyio
 
-from orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
-from orchestrator.cli import tune_gc
-from orchestrator.cluster._ray import process_usage
-from orchestrator.cluster.sim import (
+from agent_swarm.orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
+from agent_swarm.orchestrator.cli import tune_gc
+from agent_swarm.orchestrator.cluster._ray import process_usage
+from agent_swarm.orchestrator.cluster.sim import (
     SimBackend,
     add_tool,
     orchestrator_policy,
@@ -59,7 +59,7 @@ def _ray_init(cpus: int) -> Any:
     """The local Ray users get (``RayCluster``: workers at the driver's priority, results inline)."""
     import ray
 
-    from orchestrator.cluster import RayCluster
+    from agent_swarm.orchestrator.cluster import RayCluster
 
     RayCluster(num_cpus=cpus).connect()
     return ray
@@ -69,7 +69,7 @@ def _ray_init(cpus: int) -> Any:
 
 
 async def _rollout(mode: str, a: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from orchestrator.cluster import RayExecutor
+    from agent_swarm.orchestrator.cluster import RayExecutor
 
     tasks = sim_tasks(a.tasks, width=a.width, max_steps=3, seed=a.seed)
     n = a.tasks * a.k
@@ -111,7 +111,7 @@ async def _rollout(mode: str, a: argparse.Namespace, out: Path) -> dict[str, Any
 
 
 async def _wide(mode: str, latency: float, a: argparse.Namespace) -> dict[str, Any]:
-    from orchestrator.cluster import RayPlacement
+    from agent_swarm.orchestrator.cluster import RayPlacement
 
     width = a.width_wide
     task = sim_tasks(1, width=width, max_steps=5, seed=a.seed)[0]

@@ -48,18 +48,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from orchestrator.backend_factory import build_backends, model_identity  # noqa: E402
-from orchestrator.eval import workload_orchestrator_factory  # noqa: E402
-from orchestrator.rollout.collection import collect_rollouts  # noqa: E402
-from orchestrator.rollout.config import RolloutConfig  # noqa: E402
-from swarm.backend import ModelBackend, ModelRequest, SamplingParams  # noqa: E402
-from swarm.backends.replay_cache import CachedBackend, ReplayCache  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.messages import UserMessage  # noqa: E402
-from swarm.records import Task  # noqa: E402
-from swarm.rl.export import read_jsonl  # noqa: E402
-from swarm.rl.rewards import PARLReward  # noqa: E402
-from workloads import get_workload  # noqa: E402
+from agent_swarm.orchestrator.backend_factory import build_backends, model_identity  # noqa: E402
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory  # noqa: E402
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts  # noqa: E402
+from agent_swarm.orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from agent_swarm.swarm.backend import ModelBackend, ModelRequest, SamplingParams  # noqa: E402
+from agent_swarm.swarm.backends.replay_cache import CachedBackend, ReplayCache  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.messages import UserMessage  # noqa: E402
+from agent_swarm.swarm.records import Task  # noqa: E402
+from agent_swarm.swarm.rl.export import read_jsonl  # noqa: E402
+from agent_swarm.swarm.rl.rewards import PARLReward  # noqa: E402
+from agent_swarm.workloads import get_workload  # noqa: E402
 
 ARMS = ("off", "cold", "warm")
 

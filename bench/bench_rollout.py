@@ -25,16 +25,16 @@ from typing import Any
 
 import anyio
 
-from orchestrator import PARLReward, RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
-from orchestrator.rollout.episodes import EpisodeEntry
-from swarm.backend import Completion, ModelRequest
-from swarm.messages import ToolMessage
-from swarm.records import Task
-from swarm.rl.export import JsonlWriter, read_jsonl
-from swarm.rl.rewards import group_mean_baseline
-from swarm.rl.trajectory import build_trajectory
-from swarm.testing import FunctionBackend, call
-from swarm.verifiers import ColumnRule, score_table
+from agent_swarm.orchestrator import PARLReward, RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.export import JsonlWriter, read_jsonl
+from agent_swarm.swarm.rl.rewards import group_mean_baseline
+from agent_swarm.swarm.rl.trajectory import build_trajectory
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.swarm.verifiers import ColumnRule, score_table
 
 
 def _backends(width: int, latency: float) -> tuple[FunctionBackend, FunctionBackend]:

@@ -44,12 +44,12 @@ from typing import Any, Literal
 
 import anyio
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest, Usage
-from swarm.messages import ToolCall, UserMessage
-from swarm.records import AgentDefinition, EpisodeRecord
-from swarm.tracing import Telemetry
-from tools import Tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, Usage
+from agent_swarm.swarm.messages import ToolCall, UserMessage
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools import Tool
 
 LLM_S = 0.020
 TOOL_S = 0.002
@@ -377,7 +377,7 @@ def _apply_gc(args: argparse.Namespace) -> None:
     if args.gc_threshold:
         gc.set_threshold(*args.gc_threshold)
     if args.cli_gc:
-        from orchestrator.cli import tune_gc
+        from agent_swarm.orchestrator.cli import tune_gc
 
         tune_gc()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import anyio
 
-from swarm.sandbox import SandboxLimits, isolation_available, run_python
+from agent_swarm.swarm.sandbox import SandboxLimits, isolation_available, run_python
 
 CODE = "print(1)"
 

@@ -59,7 +59,7 @@ def _prompts(traces: Path, limit: int) -> list[list[int]]:
 def _server(arm: str, threads: int, ctx: int) -> Any:
     import xllamacpp
 
-    from swarm.backends.local import resolve_model
+    from agent_swarm.swarm.backends.local import resolve_model
 
     p = xllamacpp.CommonParams()
     p.model.path = str(resolve_model(TARGET)[1])

@@ -19,7 +19,7 @@ subprocess, interleaved, repeated (median and minimum kept):
 
 CPU is ``time.process_time`` of the whole process (so the batch exporter's thread counts) and includes
 the final flush, so encoding and writing every span is paid for. Each variant runs under CPython's
-default GC thresholds (a library user) and under the CLI's (``orchestrator.cli.GC_THRESHOLD``, what
+default GC thresholds (a library user) and under the CLI's (``agent_swarm.orchestrator.cli.GC_THRESHOLD``, what
 ``swarm run`` sets); the cyclic GC is the largest amplifier of tracing's cost.
 
 ``--breakdown`` adds single-thread micro-benchmarks of where a traced step's CPU goes (GC off, best
@@ -56,10 +56,10 @@ def _child(variant: str, ns: list[int], stages: int, gc_mode: str, latency: bool
     sys.path.insert(0, str(HERE))
     import bench_runtime  # the runtime benchmark's workload and measurement
 
-    from swarm.tracing import Telemetry
+    from agent_swarm.swarm.tracing import Telemetry
 
     if gc_mode == "cli":
-        from orchestrator.cli import GC_THRESHOLD
+        from agent_swarm.orchestrator.cli import GC_THRESHOLD
 
         gc.set_threshold(*GC_THRESHOLD)
     flush: Callable[[], object] | None = None
@@ -72,14 +72,14 @@ def _child(variant: str, ns: list[int], stages: int, gc_mode: str, latency: bool
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        from orchestrator.cli.telemetry_setup import QUEUE_SIZE, _resource
+        from agent_swarm.orchestrator.cli.telemetry_setup import QUEUE_SIZE, _resource
 
         provider = TracerProvider(resource=_resource({}))
         provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), max_queue_size=QUEUE_SIZE))
         trace.set_tracer_provider(provider)
         flush = provider.force_flush
     elif variant in ("file", "file_all", "sampled_out"):  # the sampler comes from OTEL_TRACES_SAMPLER (set by main)
-        from orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, start_tracing
+        from agent_swarm.orchestrator.cli.telemetry_setup import DEFAULT_TRACED_SUBAGENTS, TracingOptions, start_tracing
 
         per_stage = None if variant == "file_all" else DEFAULT_TRACED_SUBAGENTS
         tracing = start_tracing(
@@ -204,7 +204,7 @@ def _raw_step(raw: Any, chat_attrs: Any, done_attrs: Any, tool_attrs: Any, agent
 
 def _traced_step(t: Any, backend: Any, sampling: Any, completion: Any) -> Callable[[], None]:
     """One average sub-agent step of the benchmark: a chat, 2/3 of a tool call, 1/3 of an agent."""
-    from swarm.tracing import attr
+    from agent_swarm.swarm.tracing import attr
 
     def chat() -> None:
         with t.chat(model="m", backend=backend, sampling=sampling, messages=()) as span:
@@ -239,9 +239,9 @@ def _breakdown(reps: int = 1500) -> dict[str, float]:
     from opentelemetry.trace import SpanKind
     from opentelemetry.util.types import AnyValue
 
-    from orchestrator.cli.telemetry_setup import ENCODE_CHUNK, EpisodeTraceFiles, _resource
-    from swarm.backend import Completion, SamplingParams, Usage
-    from swarm.tracing import Telemetry, attr
+    from agent_swarm.orchestrator.cli.telemetry_setup import ENCODE_CHUNK, EpisodeTraceFiles, _resource
+    from agent_swarm.swarm.backend import Completion, SamplingParams, Usage
+    from agent_swarm.swarm.tracing import Telemetry, attr
 
     resource = _resource({})
     sampling = SamplingParams()

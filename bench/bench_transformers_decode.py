@@ -16,10 +16,10 @@ from pathlib import Path
 
 import anyio
 
-from orchestrator.rl.tiny import build_tiny_model
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.transformers_backend import TransformersBackend
-from swarm.messages import UserMessage
+from agent_swarm.orchestrator.rl.tiny import build_tiny_model
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
+from agent_swarm.swarm.messages import UserMessage
 
 
 async def _run(backend: TransformersBackend, reqs: list[ModelRequest], concurrent: bool) -> tuple[float, int]:

@@ -1,6 +1,6 @@
 """Workload benchmark: the gold scripted policies of every workload, swarm against single agent.
 
-For each workload the same tasks run in both modes through ``orchestrator.eval.run_eval`` with the
+For each workload the same tasks run in both modes through ``agent_swarm.orchestrator.eval.run_eval`` with the
 workload's gold policy (``FunctionBackend`` policies that act on the real tool results). Each model call
 sleeps ``--latency`` seconds so wall time follows the critical path as it would with a model. Reported:
 the workload metric and success in both modes (1.0 validates environment + verifier), mean critical
@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 
-from orchestrator.eval import BackendPair, EvalReport, run_eval
-from swarm.records import Task
-from workloads import Mode, get_workload
+from agent_swarm.orchestrator.eval import BackendPair, EvalReport, run_eval
+from agent_swarm.swarm.records import Task
+from agent_swarm.workloads import Mode, get_workload
 
 # (label, workload, knobs): the first two rows are the settings the workloads' speed-up targets are set on.
 SETTINGS: list[tuple[str, str, dict[str, Any]]] = [

@@ -43,6 +43,10 @@ RESULTS = ROOT / "bench" / "results" / "mutation"
 EQUIVALENT = RESULTS / "equivalent.json"
 SCRATCH = Path(os.environ.get("SWARM_MUTATION_DIR", "/tmp/swarm-mutation"))
 SOURCES = ["swarm", "orchestrator", "subagents", "tools", "workloads"]
+# The scratch copy holds the packages as real folders under agent_swarm/ (the checkout's agent_swarm/ has
+# symlinks, which mutmut neither follows nor copies), so mutmut's mutant names (from file paths) are the
+# module names the tests import: agent_swarm.swarm.dag.x_f__mutmut_1.
+PACKAGE = "agent_swarm"
 CAUGHT = ("killed", "timeout")
 PENDING = ("not checked", "running", "check was interrupted by user", "segfault")
 
@@ -50,17 +54,17 @@ PENDING = ("not checked", "running", "check was interrupted by user", "segfault"
 MODULES: dict[str, tuple[str, list[str], list[str]]] = {
     "dag": (
         "swarm/dag.py",
-        ["swarm.dag.*"],
+        ["agent_swarm.swarm.dag.*"],
         ["tests/core/test_dag.py", "tests/core/test_dag_details.py", "tests/core/test_hedging.py"],
     ),
     "admission": (
         "orchestrator/admission.py",
-        ["orchestrator.admission.*"],
+        ["agent_swarm.orchestrator.admission.*"],
         ["tests/core/test_admission.py", "tests/core/test_protocol.py"],
     ),
     "rewards": (
         "swarm/rl/rewards.py",
-        ["swarm.rl.rewards.*"],
+        ["agent_swarm.swarm.rl.rewards.*"],
         [
             "tests/rewards/test_parl_reward.py",
             "tests/rewards/test_parl_reward_details.py",
@@ -70,7 +74,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
     ),
     "table": (
         "swarm/verifiers/table.py",
-        ["swarm.verifiers.table.*"],
+        ["agent_swarm.swarm.verifiers.table.*"],
         [
             "tests/rewards/test_table_cells.py",
             "tests/rewards/test_table_scorer.py",
@@ -81,7 +85,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
     "starter": (  # the score functions only (the rest is task generation and gold policies)
         "workloads/starter.py",
         [
-            f"workloads.starter.x_{f}__mutmut_*"
+            f"agent_swarm.workloads.starter.x_{f}__mutmut_*"
             for f in (
                 "_numbers",
                 "_key",
@@ -97,12 +101,12 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
                 "score_answer",
             )
         ]
-        + ["workloads.starter.xǁ_Factsǁ*"],
+        + ["agent_swarm.workloads.starter.xǁ_Factsǁ*"],
         ["tests/workloads/test_starter.py", "tests/workloads/test_starter_attacks.py"],
     ),
     "trajectory": (
         "swarm/rl/trajectory.py",
-        ["swarm.rl.trajectory.*"],
+        ["agent_swarm.swarm.rl.trajectory.*"],
         [
             "tests/trajectory/test_trajectory_details.py",
             "tests/trajectory/test_trajectory_model.py",
@@ -126,15 +130,18 @@ def _prepare(name: str, fresh: bool = False) -> Path:
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     for f in files:
-        if (ROOT / f).is_file():
+        if (ROOT / f).is_file() and not (ROOT / f).is_symlink():
             (work / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / f, work / f)
+            if f.split("/")[0] in SOURCES:  # also as a real file of the one package the tests import
+                (work / PACKAGE / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / f, work / PACKAGE / f)
     config = "\n".join(
         [
             "",
             "[tool.mutmut]",
-            f"source_paths = {json.dumps(SOURCES)}",
-            f"only_mutate = {json.dumps([target])}",
+            f"source_paths = {json.dumps([PACKAGE])}",
+            f"only_mutate = {json.dumps([f'{PACKAGE}/{target}'])}",
             f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
             'pytest_add_cli_args = ["-p", "no:randomly", "-p", "no:cacheprovider", "-x", "-q"]',
             "",
@@ -142,7 +149,7 @@ def _prepare(name: str, fresh: bool = False) -> Path:
     )
     with (work / "pyproject.toml").open("a", encoding="utf-8") as out:
         out.write(config)
-    _undecorate(work / target)
+    _undecorate(work / PACKAGE / target)
     return work
 
 
@@ -274,11 +281,13 @@ def _diff_lines(diff: str) -> list[str]:
 def _equivalent(data: dict[str, Any]) -> dict[str, str]:
     """Survivors of ``data`` judged equivalent whose recorded diff is still theirs: mutant -> why."""
     judged = json.loads(EQUIVALENT.read_text(encoding="utf-8")) if EQUIVALENT.exists() else {}
+    # mutant names before the move under agent_swarm (results and judgements written then) match too
+    diffs = {m.removeprefix(f"{PACKAGE}."): (m, d) for m, d in data["survivor_diffs"].items()}
     out = {}
     for mutant, entry in judged.get(data["module"], {}).items():
-        diff = data["survivor_diffs"].get(mutant)
+        name, diff = diffs.get(mutant.removeprefix(f"{PACKAGE}."), (mutant, None))
         if diff is not None and _diff_lines(diff) == entry["diff"]:
-            out[mutant] = entry["why"]
+            out[name] = entry["why"]
     return out
 
 
@@ -361,7 +370,7 @@ def changed(ref: str, minutes: float, children: int) -> int:
     failed = False
     deadline = time.monotonic() + minutes * 60
     for name, (target, patterns, _) in MODULES.items():
-        module = target.removesuffix(".py").replace("/", ".")
+        module = f"{PACKAGE}." + target.removesuffix(".py").replace("/", ".")
         funcs, texts = _changed(target, ref)
         wanted = _matcher(patterns)
         todo = [f"{module}.{f}__mutmut_*" for f in sorted(funcs) if wanted.match(f"{module}.{f}__mutmut_1")]

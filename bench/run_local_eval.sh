@@ -42,7 +42,7 @@ knobs_for() {
   esac
 }
 
-"$PY" -c 'import xllamacpp, swarm.backends.local as m; print("model", m.QWEN_FILE, "sha256", m.QWEN_SHA256, "xllamacpp", getattr(xllamacpp, "__version__", "?"))'
+"$PY" -c 'import xllamacpp, agent_swarm.swarm.backends.local as m; print("model", m.QWEN_FILE, "sha256", m.QWEN_SHA256, "xllamacpp", getattr(xllamacpp, "__version__", "?"))'
 echo "SWARM_LOCAL_CTX=$SWARM_LOCAL_CTX SWARM_LOCAL_THREADS=$SWARM_LOCAL_THREADS"
 echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (dirty tree)')"
 for wl in $WORKLOADS; do

@@ -5,7 +5,7 @@
 
 What runs: ``bench/fault_server.py`` (a separate process, the model) answers every chat request with a
 fresh fan-out policy and injects faults (5 % HTTP 500, 2 % 429, 2 % non-JSON 200 bodies, 2 % malformed
-tool calls, 1 % hangs past the client's timeout). ``swarm rollout`` (the real CLI: ``orchestrator.cli.main``
+tool calls, 1 % hangs past the client's timeout). ``swarm rollout`` (the real CLI: ``agent_swarm.orchestrator.cli.main``
 in a child process, with a probe thread sampling RSS, the allocators' counts and GC passes (see
 ``_MemoryProbe``), open fds, threads and asyncio tasks) collects K episodes per task into one output
 directory; each episode's first stage assigns ``--fanout`` tasks at once. At ``--kills`` random
@@ -126,7 +126,7 @@ def _child(probe_path: str, interval: float, argv: list[str]) -> None:
     if os.environ.get("SWARM_SOAK_PLANT"):
         _plant(os.environ["SWARM_SOAK_PLANT"])
     sys.argv = ["swarm", *argv]
-    from orchestrator.cli import main
+    from agent_swarm.orchestrator.cli import main
 
     main()
 
@@ -143,7 +143,7 @@ def _plant(name: str) -> None:
     the backend treats 429 as fatal. ``leak-task``: every episode leaves a task behind that never ends.
     """
     if name == "drop-on-resume":
-        from orchestrator.rollout import collection
+        from agent_swarm.orchestrator.rollout import collection
 
         pending = collection._Run.pending
 
@@ -153,11 +153,11 @@ def _plant(name: str) -> None:
 
         collection._Run.pending = dropping  # type: ignore[method-assign]
     elif name == "no-retry-429":
-        from swarm.backends import openai_http
+        from agent_swarm.swarm.backends import openai_http
 
         openai_http._RETRY_STATUS = openai_http._RETRY_STATUS - {429}
     elif name == "leak-task":
-        from orchestrator.rollout.executors import EpisodeRunner
+        from agent_swarm.orchestrator.rollout.executors import EpisodeRunner
 
         run = EpisodeRunner.run
 
@@ -428,8 +428,8 @@ def keep(out: Path, dest: Path) -> None:
     import gzip
     import shutil
 
-    from orchestrator.rollout.episodes import EpisodeEntry
-    from swarm.rl.export import iter_jsonl
+    from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry
+    from agent_swarm.swarm.rl.export import iter_jsonl
 
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(out / "report.json", dest / "report.json")
@@ -599,9 +599,9 @@ def _hangs(
 
 
 def _rollout_files(run_dir: Path) -> tuple[list[Any], list[Any], list[Any]]:
-    from orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
-    from swarm.rl.export import read_jsonl
-    from swarm.rl.trajectory import Trajectory
+    from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
+    from agent_swarm.swarm.rl.export import read_jsonl
+    from agent_swarm.swarm.rl.trajectory import Trajectory
 
     entries = read_jsonl(run_dir / "episodes.jsonl", EpisodeEntry)
     fail_path = run_dir / "failures.jsonl"
@@ -632,7 +632,7 @@ def _report(
     kept_checks: list[dict[str, Any]],
     start: float,
 ) -> dict[str, Any]:
-    from orchestrator.rollout.episodes import episode_seed
+    from agent_swarm.orchestrator.rollout.episodes import episode_seed
 
     requests = [json.loads(x) for x in (out / "server.jsonl").read_text().splitlines() if x.strip()]
     reqs = [r for r in requests if "f" in r]

@@ -138,7 +138,7 @@ def _strip_none(o: Any) -> Any:
 
 def _diff(before: dict[str, Any], after: dict[str, Any]) -> list[list[str]]:
     # Self-contained (this side may run without the project installed); same items as
-    # workloads.tau2_batch.db_diff after dropping None fields.
+    # agent_swarm.workloads.tau2_batch.db_diff after dropping None fields.
     def flat(obj: Any, prefix: str, out: dict[str, str]) -> None:
         if isinstance(obj, dict) and obj:
             for k, v in obj.items():
@@ -190,8 +190,8 @@ def tau2_side(domain: str, tasks: list[dict[str, Any]], out: str) -> None:
 
 
 def our_side(domain: str, tasks: list[dict[str, Any]], theirs_path: str) -> None:
-    from swarm.errors import ToolError
-    from workloads.tau2_batch import DOMAINS
+    from agent_swarm.swarm.errors import ToolError
+    from agent_swarm.workloads.tau2_batch import DOMAINS
 
     with open(theirs_path) as f:
         theirs = json.load(f)

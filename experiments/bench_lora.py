@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import anyio
 
-from swarm.backend import ModelRequest, SamplingParams
-from swarm.messages import SystemMessage, UserMessage
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams
+from agent_swarm.swarm.messages import SystemMessage, UserMessage
 
 PROMPT = (
     "You are the orchestrator of a swarm of sub-agents. Split the user's task into independent subtasks and "
@@ -90,7 +90,7 @@ def bench_update(model: Any, lengths: list[int], repeats: int, train_frac: float
     response; the prompt is context only), masked NLL, backward, AdamW on the adapter."""
     import torch
 
-    from swarm.rl.losses import masked_logprobs, ptx_loss
+    from agent_swarm.swarm.rl.losses import masked_logprobs, ptx_loss
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
@@ -157,8 +157,8 @@ def main() -> int:
 
     import torch
 
-    from orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy
-    from swarm.backends.local import LocalBackend, LocalEngine, resolve_model
+    from agent_swarm.orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy
+    from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine, resolve_model
 
     torch.set_num_threads(args.threads)
     name, gguf = resolve_model(args.model)

@@ -15,7 +15,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from orchestrator.eval_raw import RAW_FILE, read_raw
+from agent_swarm.orchestrator.eval_raw import RAW_FILE, read_raw
 
 
 def _tasks(run: Path) -> dict[str, dict[str, object]]:

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import anyio
 
-from swarm.backend import ModelRequest, SamplingParams
-from swarm.messages import UserMessage
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams
+from agent_swarm.swarm.messages import UserMessage
 
 PROMPTS = [
     "Write a Python function that checks whether a string is a palindrome.",
@@ -45,8 +45,8 @@ def main() -> int:
 
     import torch
 
-    from orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy
-    from swarm.backends.local import LocalBackend, LocalEngine, resolve_model
+    from agent_swarm.orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy
+    from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine, resolve_model
 
     torch.set_num_threads(2)
     name, gguf = resolve_model(args.model)

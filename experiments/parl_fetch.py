@@ -42,22 +42,22 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from orchestrator.engine import Orchestrator  # noqa: E402
-from orchestrator.prompts import action_specs  # noqa: E402
-from orchestrator.rl.config import TrainConfig, load_train_config  # noqa: E402
-from orchestrator.rl.environment import Environment  # noqa: E402
-from orchestrator.rl.sequences import sft_example  # noqa: E402
-from orchestrator.rollout.collection import collect_rollouts  # noqa: E402
-from orchestrator.rollout.config import RolloutConfig  # noqa: E402
-from orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory  # noqa: E402
-from swarm.backend import Completion, ModelRequest, ToolSpec  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.errors import BackendError  # noqa: E402
-from swarm.messages import AssistantMessage, Message, ToolCall, UserMessage  # noqa: E402
-from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task  # noqa: E402
-from swarm.rl.export import read_jsonl  # noqa: E402
-from swarm.rl.rewards import PARLReward  # noqa: E402
-from swarm.testing import FunctionBackend  # noqa: E402
+from agent_swarm.orchestrator.engine import Orchestrator  # noqa: E402
+from agent_swarm.orchestrator.prompts import action_specs  # noqa: E402
+from agent_swarm.orchestrator.rl.config import TrainConfig, load_train_config  # noqa: E402
+from agent_swarm.orchestrator.rl.environment import Environment  # noqa: E402
+from agent_swarm.orchestrator.rl.sequences import sft_example  # noqa: E402
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts  # noqa: E402
+from agent_swarm.orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory  # noqa: E402
+from agent_swarm.swarm.backend import Completion, ModelRequest, ToolSpec  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.errors import BackendError  # noqa: E402
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolCall, UserMessage  # noqa: E402
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, Task  # noqa: E402
+from agent_swarm.swarm.rl.export import read_jsonl  # noqa: E402
+from agent_swarm.swarm.rl.rewards import PARLReward  # noqa: E402
+from agent_swarm.swarm.testing import FunctionBackend  # noqa: E402
 
 PARTS = (3, 4, 5)
 AGENT = AgentDefinition(name="w", system_prompt="Fetch the part you are given.")
@@ -240,8 +240,8 @@ def warmstart(seed: int = 0, steps: int = 400, parallel_share: float = 0.25) -> 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from orchestrator.rl.sft import sft_train
-    from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+    from agent_swarm.orchestrator.rl.sft import sft_train
+    from agent_swarm.orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
 
     cfg = load_train_config(write_configs(seed)["parl"])
     assert cfg.policy_model is not None
@@ -282,7 +282,7 @@ def evaluate(policy_dir: Path, *, seeds: tuple[int, ...] = (0, 1, 2), temperatur
     """The policy on the held-out files: K=4 samples per task and seed, at one fixed temperature."""
     import anyio
 
-    from swarm.backends.transformers_backend import TransformersBackend
+    from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
 
     cfg = load_train_config(HERE / VARIANTS["parl"])
     policy = TransformersBackend.from_pretrained(policy_dir, name="orchestrator")
@@ -353,7 +353,7 @@ def _window_mean(rows: list[dict[str, Any]], key: str) -> float:
 def report(window: int = 10) -> str:
     """``parl_fetch.png`` (seed 0's runs), ``parl_fetch_results.md``: training curves' first vs last
     ``window`` steps per seed, and the held-out evaluation of every run with intervals over seeds."""
-    from orchestrator.rl.plots import plot_compare, read_metrics
+    from agent_swarm.orchestrator.rl.plots import plot_compare, read_metrics
 
     seeds = sorted(int(p.name[1:]) for p in RUNS.glob("s*") if p.name[1:].isdigit())
     first = {v: run_dir(seeds[0], v) for v in VARIANTS} if seeds else {}

@@ -12,7 +12,7 @@ CONFIG=${1:-orchestrator_05b.toml}
 SWARM=../.venv/bin/swarm
 PY=../.venv/bin/python
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONPATH="$(cd .. && pwd)"
-RUN=$($PY -c "import sys; sys.path.insert(0, '..'); from pathlib import Path; from orchestrator.rl.config import load_train_config; print(load_train_config(Path('$CONFIG')).run_dir)")
+RUN=$($PY -c "import sys; sys.path.insert(0, '..'); from pathlib import Path; from agent_swarm.orchestrator.rl.config import load_train_config; print(load_train_config(Path('$CONFIG')).run_dir)")
 mkdir -p "$RUN"
 echo "$(date -Is) run dir $RUN, load $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ ! -f "$RUN/sft/policy/adapter_model.safetensors" ]; then

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.adapters import SHIPPED_DIR, AdapterManifest, resolve_orchestrator_adapter
-from swarm.backends.local import LOCAL_MODELS
+from agent_swarm.orchestrator.adapters import SHIPPED_DIR, AdapterManifest, resolve_orchestrator_adapter
+from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
 
 def main() -> int:
@@ -39,8 +39,8 @@ def main() -> int:
     if args.adapter.is_dir():  # a PEFT adapter directory: export without loading the base model
         from safetensors.torch import load_file
 
-        from swarm.backends.local import resolve_model
-        from swarm.backends.lora_gguf import export_lora_gguf
+        from agent_swarm.swarm.backends.local import resolve_model
+        from agent_swarm.swarm.backends.lora_gguf import export_lora_gguf
 
         cfg = json.loads((args.adapter / "adapter_config.json").read_text(encoding="utf-8"))
         tensors = {k: v.float().numpy() for k, v in load_file(args.adapter / "adapter_model.safetensors").items()}

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
-from orchestrator.eval_report import curve, load_runs, render_curve, render_report
+from agent_swarm.orchestrator.eval_report import curve, load_runs, render_curve, render_report
 
 PANELS = (
     ("quality", "quality (mean)"),

@@ -1,5 +1,5 @@
 """``python -m orchestrator`` runs the ``swarm`` CLI."""
 
-from orchestrator.cli import main
+from agent_swarm.orchestrator.cli import main
 
 main()

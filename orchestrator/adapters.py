@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "ADAPTER_CHOICES",
@@ -46,7 +46,9 @@ class AdapterManifest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base_model: str = Field(description="the local model name (swarm.backends.local.LOCAL_MODELS) it was trained on")
+    base_model: str = Field(
+        description="the local model name (agent_swarm.swarm.backends.local.LOCAL_MODELS) it was trained on"
+    )
     base_sha256: str = Field(description="sha256 of that model's GGUF file")
     file: str = "adapter.gguf"
     sha256: str = Field(description="sha256 of the adapter file")
@@ -74,7 +76,7 @@ def shipped_adapter(model: str, root: Path = SHIPPED_DIR) -> AdapterManifest | N
 
 
 def _checked(manifest: AdapterManifest, root: Path) -> OrchestratorAdapter:
-    from swarm.backends.local.catalogue import LOCAL_MODELS, file_sha256
+    from agent_swarm.swarm.backends.local.catalogue import LOCAL_MODELS, file_sha256
 
     base = LOCAL_MODELS.get(manifest.base_model)
     if base is None or base.sha256 != manifest.base_sha256:

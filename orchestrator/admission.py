@@ -9,7 +9,7 @@ cannot take a step.
 
 Where the intent is unambiguous a call is corrected and the model told so (:func:`resolve_agent`).
 Tactics for weak models (refusing a finished task assigned again, copies within a turn, a whole list
-given to one sub-agent) are the coach's (:mod:`orchestrator.coach`), which reviews a turn's calls
+given to one sub-agent) are the coach's (:mod:`agent_swarm.orchestrator.coach`), which reviews a turn's calls
 before they reach admission.
 """
 
@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
-from swarm.records import AgentDefinition
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import AgentDefinition
 
 __all__ = [
     "ASSIGN",

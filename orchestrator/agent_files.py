@@ -13,11 +13,11 @@ A Markdown file holds YAML front matter and the system prompt as its body::
 
 A ``.yaml``/``.yml`` file holds the same keys with the prompt under ``system_prompt`` (or a file
 named by ``system_prompt_path``, relative to the YAML file); kimi-cli's ``agent:`` wrapper is
-accepted. Each file is one :class:`~swarm.records.AgentDefinition`, offered to the orchestrator as a
-ready sub-agent type (:class:`~orchestrator.engine.Orchestrator` ``agents=``).
+accepted. Each file is one :class:`~agent_swarm.swarm.records.AgentDefinition`, offered to the orchestrator as a
+ready sub-agent type (:class:`~agent_swarm.orchestrator.engine.Orchestrator` ``agents=``).
 
 Nothing is silently ignored: a file without a name or prompt, an unknown key, a duplicate name or
-unreadable YAML raises :class:`~swarm.errors.ConfigError` naming the file and what to fix.
+unreadable YAML raises :class:`~agent_swarm.swarm.errors.ConfigError` naming the file and what to fix.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from swarm.errors import ConfigError
-from swarm.records import AgentDefinition
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import AgentDefinition
 
 __all__ = ["AGENT_FILE_KEYS", "DEFAULT_AGENTS_DIR", "AgentFile", "load_agent_file", "load_agents"]
 

@@ -13,9 +13,9 @@ Kinds (``--backend`` / ``--subagent-backend``):
 
 Every option can come from the ``[backend]`` table of the config file (same names, with
 ``subagent_backend`` / ``subagent_model`` / ``subagent_base_url``). Each kind takes its own options,
-typed and checked once (:mod:`orchestrator.backend_options`: a key the kind does not take, or a bad
+typed and checked once (:mod:`agent_swarm.orchestrator.backend_options`: a key the kind does not take, or a bad
 value, is one clear error); an option not given comes from its environment variable, read in
-:mod:`orchestrator.environment` only: ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY`` (else
+:mod:`agent_swarm.orchestrator.environment` only: ``SWARM_SUBAGENT_BASE_URL``, ``SWARM_API_KEY`` (else
 ``OPENAI_API_KEY``), ``SWARM_TIMEOUT``, ``SWARM_LOCAL_SLOTS``, ``SWARM_LOCAL_CTX``, ``SWARM_LOCAL_THREADS``.
 ``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``, ``SWARM_SUBAGENT_BACKEND`` and
 ``SWARM_SUBAGENT_MODEL`` are read by the CLI. Explicit arguments win over the environment.
@@ -23,7 +23,7 @@ value, is one clear error); an option not given comes from its environment varia
 When the sub-agents ask for the same kind, model and URL as the orchestrator, one backend (one
 engine) serves both, so a local model is loaded once and its slots batch every agent. A ``local``
 orchestrator runs with a trained LoRA adapter when ``orchestrator_adapter`` (``--orchestrator-adapter``)
-names one or a shipped adapter is the default for its model (:mod:`orchestrator.adapters`): the
+names one or a shipped adapter is the default for its model (:mod:`agent_swarm.orchestrator.adapters`): the
 engine then loads it once, the orchestrator's requests apply it and the sub-agents' do not.
 """
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
-from orchestrator.backend_options import (
+from agent_swarm.orchestrator.adapters import OrchestratorAdapter, resolve_orchestrator_adapter
+from agent_swarm.orchestrator.backend_options import (
     BackendHints,
     BackendOptions,
     HTTPOptions,
@@ -49,13 +49,13 @@ from orchestrator.backend_options import (
     resolve_options,
     unknown_option,
 )
-from orchestrator.environment import Environment, environment
-from swarm.backend import ModelBackend
-from swarm.errors import ConfigError, UnknownNameError
-from swarm.registry import Registry
+from agent_swarm.orchestrator.environment import Environment, environment
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.registry import Registry
 
 if TYPE_CHECKING:
-    from orchestrator.demo import Demo
+    from agent_swarm.orchestrator.demo import Demo
 
 __all__ = [
     "BACKENDS",
@@ -79,7 +79,7 @@ BACKEND_TABLE_KEYS = frozenset(
     for key in options.model_fields
 ) | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
 """The keys a config file's ``[backend]`` table may hold (which kind takes which:
-:mod:`orchestrator.backend_options`)."""
+:mod:`agent_swarm.orchestrator.backend_options`)."""
 
 
 def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
@@ -98,7 +98,7 @@ def _local_with_adapter(
 ) -> tuple[ModelBackend, ModelBackend]:
     """(orchestrator applying ``adapter``, sub-agents on the base model): one engine, whose slots
     are the sub-agents' plus ``max(1, slots // 8)`` reserved for the orchestrator's requests."""
-    from swarm.backends.local import LocalBackend, LocalEngine
+    from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine
 
     slots = _local_slots(options, hints)
     orch_slots = max(1, slots // 8)
@@ -190,7 +190,7 @@ def check_local_model(model: str | None) -> None:
     is assembled or loaded, so a bad ``--model`` fails before any episode starts."""
     if model is None:
         return
-    from swarm.backends.local import LOCAL_MODELS, model_available
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS, model_available
 
     if model in LOCAL_MODELS:
         if not model_available(model):
@@ -215,7 +215,7 @@ def check_local_model(model: str | None) -> None:
 def _build_local(model: str | None, base_url: str | None, options: LocalOptions, hints: BackendHints) -> ModelBackend:
     _local_takes_no_url(base_url)
     check_local_model(model)
-    from swarm.backends.local import LocalBackend
+    from agent_swarm.swarm.backends.local import LocalBackend
 
     return LocalBackend(
         model,
@@ -233,7 +233,7 @@ def _build_local(model: str | None, base_url: str | None, options: LocalOptions,
 
 
 def _build_http(kind: str, model: str | None, base_url: str, options: HTTPOptions) -> ModelBackend:
-    from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
+    from agent_swarm.swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
 
     burst, rate = options.launch_burst, options.launch_rate
     return OpenAIBackend(
@@ -269,7 +269,7 @@ def _build_vllm(
         raise ConfigError(
             "--backend vllm needs --base-url of a running `vllm serve`, or --model DIR to run vLLM in-process"
         )
-    from swarm.backends.vllm_engine import VLLMEngineBackend
+    from agent_swarm.swarm.backends.vllm_engine import VLLMEngineBackend
 
     return VLLMEngineBackend(model)
 
@@ -281,14 +281,14 @@ def _build_transformers(
     if not model:
         raise ConfigError("--backend transformers needs --model DIR (a local transformers model directory)")
     try:
-        from swarm.backends.transformers_backend import TransformersBackend
+        from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise ConfigError(f"the transformers backend is unavailable ({exc}); pip install 'agent-swarm[rl]'") from None
     return TransformersBackend.from_pretrained(model, device=options.device, dtype=options.dtype)
 
 
 def _scripted_demo(model: str | None) -> Demo:
-    from orchestrator.demo import DEMO_TASKS, demo
+    from agent_swarm.orchestrator.demo import DEMO_TASKS, demo
 
     name = model or "capitals"
     if name not in DEMO_TASKS:
@@ -409,13 +409,13 @@ def build_backends(
 ) -> tuple[ModelBackend, ModelBackend | None]:
     """(orchestrator backend, sub-agent backend or ``None`` = the same one).
 
-    ``options`` are checked against the kinds in use (:mod:`orchestrator.backend_options`: each kind's
+    ``options`` are checked against the kinds in use (:mod:`agent_swarm.orchestrator.backend_options`: each kind's
     keys, types and ranges; :func:`plan_backends`) and go to the backends whose kind takes them; unset
     ones come from the environment. Every kind: ``subagent_base_url``, ``subagent_cache`` (a directory:
     the sub-agents' backend answers repeated deterministic calls from the replay cache there, keyed by
-    what pins the sub-agents' weights, :func:`model_identity`; see :mod:`swarm.backends.replay_cache`)
+    what pins the sub-agents' weights, :func:`model_identity`; see :mod:`agent_swarm.swarm.backends.replay_cache`)
     and ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
-    path; see :mod:`orchestrator.adapters`). ``fanout`` (the widest stage: the local engine's slots when
+    path; see :mod:`agent_swarm.orchestrator.adapters`). ``fanout`` (the widest stage: the local engine's slots when
     ``slots`` is not set) and ``progress`` (a callback; the CLI draws a bar on a terminal) are hints a
     kind without a use for them ignores.
     """
@@ -456,7 +456,7 @@ def _orchestrator_adapter(kind: str, model: str | None, choice: str | None) -> O
             )
         return None
     check_local_model(model)
-    from swarm.backends.local import planned_model_name
+    from agent_swarm.swarm.backends.local import planned_model_name
 
     name = planned_model_name(model)
     return resolve_orchestrator_adapter(choice, name) if name else None
@@ -471,14 +471,14 @@ def model_identity(kind: str, model: str | None, base_url: str | None = None) ->
     cache's namespace or directory.
     """
     if kind == "local":
-        from swarm.backends.local import LOCAL_MODELS, planned_model_name
+        from agent_swarm.swarm.backends.local import LOCAL_MODELS, planned_model_name
 
         name = planned_model_name(model)
         if name in LOCAL_MODELS:  # pinned by hash, or shipped whole in a pinned package version
             entry = LOCAL_MODELS[name]
             return f"sha256:{entry.sha256}" if entry.sha256 else f"package:{entry.install}"
         if model and model.endswith(".gguf") and os.path.isfile(model):
-            from swarm.backends.local.catalogue import file_sha256
+            from agent_swarm.swarm.backends.local.catalogue import file_sha256
 
             return f"sha256:{file_sha256(Path(model))}"
         raise ConfigError(
@@ -496,8 +496,8 @@ def with_subagent_cache(
     namespace: str = "",
 ) -> ModelBackend:
     """The sub-agents' backend answering repeated deterministic calls from the replay cache in
-    ``directory`` (:mod:`swarm.backends.replay_cache`); the orchestrator's backend is never cached.
+    ``directory`` (:mod:`agent_swarm.swarm.backends.replay_cache`); the orchestrator's backend is never cached.
     ``subagent`` ``None`` means the sub-agents share the orchestrator's backend (one engine)."""
-    from swarm.backends.replay_cache import CachedBackend, ReplayCache
+    from agent_swarm.swarm.backends.replay_cache import CachedBackend, ReplayCache
 
     return CachedBackend(subagent or orchestrator, ReplayCache(directory), model_id=model_id, namespace=namespace)

@@ -1,10 +1,10 @@
 """The options each backend kind takes, typed, and resolved once with their environment fallbacks.
 
-A ``[backend]`` table or :func:`~orchestrator.backend_factory.build_backends`' keyword options are
+A ``[backend]`` table or :func:`~agent_swarm.orchestrator.backend_factory.build_backends`' keyword options are
 checked against the model of the kind that uses them (``extra="forbid"``): a key the kind does not take,
-or a bad value, fails with one :class:`~swarm.errors.ConfigError` line naming the key, the value, the
+or a bad value, fails with one :class:`~agent_swarm.swarm.errors.ConfigError` line naming the key, the value, the
 kind and what it takes. An option neither given nor set in ``[backend]`` comes from its environment
-variable (:data:`orchestrator.environment.BACKEND_OPTION_VARIABLES`), validated the same way.
+variable (:data:`agent_swarm.orchestrator.environment.BACKEND_OPTION_VARIABLES`), validated the same way.
 
 =========================  ====================================================================
 ``local``                  :class:`LocalOptions`: ``slots``, ``ctx``, ``threads``,
@@ -43,9 +43,9 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.environment import Environment
-from swarm.backends.openai_http import Flavour
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.environment import Environment
+from agent_swarm.swarm.backends.openai_http import Flavour
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "BackendHints",
@@ -130,7 +130,7 @@ class ScriptedOptions(BackendOptions):
 
 
 class SharedOptions(BackendOptions):
-    """What :func:`~orchestrator.backend_factory.build_backends` itself takes, whatever the kind."""
+    """What :func:`~agent_swarm.orchestrator.backend_factory.build_backends` itself takes, whatever the kind."""
 
     subagent_base_url: str | None = Field(None, description="the sub-agents' server; unset: the orchestrator's")
     subagent_cache: Path | None = Field(None, description="a directory: the sub-agents' replay cache")

@@ -20,7 +20,7 @@ points, as it does the critical-step ledger:
   rest of its share refunded.
 
 A running sub-agent spends from its :class:`Share` after each model call; when the share cannot cover
-another step it ends ``budget_exhausted`` with its partial report (``subagents.loop``). Turns become
+another step it ends ``budget_exhausted`` with its partial report (``agent_swarm.subagents.loop``). Turns become
 its step cap; wall time, a deadline on the episode clock that also ends it ``budget_exhausted``
 (apart from its own ``subagent_timeout_s``, which ends it ``timeout``). With no budget set there is
 no ledger at all: nothing is checked and nothing costs.
@@ -37,12 +37,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.admission import Assignment
-from swarm.backend import Usage
-from swarm.config import Budgets, Price, SwarmConfig
-from swarm.errors import ConfigError, ErrorType
-from swarm.messages import Message
-from swarm.records import BudgetLine, SubagentResult
+from agent_swarm.orchestrator.admission import Assignment
+from agent_swarm.swarm.backend import Usage
+from agent_swarm.swarm.config import Budgets, Price, SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.messages import Message
+from agent_swarm.swarm.records import BudgetLine, SubagentResult
 
 __all__ = [
     "BudgetLedger",
@@ -390,7 +390,7 @@ _FLAG_KEYS = {
 
 
 def budget_overrides(flags: Sequence[str] | None) -> dict[str, Any]:
-    """``--budget KEY=VALUE`` flags as :class:`~swarm.config.SwarmConfig` overrides: ``tokens``,
+    """``--budget KEY=VALUE`` flags as :class:`~agent_swarm.swarm.config.SwarmConfig` overrides: ``tokens``,
     ``input_tokens``, ``cached_tokens``, ``output_tokens``, ``turns``, ``wall_s``, ``cost`` (into
     ``budgets``, merged with the config file's) and ``subagents`` (``max_subagents_per_episode``).
     Empty without flags; values are checked where the config is validated."""

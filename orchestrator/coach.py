@@ -1,6 +1,6 @@
 """Coaching: the tactics a model needs beside the protocol, as one object with hooks the engine calls.
 
-The engine (:mod:`orchestrator.engine`) runs the protocol — turns, stages, admission, budgets — for the
+The engine (:mod:`agent_swarm.orchestrator.engine`) runs the protocol — turns, stages, admission, budgets — for the
 swarm arm (an orchestrator with sub-agents) and the single arm (``SwarmConfig.subagents = False``)
 alike. At four fixed points it asks its :class:`Coach`:
 
@@ -13,7 +13,7 @@ alike. At four fixed points it asks its :class:`Coach`:
 - :meth:`Coach.after_stage` — what the model is shown for each call (a repeated failure or a repeat
   of a call that already returned says so), and the verdict: everything was already done, or the
   model is stuck repeating itself;
-- :attr:`Coach.subagents` — the :class:`~subagents.coach.StepCoach` of its sub-agents.
+- :attr:`Coach.subagents` — the :class:`~agent_swarm.subagents.coach.StepCoach` of its sub-agents.
 
 Its state lives in one :class:`CoachState` per episode (:meth:`Coach.start`). :class:`NoCoach` (capable
 models) keeps only the guards every model gets: the last-turn notice, repeat and stuck detection, no
@@ -30,13 +30,20 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.admission import ASSIGN, CREATE, resolve_agent
-from subagents.coach import NoStepCoach, Refusal, SmallModelStepCoach, StepCoach, ToolChoice, hold_after_first
-from subagents.turns import call_signature, repeat_notice
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
-from swarm.records import AgentDefinition, EpisodeStatus
-from swarm.registry import Registry
+from agent_swarm.orchestrator.admission import ASSIGN, CREATE, resolve_agent
+from agent_swarm.subagents.coach import (
+    NoStepCoach,
+    Refusal,
+    SmallModelStepCoach,
+    StepCoach,
+    ToolChoice,
+    hold_after_first,
+)
+from agent_swarm.subagents.turns import call_signature, repeat_notice
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import AgentDefinition, EpisodeStatus
+from agent_swarm.swarm.registry import Registry
 
 __all__ = [
     "COACHES",
@@ -329,7 +336,7 @@ class SmallModelCoach(NoCoach):
       answers. Only where sub-agents get tools it lacks does it delegate. (The 1.5B handed 40 % of
       one-fact controls to a sub-agent, and re-assigned the same look-up when a review refused it.)
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
-      call per turn (:class:`~subagents.coach.SmallModelStepCoach`).
+      call per turn (:class:`~agent_swarm.subagents.coach.SmallModelStepCoach`).
     """
 
     name = "small"

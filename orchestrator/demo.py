@@ -3,7 +3,7 @@
 It shows the runtime working before any model is installed: a wide fan-out of sub-agents that use a
 real tool, one sub-agent that fails (its model keeps emitting broken tool-call JSON), and an episode
 that runs out of critical-step budget and is forced to answer. The policies are ordinary
-:class:`~swarm.function_backend.FunctionBackend` functions of the request, so they react to what the
+:class:`~agent_swarm.swarm.function_backend.FunctionBackend` functions of the request, so they react to what the
 runtime actually returns; nothing in the episode record is pre-baked.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ToolError, UnknownNameError
-from swarm.function_backend import FunctionBackend, call, malformed
-from swarm.messages import ToolMessage, UserMessage
-from swarm.records import Task
-from tools.registry import Tool
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ToolError, UnknownNameError
+from agent_swarm.swarm.function_backend import FunctionBackend, call, malformed
+from agent_swarm.swarm.messages import ToolMessage, UserMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.tools.registry import Tool
 
 __all__ = ["DEMO_TASKS", "Demo", "demo", "demo_names"]
 

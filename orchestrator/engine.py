@@ -20,22 +20,30 @@ from typing import Any
 import anyio
 from opentelemetry.trace import TracerProvider
 
-from orchestrator.admission import ASSIGN, CREATE, Assignment, admit
-from orchestrator.budgets import BudgetLedger, Share, budget_attributes, new_ledger
-from orchestrator.coach import CallOutcome, CoachState, Ending, ReviewView, TurnAdvice, TurnView, coach_for
-from orchestrator.hedging import run_hedged
-from orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
-from orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
-from orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
-from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
-from subagents.turns import call_model, retry_malformed, run_tool_calls
-from swarm._aio import running_loop
-from swarm.backend import Completion, ModelBackend, ModelRequest, ToolSpec, Usage, context_window, parallel_slots
-from swarm.backends.toolparse import clean_answer
-from swarm.config import SwarmConfig
-from swarm.context import EXHAUSTED_NOTICE, fit_context, prompt_limit
-from swarm.dag import dag_stats
-from swarm.errors import (
+from agent_swarm.orchestrator.admission import ASSIGN, CREATE, Assignment, admit
+from agent_swarm.orchestrator.budgets import BudgetLedger, Share, budget_attributes, new_ledger
+from agent_swarm.orchestrator.coach import CallOutcome, CoachState, Ending, ReviewView, TurnAdvice, TurnView, coach_for
+from agent_swarm.orchestrator.hedging import run_hedged
+from agent_swarm.orchestrator.placement import PlacedRun, StageBatch, SubagentPlacement
+from agent_swarm.orchestrator.prompts import WORKER, action_specs, format_subagent_result, profile_for
+from agent_swarm.orchestrator.tasks import LARGE_TASK_CHARS, large_task_warning
+from agent_swarm.subagents.loop import SubagentRun, SubagentRuntime, run_subagents
+from agent_swarm.subagents.turns import call_model, retry_malformed, run_tool_calls
+from agent_swarm.swarm._aio import running_loop
+from agent_swarm.swarm.backend import (
+    Completion,
+    ModelBackend,
+    ModelRequest,
+    ToolSpec,
+    Usage,
+    context_window,
+    parallel_slots,
+)
+from agent_swarm.swarm.backends.toolparse import clean_answer
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.context import EXHAUSTED_NOTICE, fit_context, prompt_limit
+from agent_swarm.swarm.dag import dag_stats
+from agent_swarm.swarm.errors import (
     BackendRefusedError,
     ConfigError,
     ErrorType,
@@ -44,7 +52,7 @@ from swarm.errors import (
     UnknownNameError,
     UserError,
 )
-from swarm.events import (
+from agent_swarm.swarm.events import (
     ActionResolved,
     EpisodeFinished,
     EpisodeStarted,
@@ -57,10 +65,10 @@ from swarm.events import (
     TurnFinished,
     observing,
 )
-from swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter
-from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.monitors import declared_parts, episode_monitors, monitor_attributes
-from swarm.records import (
+from agent_swarm.swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter
+from agent_swarm.swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.monitors import declared_parts, episode_monitors, monitor_attributes
+from agent_swarm.swarm.records import (
     AgentDefinition,
     AgentStatus,
     ContextCut,
@@ -75,9 +83,9 @@ from swarm.records import (
     Task,
     ToolResult,
 )
-from swarm.rl.rewards import RewardFn
-from swarm.tracing import Telemetry, attr
-from tools.registry import Tool, ToolContext, ToolRegistry, Toolset
+from agent_swarm.swarm.rl.rewards import RewardFn
+from agent_swarm.swarm.tracing import Telemetry, attr
+from agent_swarm.tools.registry import Tool, ToolContext, ToolRegistry, Toolset
 
 __all__ = ["Orchestrator", "RewardFn"]
 
@@ -133,7 +141,7 @@ class _EpisodeState:
     messages: list[Message]
     agents: dict[str, AgentDefinition]
     max_critical: int
-    subagent_limit: ConcurrencyLimit  # the sub-agent cap this episode shares (swarm.limits)
+    subagent_limit: ConcurrencyLimit  # the sub-agent cap this episode shares (agent_swarm.swarm.limits)
     turns: list[OrchestratorTurn] = field(default_factory=list)
     stages: list[StageRecord] = field(default_factory=list)
     critical_used: int = 0
@@ -151,7 +159,9 @@ class _EpisodeState:
     coaching: CoachState = field(default_factory=CoachState)  # the coach's memory of this episode
     budget: BudgetLedger | None = None  # the tree-wide budgets and breadth cap, when any is set
     refused: str | None = None  # a sub-agent's endpoint refused service (401/403/quota): why
-    context_cuts: list[ContextCut] = field(default_factory=list)  # messages shortened to fit (swarm.context)
+    context_cuts: list[ContextCut] = field(
+        default_factory=list
+    )  # messages shortened to fit (agent_swarm.swarm.context)
     context_cut: bool = False  # the next turn's prompt is a shortened (re-rendered) conversation
 
     def clock(self) -> float:
@@ -206,7 +216,7 @@ class Orchestrator:
     a ``model``, on ``subagent_backends[model]``. ``agents`` predefines sub-agent types the
     orchestrator can assign tasks to without creating them. ``observers`` receive progress events.
     ``placement`` runs the sub-agents of stages it takes (very wide ones) elsewhere, e.g. on Ray
-    actors (:class:`orchestrator.cluster.RayPlacement`); admission, budgets and records are the same.
+    actors (:class:`agent_swarm.orchestrator.cluster.RayPlacement`); admission, budgets and records are the same.
     """
 
     def __init__(
@@ -321,7 +331,7 @@ class Orchestrator:
         """Run one episode to an ending and return its record.
 
         ``subagent_limit``: the sub-agent cap (``max_concurrency``) this episode shares with every
-        other episode given the same object (:class:`swarm.limits.CapacityLimit`; a rollout's and an
+        other episode given the same object (:class:`agent_swarm.swarm.limits.CapacityLimit`; a rollout's and an
         eval's concurrent episodes share their runner's); ``None``: this orchestrator's own, shared
         only by its own concurrent runs.
 
@@ -337,7 +347,7 @@ class Orchestrator:
         st = self._new_episode(task, episode_id or uuid.uuid4().hex[:16], subagent_limit)
         eid = st.episode_id
         self._emit_lazy(lambda: EpisodeStarted(episode_id=eid, task=task.prompt, parts=declared_parts(task)))
-        # Backends announce endpoint waits and refusals to the observers installed here (swarm.events).
+        # Backends announce endpoint waits and refusals to the observers installed here (agent_swarm.swarm.events).
         with (
             observing(self.observers),
             self.telemetry.episode(episode_id=eid, model=self.backend.model, task_id=task.id) as span,
@@ -414,7 +424,8 @@ class Orchestrator:
 
     def run_sync(self, task: Task | str, *, episode_id: str | None = None) -> EpisodeRecord:
         """Blocking convenience for scripts: runs :meth:`run` in a fresh event loop. Inside a running
-        loop (Jupyter, an async function) it raises :class:`~swarm.errors.UserError`: ``await orch.run(task)``."""
+        loop (Jupyter, an async function) it raises :class:`~agent_swarm.swarm.errors.UserError`:
+        ``await orch.run(task)``."""
         if running_loop() is not None:
             raise UserError(
                 "run_sync cannot start an event loop inside a running one (Jupyter, an async function); "
@@ -482,7 +493,7 @@ class Orchestrator:
         return self.config.context_tokens or context_window(self.backend)
 
     async def _fit_context(self, st: _EpisodeState, advice: TurnAdvice) -> TurnAdvice:
-        """Fit the next turn's prompt to the context (:mod:`swarm.context`): old tool results and
+        """Fit the next turn's prompt to the context (:mod:`agent_swarm.swarm.context`): old tool results and
         reports shortened and recorded; when that is not enough, this turn is the last (tools
         withdrawn, ``context_exhausted``); when not even that fits, the episode ends without it."""
         window = self.context_tokens
@@ -664,7 +675,7 @@ class Orchestrator:
     def _admit(self, st: _EpisodeState, calls: tuple[ToolCall, ...]) -> _StagePlan:
         """Classify the turn's calls before anything runs: new sub-agent types are created, every
         ``assign_task`` is admitted as a run (its step cap from the remaining critical budget) or
-        refused, and the rest are direct tool calls (:func:`orchestrator.admission.admit`)."""
+        refused, and the rest are direct tool calls (:func:`agent_swarm.orchestrator.admission.admit`)."""
         cfg = self.config
         index = len(st.stages)
         plan = _StagePlan(index=index, calls=calls)
@@ -842,7 +853,7 @@ class Orchestrator:
             self._emit_action(len(st.stages), r)
 
     def _emit_action(self, stage: int, r: ToolResult) -> None:
-        """Tell observers how a non-sub-agent action ended (see :class:`~swarm.events.ActionResolved`)."""
+        """Tell observers how a non-sub-agent action ended (see :class:`~agent_swarm.swarm.events.ActionResolved`)."""
         if not self.observers:
             return
         target: object = ""
@@ -925,7 +936,7 @@ class Orchestrator:
         c = outcome.completion
         index = len(st.stages)
         # The step ends with its generation: its direct tool calls ran beside the stage's sub-agents
-        # and carry their own times (the DAG counts them as a parallel branch, see swarm.dag).
+        # and carry their own times (the DAG counts them as a parallel branch, see agent_swarm.swarm.dag).
         step = StepRecord(
             agent_id=ORCHESTRATOR_ID,
             index=index,
@@ -939,7 +950,7 @@ class Orchestrator:
             error=outcome.error or (f"malformed output: {c.parse_error}" if c and c.parse_error else None),
             timings=c.timings if c else None,
         )
-        # The stage waited for every sub-agent but the stragglers hedging cut (orchestrator.hedging).
+        # The stage waited for every sub-agent but the stragglers hedging cut (agent_swarm.orchestrator.hedging).
         sub_max = max((r.steps for r in subs if r.error_type != ErrorType.HEDGED), default=0)
         st.charge(sub_max)
         if st.budget is not None:

@@ -2,13 +2,13 @@
 
 :func:`environment` reads the process environment when called (tests and commands that change it see
 the change); each value is parsed when it is used, so a malformed variable fails the command that
-needs it, with a :class:`~swarm.errors.ConfigError` naming the variable, and no other.
+needs it, with a :class:`~agent_swarm.swarm.errors.ConfigError` naming the variable, and no other.
 
 The variables that stand in for a flag (``SWARM_BACKEND``, ``SWARM_MODEL``, ``SWARM_BASE_URL``,
 ``SWARM_SUBAGENT_BACKEND``, ``SWARM_SUBAGENT_MODEL``, ``SWARM_ORCHESTRATOR_ADAPTER``) are declared on
 their options (:data:`FLAG_VARIABLES`; the flag wins, as typer resolves them). The kernel's own
 (``SWARM_CACHE_DIR``, ``SWARM_SANDBOX*``) are read in :mod:`swarm`, which cannot import this layer;
-the verl integration's in :mod:`orchestrator.rl`.
+the verl integration's in :mod:`agent_swarm.orchestrator.rl`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["BACKEND_OPTION_VARIABLES", "FLAG_VARIABLES", "VARIABLES", "Environment", "environment"]
 

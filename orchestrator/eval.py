@@ -7,14 +7,14 @@ by the workload. A run whose budgets are below what the workload's gold policy n
 anything runs (:func:`check_budgets`).
 
 Everything is saved under ``<out>/<run-id>/``: ``manifest.json`` and ``episodes.jsonl.gz`` (the raw
-per-episode data, :mod:`orchestrator.eval_raw`; reports are regenerated from them by
-:mod:`orchestrator.eval_report`), ``report.json`` (the :class:`EvalReport` summary), ``tasks.jsonl``
+per-episode data, :mod:`agent_swarm.orchestrator.eval_raw`; reports are regenerated from them by
+:mod:`agent_swarm.orchestrator.eval_report`), ``report.json`` (the :class:`EvalReport` summary), ``tasks.jsonl``
 (a task file ``swarm run``/``swarm rollout`` can read back) and ``episodes/<arm>/<episode-id>/``
 (the record and, from the CLI, its trace). A run resumes (``resume=True``): the episodes already in
 the raw file are skipped, provided the run's settings match.
 
 :func:`workload_orchestrator_factory` is the hook for rollout collection and training: an
-:data:`~orchestrator.rollout.episodes.EpisodeFactory` that builds each job's orchestrator in its task's own
+:data:`~agent_swarm.orchestrator.rollout.episodes.EpisodeFactory` that builds each job's orchestrator in its task's own
 environment (from the task's metadata) and scores it with the workload (the PARL terms on top).
 """
 
@@ -35,8 +35,8 @@ from typing import Any, Literal, get_args
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.engine import Orchestrator, RewardFn
-from orchestrator.eval_raw import (
+from agent_swarm.orchestrator.engine import Orchestrator, RewardFn
+from agent_swarm.orchestrator.eval_raw import (
     RAW_FILE,
     Provenance,
     RawEpisode,
@@ -50,17 +50,17 @@ from orchestrator.eval_raw import (
     write_manifest,
     write_raw,
 )
-from orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob
-from orchestrator.store import episode_dir, write_episode
-from swarm.backend import ModelBackend
-from swarm.backends.replay_cache import cache_counts, episode_cache_stats, sum_counts, with_cache_stats
-from swarm.config import SwarmConfig, apply_overrides
-from swarm.errors import ConfigError
-from swarm.events import EpisodeFinished, Event, Observer
-from swarm.limits import CapacityLimit
-from swarm.records import EpisodeRecord, Task
-from swarm.tracing import Telemetry
-from workloads import Episode, Mode, Workload, episode_for, finish_rate
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob
+from agent_swarm.orchestrator.store import episode_dir, write_episode
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.backends.replay_cache import cache_counts, episode_cache_stats, sum_counts, with_cache_stats
+from agent_swarm.swarm.config import SwarmConfig, apply_overrides
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.events import EpisodeFinished, Event, Observer
+from agent_swarm.swarm.limits import CapacityLimit
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.workloads import Episode, Mode, Workload, episode_for, finish_rate
 
 __all__ = [
     "ARMS",
@@ -177,7 +177,7 @@ def arm_config(
 
 
 class EpisodeRow(BaseModel):
-    """One episode of the evaluation (the summary view of a :class:`~orchestrator.eval_raw.RawEpisode`)."""
+    """One episode of the evaluation (the summary view of a :class:`~agent_swarm.orchestrator.eval_raw.RawEpisode`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -927,8 +927,8 @@ def workload_orchestrator_factory(
     mode: Mode = "swarm",
     overrides: Mapping[str, Any] | None = None,
 ) -> EpisodeFactory:
-    """An :data:`~orchestrator.rollout.episodes.EpisodeFactory` for
-    :func:`~orchestrator.rollout.collection.collect_rollouts` over workload tasks: each job gets its task's
+    """An :data:`~agent_swarm.orchestrator.rollout.episodes.EpisodeFactory` for
+    :func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts` over workload tasks: each job gets its task's
     fresh environment, tools and agents
     (:meth:`Workload.episode`), and its reward's ``r_perf`` is the workload's score (the PARL terms and
     λs from the run's reward, :meth:`Episode.reward_with`).

@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm import __version__
-from swarm.errors import ConfigError
+from agent_swarm.swarm import __version__
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "MANIFEST_FILE",

@@ -1,14 +1,14 @@
 """Markdown reports regenerated from the raw files of ``swarm eval`` runs, and nothing else.
 
-``swarm eval --report DIR [DIR ...]`` (or ``python -m orchestrator.eval_report DIR ...``) reads each
-run's ``manifest.json`` and ``episodes.jsonl.gz`` (:mod:`orchestrator.eval_raw`; a directory holding
+``swarm eval --report DIR [DIR ...]`` (or ``python -m agent_swarm.orchestrator.eval_report DIR ...``) reads each
+run's ``manifest.json`` and ``episodes.jsonl.gz`` (:mod:`agent_swarm.orchestrator.eval_raw`; a directory holding
 several runs is searched one level down) and prints, per workload, split and knobs:
 
 * the header: split, seeds, tasks, runs, code commits, models and adapters with their sha256;
 * one row per condition (an arm on one model and adapter): quality (the workload metric's mean over
   tasks; with repeated runs, the range of the run means), success rate, and the median and range over
   episodes of critical steps, total steps, tokens and wall time;
-* paired comparisons of the conditions over the tasks both ran (:func:`orchestrator.eval_stats.paired`):
+* paired comparisons of the conditions over the tasks both ran (:func:`agent_swarm.orchestrator.eval_stats.paired`):
   the mean difference with its bootstrap 95 % interval, wins/losses/ties, sign and Wilcoxon p-values,
   and n, marked *not a headline* under 30 tasks.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.eval_raw import (
+from agent_swarm.orchestrator.eval_raw import (
     MANIFEST_FILE,
     RAW_FILE,
     RawEpisode,
@@ -35,8 +35,8 @@ from orchestrator.eval_raw import (
     read_manifest,
     read_raw,
 )
-from orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.eval_stats import HEADLINE_MIN_N, paired, spread
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "Condition",
@@ -386,14 +386,14 @@ def render_curve(runs: Sequence[RunData], knob: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m orchestrator.eval_report [--curve KNOB] DIR [DIR ...]``: print the report, or the curve
+    """``python -m agent_swarm.orchestrator.eval_report [--curve KNOB] DIR [DIR ...]``: print the report, or the curve
     over a knob (exit 2 on bad input)."""
     args = list(sys.argv[1:] if argv is None else argv)
     knob = None
     if args[:1] == ["--curve"] and len(args) >= 2:
         knob, args = args[1], args[2:]
     if not args or any(a.startswith("-") for a in args):
-        sys.stderr.write("usage: python -m orchestrator.eval_report [--curve KNOB] RUN_DIR [RUN_DIR ...]\n")
+        sys.stderr.write("usage: python -m agent_swarm.orchestrator.eval_report [--curve KNOB] RUN_DIR [RUN_DIR ...]\n")
         return 2
     try:
         runs = load_runs([Path(a) for a in args])

@@ -9,7 +9,7 @@
 
 A cut sub-agent is recorded ``cancelled`` with its partial report and ``error_type`` ``Hedged``; the
 orchestrator sees that report like any unfinished sub-agent's. The stage did not wait for it, so its
-steps are not among the stage's critical steps (the engine and :mod:`swarm.dag` leave hedged
+steps are not among the stage's critical steps (the engine and :mod:`agent_swarm.swarm.dag` leave hedged
 sub-agents out of the longest path): a stage's critical steps are those of the sub-agents it waited for.
 """
 
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from subagents.loop import SubagentRun, run_subagents
-from swarm.config import Hedge
-from swarm.errors import ErrorType
-from swarm.limits import Limiter
-from swarm.records import AgentStatus, SubagentResult
+from agent_swarm.subagents.loop import SubagentRun, run_subagents
+from agent_swarm.swarm.config import Hedge
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.limits import Limiter
+from agent_swarm.swarm.records import AgentStatus, SubagentResult
 
 __all__ = ["run_hedged"]
 
@@ -114,7 +114,7 @@ async def run_hedged(
     discarded: Finished,
     clock: Callable[[], float],
 ) -> None:
-    """:func:`subagents.loop.run_subagents` for a stage that may stop waiting for stragglers.
+    """:func:`agent_swarm.subagents.loop.run_subagents` for a stage that may stop waiting for stragglers.
 
     ``finished`` gets exactly one result per run of ``runs`` (passed with the original run, also when
     its backup won); ``discarded`` gets the losing or cut backups. ``clock``: the clock of the runs'

@@ -4,11 +4,11 @@ The engine admits a stage's ``assign_task`` calls as always (width limit, step c
 budget, timeouts), then hands the admitted runs to its *placement*. Without one (the default), or when
 the placement does not take a stage that wide, they run in the episode's own task group. A placement
 that takes the stage gets a :class:`StageBatch` — everything the runs need except their backends and
-tools, which exist where they run — and reports each :class:`~swarm.records.SubagentResult` as it
+tools, which exist where they run — and reports each :class:`~agent_swarm.swarm.records.SubagentResult` as it
 comes back. Results are the same records, timed on the episode's clock, so the DAG, the critical
 steps and every observation the orchestrator sees are the same as in-process.
 
-``orchestrator.cluster.RayPlacement`` places batches on Ray actors; :func:`run_batch` is what runs a
+``agent_swarm.orchestrator.cluster.RayPlacement`` places batches on Ray actors; :func:`run_batch` is what runs a
 batch where it lands.
 """
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from subagents.loop import SubagentRun, SubagentRuntime, run_subagents
-from swarm.backend import ModelBackend, SamplingParams
-from swarm.errors import ErrorType
-from swarm.limits import ConcurrencyLimit
-from swarm.records import AgentDefinition, AgentStatus, SubagentResult
-from swarm.tracing import Telemetry
-from tools.registry import Tool, ToolRegistry
+from agent_swarm.subagents.loop import SubagentRun, SubagentRuntime, run_subagents
+from agent_swarm.swarm.backend import ModelBackend, SamplingParams
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.limits import ConcurrencyLimit
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, SubagentResult
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools.registry import Tool, ToolRegistry
 
 __all__ = [
     "PlacedRun",

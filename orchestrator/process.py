@@ -1,7 +1,8 @@
 """Process-wide settings that entry points apply (the CLI, and the Ray actors that stand in for it).
 
 Like the tracing SDK, they belong to entry points, never to library code: :func:`tune_gc` is called by
-``swarm`` (:func:`orchestrator.cli.main`) and by each cluster actor (:mod:`orchestrator.cluster.slots`).
+``swarm`` (:func:`agent_swarm.orchestrator.cli.main`) and by each cluster actor
+(:mod:`agent_swarm.orchestrator.cluster.slots`).
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from swarm.backend import SamplingParams, ToolSpec
-from swarm.backends.toolparse import clean_answer
-from swarm.errors import UnknownNameError
-from swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
-from swarm.records import AgentDefinition, AgentStatus, SubagentResult
-from tools.registry import truncate
+from agent_swarm.swarm.backend import SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.toolparse import clean_answer
+from agent_swarm.swarm.errors import UnknownNameError
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, SubagentResult
+from agent_swarm.tools.registry import truncate
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -78,7 +78,7 @@ class PromptProfile:
     worker_prompt: str
     example: bool
     coach: str
-    """The coach (:data:`orchestrator.coach.COACHES`) whose tactics go with these prompts."""
+    """The coach (:data:`agent_swarm.orchestrator.coach.COACHES`) whose tactics go with these prompts."""
     orchestrator_sampling: SamplingParams
     subagent_sampling: SamplingParams
     worker_tools_prompt: str
@@ -165,7 +165,7 @@ PROFILES: dict[str, PromptProfile] = {
         system_prompt=_SMALL_SYSTEM_PROMPT,
         example=True,
         # Act first on list tasks and with tools, one assign_task per list item, each task once per
-        # turn, tool-first one-call sub-agents (orchestrator.coach.SmallModelCoach).
+        # turn, tool-first one-call sub-agents (agent_swarm.orchestrator.coach.SmallModelCoach).
         coach="small",
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
         # language, invented tools) and its greedy output loops; short turns bound a runaway.

@@ -1,10 +1,10 @@
 """Writing episode records from your own code, where ``swarm traces list/show`` finds them.
 
-An :class:`~orchestrator.engine.Orchestrator` tells its observers about every step; the last event of
-an episode, :class:`~swarm.events.EpisodeFinished`, carries the whole record, for every ending
+An :class:`~agent_swarm.orchestrator.engine.Orchestrator` tells its observers about every step; the last event of
+an episode, :class:`~agent_swarm.swarm.events.EpisodeFinished`, carries the whole record, for every ending
 (answered, failed, timed out, cancelled by Ctrl-C). :class:`RecordWriter` is that observer::
 
-    from orchestrator import Orchestrator, RecordWriter
+    from agent_swarm.orchestrator import Orchestrator, RecordWriter
 
     writer = RecordWriter()  # the records directory `swarm traces list` reads (records_dir())
     orch = Orchestrator(backend, config, observers=[writer])
@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.store import records_dir, write_episode
-from swarm.events import EpisodeFinished, Event
-from swarm.records import EpisodeRecord
+from agent_swarm.orchestrator.store import records_dir, write_episode
+from agent_swarm.swarm.events import EpisodeFinished, Event
+from agent_swarm.swarm.records import EpisodeRecord
 
 __all__ = ["RecordWriter"]
 
@@ -30,7 +30,7 @@ __all__ = ["RecordWriter"]
 class RecordWriter:
     """An observer that writes each finished episode to ``root/<episode-id>/episode.json`` (atomically).
 
-    ``root`` defaults to :func:`orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user
+    ``root`` defaults to :func:`agent_swarm.orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user
     data directory), which ``swarm traces list`` reads from any working directory. ``annotate`` returns
     metadata merged into a record before it is written. ``records`` and ``paths`` hold what was written.
     """

@@ -12,8 +12,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.environment import environment
-from swarm.records import EpisodeRecord, dump_record
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.swarm.records import EpisodeRecord, dump_record
 
 __all__ = [
     "DEFAULT_ROOT",
@@ -41,7 +41,7 @@ def episode_dir(root: Path, episode_id: str) -> Path:
 
 
 def write_episode(record: EpisodeRecord, root: Path = DEFAULT_ROOT) -> Path:
-    """Write the record as JSON, type-checked on the way out (:func:`swarm.records.dump_record`); a
+    """Write the record as JSON, type-checked on the way out (:func:`agent_swarm.swarm.records.dump_record`); a
     crash mid-write never leaves a half file (temp file + rename)."""
     d = episode_dir(root, record.episode_id)
     d.mkdir(parents=True, exist_ok=True)

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, TaskFileError, UnknownNameError, validation_problems
-from swarm.records import Task
-from swarm.verifiers import validate_verifier_args
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, TaskFileError, UnknownNameError, validation_problems
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.verifiers import validate_verifier_args
 
 __all__ = [
     "CONFIG_TABLES",
@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 LARGE_TASK_CHARS = 256_000
-"""Task prompts longer than this get a :class:`~swarm.errors.LargeInputWarning` (see :func:`large_task_warning`)."""
+"""Task prompts longer than this get a :class:`~agent_swarm.swarm.errors.LargeInputWarning`
+(see :func:`large_task_warning`)."""
 
 
 def task_from(obj: Any, path: str, line: int | None) -> Task:
@@ -293,13 +294,13 @@ def load_config(
         if not isinstance(value, dict):
             raise ConfigError(f"config file {p}: {key!r} must be a table ([{key}]), got {type(value).__name__}")
     if "backend" in data:
-        from orchestrator.backend_factory import BACKEND_TABLE_KEYS
+        from agent_swarm.orchestrator.backend_factory import BACKEND_TABLE_KEYS
 
         for key in data["backend"]:
             if key not in BACKEND_TABLE_KEYS:
                 raise ConfigError(f"config file {p}: {_unknown_key('backend.', key, BACKEND_TABLE_KEYS)}")
     if "reward" in data:
-        from swarm.rl.rewards import RewardConfig
+        from agent_swarm.swarm.rl.rewards import RewardConfig
 
         try:
             RewardConfig.model_validate(data["reward"])

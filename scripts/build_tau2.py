@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tools.builtin.search import Document, _dump_jsonl
+from agent_swarm.tools.builtin.search import Document, _dump_jsonl
 
 __all__ = ["build_documents", "main"]
 

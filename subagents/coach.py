@@ -1,11 +1,11 @@
 """Coaching of one tool-using agent's steps: a policy object the loop calls, never flags it reads.
 
 A :class:`StepCoach` answers three questions at fixed points of a sub-agent's loop
-(:mod:`subagents.loop`): which tool choice a step's request carries, which notices the model reads
+(:mod:`agent_swarm.subagents.loop`): which tool choice a step's request carries, which notices the model reads
 before it, and which of the calls it proposed run (the others are answered "not run" and recorded).
 :class:`NoStepCoach` is for capable models; :class:`SmallModelStepCoach` carries the tactics a
 sub-3B model needs (tool first, an answer on its last step, one call per turn). The orchestrator's
-coach (:mod:`orchestrator.coach`) builds one for its sub-agents, and reuses the same tactics for a
+coach (:mod:`agent_swarm.orchestrator.coach`) builds one for its sub-agents, and reuses the same tactics for a
 single agent (the ``single`` arm), so every arm of a comparison gets the same coaching.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
 
 __all__ = [
     "LAST_STEP_NOTICE",

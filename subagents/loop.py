@@ -2,7 +2,7 @@
 
 A sub-agent runs on its own (frozen) backend with its own system prompt and tool allow-list until it
 answers without tool calls, spends its step cap, times out, fails or is cancelled. Every ending is a
-:class:`~swarm.records.SubagentResult`; only cancellation propagates (after the result is recorded),
+:class:`~agent_swarm.swarm.records.SubagentResult`; only cancellation propagates (after the result is recorded),
 so a failing sub-agent never cancels its siblings.
 """
 
@@ -18,18 +18,26 @@ from typing import Protocol
 
 import anyio
 
-from subagents.coach import NoStepCoach, StepCoach, StepView
-from subagents.turns import call_model, call_signature, repeat_notice, retry_malformed, run_tool_calls
-from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage, context_window
-from swarm.backends.toolparse import clean_answer
-from swarm.context import EXHAUSTED_NOTICE, excerpt, fit_context, prompt_limit
-from swarm.errors import BackendError, ErrorType
-from swarm.events import Observer, SubagentStep
-from swarm.limits import Limiter
-from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.records import AgentDefinition, AgentStatus, ContextCut, StepRecord, SubagentResult, ToolResult
-from swarm.tracing import SpanHandle, Telemetry, attr
-from tools.registry import Tool, ToolContext
+from agent_swarm.subagents.coach import NoStepCoach, StepCoach, StepView
+from agent_swarm.subagents.turns import call_model, call_signature, repeat_notice, retry_malformed, run_tool_calls
+from agent_swarm.swarm.backend import (
+    Completion,
+    ModelBackend,
+    ModelRequest,
+    SamplingParams,
+    ToolSpec,
+    Usage,
+    context_window,
+)
+from agent_swarm.swarm.backends.toolparse import clean_answer
+from agent_swarm.swarm.context import EXHAUSTED_NOTICE, excerpt, fit_context, prompt_limit
+from agent_swarm.swarm.errors import BackendError, ErrorType
+from agent_swarm.swarm.events import Observer, SubagentStep
+from agent_swarm.swarm.limits import Limiter
+from agent_swarm.swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, ContextCut, StepRecord, SubagentResult, ToolResult
+from agent_swarm.swarm.tracing import SpanHandle, Telemetry, attr
+from agent_swarm.tools.registry import Tool, ToolContext
 
 __all__ = [
     "StepBudget",
@@ -41,7 +49,7 @@ __all__ = [
 
 
 class StepBudget(Protocol):
-    """A sub-agent's share of the episode's tree-wide budgets (``orchestrator.budgets.Share``)."""
+    """A sub-agent's share of the episode's tree-wide budgets (``agent_swarm.orchestrator.budgets.Share``)."""
 
     def spend(self, usage: Usage) -> None:
         """Charge one model call."""
@@ -98,7 +106,7 @@ class SubagentRuntime:
     max_malformed: int = 2
     max_completion_tokens: int | None = None
     observer: Observer | None = None
-    # The tool choice, notices and calls run at each step (subagents.coach): a small model's tactics.
+    # The tool choice, notices and calls run at each step (agent_swarm.subagents.coach): a small model's tactics.
     coach: StepCoach = field(default_factory=NoStepCoach)
     # The context window in tokens (the config's context_tokens); None: what the backend says, if anything.
     context_tokens: int | None = None
@@ -180,7 +188,8 @@ class SubagentRun:
     # Set by a runner that may cut it (hedging) before run_subagents runs it: cancelling it ends the
     # run quietly (see :meth:`cut`). Other runs have none: a scope per sub-agent is not free.
     scope: anyio.CancelScope | None = None
-    # Messages shortened to fit the context (swarm.context); set: the next step is its last (context_exhausted).
+    # Messages shortened to fit the context (agent_swarm.swarm.context); set: the next step is its last
+    # (context_exhausted).
     _cuts: tuple[ContextCut, ...] = ()
     _exhausted: str | None = None
 
@@ -445,7 +454,7 @@ class SubagentRun:
         return _Finish(report)
 
     async def _fit(self, request: ModelRequest, window: int) -> ModelRequest | _Fail:
-        """``request`` fitted to the context (:func:`swarm.context.fit_context`): old tool results
+        """``request`` fitted to the context (:func:`agent_swarm.swarm.context.fit_context`): old tool results
         shortened and recorded; when even that overflows, the last turn (tools withdrawn, told why),
         or the end when not even that fits."""
         limit = prompt_limit(window, request.sampling.max_tokens)

@@ -1,5 +1,5 @@
-"""The turn primitives both loops share: the orchestrator's (``orchestrator.engine``) and each
-sub-agent's (:mod:`subagents.loop`).
+"""The turn primitives both loops share: the orchestrator's (``agent_swarm.orchestrator.engine``) and each
+sub-agent's (:mod:`agent_swarm.subagents.loop`).
 
 One model call inside its span (:func:`call_model`), the feedback for output that did not parse
 (:func:`retry_malformed`), one turn's tool calls run together (:func:`run_tool_calls`), and the
@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.errors import ErrorType
-from swarm.messages import AssistantMessage, Message, ToolCall, UserMessage
-from swarm.records import ToolResult
-from swarm.tracing import Telemetry, attr
-from tools.registry import Tool, ToolContext, execute_tool
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolCall, UserMessage
+from agent_swarm.swarm.records import ToolResult
+from agent_swarm.swarm.tracing import Telemetry, attr
+from agent_swarm.tools.registry import Tool, ToolContext, execute_tool
 
 __all__ = [
     "call_model",

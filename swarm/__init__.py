@@ -2,9 +2,9 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
-from swarm.dag import build_dag, critical_steps_formula, dag_stats
-from swarm.errors import (
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams, ToolSpec, Usage
+from agent_swarm.swarm.dag import build_dag, critical_steps_formula, dag_stats
+from agent_swarm.swarm.errors import (
     AgentError,
     BackendError,
     BackendTimeoutError,
@@ -22,8 +22,8 @@ from swarm.errors import (
     UnknownNameError,
     UserError,
 )
-from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.records import (
+from agent_swarm.swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.records import (
     AgentDefinition,
     AgentStatus,
     DagStats,
@@ -37,7 +37,7 @@ from swarm.records import (
     Task,
     ToolResult,
 )
-from swarm.tracing import Telemetry
+from agent_swarm.swarm.tracing import Telemetry
 
 try:  # the one place the version is read: pyproject.toml via the installed distribution's metadata
     __version__ = version("agent-swarm")

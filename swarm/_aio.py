@@ -3,7 +3,7 @@
 The runtime is written against anyio (structured concurrency, STYLE: task groups and cancel scopes);
 these are the few places it must reach the asyncio event loop itself: whether one runs (a script's
 event loop, :meth:`orchestrator.Orchestrator.run_sync`), and the futures and loop timers of the Ray
-actors, whose object refs only asyncio can await (:mod:`orchestrator.cluster`).
+actors, whose object refs only asyncio can await (:mod:`agent_swarm.orchestrator.cluster`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sandbox supervisor: the first process of a sandbox. Standard library only; never imports our code.
 
-Started as ``python -I -S _sandbox_boot.py key=value ...`` by :mod:`swarm.sandbox`. In isolated mode it
+Started as ``python -I -S _sandbox_boot.py key=value ...`` by :mod:`agent_swarm.swarm.sandbox`. In isolated mode it
 runs as PID 1 of the bubblewrap sandbox (``bwrap --as-pid-1``), so the code cannot stop or kill it
 (signals from inside the namespace to its init are ignored), and it makes itself non-dumpable, so the
 code (same uid) cannot ptrace it or open its file descriptors through ``/proc``. It

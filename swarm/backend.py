@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.messages import (
+from agent_swarm.swarm.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -172,7 +172,7 @@ class Usage:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimeParts:
     """The measured parts of model time (seconds; token counts): one call's (:class:`Timings`), or an
-    episode's over its calls (:class:`swarm.timings.EpisodeTimings`).
+    episode's over its calls (:class:`agent_swarm.swarm.timings.EpisodeTimings`).
 
     ``startup_s`` is an engine start: finding and hash-checking the model (``hash_check_s``), then
     loading it (``model_load_s``). ``queue_s`` is the wait for a free slot, ``prefill_s`` computing
@@ -282,7 +282,7 @@ class ModelBackend(Protocol):
         ...
 
     async def complete(self, request: ModelRequest) -> Completion:
-        """Generate one completion. Raise :class:`swarm.errors.BackendError` subclasses on failure."""
+        """Generate one completion. Raise :class:`agent_swarm.swarm.errors.BackendError` subclasses on failure."""
         ...
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backend import SamplingParams, Usage
-from swarm.errors import ConfigError
+from agent_swarm.swarm.backend import SamplingParams, Usage
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["Budgets", "Hedge", "Price", "SwarmConfig", "apply_overrides"]
 

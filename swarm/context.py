@@ -1,7 +1,7 @@
 """Fitting an agent's conversation into its context: a recorded, deterministic rule.
 
 Every agent (the orchestrator, a single agent, a sub-agent) knows its context window: the config's
-``context_tokens``, else what its backend says (:func:`swarm.backend.context_window`). Before each
+``context_tokens``, else what its backend says (:func:`agent_swarm.swarm.backend.context_window`). Before each
 turn, :func:`fit_context` checks the request against it (a conservative character estimate, and the
 backend's own token count when the estimate does not fit). When the prompt would overflow:
 
@@ -14,7 +14,7 @@ backend's own token count when the estimate does not fit). When the prompt would
    (status ``context_exhausted``);
 3. if not even that fits, the agent ends ``context_exhausted`` without another turn.
 
-Each shortened message is recorded (:class:`~swarm.records.ContextCut`) and replaced in the
+Each shortened message is recorded (:class:`~agent_swarm.swarm.records.ContextCut`) and replaced in the
 conversation for good: later turns continue the shortened conversation, and the turn after a cut is
 marked as a re-rendered prompt (``OrchestratorTurn.context_cut``), which RL never trains across.
 The same conversation, window and token counts give the same cuts.
@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from swarm.backend import ModelRequest, estimate_tokens, prompt_tokens
-from swarm.messages import AssistantMessage, Message, ToolMessage
-from swarm.records import ContextCut
+from agent_swarm.swarm.backend import ModelRequest, estimate_tokens, prompt_tokens
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolMessage
+from agent_swarm.swarm.records import ContextCut
 
 __all__ = [
     "EXCERPT_CHARS",

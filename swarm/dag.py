@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from swarm.errors import ErrorType
-from swarm.records import DagStats, StageRecord, StepRecord, SubagentResult
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.records import DagStats, StageRecord, StepRecord, SubagentResult
 
 if TYPE_CHECKING:  # networkx costs a quarter of a second at import; only build_dag needs it
     import networkx as nx
@@ -54,7 +54,7 @@ def _attrs(step: StepRecord) -> dict[str, object]:
 
 
 def _hedged(result: SubagentResult) -> bool:
-    """A straggler its stage stopped waiting for (``orchestrator.hedging``): off the longest path."""
+    """A straggler its stage stopped waiting for (``agent_swarm.orchestrator.hedging``): off the longest path."""
     return result.error_type == ErrorType.HEDGED
 
 

@@ -192,20 +192,21 @@ class ErrorType(StrEnum):
     as written so a tool's failure stays diagnosable.
     """
 
-    # The orchestrator's actions the engine refused (orchestrator.admission, orchestrator.engine).
+    # The orchestrator's actions the engine refused (agent_swarm.orchestrator.admission,
+    # agent_swarm.orchestrator.engine).
     INVALID_ACTION = "InvalidAction"
     AGENT_CALLED_AS_TOOL = "AgentCalledAsTool"
     DUPLICATE_TASK = "DuplicateTask"
     ALREADY_DONE = "AlreadyDone"
     SPLIT_TASK = "SplitTask"
-    TOOL_WITHHELD = "ToolWithheld"  # a call to a tool its coach withheld from the turn (orchestrator.coach)
+    TOOL_WITHHELD = "ToolWithheld"  # a call to a tool its coach withheld from the turn (agent_swarm.orchestrator.coach)
     WIDTH_LIMIT = "WidthLimit"
     BUDGET_EXHAUSTED = "BudgetExhausted"
     UNKNOWN_TOOL = "UnknownTool"
-    ONE_CALL_PER_TURN = "OneCallPerTurn"  # a sub-agent's extra call, not run (subagents.loop)
+    ONE_CALL_PER_TURN = "OneCallPerTurn"  # a sub-agent's extra call, not run (agent_swarm.subagents.loop)
     # How work ended without an exception of its own.
     CANCELLED = "Cancelled"
-    HEDGED = "Hedged"  # a straggler the stage stopped waiting for (orchestrator.hedging)
+    HEDGED = "Hedged"  # a straggler the stage stopped waiting for (agent_swarm.orchestrator.hedging)
     TIMEOUT = "TimeoutError"
     ACTION_LOOP = "ActionLoopError"
     PLACEMENT = "PlacementError"
@@ -219,7 +220,7 @@ class ErrorType(StrEnum):
     TOOL = "ToolError"
     TOOL_TIMEOUT = "ToolTimeoutError"
     STEP_BUDGET = "BudgetExhaustedError"
-    CONTEXT_EXHAUSTED = "ContextExhausted"  # the conversation outgrew the agent's context (swarm.context)
+    CONTEXT_EXHAUSTED = "ContextExhausted"  # the conversation outgrew the agent's context (agent_swarm.swarm.context)
     TRAJECTORY = "TrajectoryError"
 
     @classmethod

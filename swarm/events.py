@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.records import AgentStatus, EpisodeRecord, SubagentResult
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, SubagentResult
 
 __all__ = [
     "ActionResolved",

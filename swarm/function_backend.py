@@ -2,7 +2,7 @@
 its turns token ids.
 
 Production code plays scripted policies through it: the workloads' gold policies, ``swarm demo`` and
-the simulated cluster workload. :mod:`swarm.testing` re-exports all of it next to the scripted backend,
+the simulated cluster workload. :mod:`agent_swarm.swarm.testing` re-exports all of it next to the scripted backend,
 for tests.
 
 Token ids come from a tiny deterministic chat template encoded as UTF-8 bytes (:func:`render_prompt`),
@@ -21,9 +21,9 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from swarm.backend import Completion, ModelRequest, Usage, estimate_tokens
-from swarm.errors import BackendError, ScriptError
-from swarm.messages import AssistantMessage, Message, ToolCall
+from agent_swarm.swarm.backend import Completion, ModelRequest, Usage, estimate_tokens
+from agent_swarm.swarm.errors import BackendError, ScriptError
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolCall
 
 __all__ = [
     "FunctionBackend",
@@ -121,8 +121,8 @@ class FunctionBackend:
     """A backend whose every turn is ``fn(request)`` (sync or async); records requests.
 
     ``parallel_slots``: serve that many calls at once, like an engine's slots (the rest queue, their
-    ``delay`` not yet running), and say so (the :func:`swarm.backend.parallel_slots` capability).
-    ``context_window``: say this context size (:func:`swarm.backend.context_window`); a request
+    ``delay`` not yet running), and say so (the :func:`agent_swarm.swarm.backend.parallel_slots` capability).
+    ``context_window``: say this context size (:func:`agent_swarm.swarm.backend.context_window`); a request
     whose estimated prompt exceeds it fails as an engine's would."""
 
     def __init__(

@@ -8,7 +8,7 @@ eval's runner does it for its concurrent episodes). Episodes given different obj
 each other, whatever their capacities; nothing is looked up by a number. Each user asks the object for
 its :class:`Limiter` with the width it wants (its ``max_concurrency``, no wider than its sub-agents'
 backend serves at once), so holders that share one object should agree on it. Inside a cluster
-(``orchestrator.cluster``) the object leases its slots from one Ray actor instead, so one cap holds
+(``agent_swarm.orchestrator.cluster``) the object leases its slots from one Ray actor instead, so one cap holds
 across every process.
 
 **Each model endpoint's request cap** (an OpenAI-compatible server's ``max_concurrency``) is shared by
@@ -21,7 +21,7 @@ Where those limiters come from is the *provider*'s business:
 
 * by default, one :class:`anyio.CapacityLimiter` per (event loop, key, capacity): every backend in one
   loop shares it;
-* inside a cluster, a provider installed with :func:`use_limits` (``orchestrator.cluster`` leases slots
+* inside a cluster, a provider installed with :func:`use_limits` (``agent_swarm.orchestrator.cluster`` leases slots
   from one Ray actor) makes the same key mean the same cap across every process of the cluster.
 
 The provider is a context variable, so it follows tasks spawned under :func:`use_limits`.
@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import anyio
 from anyio.lowlevel import RunVar
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "CapacityLimit",

@@ -101,7 +101,7 @@ class ToolCall:
 # is held in every transcript. They are validated where data enters: ``MessageAdapter`` (and every
 # pydantic model holding messages, e.g. a request or a record read back from JSON) checks dicts and
 # JSON against these field types, and records are checked again when written out
-# (:func:`swarm.records.dump_record`).
+# (:func:`agent_swarm.swarm.records.dump_record`).
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
     __pydantic_config__ = _CONFIG

@@ -1,4 +1,4 @@
-"""Collapse monitors: pure functions of an :class:`~swarm.records.EpisodeRecord` that catch a swarm
+"""Collapse monitors: pure functions of an :class:`~agent_swarm.swarm.records.EpisodeRecord` that catch a swarm
 going wrong.
 
 * **serial collapse**: a task that declares several independent parts (``metadata["parts"] >= 2``)
@@ -20,10 +20,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from swarm.errors import ConfigError
-from swarm.records import AgentStatus, EpisodeRecord, MonitorReport, SubagentResult, Task
-from swarm.rl.rewards import task_parts
-from swarm.subtasks import content_words, task_content, words
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, MonitorReport, SubagentResult, Task
+from agent_swarm.swarm.rl.rewards import task_parts
+from agent_swarm.swarm.subtasks import content_words, task_content, words
 
 __all__ = [
     "LOW_FINISH_RATE",
@@ -51,7 +51,7 @@ every report of a 1,000-wide episode cost 6 % of the runtime's CPU in bench_runt
 
 
 class StageLike(Protocol):
-    """A stage as the monitors read it: its sub-agents' results (a :class:`~swarm.records.StageRecord`,
+    """A stage as the monitors read it: its sub-agents' results (a :class:`~agent_swarm.swarm.records.StageRecord`,
     or the live view's stage of finished sub-agents)."""
 
     @property

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backend import Timings, Usage
-from swarm.messages import Message, ToolCall
+from agent_swarm.swarm.backend import Timings, Usage
+from agent_swarm.swarm.messages import Message, ToolCall
 
 __all__ = [
     "AgentDefinition",
@@ -105,7 +105,7 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextCut:
-    """One message of an agent's conversation shortened to fit its context (:mod:`swarm.context`):
+    """One message of an agent's conversation shortened to fit its context (:mod:`agent_swarm.swarm.context`):
     before the agent's turn ``turn``, message ``message`` (its index in the conversation, a tool
     result or a sub-agent report named ``name``) went from ``chars`` to a head/tail excerpt of
     ``kept`` characters, about ``tokens_cut`` tokens fewer."""
@@ -144,7 +144,7 @@ class StepRecord:
     tool_results: tuple[ToolResult, ...] = ()
     error: str | None = None
     timings: Timings | None = None
-    """Where the step's model call spent its time (:class:`~swarm.backend.Timings`), when the
+    """Where the step's model call spent its time (:class:`~agent_swarm.swarm.backend.Timings`), when the
     backend measured it; records written before it existed load with ``None``."""
 
     @property
@@ -176,7 +176,7 @@ class SubagentResult:
     # and how many times it was started (> 1: its actor died before its result came back, and it ran again)
     ran_in: str = ""
     attempts: int = 1
-    # messages shortened to fit its context (swarm.context), in the order they were cut
+    # messages shortened to fit its context (agent_swarm.swarm.context), in the order they were cut
     context_cuts: tuple[ContextCut, ...] = ()
 
 
@@ -257,7 +257,7 @@ class RewardRecord(_Frozen):
 
 
 class MonitorReport(_Frozen):
-    """How an episode used its swarm, from :func:`swarm.monitors.episode_monitors` (pure functions
+    """How an episode used its swarm, from :func:`agent_swarm.swarm.monitors.episode_monitors` (pure functions
     of the record; ``None`` where a measure does not apply, e.g. no task parts, no sub-agents)."""
 
     parts: int | None = None
@@ -285,7 +285,7 @@ class MonitorReport(_Frozen):
 
 
 class BudgetLine(_Frozen):
-    """One tree-wide budget of an episode (``orchestrator.budgets``): its limit, what the agents
+    """One tree-wide budget of an episode (``agent_swarm.orchestrator.budgets``): its limit, what the agents
     used, what is reserved for sub-agents still running, and what is left."""
 
     limit: float

@@ -1,10 +1,10 @@
 """One generic name → item registry for everything chosen by name from a config, a task file or a flag:
-verifiers (:data:`swarm.verifiers.VERIFIERS`), workloads (:data:`workloads.WORKLOADS`), model backends
-(:data:`orchestrator.backend_factory.BACKENDS`) and the RL maths (:data:`swarm.rl.ADVANTAGES`,
-:data:`swarm.rl.SCHEDULES`, :data:`swarm.rl.rewards.PARALLEL_FORMS`,
-:data:`swarm.rl.losses.LOSSES`).
+verifiers (:data:`agent_swarm.swarm.verifiers.VERIFIERS`), workloads (:data:`workloads.WORKLOADS`), model backends
+(:data:`agent_swarm.orchestrator.backend_factory.BACKENDS`) and the RL maths (:data:`agent_swarm.swarm.rl.ADVANTAGES`,
+:data:`agent_swarm.swarm.rl.SCHEDULES`, :data:`agent_swarm.swarm.rl.rewards.PARALLEL_FORMS`,
+:data:`agent_swarm.swarm.rl.losses.LOSSES`).
 
-A lookup of an unknown name raises :class:`~swarm.errors.UnknownNameError` listing the known names, so
+A lookup of an unknown name raises :class:`~agent_swarm.swarm.errors.UnknownNameError` listing the known names, so
 a typo stops a run before any compute is spent; registering a name twice is an error unless the caller
 says ``replace=True``.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
 
 __all__ = ["Registry"]
 

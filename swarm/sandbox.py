@@ -55,8 +55,8 @@ import anyio.to_thread
 from anyio.abc import Process
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm import _cgroup, _seccomp
-from swarm.errors import ConfigError
+from agent_swarm.swarm import _cgroup, _seccomp
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "BWRAP_ENV",

@@ -2,8 +2,8 @@
 
 Two sub-tasks are the same work when they have the same content words: case, punctuation, word order
 and filler words aside ("Find the capital of France." and "france capital, please" are one sub-task).
-:mod:`swarm.monitors` counts a stage's duplicates and a report's findings with these; the ``coverage``
-form of ``r_parallel`` (:mod:`swarm.rl.rewards`) counts an episode's distinct sub-tasks with them.
+:mod:`agent_swarm.swarm.monitors` counts a stage's duplicates and a report's findings with these; the ``coverage``
+form of ``r_parallel`` (:mod:`agent_swarm.swarm.rl.rewards`) counts an episode's distinct sub-tasks with them.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 :class:`ScriptedBackend` plays a fixed list of turns and fails when turns are left over; it lives here
 because only tests use it. :class:`FunctionBackend`, :func:`call`, :func:`malformed` and the byte
-template (:func:`~swarm.function_backend.render_prompt`, :func:`~swarm.function_backend.complete_with_tokens`)
-live in :mod:`swarm.function_backend`, where production code (gold policies, the demo) imports them;
+template (:func:`~agent_swarm.swarm.function_backend.render_prompt`,
+:func:`~agent_swarm.swarm.function_backend.complete_with_tokens`)
+live in :mod:`agent_swarm.swarm.function_backend`, where production code (gold policies, the demo) imports them;
 the doubles among them (the backend, ``call``, ``malformed``) are re-exported here so a test imports
 every double from one place. Both backends produce *real-looking* token ids from the byte template,
 so trajectory code can be tested without a model.
@@ -25,10 +26,17 @@ from typing import TypeAlias
 
 import anyio
 
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import ScriptError
-from swarm.function_backend import FunctionBackend, TurnFn, call, complete_with_tokens, malformed, resolve_turn
-from swarm.messages import ToolCall
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import ScriptError
+from agent_swarm.swarm.function_backend import (
+    FunctionBackend,
+    TurnFn,
+    call,
+    complete_with_tokens,
+    malformed,
+    resolve_turn,
+)
+from agent_swarm.swarm.messages import ToolCall
 
 __all__ = ["FunctionBackend", "ScriptedBackend", "Turn", "call", "malformed"]
 

@@ -1,7 +1,7 @@
 """Where an episode's time went: engine start, prefill, decode, queueing and the runtime's own time.
 
-A pure function of an :class:`~swarm.records.EpisodeRecord`: each step's model call carries the
-:class:`~swarm.backend.Timings` its backend measured (``None`` for backends that measure nothing,
+A pure function of an :class:`~agent_swarm.swarm.records.EpisodeRecord`: each step's model call carries the
+:class:`~agent_swarm.swarm.backend.Timings` its backend measured (``None`` for backends that measure nothing,
 and in records written before they existed), and this module sums them per episode for
 ``swarm traces show`` and the benchmarks.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from swarm.backend import TimeParts, Timings
-from swarm.records import EpisodeRecord, StepRecord
+from agent_swarm.swarm.backend import TimeParts, Timings
+from agent_swarm.swarm.records import EpisodeRecord, StepRecord
 
 __all__ = ["EpisodeTimings", "episode_timings"]
 
@@ -21,7 +21,7 @@ __all__ = ["EpisodeTimings", "episode_timings"]
 class EpisodeTimings(TimeParts):
     """One episode's time, in seconds, and tokens.
 
-    The model-call figures (the :class:`~swarm.backend.TimeParts`, and ``model_s``, the calls'
+    The model-call figures (the :class:`~agent_swarm.swarm.backend.TimeParts`, and ``model_s``, the calls'
     ``call_s``) are sums over every measured call (orchestrator and sub-agents: calls that ran in
     parallel add up, so ``prefill_s + decode_s`` can exceed ``wall_s``). ``startup_s``,
     ``hash_check_s`` and ``model_load_s`` are the longest engine start's (the first call's, in the

@@ -41,8 +41,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from swarm.backend import Completion, SamplingParams
-from swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
+from agent_swarm.swarm.backend import Completion, SamplingParams
+from agent_swarm.swarm.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
 
 __all__ = [
     "CONTENT_LIMIT",

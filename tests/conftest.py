@@ -5,7 +5,7 @@ directory), so a model the developer once assembled into ``~/.cache/swarm`` can 
 guard pass nor change which model is the default. A test may not load a real model nor call a server
 off this machine unless it is marked ``integration`` (or ``vllm``/``gpu``): those are the tests that
 use the installed local models, and they see the user's cache as the CLI would. Everything else
-scripts its model (:mod:`swarm.testing`, or a scripted OpenAI-compatible server on loopback).
+scripts its model (:mod:`agent_swarm.swarm.testing`, or a scripted OpenAI-compatible server on loopback).
 
 ``openai_script``: a scripted OpenAI-compatible server that ``swarm run -b openai --base-url URL``
 talks to over real HTTP, and a policy function of the request body decides each reply (text or
@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
-from swarm.backends.local import LocalEngine
+from agent_swarm.swarm.backends.local import LocalEngine
 
 REAL_BACKEND_MARKERS = ("integration", "vllm", "gpu")
 """Markers that allow a test to load a real model or reach a real server (and see the user's model cache)."""
@@ -61,7 +61,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _forbidden(what: str) -> None:
     pytest.fail(
         f"{_now['test']} {what} but is not marked {' / '.join(REAL_BACKEND_MARKERS)}: script the model "
-        "(swarm.testing, a scripted server on 127.0.0.1 or an httpx.MockTransport) or mark the test",
+        "(agent_swarm.swarm.testing, a scripted server on 127.0.0.1 or an httpx.MockTransport) or mark the test",
         pytrace=False,
     )
 

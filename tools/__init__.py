@@ -1,5 +1,5 @@
 """Tools agents act through: typed registry (built-in tools and MCP servers build on it)."""
 
-from tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool, truncate
+from agent_swarm.tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool, truncate
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "Toolset", "execute_tool", "tool", "truncate"]

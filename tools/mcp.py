@@ -7,7 +7,7 @@ Configuration uses the common ``mcpServers`` JSON shape::
         "files": {"url": "http://127.0.0.1:8000/mcp", "headers": {"Authorization": "Bearer …"}}
     }}
 
-Each tool of server ``calc`` becomes a :class:`~tools.registry.Tool` named ``calc__<tool>`` with the
+Each tool of server ``calc`` becomes a :class:`~agent_swarm.tools.registry.Tool` named ``calc__<tool>`` with the
 server's input schema. Use :class:`MCPServers` as an async context manager around the episode or
 the process::
 
@@ -46,8 +46,8 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from swarm.errors import ConfigError, ToolError, ToolTimeoutError
-from tools.registry import DEFAULT_MAX_OUTPUT_CHARS, Tool, Toolset
+from agent_swarm.swarm.errors import ConfigError, ToolError, ToolTimeoutError
+from agent_swarm.tools.registry import DEFAULT_MAX_OUTPUT_CHARS, Tool, Toolset
 
 if TYPE_CHECKING:
     from mcp import Client

@@ -3,7 +3,7 @@
 The JSON schema, name and description come from the type hints and the docstring (Google-style
 ``Args:`` sections give per-argument descriptions). Arguments are validated with pydantic before the
 call. Every failure — unknown tool, invalid arguments, an exception inside the tool, a timeout —
-becomes a :class:`~swarm.records.ToolResult` with ``is_error=True`` that the model sees and can
+becomes a :class:`~agent_swarm.swarm.records.ToolResult` with ``is_error=True`` that the model sees and can
 recover from; nothing a tool does can kill the agent or the episode.
 """
 
@@ -25,10 +25,17 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from swarm.backend import ToolSpec
-from swarm.errors import ConfigError, ErrorType, ToolError, ToolTimeoutError, UnknownNameError, validation_problems
-from swarm.messages import ToolCall
-from swarm.records import ToolResult
+from agent_swarm.swarm.backend import ToolSpec
+from agent_swarm.swarm.errors import (
+    ConfigError,
+    ErrorType,
+    ToolError,
+    ToolTimeoutError,
+    UnknownNameError,
+    validation_problems,
+)
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import ToolResult
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",

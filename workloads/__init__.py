@@ -4,7 +4,7 @@ starter, wide research over a generated corpus, single-fact controls, and the tr
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
 
-from workloads.base import (
+from agent_swarm.workloads.base import (
     MODES,
     WORKLOADS,
     Episode,
@@ -19,14 +19,14 @@ from workloads.base import (
     register_workload,
     workload_names,
 )
-from workloads.bfcl import BfclWorkload
-from workloads.controls import ControlsWorkload
-from workloads.lookup import DeepLookupWorkload, WideLookupWorkload
-from workloads.research import DeepResearchWorkload, WideResearchWorkload
-from workloads.splits import SPLITS, Split
-from workloads.starter import StarterWorkload
-from workloads.tau2_batch import Tau2BatchWorkload
-from workloads.train_mix import TrainMixWorkload
+from agent_swarm.workloads.bfcl import BfclWorkload
+from agent_swarm.workloads.controls import ControlsWorkload
+from agent_swarm.workloads.lookup import DeepLookupWorkload, WideLookupWorkload
+from agent_swarm.workloads.research import DeepResearchWorkload, WideResearchWorkload
+from agent_swarm.workloads.splits import SPLITS, Split
+from agent_swarm.workloads.starter import StarterWorkload
+from agent_swarm.workloads.tau2_batch import Tau2BatchWorkload
+from agent_swarm.workloads.train_mix import TrainMixWorkload
 
 __all__ = [
     "MODES",

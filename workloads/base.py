@@ -6,7 +6,7 @@ predefined sub-agent types, a scorer, and a *gold scripted* policy for both mode
 * ``swarm`` — the orchestrator delegates to sub-agents (one stage of parallel sub-agents, then an answer);
 * ``single`` — one agent does everything itself with the same tools, one step after another.
 
-Tasks are plain :class:`~swarm.records.Task` objects whose ``metadata`` holds everything needed to
+Tasks are plain :class:`~agent_swarm.swarm.records.Task` objects whose ``metadata`` holds everything needed to
 rebuild the episode (``metadata["workload"]`` names the workload), so they can be written to a
 JSONL task file and read back by ``swarm run``/``swarm rollout``; :func:`episode_for` is the hook
 those commands call to get the tools, agents and reward function of a task::
@@ -28,15 +28,15 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm.backend import ModelBackend, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, validation_problems
-from swarm.messages import ToolMessage, UserMessage
-from swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
-from swarm.registry import Registry
-from swarm.rl.rewards import RewardFn, parl_total
-from tools.registry import Tool
-from workloads.splits import check_split
+from agent_swarm.swarm.backend import ModelBackend, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, validation_problems
+from agent_swarm.swarm.messages import ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, EpisodeRecord, RewardRecord, Task
+from agent_swarm.swarm.registry import Registry
+from agent_swarm.swarm.rl.rewards import RewardFn, parl_total
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.splits import check_split
 
 __all__ = [
     "MODES",
@@ -95,7 +95,7 @@ class Episode:
 
     ``instructions`` is the workload's system-prompt text for this mode (the caller appends it to the
     orchestrator's default prompt in swarm mode, and uses it alone in single mode). ``config`` sets
-    the :class:`~swarm.config.SwarmConfig` fields the workload needs (budgets); only the fields it
+    the :class:`~agent_swarm.swarm.config.SwarmConfig` fields the workload needs (budgets); only the fields it
     sets override the run's config (``config.model_fields_set``).
     """
 
@@ -122,7 +122,7 @@ class Episode:
         )
 
     def reward_with(self, parl: RewardFn) -> RewardFn:
-        """``parl``'s reward (PARL terms and λs, e.g. a :class:`~swarm.rl.rewards.PARLReward`) with
+        """``parl``'s reward (PARL terms and λs, e.g. a :class:`~agent_swarm.swarm.rl.rewards.PARLReward`) with
         ``r_perf`` replaced by this episode's workload score: what rollouts and training optimise."""
 
         async def reward(record: EpisodeRecord) -> RewardRecord:
@@ -169,7 +169,7 @@ class Workload(ABC):
 
     def request(self, n: int, split: str, knobs: Mapping[str, Any], model: type[K]) -> K:
         """The knobs of a request for ``n`` tasks of ``split``, validated as ``model`` (this workload's
-        :attr:`knobs_model`). Bad knobs, ``n < 1`` or a split not in :data:`~workloads.splits.SPLITS`
+        :attr:`knobs_model`). Bad knobs, ``n < 1`` or a split not in :data:`~agent_swarm.workloads.splits.SPLITS`
         raise a ConfigError naming the fix."""
         kn = self.knobs(knobs)
         if not isinstance(kn, model):
@@ -184,7 +184,7 @@ class Workload(ABC):
     @abstractmethod
     def tasks(self, n: int, *, seed: int = 0, split: str = "train", **knobs: Any) -> list[Task]:
         """``n`` tasks of ``split`` (``train``, ``dev`` or ``test``), deterministic for a given seed, split
-        and knobs; no task of one split appears in another (:mod:`workloads.splits`)."""
+        and knobs; no task of one split appears in another (:mod:`agent_swarm.workloads.splits`)."""
 
     @abstractmethod
     def episode(self, task: Task, mode: Mode) -> Episode:

@@ -38,14 +38,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, ErrorType, ToolError
-from swarm.function_backend import FunctionBackend, call
-from swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
-from workloads.splits import pool_splits
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ErrorType, ToolError
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from agent_swarm.workloads.splits import pool_splits
 
 __all__ = [
     "CATEGORIES",
@@ -78,7 +78,7 @@ class BfclItem:
 
 
 def _lines(path: str) -> list[dict[str, Any]]:
-    text = (resources.files("workloads") / "data" / "bfcl_v4" / path).read_text("utf-8")
+    text = (resources.files("agent_swarm.workloads") / "data" / "bfcl_v4" / path).read_text("utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -98,7 +98,7 @@ def _items(category: str) -> tuple[BfclItem, ...]:
 
 def split_of(item_id: str) -> str:
     """``test`` (held out) when ``sha1(id) % 4 == 0``, else ``dev`` for a quarter of the rest
-    (:func:`~workloads.splits.pool_splits`), else ``train``."""
+    (:func:`~agent_swarm.workloads.splits.pool_splits`), else ``train``."""
     return _split_map()[item_id]
 
 
@@ -225,7 +225,9 @@ def call_f1(calls: Sequence[tuple[str, Mapping[str, Any]]], item: BfclItem) -> t
 
 # -- what the agents attempted ---------------------------------------------------------------------------
 
-_ASSIGN = "assign_task"  # the orchestrator's action (orchestrator.admission.ASSIGN; workloads may not import it)
+_ASSIGN = (
+    "assign_task"  # the orchestrator's action (agent_swarm.orchestrator.admission.ASSIGN; workloads may not import it)
+)
 _DUPLICATES = (ErrorType.DUPLICATE_TASK, ErrorType.ALREADY_DONE)
 
 

@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.function_backend import FunctionBackend, call
-from swarm.messages import ToolMessage
-from swarm.records import EpisodeRecord, Task
-from swarm.verifiers.match import ExactArgs, exact_verdict
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
-from workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report, research_episode
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.verifiers.match import ExactArgs, exact_verdict
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
+from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report, research_episode
 
 __all__ = ["Chain", "Hop", "chain_episode", "chain_gold", "follow"]
 

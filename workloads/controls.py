@@ -3,15 +3,15 @@
 Three kinds, asked the way people type them, none mentioning sub-agents:
 
 * ``fact`` — one fact a model knows ("What is the capital city of Portugal?"), from the starter's
-  tables and splits (:func:`workloads.starter.fact_items`); no tools;
+  tables and splits (:func:`agent_swarm.workloads.starter.fact_items`); no tools;
 * ``arithmetic`` — one small sum, difference or product ("What is 47 + 38?"); no tools;
 * ``lookup`` — one attribute of one fictional entity ("In which year was Drari Robotics founded?")
-  in a generated collection with its near-namesake and a news item (``tools.corpora.fictional``);
+  in a generated collection with its near-namesake and a news item (``agent_swarm.tools.corpora.fictional``);
   ``search``/``open`` are the tools, and the orchestrator can call them itself.
 
 The right behaviour is one answer without any sub-agent. Scoring is strict: a fact or a sum is right
 only when its value is attributed to the question with no hedge and no competitor
-(:func:`workloads.starter.score_answer`); a lookup is right when the answer holds the value, a segment
+(:func:`agent_swarm.workloads.starter.score_answer`); a lookup is right when the answer holds the value, a segment
 holding it does not hedge, and no other candidate is offered (another entity's value of the same
 attribute, or for a number any other number). The metric is rightness; ``details["fanned_out"]``
 (1.0 when the episode created any sub-agent) is the per-episode fan-out, whose mean is the fan-out
@@ -27,18 +27,18 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.function_backend import FunctionBackend, call
-from swarm.records import EpisodeRecord, Task
-from swarm.verifiers.attribution import clauses, fold, hedged, segments
-from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages
-from workloads.research import FICTION, SWARM_NOTE, research_tools, research_world
-from workloads.splits import key_split, split_rng
-from workloads.starter import KINDS as STARTER_KINDS
-from workloads.starter import fact_items, fact_question, score_answer
-from workloads.wide import WIDE_RESEARCHER, own_hit, research_episode
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.verifiers.attribution import clauses, fold, hedged, segments
+from agent_swarm.tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages
+from agent_swarm.workloads.research import FICTION, SWARM_NOTE, research_tools, research_world
+from agent_swarm.workloads.splits import key_split, split_rng
+from agent_swarm.workloads.starter import KINDS as STARTER_KINDS
+from agent_swarm.workloads.starter import fact_items, fact_question, score_answer
+from agent_swarm.workloads.wide import WIDE_RESEARCHER, own_hit, research_episode
 
 __all__ = [
     "CONTROL_KINDS",

@@ -1,9 +1,9 @@
-"""Wide and deep lookup over the offline τ² search corpus (``tools.corpora``: BM25 ``search``/``open``).
+"""Wide and deep lookup over the offline τ² search corpus (``agent_swarm.tools.corpora``: BM25 ``search``/``open``).
 
 **Wide lookup** (Kimi K2.5's "breadth" prompts): a table of N entities × M attributes. The entities
 are retail customers, airline customers, flights or products of the corpus, named in the prompt; the
 answer is one markdown table scored by the strict WideSearch-style table scorer
-(:func:`swarm.verifiers.table.score_table`): the metric is item-F1 over the *looked-up* cells (the
+(:func:`agent_swarm.swarm.verifiers.table.score_table`): the metric is item-F1 over the *looked-up* cells (the
 name column is no item, so copying the names scores 0), row-F1 and success (every cell right, no
 extra row) are reported beside it, and ``Score.items`` holds each gold cell's score. The
 difficulty knobs are N, M and ``distractors``: names that are *not* in the corpus (customers whose
@@ -32,15 +32,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.errors import ConfigError
-from swarm.records import Task
-from swarm.verifiers.table import ColumnRule
-from tools.corpora import tau2_records, tau2_search_toolset
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
-from workloads.chains import Chain, Hop, chain_episode, chain_gold
-from workloads.splits import Split, pool_splits
-from workloads.wide import (
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.verifiers.table import ColumnRule
+from agent_swarm.tools.corpora import tau2_records, tau2_search_toolset
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
+from agent_swarm.workloads.chains import Chain, Hop, chain_episode, chain_gold
+from agent_swarm.workloads.splits import Split, pool_splits
+from agent_swarm.workloads.wide import (
     AGENT,
     EXACT_NUMBER,
     Attr,
@@ -49,7 +49,7 @@ from workloads.wide import (
     wide_gold,
     wide_prompt,
 )
-from workloads.wide import rx as _rx
+from agent_swarm.workloads.wide import rx as _rx
 
 __all__ = [
     "KINDS",

@@ -1,6 +1,6 @@
 """Wide research over a user's own corpus: N fictional entities × M attributes, found only with search/open.
 
-Every task gets its own generated document collection (:func:`tools.corpora.fictional.fictional_world`):
+Every task gets its own generated document collection (:func:`agent_swarm.tools.corpora.fictional.fictional_world`):
 companies, people or products with made-up names and random facts, so no model knows a single cell and
 an answer written without the tools scores ≈ 0 (the no-tool ablation; tested). Beside each asked
 entity the collection holds ``distractors`` documents that are not it — its near-namesake with other
@@ -8,7 +8,7 @@ facts, news items naming it beside another entity's numbers — and, with ``miss
 asked for but have only a near-namesake (their rows must be left out).
 
 The prompt asks for one markdown table and never mentions sub-agents; whether to fan out is the
-orchestrator's decision. Scored by the strict table scorer (:func:`workloads.wide.table_scorer`): the
+orchestrator's decision. Scored by the strict table scorer (:func:`agent_swarm.workloads.wide.table_scorer`): the
 metric is item-F1 over the looked-up cells (the name column is no item: a names-only table scores 0),
 with row-F1 and success (every cell right, no extra row) in the details. ``metadata["parts"]`` is the
 number of names to look up (N, plus ``missing``).
@@ -24,15 +24,22 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.errors import ConfigError
-from swarm.records import Task
-from tools.builtin.search import SearchIndex, search_toolset
-from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, GENERATOR, FictionalKind, World, fictional_world
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
-from workloads.chains import Chain, Hop, chain_episode, chain_gold
-from workloads.splits import key_split, split_rng
-from workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, rx, wide_episode, wide_gold, wide_prompt
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.tools.builtin.search import SearchIndex, search_toolset
+from agent_swarm.tools.corpora.fictional import (
+    ATTRIBUTES,
+    FICTIONAL_KINDS,
+    GENERATOR,
+    FictionalKind,
+    World,
+    fictional_world,
+)
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
+from agent_swarm.workloads.chains import Chain, Hop, chain_episode, chain_gold
+from agent_swarm.workloads.splits import key_split, split_rng
+from agent_swarm.workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, rx, wide_episode, wide_gold, wide_prompt
 
 __all__ = [
     "FICTION",

@@ -7,7 +7,7 @@ its head) — phrased the way people type them ("What are the capital cities of 
 Kenya?"). The answer is free text; each item is checked on its own:
 
 * an item is right only when its value is *attributed to its own key*
-  (:mod:`swarm.verifiers.attribution`): a unit of the answer — a line, a sentence, a clause — names
+  (:mod:`agent_swarm.swarm.verifiers.attribution`): a unit of the answer — a line, a sentence, a clause — names
   the key and holds one of the item's accepted answers (aliases, accents and case ignored, whole
   words only; chemical symbols case-sensitive; numbers by value), and no unit naming the key hedges
   (``or``, ``maybe``, ``?``, ``A/B``) or holds another answer of the same kind (another country's
@@ -42,15 +42,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, ToolError
-from swarm.function_backend import FunctionBackend, call
-from swarm.records import EpisodeRecord, Task
-from swarm.verifiers.attribution import clauses, find_all, fold, hedged, segments
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
-from workloads.splits import item_split, pool_splits
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.verifiers.attribution import clauses, find_all, fold, hedged, segments
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from agent_swarm.workloads.splits import item_split, pool_splits
 
 __all__ = ["KINDS", "StarterKnobs", "StarterWorkload", "calculator", "fact_items", "fact_question", "score_answer"]
 

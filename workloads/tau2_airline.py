@@ -14,7 +14,7 @@ whole dollars; a cancellation appends negative payments and refunds nothing at o
 charges or refunds the fare difference to one credit card or gift card; bookings take seats, and
 neither cancellations nor flight changes give them back.
 
-A failing precondition raises :class:`~swarm.errors.ToolError` (the model sees an error result) and
+A failing precondition raises :class:`~agent_swarm.swarm.errors.ToolError` (the model sees an error result) and
 leaves the database untouched. One :class:`AirlineDB` is the shared state of an episode;
 :func:`airline_tools` binds the tools to it.
 """
@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.errors import ToolError
-from tools.registry import Tool
-from workloads.tau2_common import Record, Tau2DB, domain_tools
+from agent_swarm.swarm.errors import ToolError
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.tau2_common import Record, Tau2DB, domain_tools
 
 __all__ = [
     "NOW",

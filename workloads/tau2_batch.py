@@ -37,20 +37,20 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, ToolError
-from swarm.function_backend import FunctionBackend, call
-from swarm.messages import ToolMessage
-from swarm.records import AgentDefinition, Task
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
-from workloads.splits import check_split, pool_splits
-from workloads.tau2_airline import WRITE_TOOLS as AIRLINE_WRITES
-from workloads.tau2_airline import AirlineDB, airline_tools
-from workloads.tau2_common import Record, Tau2DB, data_file
-from workloads.tau2_retail import WRITE_TOOLS as RETAIL_WRITES
-from workloads.tau2_retail import RetailDB, retail_tools
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentDefinition, Task
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
+from agent_swarm.workloads.splits import check_split, pool_splits
+from agent_swarm.workloads.tau2_airline import WRITE_TOOLS as AIRLINE_WRITES
+from agent_swarm.workloads.tau2_airline import AirlineDB, airline_tools
+from agent_swarm.workloads.tau2_common import Record, Tau2DB, data_file
+from agent_swarm.workloads.tau2_retail import WRITE_TOOLS as RETAIL_WRITES
+from agent_swarm.workloads.tau2_retail import RetailDB, retail_tools
 
 __all__ = ["DOMAINS", "Domain", "Tau2BatchKnobs", "Tau2BatchWorkload", "Ticket", "db_diff", "diff_f1", "replay"]
 
@@ -187,7 +187,7 @@ def replay(tickets: Iterable[Ticket], db: Tau2DB | None = None) -> Tau2DB:
 
 
 def _records_of(domain: Domain, actions: Sequence[tuple[str, dict[str, Any]]]) -> frozenset[Record]:
-    """Records one ticket's gold run touches (see :meth:`~workloads.tau2_common.Tau2DB.touched`)."""
+    """Records one ticket's gold run touches (see :meth:`~agent_swarm.workloads.tau2_common.Tau2DB.touched`)."""
     db = domain.new_db()
     tools = _tools_by_name(db)
     recs: set[Record] = set()

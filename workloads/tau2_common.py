@@ -18,8 +18,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, ClassVar, Self
 
-from swarm.errors import ToolError
-from tools.registry import Tool
+from agent_swarm.swarm.errors import ToolError
+from agent_swarm.tools.registry import Tool
 
 __all__ = [
     "Record",
@@ -36,12 +36,12 @@ Record = tuple[str, str]  # (table, record id)
 
 def data_file(domain: str, name: str) -> str:
     """The text of a packaged data file of ``domain`` (``policy.md``, ``tasks.json`` …)."""
-    return (resources.files("workloads") / "data" / f"tau2_{domain}" / name).read_text("utf-8")
+    return (resources.files("agent_swarm.workloads") / "data" / f"tau2_{domain}" / name).read_text("utf-8")
 
 
 @cache
 def _db_pickle(domain: str) -> bytes:
-    ref = resources.files("workloads") / "data" / f"tau2_{domain}" / "db.json.gz"
+    ref = resources.files("agent_swarm.workloads") / "data" / f"tau2_{domain}" / "db.json.gz"
     # Parsed once; fresh copies come from a pickle round trip (several times faster than json or deepcopy).
     return pickle.dumps(json.loads(gzip.decompress(ref.read_bytes())), protocol=pickle.HIGHEST_PROTOCOL)
 

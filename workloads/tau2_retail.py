@@ -4,7 +4,7 @@ The tools follow the documented behaviour of τ²-bench's retail tools and the d
 (``data/tau2_retail/policy.md``): look-ups by email or name + zip, order/product/item details, and the
 write actions (cancel, modify address/payment/items of pending orders, return/exchange delivered
 orders, modify a user's default address). No upstream code is copied. A failing precondition raises
-:class:`~swarm.errors.ToolError`, which the model sees as an error result; the database is left
+:class:`~agent_swarm.swarm.errors.ToolError`, which the model sees as an error result; the database is left
 untouched by a failed call.
 
 One :class:`RetailDB` is the shared state of an episode; :func:`retail_tools` binds the tools to it.
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.errors import ToolError
-from tools.registry import Tool
-from workloads.tau2_common import Record, Tau2DB, domain_tools, load_db
+from agent_swarm.swarm.errors import ToolError
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.tau2_common import Record, Tau2DB, domain_tools, load_db
 
 __all__ = [
     "CANCEL_REASONS",

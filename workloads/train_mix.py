@@ -13,11 +13,11 @@ An unlimited stream of training tasks, mixed by weight:
 
 No prompt and no instruction asks for sub-agents: swarm mode is told that a ``researcher`` type exists,
 never what to do with it, so the policy has to learn *when* to parallelise. Tasks are built by the
-same functions as the yardstick's workloads (:func:`workloads.research.research_task`,
-:func:`workloads.controls.control_task`, deep-lookup's generator) and scored by the same scorers.
+same functions as the yardstick's workloads (:func:`agent_swarm.workloads.research.research_task`,
+:func:`agent_swarm.workloads.controls.control_task`, deep-lookup's generator) and scored by the same scorers.
 
 **Train split only.** Every entity name, fact, expression and customer of a train-mix task belongs to
-the train split (generated names by :func:`workloads.splits.key_split`, pools by their partition), so
+the train split (generated names by :func:`agent_swarm.workloads.splits.key_split`, pools by their partition), so
 no train-mix task shares anything with a dev or test task of ``wide-research``, ``controls`` or
 ``deep-lookup``, whatever the seeds (tested). ``metadata["family"]`` is ``wide``, ``deep`` or
 ``control`` for per-family curves; ``metadata["parts"]`` is N, the branches, or 1.
@@ -30,15 +30,22 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from swarm.errors import ConfigError
-from swarm.records import Task
-from tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, FictionalKind
-from workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
-from workloads.controls import CONTROL_KINDS, control_episode, control_gold, control_task
-from workloads.lookup import DeepLookupWorkload, deep_episode, deep_gold
-from workloads.research import FICTION, SWARM_NOTE, chain_gold_policy, chain_task, research_task, research_tools
-from workloads.splits import split_rng
-from workloads.wide import wide_episode, wide_gold
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.tools.corpora.fictional import ATTRIBUTES, FICTIONAL_KINDS, FictionalKind
+from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
+from agent_swarm.workloads.controls import CONTROL_KINDS, control_episode, control_gold, control_task
+from agent_swarm.workloads.lookup import DeepLookupWorkload, deep_episode, deep_gold
+from agent_swarm.workloads.research import (
+    FICTION,
+    SWARM_NOTE,
+    chain_gold_policy,
+    chain_task,
+    research_task,
+    research_tools,
+)
+from agent_swarm.workloads.splits import split_rng
+from agent_swarm.workloads.wide import wide_episode, wide_gold
 
 __all__ = ["FAMILIES", "TrainMixKnobs", "TrainMixWorkload"]
 

@@ -8,7 +8,7 @@ answered as one markdown table"; ``deep-lookup`` shares the researcher and the e
   starts, and per attribute the gold value (from the structured record) and how the gold policy reads
   it from the *rendered document text* (so an environment that lost information cannot reach 1);
 * :func:`wide_prompt` — the task text (it never asks for sub-agents);
-* :func:`table_scorer` — the strict table scorer (:func:`swarm.verifiers.table.score_table`): metric
+* :func:`table_scorer` — the strict table scorer (:func:`agent_swarm.swarm.verifiers.table.score_table`): metric
   item-F1 over the looked-up cells (keys excluded), row-F1 and success in the details, one item per
   gold cell;
 * :func:`research_episode` — the episode of a search task: the ``researcher`` sub-agent type, the
@@ -24,14 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.function_backend import FunctionBackend, call
-from swarm.messages import ToolMessage
-from swarm.records import AgentDefinition, EpisodeRecord, Task
-from swarm.verifiers.table import ColumnRule, score_table
-from tools.registry import Tool
-from workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.function_backend import FunctionBackend, call
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, Task
+from agent_swarm.swarm.verifiers.table import ColumnRule, score_table
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
 
 __all__ = [
     "AGENT",

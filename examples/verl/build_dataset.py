@@ -5,7 +5,7 @@
 
 Each row has verl's RLHFDataset columns (``prompt``, ``data_source``, ``reward_model``, ``extra_info``)
 plus ``agent_name = "swarm_agent"``; ``extra_info["swarm"]`` is the task itself and the workload
-reference it was generated from (``orchestrator.rl.verl_episode.VerlTaskSpec``). Free tasks with a
+reference it was generated from (``agent_swarm.orchestrator.rl.verl_episode.VerlTaskSpec``). Free tasks with a
 verifier come from a JSONL task file instead (``--tasks FILE``, the format ``swarm rollout`` reads).
 """
 
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rl.verl_episode import dataset_rows
-from orchestrator.tasks import load_tasks
-from workloads import get_workload, workload_names
+from agent_swarm.orchestrator.rl.verl_episode import dataset_rows
+from agent_swarm.orchestrator.tasks import load_tasks
+from agent_swarm.workloads import get_workload, workload_names
 
 
 def _knobs(items: list[str]) -> dict[str, Any]:

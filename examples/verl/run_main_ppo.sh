@@ -6,7 +6,7 @@
 #       bash examples/verl/run_main_ppo.sh [extra hydra overrides...]
 #
 # What runs where (docs/verl.md): verl's trainer drives Ray; its AgentLoopWorkers run one swarm episode
-# per dataset row (orchestrator.rl.verl_loop.SwarmAgentLoop); the orchestrator's turns go to verl's
+# per dataset row (agent_swarm.orchestrator.rl.verl_loop.SwarmAgentLoop); the orchestrator's turns go to verl's
 # rollout servers through its server manager (token ids in, ids + logprobs out); sub-agents call the
 # OpenAI-compatible server below. Scale them separately: more/larger GPUs under trainer.n_gpus_per_node
 # for the policy, more `vllm serve` replicas (or a bigger SUB_GPU_FRAC) for the sub-agents.
@@ -60,7 +60,7 @@ fi
 # swarm_k25's π_old is the rollout servers' logprobs: verl recomputes old_log_prob (decoupled mode) and
 # hands the loss untruncated token IS weights exp(old − rollout) (rollout_is=token, threshold 1e9 > e^20,
 # no batch normalisation, no rejection sampling), from which it recovers them; the loss and the agent loop
-# refuse other settings (orchestrator.rl.verl_loop.K25_VERL_OVERRIDES). trainer.use_v1=False: verl 0.9.1's
+# refuse other settings (agent_swarm.orchestrator.rl.verl_loop.K25_VERL_OVERRIDES). trainer.use_v1=False: verl 0.9.1's
 # legacy trainer, the one SwarmAgentLoopManager (the swarm's step metrics) plugs into.
 python -m verl.trainer.main_ppo \
     trainer.use_v1=False \
@@ -93,7 +93,7 @@ python -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4 \
     actor_rollout_ref.rollout.agent.default_agent_loop=swarm_agent \
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$RUN_DIR/agent_loop.yaml" \
-    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=orchestrator.rl.verl_loop.SwarmAgentLoopManager \
+    +actor_rollout_ref.rollout.agent.agent_loop_manager_class=agent_swarm.orchestrator.rl.verl_loop.SwarmAgentLoopManager \
     actor_rollout_ref.rollout.agent.num_workers=4 \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4 \
     algorithm.rollout_correction.rollout_is=token \

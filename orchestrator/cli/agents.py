@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.agent_files import DEFAULT_AGENTS_DIR
-from orchestrator.cli.discovery import agent_dirs
-from orchestrator.cli.tools import agent_files
-from swarm.errors import UserError
+from agent_swarm.orchestrator.agent_files import DEFAULT_AGENTS_DIR
+from agent_swarm.orchestrator.cli.discovery import agent_dirs
+from agent_swarm.orchestrator.cli.tools import agent_files
+from agent_swarm.swarm.errors import UserError
 
 __all__ = ["agents_app"]
 

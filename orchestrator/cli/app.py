@@ -19,19 +19,19 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.agents import agents_app
-from orchestrator.cli.doctor import doctor
-from orchestrator.cli.eval import eval_command
-from orchestrator.cli.init import init
-from orchestrator.cli.mcp import mcp_app
-from orchestrator.cli.models import models
-from orchestrator.cli.rollout import rollout
-from orchestrator.cli.run import run
-from orchestrator.cli.telemetry_setup import claim_global_provider
-from orchestrator.cli.traces import traces_app
-from orchestrator.cli.train import train_app
-from orchestrator.process import GC_THRESHOLD, tune_gc
-from swarm import __version__
+from agent_swarm.orchestrator.cli.agents import agents_app
+from agent_swarm.orchestrator.cli.doctor import doctor
+from agent_swarm.orchestrator.cli.eval import eval_command
+from agent_swarm.orchestrator.cli.init import init
+from agent_swarm.orchestrator.cli.mcp import mcp_app
+from agent_swarm.orchestrator.cli.models import models
+from agent_swarm.orchestrator.cli.rollout import rollout
+from agent_swarm.orchestrator.cli.run import run
+from agent_swarm.orchestrator.cli.telemetry_setup import claim_global_provider
+from agent_swarm.orchestrator.cli.traces import traces_app
+from agent_swarm.orchestrator.cli.train import train_app
+from agent_swarm.orchestrator.process import GC_THRESHOLD, tune_gc
+from agent_swarm.swarm import __version__
 
 __all__ = ["GC_THRESHOLD", "app", "main", "optional_value", "tune_gc"]
 
@@ -96,7 +96,7 @@ def demo_list(
       swarm demo-list
       swarm run --demo capitals
     """
-    from orchestrator.demo import DEMO_TASKS
+    from agent_swarm.orchestrator.demo import DEMO_TASKS
 
     if json_out:  # one object per line, as every listing command's --json
         for name, t in DEMO_TASKS.items():

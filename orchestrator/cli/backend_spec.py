@@ -3,8 +3,8 @@
 ``swarm run``, ``swarm eval`` and ``swarm rollout`` resolve the same way: a flag given wins over the
 table's ``model``, ``base_url``, ``subagent_backend`` and ``subagent_model``; the table's ``kind`` wins
 over ``--backend`` (whose default cannot be told from a typed value); the table's other keys are the
-backend options (:data:`orchestrator.backend_factory.BACKEND_TABLE_KEYS`), checked against the kinds
-in use when the spec is resolved (:func:`orchestrator.backend_factory.plan_backends`). A command's
+backend options (:data:`agent_swarm.orchestrator.backend_factory.BACKEND_TABLE_KEYS`), checked against the kinds
+in use when the spec is resolved (:func:`agent_swarm.orchestrator.backend_factory.plan_backends`). A command's
 hints (the widest stage, a progress bar) are not options: :meth:`BackendSpec.build` passes them apart.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.backend_factory import backend_option_keys, build_backends, plan_backends
-from swarm.backend import ModelBackend
+from agent_swarm.orchestrator.backend_factory import backend_option_keys, build_backends, plan_backends
+from agent_swarm.swarm.backend import ModelBackend
 
 __all__ = ["BackendSpec"]
 
@@ -46,7 +46,7 @@ class BackendSpec:
         subagent_model: str | None = None,
     ) -> BackendSpec:
         """The flags over a config file's ``[backend]`` table (see the module docstring); an option the
-        kinds in use do not take, or a bad value, raises :class:`~swarm.errors.ConfigError` here."""
+        kinds in use do not take, or a bad value, raises :class:`~agent_swarm.swarm.errors.ConfigError` here."""
         options = dict(table)
         named = {k: options.pop(k, None) for k in NAMED}
         spec = cls(
@@ -61,7 +61,7 @@ class BackendSpec:
         return spec
 
     def arguments(self) -> dict[str, Any]:
-        """:func:`~orchestrator.backend_factory.build_backends`' keyword arguments, less the hints."""
+        """:func:`~agent_swarm.orchestrator.backend_factory.build_backends`' keyword arguments, less the hints."""
         return {
             "kind": self.kind,
             "model": self.model,
@@ -75,12 +75,12 @@ class BackendSpec:
         self, *, fanout: int | None = None, progress: Callable[..., Any] | None = None
     ) -> tuple[ModelBackend, ModelBackend | None]:
         """(orchestrator backend, sub-agents' backend or ``None`` = the same); ``fanout`` and
-        ``progress`` are the command's hints (:class:`~orchestrator.backend_options.BackendHints`)."""
+        ``progress`` are the command's hints (:class:`~agent_swarm.orchestrator.backend_options.BackendHints`)."""
         return build_backends(**self.arguments(), fanout=fanout, progress=progress)
 
     def for_subagent_model(self, model: str) -> BackendSpec:
         """The backend of sub-agents on ``model`` (an agent file's own): the sub-agents' kind and
-        server as :func:`~orchestrator.backend_factory.build_backends` resolves them, with the options
+        server as :func:`~agent_swarm.orchestrator.backend_factory.build_backends` resolves them, with the options
         that kind takes."""
         plan = plan_backends(**self.arguments())
         kind, _, url, _ = plan.subagents or (plan.kind, plan.model, plan.base_url, plan.options)

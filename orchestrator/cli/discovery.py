@@ -8,7 +8,7 @@
   directory up to the repository root (the first directory holding ``.git``; just the working directory
   outside a repository), then ``agents/`` in the user config directory. The nearest definition of a
   name wins, as a project's own agents override a user's.
-- **Records**: :func:`orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user data
+- **Records**: :func:`agent_swarm.orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user data
   directory), for writing and for ``swarm traces``.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.environment import environment
+from agent_swarm.orchestrator.environment import environment
 
 __all__ = ["CONFIG_NAME", "agent_dirs", "config_dir", "find_config", "resolve_config"]
 

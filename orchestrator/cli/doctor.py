@@ -21,10 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.cli.discovery import agent_dirs, find_config
-from orchestrator.cli.models import short_install
-from swarm import __version__
-from swarm.errors import ConfigError, UserError
+from agent_swarm.orchestrator.cli.discovery import agent_dirs, find_config
+from agent_swarm.orchestrator.cli.models import short_install
+from agent_swarm.swarm import __version__
+from agent_swarm.swarm.errors import ConfigError, UserError
 
 __all__ = ["Check", "checks", "doctor"]
 
@@ -58,7 +58,7 @@ def _has(module: str) -> bool:
 
 
 def _sandbox() -> Check:
-    from swarm.sandbox import isolation_available
+    from agent_swarm.swarm.sandbox import isolation_available
 
     ok, why = isolation_available()
     if ok:
@@ -77,7 +77,7 @@ def _extras() -> list[Check]:
 
 
 def _models(verify: bool) -> list[Check]:
-    from swarm.backends.local import LOCAL_MODELS, verify_models
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS, verify_models
 
     # Hashes are cached by (path, size, mtime, inode); --verify reads every file again.
     checked = {c.name: c for c in verify_models(force=verify)}
@@ -96,9 +96,9 @@ def _models(verify: bool) -> list[Check]:
 def _context(name: str) -> str:
     """The engine a default ``swarm run -b local -m NAME`` starts on this machine now: its slots and
     each slot's context, and why (the same plan as the run header: LocalEngine.plan)."""
-    from orchestrator.backend_factory import build_backends
-    from swarm.backends.local import LocalBackend
-    from swarm.config import SwarmConfig
+    from agent_swarm.orchestrator.backend_factory import build_backends
+    from agent_swarm.swarm.backends.local import LocalBackend
+    from agent_swarm.swarm.config import SwarmConfig
 
     try:
         orch, _ = build_backends("local", name, fanout=SwarmConfig().max_subagents_per_stage)
@@ -109,7 +109,7 @@ def _context(name: str) -> str:
 
 
 def _otlp() -> Check:
-    from orchestrator.cli.telemetry_setup import receiver_listening, resolve_otlp
+    from agent_swarm.orchestrator.cli.telemetry_setup import receiver_listening, resolve_otlp
 
     try:
         target = resolve_otlp()
@@ -128,8 +128,8 @@ def _otlp() -> Check:
 
 
 def _config() -> list[Check]:
-    from orchestrator.cli.tools import agent_files
-    from orchestrator.tasks import load_config
+    from agent_swarm.orchestrator.cli.tools import agent_files
+    from agent_swarm.orchestrator.tasks import load_config
 
     out = []
     path, source = find_config(None)
@@ -154,7 +154,7 @@ def _config() -> list[Check]:
 
 
 def _records() -> Check:
-    from orchestrator.store import records_dir
+    from agent_swarm.orchestrator.store import records_dir
 
     root = records_dir()
     probe = root if root.exists() else next((p for p in root.parents if p.exists()), Path("/"))

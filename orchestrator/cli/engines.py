@@ -1,8 +1,8 @@
 """What the local engines behind a command will run: each engine's context per slot and slots, and why.
 
 ``swarm run`` prints these lines in its header and ``swarm eval`` in its banner and manifest
-(:class:`~orchestrator.eval_raw.Provenance` ``engine``). Planning finds the model and sizes the slots
-without loading anything (:meth:`swarm.backends.local.LocalEngine.plan`), so the slots a stage admits
+(:class:`~agent_swarm.orchestrator.eval_raw.Provenance` ``engine``). Planning finds the model and sizes the slots
+without loading anything (:meth:`agent_swarm.swarm.backends.local.LocalEngine.plan`), so the slots a stage admits
 are known before the first sub-agent starts.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from swarm.backends.local import LocalEngine
-from swarm.errors import ConfigError
+from agent_swarm.swarm.backends.local import LocalEngine
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["SLOTS_WHY", "engine_notes"]
 

@@ -1,6 +1,6 @@
 """``swarm eval``: a workload's tasks in swarm and single-agent mode, side by side.
 
-Registered on the main app in :mod:`orchestrator.cli`. ``--backend gold`` plays the workload's gold
+Registered on the main app in :mod:`agent_swarm.orchestrator.cli`. ``--backend gold`` plays the workload's gold
 scripted policy (no model); any other backend name is resolved like ``swarm run`` does. Exit codes:
 0 done, 1 some episodes crashed, 2 bad input, 130 interrupted (finished episodes stay on disk).
 """
@@ -26,9 +26,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.adapters import resolve_orchestrator_adapter
-from orchestrator.cli.engines import engine_notes
-from orchestrator.cli.options import (
+from agent_swarm.orchestrator.adapters import resolve_orchestrator_adapter
+from agent_swarm.orchestrator.cli.engines import engine_notes
+from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
     BackendOpt,
     BaseUrlOpt,
@@ -47,10 +47,10 @@ from orchestrator.cli.options import (
     parse_knobs,
     warn_cache_bypass,
 )
-from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.settings import Settings, command_options
-from orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
-from orchestrator.eval import (
+from agent_swarm.orchestrator.cli.progress import terminal_progress
+from agent_swarm.orchestrator.cli.settings import Settings, command_options
+from agent_swarm.orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
+from agent_swarm.orchestrator.eval import (
     BackendPair,
     BackendResolver,
     Configs,
@@ -61,16 +61,16 @@ from orchestrator.eval import (
     run_eval,
     write_tasks,
 )
-from orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
-from orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
-from swarm.backend import SamplingParams
-from swarm.backends.replay_cache import CachedBackend, ReplayCache
-from swarm.config import SwarmConfig
-from swarm.errors import UserError
-from swarm.records import Task
-from swarm.tracing import Telemetry
-from workloads import Mode, Workload, get_workload, workload_names
-from workloads.splits import check_fresh_test_seed, record_test_seed, used_test_seeds
+from agent_swarm.orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
+from agent_swarm.orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.backends.replay_cache import CachedBackend, ReplayCache
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import UserError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.workloads import Mode, Workload, get_workload, workload_names
+from agent_swarm.workloads.splits import check_fresh_test_seed, record_test_seed, used_test_seeds
 
 __all__ = ["backend_resolver", "eval_command", "provenance", "report_table"]
 
@@ -582,7 +582,7 @@ def provenance(backend: str, pair: BackendPair, extras: dict[str, Any]) -> Prove
 
 def _model_sha256(name: str) -> str | None:
     """A local model's pinned sha256 (verified when it was installed), a .gguf file's own; else None."""
-    from swarm.backends.local.catalogue import LOCAL_MODELS
+    from agent_swarm.swarm.backends.local.catalogue import LOCAL_MODELS
 
     known = LOCAL_MODELS.get(name)
     if known is not None:

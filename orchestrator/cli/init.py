@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.cli.discovery import AGENTS, CONFIG_NAME, config_dir
+from agent_swarm.orchestrator.cli.discovery import AGENTS, CONFIG_NAME, config_dir
 
 __all__ = ["AGENT_EXAMPLE", "CONFIG_TEMPLATE", "init"]
 

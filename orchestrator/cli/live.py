@@ -29,8 +29,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from swarm.errors import ErrorType
-from swarm.events import (
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.events import (
     ActionResolved,
     EndpointRefused,
     EndpointWaiting,
@@ -44,8 +44,8 @@ from swarm.events import (
     SubagentStep,
     TurnFinished,
 )
-from swarm.monitors import stage_monitors
-from swarm.records import (
+from agent_swarm.swarm.monitors import stage_monitors
+from agent_swarm.swarm.records import (
     AgentStatus,
     BudgetLine,
     EpisodeRecord,
@@ -358,7 +358,7 @@ def monitor_text(m: MonitorReport) -> str:
 
 
 class LiveMonitors:
-    """The collapse monitors while the run goes: after each stage, :func:`swarm.monitors.stage_monitors`
+    """The collapse monitors while the run goes: after each stage, :func:`agent_swarm.swarm.monitors.stage_monitors`
     over the stages finished so far (from the runtime events; unused reports need the answer, so they
     wait for the record). ``report`` is ``None`` until the first stage ends."""
 

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from swarm.errors import UserError
-from tools.mcp import MCPServers, ServerStatus, load_mcp_config
+from agent_swarm.swarm.errors import UserError
+from agent_swarm.tools.mcp import MCPServers, ServerStatus, load_mcp_config
 
 __all__ = ["mcp_app"]
 

@@ -70,7 +70,7 @@ def _engine_block(b: dict[str, Any]) -> Group:
 
 def inventory() -> dict[str, Any]:
     """What ``swarm models`` reports, as data: local models, engines, and the install command of each."""
-    from swarm.backends.local import LOCAL_MODELS, cache_dir, model_available
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS, cache_dir, model_available
 
     models = [_model_entry(name, model_available(name)) for name in LOCAL_MODELS]
     default = next((m["name"] for m in models if m["available"]), None)
@@ -79,8 +79,8 @@ def inventory() -> dict[str, Any]:
 
 def _model_entry(name: str, available: bool) -> dict[str, Any]:
     """One catalogue model as data: what it is, where from, how to install it, and its shipped adapter."""
-    from orchestrator.adapters import shipped_adapter
-    from swarm.backends.local import LOCAL_MODELS, cache_dir
+    from agent_swarm.orchestrator.adapters import shipped_adapter
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS, cache_dir
 
     m = LOCAL_MODELS[name]
     entry: dict[str, Any] = {
@@ -105,7 +105,7 @@ def _model_entry(name: str, available: bool) -> dict[str, Any]:
 
 def _engines() -> list[dict[str, Any]]:
     """The backends a run can use (a data table): whether each is ready here, and how to install it."""
-    from swarm.backends.local import ENGINE_INSTALL, engine_available
+    from agent_swarm.swarm.backends.local import ENGINE_INSTALL, engine_available
 
     return [
         {

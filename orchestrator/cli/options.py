@@ -16,10 +16,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from orchestrator.budgets import budget_overrides
-from swarm.backend import SamplingParams
-from swarm.backends.replay_cache import deterministic_sampling
-from swarm.errors import UserError
+from agent_swarm.orchestrator.budgets import budget_overrides
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.backends.replay_cache import deterministic_sampling
+from agent_swarm.swarm.errors import UserError
 
 __all__ = [
     "SCRIPTED",
@@ -232,9 +232,9 @@ def episode_overrides(
     episode_timeout: float | None,
     **more: Any,
 ) -> dict[str, Any]:
-    """:class:`~swarm.config.SwarmConfig` overrides from the episode flags every model command takes
+    """:class:`~agent_swarm.swarm.config.SwarmConfig` overrides from the episode flags every model command takes
     (``None``: not given, the config's value stands), ``more`` of a command's own (by config field), and
-    ``--budget`` flags (:func:`~orchestrator.budgets.budget_overrides`)."""
+    ``--budget`` flags (:func:`~agent_swarm.orchestrator.budgets.budget_overrides`)."""
     return {
         "max_critical_steps": max_critical_steps,
         "max_subagent_steps": max_subagent_steps,

@@ -16,19 +16,19 @@ from typing import Any, get_origin
 
 from pydantic import ValidationError
 
-from orchestrator.cli.options import parse_knobs
-from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.sampling import resolve_sampling, with_sampling
-from orchestrator.cli.settings import Settings, config_from
-from orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
-from orchestrator.environment import environment
-from orchestrator.tasks import load_tasks
-from swarm.backend import ModelBackend
-from swarm.config import SwarmConfig
-from swarm.errors import UserError
-from swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
-from swarm.rl.rewards import PARLReward, RewardConfig
-from tools.registry import Tool, ToolRegistry, Toolset
+from agent_swarm.orchestrator.cli.options import parse_knobs
+from agent_swarm.orchestrator.cli.progress import terminal_progress
+from agent_swarm.orchestrator.cli.sampling import resolve_sampling, with_sampling
+from agent_swarm.orchestrator.cli.settings import Settings, config_from
+from agent_swarm.orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.tasks import load_tasks
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import UserError
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, RewardRecord, Task
+from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig
+from agent_swarm.tools.registry import Tool, ToolRegistry, Toolset
 
 __all__ = ["EpisodeKit", "RunPlan", "RunRequest", "make_plan", "workload_knobs"]
 
@@ -149,8 +149,8 @@ def _common(req: RunRequest) -> _Common:
 
 
 def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
-    from orchestrator.demo import DEMO_TASKS
-    from orchestrator.demo import demo as make_demo
+    from agent_swarm.orchestrator.demo import DEMO_TASKS
+    from agent_swarm.orchestrator.demo import demo as make_demo
 
     name = req.demo if req.demo is not None else task_text(req.task or "")
     if name not in DEMO_TASKS:
@@ -203,8 +203,8 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
     """``-w NAME``: the workload's tasks, each with a fresh environment, its budgets and its scorer;
     ``-b gold`` plays each task's gold policy (no model). Every episode is built here, so a malformed
     task is exit code 2 before anything runs."""
-    from orchestrator.eval import episode_config
-    from workloads import MODES, Mode, get_workload
+    from agent_swarm.orchestrator.eval import episode_config
+    from agent_swarm.workloads import MODES, Mode, get_workload
 
     mode: Mode = "swarm" if req.mode == "swarm" else "single"
     if req.mode not in MODES:
@@ -237,7 +237,7 @@ def _workload_plan(req: RunRequest, name: str, c: _Common) -> RunPlan:
 def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
     """The tasks of ``-w NAME``: ``-n`` of them from ``--index`` (default: one, the first) of
     ``--split``, or those of a task file ``swarm eval --export-tasks`` wrote."""
-    from workloads import get_workload
+    from agent_swarm.workloads import get_workload
 
     wl = get_workload(name)  # an unknown name lists the known ones
     n = req.num_tasks or 1
@@ -267,7 +267,7 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
 def workload_knobs(name: str, items: Sequence[str]) -> dict[str, Any]:
     """``--knob NAME=VALUE`` items for workload ``name``: JSON values, else text; a knob that takes a
     list also takes ``a,b,c`` (``--knob categories=parallel,multiple``)."""
-    from workloads import get_workload
+    from agent_swarm.workloads import get_workload
 
     knobs = parse_knobs(list(items))
     fields = get_workload(name).knobs_model.model_fields
@@ -282,7 +282,7 @@ def _model_backends(
     req: RunRequest, extras: Mapping[str, Any], fanout: int, agents: Sequence[AgentDefinition]
 ) -> tuple[ModelBackend, ModelBackend | None, dict[str, ModelBackend]]:
     """(orchestrator, sub-agents or ``None`` = the same, the backends of models agent files name),
-    built as the library's :func:`orchestrator.backend_factory.build_backends` builds them."""
+    built as the library's :func:`agent_swarm.orchestrator.backend_factory.build_backends` builds them."""
     spec = req.settings.spec()
     progress = terminal_progress()
     orch, sub = spec.build(fanout=fanout, progress=progress)  # local engine: a slot per sub-agent
@@ -307,7 +307,7 @@ def task_text(task: str) -> str:
 def _check_agent_tools(agents: Sequence[AgentDefinition], tools: Sequence[Tool | Toolset], *, demo_tools: bool) -> None:
     """Every tool an agent file grants must be one this run has (before any model loads)."""
     if demo_tools:
-        from orchestrator.demo import demo as make_demo
+        from agent_swarm.orchestrator.demo import demo as make_demo
 
         tools = [*make_demo("capitals", latency_s=0).tools, *tools]
     registry = ToolRegistry(tools)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 import httpx
 
-from swarm.backend import ModelBackend
-from swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
 
 __all__ = ["PROBE_TIMEOUT_S", "unreachable_servers"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from swarm.backends.local.catalogue import Progress
+from agent_swarm.swarm.backends.local.catalogue import Progress
 
 __all__ = ["rich_progress", "terminal_progress"]
 

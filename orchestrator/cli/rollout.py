@@ -1,6 +1,6 @@
 """``swarm rollout``: K episodes per task with PARL rewards, group advantages and trajectories.
 
-Registered on the main app in :mod:`orchestrator.cli`. Tasks come from a task file (``--tasks``) or
+Registered on the main app in :mod:`agent_swarm.orchestrator.cli`. Tasks come from a task file (``--tasks``) or
 from a workload (``--workload NAME``, with ``-n``/``--seed``/``--split``/``--knob`` as in ``swarm
 eval``): then every episode gets its task's fresh environment, tools, agents and budgets, and its
 ``r_perf`` is the workload's score (``--backend gold`` plays the workload's gold policy). Exit codes:
@@ -29,9 +29,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.backend_factory import build_backends, with_subagent_cache
-from orchestrator.cli.eval import backend_resolver
-from orchestrator.cli.options import (
+from agent_swarm.orchestrator.backend_factory import build_backends, with_subagent_cache
+from agent_swarm.orchestrator.cli.eval import backend_resolver
+from agent_swarm.orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
     BudgetOpt,
@@ -47,22 +47,22 @@ from orchestrator.cli.options import (
     SubagentModelOpt,
     warn_cache_bypass,
 )
-from orchestrator.cli.plan import workload_knobs
-from orchestrator.cli.progress import terminal_progress
-from orchestrator.cli.settings import Settings, command_options
-from orchestrator.environment import environment
-from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout.collection import TRAJECTORIES, RolloutProgress, RolloutSummary, collect_rollouts
-from orchestrator.rollout.config import RolloutConfig
-from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
-from orchestrator.rollout.executors import RolloutExecutor
-from orchestrator.tasks import large_task_warning, load_task_file
-from swarm.backend import ModelBackend
-from swarm.config import SwarmConfig
-from swarm.errors import LargeInputWarning, UserError, validation_problems
-from swarm.records import Task
-from swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
-from workloads import MODES, Mode, get_workload
+from agent_swarm.orchestrator.cli.plan import workload_knobs
+from agent_swarm.orchestrator.cli.progress import terminal_progress
+from agent_swarm.orchestrator.cli.settings import Settings, command_options
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory
+from agent_swarm.orchestrator.rollout.collection import TRAJECTORIES, RolloutProgress, RolloutSummary, collect_rollouts
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
+from agent_swarm.orchestrator.rollout.executors import RolloutExecutor
+from agent_swarm.orchestrator.tasks import large_task_warning, load_task_file
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import LargeInputWarning, UserError, validation_problems
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.rewards import ParallelReward, PARLReward, RewardConfig, Schedule
+from agent_swarm.workloads import MODES, Mode, get_workload
 
 __all__ = ["rollout"]
 
@@ -167,7 +167,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
     prompt (``"capitals"``), its full demo prompt, or ``metadata.demo``; a name becomes the demo's prompt.
     Anything else is refused, as ``swarm run -b scripted`` refuses it: the script answers its own
     tasks, not yours."""
-    from orchestrator.demo import DEMO_TASKS
+    from agent_swarm.orchestrator.demo import DEMO_TASKS
 
     by_prompt = {t.prompt: name for name, t in DEMO_TASKS.items()}
     out: list[Task] = []
@@ -188,7 +188,7 @@ def demo_tasks(tasks: list[Task]) -> list[Task]:
 
 
 def _demo_factory(latency: float, subagent_cache: str | None = None) -> EpisodeFactory:
-    from orchestrator.demo import demo
+    from agent_swarm.orchestrator.demo import demo
 
     d = demo("capitals", latency_s=latency)
     sub: ModelBackend = d.subagent_backend
@@ -215,7 +215,7 @@ def _factory_and_executor(
     if ray is None:
         return build(**build_args), None
     # Each Ray actor builds its own backends (clients, engines) from the same options.
-    from orchestrator.cluster import RayExecutor, remote_factory
+    from agent_swarm.orchestrator.cluster import RayExecutor, remote_factory
 
     return remote_factory(build, **build_args), RayExecutor(None if ray == "local" else ray, actors=ray_actors)
 
@@ -491,7 +491,7 @@ def _episode_source(task_list: list[Task], settings: Settings, o: RolloutOptions
         cfg = settings.with_sampling(settings.base or SwarmConfig())
         return _Source(_workload_factory, args, cfg, None, {**resume, "overrides": given}, task_list)
     if settings.backend.kind == "scripted":
-        from orchestrator.demo import demo
+        from agent_swarm.orchestrator.demo import demo
 
         demo_latency = environment().demo_latency_s(0.0)
         cache_dir = settings.extras.get("backend", {}).get("subagent_cache")
@@ -560,7 +560,7 @@ def _collect(job: _RolloutJob, *, out: Path, quiet: bool) -> RolloutSummary:
 def _finish(summary: RolloutSummary, out: Path, *, parquet: bool, json_out: bool, kept: bool) -> int:
     """The parquet file if asked, the summary (table or JSON), what failed; the exit code."""
     if parquet:
-        from swarm.rl.export import read_trajectories, write_parquet
+        from agent_swarm.swarm.rl.export import read_trajectories, write_parquet
 
         try:
             write_parquet(read_trajectories(out / TRAJECTORIES), out / "trajectories.parquet")

@@ -1,9 +1,9 @@
 """``swarm run``: one task, every task of a task file, or a workload's tasks, through the orchestrator.
 
-What it resolves from its options (:class:`~orchestrator.cli.plan.RunPlan`, in :mod:`.plan`: tasks
+What it resolves from its options (:class:`~agent_swarm.orchestrator.cli.plan.RunPlan`, in :mod:`.plan`: tasks
 and, per episode, config, backends, tools, agent files and reward) and how it runs them
 (:func:`execute`): the live tree of stages on a terminal, one line per event without one, records
-written for every ending (:class:`~orchestrator.recorder.RecordWriter`), then the outputs (tree and
+written for every ending (:class:`~agent_swarm.orchestrator.recorder.RecordWriter`), then the outputs (tree and
 summary, ``--json``, ``--json-summary`` or ``-p``).
 """
 
@@ -25,8 +25,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.cli.engines import engine_notes
-from orchestrator.cli.live import (
+from agent_swarm.orchestrator.cli.engines import engine_notes
+from agent_swarm.orchestrator.cli.live import (
     NO_ANSWER,
     EventLines,
     LiveState,
@@ -36,7 +36,7 @@ from orchestrator.cli.live import (
     stages_from_record,
     summary_table,
 )
-from orchestrator.cli.options import (
+from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
     BackendOpt,
     BaseUrlOpt,
@@ -56,27 +56,27 @@ from orchestrator.cli.options import (
     WorkloadOpt,
     parse_knobs,
 )
-from orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
-from orchestrator.cli.preflight import unreachable_servers
-from orchestrator.cli.settings import Settings, command_options
-from orchestrator.cli.telemetry_setup import (
+from agent_swarm.orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
+from agent_swarm.orchestrator.cli.preflight import unreachable_servers
+from agent_swarm.orchestrator.cli.settings import Settings, command_options
+from agent_swarm.orchestrator.cli.telemetry_setup import (
     DEFAULT_TRACED_SUBAGENTS,
     Tracing,
     TracingOptions,
     resolve_otlp,
     start_tracing,
 )
-from orchestrator.engine import Orchestrator
-from orchestrator.environment import environment
-from orchestrator.recorder import RecordWriter
-from orchestrator.store import records_dir
-from orchestrator.tasks import large_task_warning
-from swarm.errors import LargeInputWarning, UserError
-from swarm.events import EpisodeFinished, Event
-from swarm.records import EpisodeRecord, Task
-from swarm.tracing import Telemetry
-from tools.mcp import MCPConfig, load_mcp_config
-from tools.registry import Tool, ToolRegistry, Toolset
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.recorder import RecordWriter
+from agent_swarm.orchestrator.store import records_dir
+from agent_swarm.orchestrator.tasks import large_task_warning
+from agent_swarm.swarm.errors import LargeInputWarning, UserError
+from agent_swarm.swarm.events import EpisodeFinished, Event
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools.mcp import MCPConfig, load_mcp_config
+from agent_swarm.tools.registry import Tool, ToolRegistry, Toolset
 
 __all__ = ["Output", "RunPlan", "engine_header", "execute", "json_summary", "run"]
 
@@ -529,7 +529,7 @@ async def _run_tasks(
     if mcp is None:
         await _each_task(tasks, orchestrator, ())
         return
-    from tools.mcp import MCPServers
+    from agent_swarm.tools.mcp import MCPServers
 
     # MCP connections live for the whole run, owned by this task, closed on exit or Ctrl-C.
     async with MCPServers(mcp, server_stderr=mcp_log) as servers:

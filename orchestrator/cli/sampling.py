@@ -5,14 +5,14 @@ role starts from the command's declared default (:data:`SamplingStart`); the fla
 (``--temperature``, ``--max-tokens``, ``--seed``; ``None`` = not given) go on top. The commands differ
 only in that declared start, which is their contract:
 
-- ``family`` (``swarm run``): the model family's sampling (:func:`orchestrator.prompts.profile_for`).
+- ``family`` (``swarm run``): the model family's sampling (:func:`agent_swarm.orchestrator.prompts.profile_for`).
 - ``greedy`` (``swarm eval``): temperature 0 with the run seed and the family's token cap (512 without
   one), so arms compare on reproducible episodes.
 - ``config`` (``swarm rollout``, and a scripted policy in every command): the config as it is
   (``SwarmConfig``'s defaults where no file sets it), since RL samples at the policy's own temperature.
 
-Each command's start is declared once, in :data:`orchestrator.cli.settings.COMMANDS`, and applied by
-:meth:`orchestrator.cli.settings.Settings.sampling`. ``tests/core/test_cli_drift.py`` runs the three
+Each command's start is declared once, in :data:`agent_swarm.orchestrator.cli.settings.COMMANDS`, and applied by
+:meth:`agent_swarm.orchestrator.cli.settings.Settings.sampling`. ``tests/core/test_cli_drift.py`` runs the three
 commands on the same flags, config file and environment.
 """
 
@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from swarm.backend import SamplingParams
-from swarm.config import SwarmConfig
-from swarm.errors import UserError
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import UserError
 
 __all__ = ["ROLES", "SamplingStart", "resolve_sampling", "with_sampling"]
 
@@ -38,7 +38,7 @@ GREEDY_MAX_TOKENS = 512
 def _start(config: SwarmConfig, role: str, start: SamplingStart, model: str | None, seed: int | None) -> dict[str, Any]:
     if start == "config":
         return getattr(config, role).model_dump()  # type: ignore[no-any-return]
-    from orchestrator.prompts import profile_for
+    from agent_swarm.orchestrator.prompts import profile_for
 
     try:
         profile = profile_for(model or "", config.prompt_profile) if model or start == "family" else None

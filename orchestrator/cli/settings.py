@@ -8,18 +8,18 @@ options, resolve them, call the library (vLLM's ``AsyncEngineArgs.from_cli_args(
 
 :meth:`Settings.resolve` is the one place the options meet the config file and the environment:
 
-- the config file (:func:`~orchestrator.cli.discovery.resolve_config`: ``-c FILE``, else
+- the config file (:func:`~agent_swarm.orchestrator.cli.discovery.resolve_config`: ``-c FILE``, else
   ``./swarm.toml``, else the user config directory's), read once with the tables the command takes
   (:data:`COMMANDS`);
-- the episode flags as :class:`~swarm.config.SwarmConfig` overrides (``--budget`` included);
+- the episode flags as :class:`~agent_swarm.swarm.config.SwarmConfig` overrides (``--budget`` included);
 - the flags that set ``[backend]`` keys (``--orchestrator-adapter``, ``--subagent-cache``,
   ``--no-subagent-cache``) put into the file's ``[backend]`` table, and the backend flags
-  (:class:`BackendFlags`) that :class:`~orchestrator.cli.backend_spec.BackendSpec` resolves over it;
-- the sampling flags and the command's declared sampling start (:mod:`orchestrator.cli.sampling`).
+  (:class:`BackendFlags`) that :class:`~agent_swarm.orchestrator.cli.backend_spec.BackendSpec` resolves over it;
+- the sampling flags and the command's declared sampling start (:mod:`agent_swarm.orchestrator.cli.sampling`).
 
 Environment variables: the ones that stand in for a flag (``SWARM_BACKEND``, ``SWARM_MODEL``, …:
-:data:`orchestrator.environment.FLAG_VARIABLES`) are read by the options that declare them; every other
-one through :func:`orchestrator.environment.environment`. ``tests/core/test_cli_drift.py`` checks that
+:data:`agent_swarm.orchestrator.environment.FLAG_VARIABLES`) are read by the options that declare them; every other
+one through :func:`agent_swarm.orchestrator.environment.environment`. ``tests/core/test_cli_drift.py`` checks that
 the commands resolve the same flags, config file and environment to the same config and sampling.
 """
 
@@ -33,14 +33,14 @@ from typing import Any, Literal, Protocol, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.cli.backend_spec import BackendSpec
-from orchestrator.cli.discovery import resolve_config
-from orchestrator.cli.options import episode_overrides, is_scripted
-from orchestrator.cli.sampling import SamplingStart, resolve_sampling, with_sampling
-from orchestrator.tasks import CONFIG_TABLES, load_config
-from swarm.backend import SamplingParams
-from swarm.config import SwarmConfig, apply_overrides
-from swarm.errors import UserError, validation_problems
+from agent_swarm.orchestrator.cli.backend_spec import BackendSpec
+from agent_swarm.orchestrator.cli.discovery import resolve_config
+from agent_swarm.orchestrator.cli.options import episode_overrides, is_scripted
+from agent_swarm.orchestrator.cli.sampling import SamplingStart, resolve_sampling, with_sampling
+from agent_swarm.orchestrator.tasks import CONFIG_TABLES, load_config
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.config import SwarmConfig, apply_overrides
+from agent_swarm.swarm.errors import UserError, validation_problems
 
 __all__ = [
     "COMMANDS",
@@ -259,7 +259,7 @@ def _with_backend_flags(
 
 
 def config_from(base: SwarmConfig, overrides: Mapping[str, Any]) -> SwarmConfig:
-    """``base`` with the command's option ``overrides`` (:func:`~swarm.config.apply_overrides`); a value
+    """``base`` with the command's option ``overrides`` (:func:`~agent_swarm.swarm.config.apply_overrides`); a value
     the config refuses is a one-line :class:`UserError` naming the field."""
     data = apply_overrides(base.model_dump(), overrides)
     try:

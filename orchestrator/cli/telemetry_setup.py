@@ -46,11 +46,11 @@ from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from orchestrator.environment import environment
-from orchestrator.store import episode_dir
-from swarm import __version__
-from swarm.errors import ConfigError
-from swarm.tracing import Telemetry, attr
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.store import episode_dir
+from agent_swarm.swarm import __version__
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.tracing import Telemetry, attr
 
 __all__ = [
     "CONTENT_BATCH_SIZE",
@@ -426,7 +426,7 @@ class Tracing:
         return self.files.path(episode_id) if self.files is not None else None
 
     def telemetry(self) -> Telemetry:
-        """The runtime's :class:`~swarm.tracing.Telemetry` on this provider. It opens no span under a
+        """The runtime's :class:`~agent_swarm.swarm.tracing.Telemetry` on this provider. It opens no span under a
         sampled-out one (this provider's sampler drops those), so a sampled-out sub-agent of a wide
         stage costs one non-recording span instead of one per step."""
         if self.provider is None:  # a global provider someone else installed is still used
@@ -527,7 +527,7 @@ def start_tracing(
 ) -> Tracing:
     """Build the provider and exporters for one CLI run (see the module docstring).
 
-    Raises :class:`~swarm.errors.ConfigError` for a bad endpoint or protocol before anything runs.
+    Raises :class:`~agent_swarm.swarm.errors.ConfigError` for a bad endpoint or protocol before anything runs.
     ``install_global`` (default: whether :func:`claim_global_provider` was called) also makes it the
     global provider, unless a real one is installed already. ``capture_logs`` (same default) holds the
     SDK's log lines until :meth:`Tracing.shutdown`, which summarises them in one warning.

@@ -1,7 +1,7 @@
 """Built-in tools and agent files for ``swarm run``: ``--tools python,files,search`` (or the config
 file's ``[tools]`` table) and ``--agents DIR`` (default ``./.swarm/agents/``).
 
-The tools are registered with the episode's :class:`~tools.registry.ToolRegistry`, so the
+The tools are registered with the episode's :class:`~agent_swarm.tools.registry.ToolRegistry`, so the
 orchestrator may call them itself and ``create_subagent`` may grant them (the ``files`` and
 ``search`` toolsets by name). ``python`` and ``files`` work in a per-episode workspace,
 ``WORKSPACE/<episode-id>/`` (default ``OUT/workspaces``).
@@ -15,10 +15,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.agent_files import AgentFile, load_agents
-from orchestrator.cli.discovery import agent_dirs
-from swarm.errors import ConfigError, UserError
-from tools.registry import Tool, Toolset
+from agent_swarm.orchestrator.agent_files import AgentFile, load_agents
+from agent_swarm.orchestrator.cli.discovery import agent_dirs
+from agent_swarm.swarm.errors import ConfigError, UserError
+from agent_swarm.tools.registry import Tool, Toolset
 
 __all__ = ["BUILTIN_TOOLS", "ToolsConfig", "agent_files", "builtin_tools", "parse_tool_names"]
 
@@ -72,11 +72,11 @@ def builtin_tools(names: Iterable[str], *, search_corpus: Path | None = None) ->
     out: list[Tool | Toolset] = []
     for name in names:
         if name == "python":
-            from tools.builtin.python import python_tool
+            from agent_swarm.tools.builtin.python import python_tool
 
             out.append(python_tool(max_concurrent=os.cpu_count() or 1))
         elif name == "files":
-            from tools.builtin.files import files_toolset
+            from agent_swarm.tools.builtin.files import files_toolset
 
             out.append(files_toolset())
         elif name == "search":
@@ -87,7 +87,7 @@ def builtin_tools(names: Iterable[str], *, search_corpus: Path | None = None) ->
 
 
 def _search(corpus_path: Path | None) -> Toolset:
-    from tools.builtin.search import Corpus, SearchIndex, search_toolset
+    from agent_swarm.tools.builtin.search import Corpus, SearchIndex, search_toolset
 
     if corpus_path is None:
         raise UserError(
@@ -103,7 +103,7 @@ def _search(corpus_path: Path | None) -> Toolset:
 
 def agent_files(dirs: Iterable[Path] | None) -> list[AgentFile]:
     """Agent files from ``dirs`` (``--agents``), or the discovered ones
-    (:func:`orchestrator.cli.discovery.agent_dirs`: ``.swarm/agents/`` from here up to the repository
+    (:func:`agent_swarm.orchestrator.cli.discovery.agent_dirs`: ``.swarm/agents/`` from here up to the repository
     root, then the user config directory's ``agents/``; the nearest definition of a name wins)."""
     given = list(dirs or ())
     if given:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.cli.live import given_answer
-from swarm.messages import Message, ToolCall
-from swarm.records import EpisodeRecord, StepRecord, SubagentResult
+from agent_swarm.orchestrator.cli.live import given_answer
+from agent_swarm.swarm.messages import Message, ToolCall
+from agent_swarm.swarm.records import EpisodeRecord, StepRecord, SubagentResult
 
 __all__ = ["episode_page", "page_data"]
 

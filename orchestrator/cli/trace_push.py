@@ -18,8 +18,8 @@ import httpx
 from google.protobuf.json_format import ParseDict, ParseError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from orchestrator.cli.telemetry_setup import OtlpTarget
-from swarm.errors import ConfigError, SwarmError
+from agent_swarm.orchestrator.cli.telemetry_setup import OtlpTarget
+from agent_swarm.swarm.errors import ConfigError, SwarmError
 
 __all__ = ["PushError", "load_requests", "push"]
 

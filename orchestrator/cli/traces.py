@@ -26,14 +26,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from orchestrator.cli.live import stages_from_record
-from orchestrator.cli.telemetry_setup import TRACE_FILE
-from orchestrator.environment import environment
-from orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, records_dir
-from swarm.errors import ConfigError
-from swarm.monitors import episode_monitors
-from swarm.records import EpisodeRecord, StepRecord
-from swarm.timings import episode_timings
+from agent_swarm.orchestrator.cli.live import stages_from_record
+from agent_swarm.orchestrator.cli.telemetry_setup import TRACE_FILE
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.store import EPISODE_FILE, iter_episodes, read_episode, records_dir
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.monitors import episode_monitors
+from agent_swarm.swarm.records import EpisodeRecord, StepRecord
+from agent_swarm.swarm.timings import episode_timings
 
 __all__ = ["episode_timeline", "find_episode", "traces_app"]
 
@@ -417,7 +417,7 @@ def _render_dag(dag: dict[str, Any], console: Console) -> None:
 
 
 def _render_monitors(m: dict[str, Any], console: Console) -> None:
-    """The collapse monitors (swarm.monitors): the ones that fired in yellow, with their numbers."""
+    """The collapse monitors (agent_swarm.swarm.monitors): the ones that fired in yellow, with their numbers."""
     ratio, finish = m["straggler_ratio"], m["finish_rate"]
     numbers = (
         f"finish rate {'-' if finish is None else f'{finish:.2f}'} · straggler ratio "
@@ -429,7 +429,7 @@ def _render_monitors(m: dict[str, Any], console: Console) -> None:
 
 
 def _render_timings(data: dict[str, Any], console: Console) -> None:
-    """Where the time went (swarm.timings): engine start, prefill, decode, queueing, the runtime."""
+    """Where the time went (agent_swarm.swarm.timings): engine start, prefill, decode, queueing, the runtime."""
     t = data["timings"]
     if not t["measured_calls"]:
         return
@@ -524,8 +524,8 @@ def push_trace(
       swarm traces push 3f2a
       swarm traces push 3f2a --otlp-endpoint http://jaeger.internal:4318
     """
-    from orchestrator.cli.telemetry_setup import resolve_otlp
-    from orchestrator.cli.trace_push import PushError, push
+    from agent_swarm.orchestrator.cli.telemetry_setup import resolve_otlp
+    from agent_swarm.orchestrator.cli.trace_push import PushError, push
 
     try:
         path, record = find_episode(out if out is not None else records_dir(), ident)
@@ -550,7 +550,7 @@ def push_trace(
 def _write_page(path: Path, record: EpisodeRecord) -> Path:
     """The episode's HTML page beside its record (``episode.html``), or ``./<id>.html`` for a record
     read from a rollout's ``episodes.jsonl``; private to the user, like the record."""
-    from orchestrator.cli.trace_html import episode_page
+    from agent_swarm.orchestrator.cli.trace_html import episode_page
 
     target = path.parent / "episode.html" if path.name == EPISODE_FILE else Path(f"{record.episode_id}.html")
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

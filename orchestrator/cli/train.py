@@ -1,8 +1,8 @@
 """``swarm train``: RL-train the orchestrator from a config file, and plot a run's curves.
 
 ``swarm train sft --config FILE`` is the warm start: it regenerates gold swarm transcripts of the
-config's workloads through the current engine and fits the policy to them (:mod:`orchestrator.rl.sft`);
-``swarm train --config FILE`` then runs (or resumes) the RL loop of :mod:`orchestrator.rl.trainer`
+config's workloads through the current engine and fits the policy to them (:mod:`agent_swarm.orchestrator.rl.sft`);
+``swarm train --config FILE`` then runs (or resumes) the RL loop of :mod:`agent_swarm.orchestrator.rl.trainer`
 from the SFT result, with a progress bar; ``swarm train plot RUN`` writes PNG curves of
 ``RUN/metrics.jsonl`` into ``RUN/plots``. All need the ``rl`` extra (torch, transformers, peft,
 matplotlib).
@@ -21,12 +21,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 if TYPE_CHECKING:
-    from orchestrator.rl.config import TrainConfig
+    from agent_swarm.orchestrator.rl.config import TrainConfig
 
-from orchestrator.cli.discovery import resolve_config
-from orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
-from orchestrator.cli.settings import cache_choice, command_options
-from swarm.errors import UserError
+from agent_swarm.orchestrator.cli.discovery import resolve_config
+from agent_swarm.orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
+from agent_swarm.orchestrator.cli.settings import cache_choice, command_options
+from agent_swarm.swarm.errors import UserError
 
 __all__ = ["TrainOptions", "TrainSettings", "train_app", "training_config"]
 
@@ -67,7 +67,8 @@ def training_config(given: Path | None) -> Path:
 @dataclass(frozen=True, slots=True)
 class TrainSettings:
     """What ``swarm train`` resolved from its options once: the training config file (found as every
-    command finds its config) and the sub-agent cache flags (:func:`~orchestrator.cli.settings.cache_choice`,
+    command finds its config) and the sub-agent cache flags
+    (:func:`~agent_swarm.orchestrator.cli.settings.cache_choice`,
     as ``eval`` and ``rollout`` read them)."""
 
     config_file: Path
@@ -133,9 +134,9 @@ def train(ctx: typer.Context, **given: Any) -> None:
 
 def _train(settings: TrainSettings, options: TrainOptions) -> Path:
     """Run or resume the training :class:`TrainSettings` names, with a progress bar; its run directory."""
-    from orchestrator.rl.config import load_train_config
-    from orchestrator.rl.metrics import StepMetrics
-    from orchestrator.rl.trainer import Trainer
+    from agent_swarm.orchestrator.rl.config import load_train_config
+    from agent_swarm.orchestrator.rl.metrics import StepMetrics
+    from agent_swarm.orchestrator.rl.trainer import Trainer
 
     run_dir = str(options.run_dir.resolve()) if options.run_dir else None
     cfg = load_train_config(settings.config_file, steps=options.steps, run_dir=run_dir)
@@ -208,8 +209,8 @@ def sft(
     except UserError as exc:
         raise _fail(str(exc)) from None
     _need_rl()
-    from orchestrator.rl.config import load_train_config
-    from orchestrator.rl.sft import run_sft
+    from agent_swarm.orchestrator.rl.config import load_train_config
+    from agent_swarm.orchestrator.rl.sft import run_sft
 
     try:
         cfg = load_train_config(config, run_dir=str(run_dir.resolve()) if run_dir else None)
@@ -246,7 +247,7 @@ def plot(
       swarm train plot runs/r1 --out plots --window 5
     """
     _need_rl()
-    from orchestrator.rl.plots import plot_run
+    from agent_swarm.orchestrator.rl.plots import plot_run
 
     try:
         paths = plot_run(run, out, window=window)

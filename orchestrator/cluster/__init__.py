@@ -1,7 +1,7 @@
 """Scale out on Ray: rollouts over many actors, cluster-wide limits, very wide stages.
 
 Nothing here imports Ray until a cluster is used; without the ``ray`` extra the classes raise a
-:class:`~swarm.errors.ConfigError` that says how to install it.
+:class:`~agent_swarm.swarm.errors.ConfigError` that says how to install it.
 
 * :class:`RayExecutor` — ``collect_rollouts(..., executor=RayExecutor(...))`` (``swarm rollout --ray``);
 * :class:`RayPlacement` — ``Orchestrator(..., placement=RayPlacement(kit))``: stages too wide for one
@@ -11,11 +11,11 @@ Nothing here imports Ray until a cluster is used; without the ``ray`` extra the 
 * :func:`remote_factory` / :class:`Recipe` — objects (backends, tools) built where they are used.
 """
 
-from orchestrator.cluster._ray import RayCluster
-from orchestrator.cluster.executor import RayExecutor
-from orchestrator.cluster.placement import RayPlacement
-from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
-from orchestrator.cluster.slots import ClusterLimits, SlotPool
+from agent_swarm.orchestrator.cluster._ray import RayCluster
+from agent_swarm.orchestrator.cluster.executor import RayExecutor
+from agent_swarm.orchestrator.cluster.placement import RayPlacement
+from agent_swarm.orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
+from agent_swarm.orchestrator.cluster.slots import ClusterLimits, SlotPool
 
 __all__ = [
     "ClusterLimits",

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from swarm._aio import running_loop
-from swarm.errors import ConfigError
+from agent_swarm.swarm._aio import running_loop
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "RayCluster",

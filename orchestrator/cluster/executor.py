@@ -2,7 +2,7 @@
 
 ::
 
-    from orchestrator.cluster import RayExecutor, remote_factory
+    from agent_swarm.orchestrator.cluster import RayExecutor, remote_factory
 
     summary = await collect_rollouts(
         tasks, remote_factory(build_factory, url), out_dir=out,
@@ -11,19 +11,20 @@
     )
 
 Each actor is an asyncio Ray actor running many episodes at once on its own event loop (the same
-:class:`~orchestrator.rollout.executors.EpisodeRunner` as in-process: it prepares the episode's JSONL lines where
-it ran). The driver keeps ``max_concurrent_episodes`` episodes in flight over all actors, each sent to
-the actor with the fewest, and hands every result to :func:`~orchestrator.rollout.collection.collect_rollouts` as
+:class:`~agent_swarm.orchestrator.rollout.executors.EpisodeRunner` as in-process: it prepares the episode's JSONL
+lines where it ran). The driver keeps ``max_concurrent_episodes`` episodes in flight over all actors, each sent to
+the actor with the fewest, and hands every result to
+:func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts` as
 it arrives: the files, their format, resume and groups are exactly those of an in-process run.
 
 Limits: with ``cluster_limits`` (default) every actor leases the sub-agent cap and each endpoint's
-request cap from one :class:`~orchestrator.cluster.slots.SlotPool` actor, so they hold over the whole
+request cap from one :class:`~agent_swarm.orchestrator.cluster.slots.SlotPool` actor, so they hold over the whole
 cluster; without, each actor's episodes share a cap of their own.
 
 Faults: an actor that dies (killed, OOM, segfault) is restarted by Ray (``max_restarts``); the episodes
 it was running are rerun (each at most ``max_attempts`` times, then recorded as crashed, which a
 resume retries), and the record of a rerun episode says so: ``metadata["attempts"]``, and
-``attempts`` on each of its sub-agents (:func:`~orchestrator.rollout.episodes.rerun_record`); results that
+``attempts`` on each of its sub-agents (:func:`~agent_swarm.orchestrator.rollout.episodes.rerun_record`); results that
 reached the driver are on disk and never rerun, so nothing is written twice. Cancelling the driver
 (Ctrl-C) kills every actor; finished episodes are already on disk.
 """
@@ -40,7 +41,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from orchestrator.cluster._ray import (
+from agent_swarm.orchestrator.cluster._ray import (
     RayCluster,
     check_actors,
     check_fits,
@@ -48,15 +49,15 @@ from orchestrator.cluster._ray import (
     pickled_size,
     require_asyncio,
 )
-from orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
-from orchestrator.rollout.episodes import EpisodeJob, EpisodeOutcome, episode_crash
-from orchestrator.rollout.executors import Deliver, EpisodeRunner
-from swarm.errors import ClusterError, ErrorType
+from agent_swarm.orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
+from agent_swarm.orchestrator.rollout.episodes import EpisodeJob, EpisodeOutcome, episode_crash
+from agent_swarm.orchestrator.rollout.executors import Deliver, EpisodeRunner
+from agent_swarm.swarm.errors import ClusterError, ErrorType
 
 __all__ = ["RayExecutor"]
 
 _SHIP_HINT = (
-    "pass a picklable factory: orchestrator.cluster.remote_factory(build, *args) builds the backends on "
+    "pass a picklable factory: agent_swarm.orchestrator.cluster.remote_factory(build, *args) builds the backends on "
     "each actor instead of shipping live clients or engines"
 )
 
@@ -304,9 +305,9 @@ class _Scheduler:
 
 
 class RayExecutor:
-    """A :class:`~orchestrator.rollout.executors.RolloutExecutor` that runs episodes on Ray actors.
+    """A :class:`~agent_swarm.orchestrator.rollout.executors.RolloutExecutor` that runs episodes on Ray actors.
 
-    ``address``: see :class:`~orchestrator.cluster.RayCluster` (``None`` starts a local Ray for the
+    ``address``: see :class:`~agent_swarm.orchestrator.cluster.RayCluster` (``None`` starts a local Ray for the
     run and stops it after; a Ray already initialised in this process is used as it is).
     ``actors``: episode actors, each with ``num_cpus`` CPUs reserved (one event loop each; on one
     machine, one per core; ``None``: as many as the cluster's CPUs hold). ``cluster_limits``: make the
@@ -348,7 +349,7 @@ class RayExecutor:
         """After a run: reruns, actor deaths, the limit pool's statistics, each actor's CPU and RSS."""
 
     def check(self, runner: EpisodeRunner) -> None:
-        from orchestrator.cluster._ray import require_ray
+        from agent_swarm.orchestrator.cluster._ray import require_ray
 
         ray = require_ray()
         pickled_size(ray, runner.factory, "the orchestrator factory", _SHIP_HINT)
@@ -389,7 +390,7 @@ class RayExecutor:
         *,
         max_concurrent: int,
     ) -> None:
-        from orchestrator.cluster._ray import require_ray
+        from agent_swarm.orchestrator.cluster._ray import require_ray
 
         ray = require_ray()
         require_asyncio("RayExecutor")

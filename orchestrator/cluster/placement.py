@@ -9,10 +9,10 @@
     placement.close()
 
 The engine admits the stage as always and hands the admitted runs to the placement
-(:mod:`orchestrator.placement`); the placement splits them over its actors (interleaved, so long and
+(:mod:`agent_swarm.orchestrator.placement`); the placement splits them over its actors (interleaved, so long and
 short runs mix), each actor runs its part with the engine's own fan-out under the cluster-wide
 sub-agent cap, and results stream back in small batches as sub-agents finish. Each actor builds the
-sub-agents' backends and tools from ``kit`` (a :class:`~orchestrator.cluster.Recipe`): the tools must be
+sub-agents' backends and tools from ``kit`` (a :class:`~agent_swarm.orchestrator.cluster.Recipe`): the tools must be
 stateless or reach shared state through a service (an MCP or HTTP server), since the episode's own
 process is elsewhere.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cluster._ray import (
+from agent_swarm.orchestrator.cluster._ray import (
     RayCluster,
     check_actors,
     check_fits,
@@ -41,9 +41,15 @@ from orchestrator.cluster._ray import (
     pickled_size,
     require_asyncio,
 )
-from orchestrator.cluster.recipe import Recipe
-from orchestrator.cluster.slots import ClusterLimits, LeasingActor, Outbox, start_leasing_actors, start_slot_pool
-from orchestrator.placement import (
+from agent_swarm.orchestrator.cluster.recipe import Recipe
+from agent_swarm.orchestrator.cluster.slots import (
+    ClusterLimits,
+    LeasingActor,
+    Outbox,
+    start_leasing_actors,
+    start_slot_pool,
+)
+from agent_swarm.orchestrator.placement import (
     Finished,
     PlacedRun,
     StageBatch,
@@ -52,9 +58,9 @@ from orchestrator.placement import (
     placement_failure,
     run_batch,
 )
-from swarm.errors import ConfigError, ErrorType
-from swarm.limits import current_limits
-from swarm.records import SubagentResult
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.limits import current_limits
+from agent_swarm.swarm.records import SubagentResult
 
 __all__ = ["RayPlacement", "SubagentWorker"]
 
@@ -92,13 +98,13 @@ class SubagentWorker(LeasingActor):
 
 
 class RayPlacement:
-    """A :class:`~orchestrator.placement.SubagentPlacement` on Ray actors for stages of at least
+    """A :class:`~agent_swarm.orchestrator.placement.SubagentPlacement` on Ray actors for stages of at least
     ``min_width`` sub-agents.
 
-    ``kit``: a :class:`~orchestrator.cluster.Recipe` building ``(backends by model name, tools)`` on each
+    ``kit``: a :class:`~agent_swarm.orchestrator.cluster.Recipe` building ``(backends by model name, tools)`` on each
     actor. ``actors`` × ``num_cpus``: the actors (started on first use, reused by every stage and episode
     until :meth:`close`). ``cluster_limits``: sub-agents take the sub-agent cap from a cluster-wide pool
-    (the one of the :class:`~orchestrator.cluster.RayExecutor` actor this runs in, else one of its own).
+    (the one of the :class:`~agent_swarm.orchestrator.cluster.RayExecutor` actor this runs in, else one of its own).
     ``linger_s``: how long an actor gathers finished results before sending them.
     """
 
@@ -155,7 +161,7 @@ class RayPlacement:
         async with self._lock:
             if self._actors:
                 return
-            from orchestrator.cluster._ray import require_ray
+            from agent_swarm.orchestrator.cluster._ray import require_ray
 
             ray = require_ray()
             require_asyncio("RayPlacement")
@@ -195,7 +201,7 @@ class RayPlacement:
         """Kill the actors (and the Ray this placement started)."""
         if not self._owned:
             return
-        from orchestrator.cluster._ray import require_ray
+        from agent_swarm.orchestrator.cluster._ray import require_ray
 
         kill_all(require_ray(), self._owned)
         self._owned, self._actors = [], []
@@ -221,7 +227,7 @@ class RayPlacement:
                     tg.start_soon(self._run_part, batch, runs, finished, i)
 
     async def _run_part(self, batch: StageBatch, runs: tuple[PlacedRun, ...], finished: Finished, i: int) -> None:
-        from orchestrator.cluster._ray import require_ray
+        from agent_swarm.orchestrator.cluster._ray import require_ray
 
         ray = require_ray()
         pending = {r.agent_id: r for r in runs}

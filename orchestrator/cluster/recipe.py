@@ -20,9 +20,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from orchestrator.engine import Orchestrator, RewardFn
-from orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob
-from swarm.config import SwarmConfig
+from agent_swarm.orchestrator.engine import Orchestrator, RewardFn
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob
+from agent_swarm.swarm.config import SwarmConfig
 
 __all__ = ["FactoryRecipe", "Recipe", "remote_factory"]
 
@@ -72,6 +72,6 @@ class FactoryRecipe(Recipe[EpisodeFactory]):
 
 
 def remote_factory(build: Callable[..., EpisodeFactory], /, *args: Any, **kwargs: Any) -> FactoryRecipe:
-    """An episode factory for :func:`~orchestrator.rollout.collection.collect_rollouts` that each process
+    """An episode factory for :func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts` that each process
     (the driver, every Ray actor) builds for itself from ``build(*args, **kwargs)``."""
     return FactoryRecipe(build, *args, **kwargs)

@@ -9,7 +9,7 @@ max_steps`` for the i-th product).
 
 Like a real model, every call sleeps ``latency`` seconds and returns a freshly built completion: new
 call ids, arguments read from the conversation, token ids and logprobs from the prefix-stable byte
-template of :mod:`swarm.function_backend` (so trajectories are real and trainable). The tool sleeps
+template of :mod:`agent_swarm.swarm.function_backend` (so trajectories are real and trainable). The tool sleeps
 ``tool_latency``.
 """
 
@@ -21,14 +21,14 @@ from collections.abc import Callable
 
 import anyio
 
-from orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
-from orchestrator.placement import SubagentKit
-from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
-from swarm.backend import Completion, ModelRequest
-from swarm.function_backend import call, complete_with_tokens
-from swarm.messages import ToolMessage, UserMessage
-from swarm.records import Task
-from tools.registry import Tool
+from agent_swarm.orchestrator.cluster.recipe import FactoryRecipe, Recipe, remote_factory
+from agent_swarm.orchestrator.placement import SubagentKit
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.function_backend import call, complete_with_tokens
+from agent_swarm.swarm.messages import ToolMessage, UserMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.tools.registry import Tool
 
 __all__ = ["SimBackend", "sim_factory", "sim_subagents", "sim_tasks", "subagent_policy"]
 

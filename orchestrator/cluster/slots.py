@@ -3,8 +3,8 @@
 Inside a cluster every process holds a :class:`ClusterLimits`, whose limiters lease slots from one
 :class:`SlotPool` actor, so a name means one cap across the whole cluster: the slots leased out never
 exceed the capacity, and a slot is in use only while its process holds a lease on it. The sub-agent cap
-is the :class:`~swarm.limits.ConcurrencyLimit` ``limits.limit(SUBAGENT_CAP)`` that a cluster actor
-passes to its episodes and placed batches; each model endpoint's request cap is a :mod:`swarm.limits`
+is the :class:`~agent_swarm.swarm.limits.ConcurrencyLimit` ``limits.limit(SUBAGENT_CAP)`` that a cluster actor
+passes to its episodes and placed batches; each model endpoint's request cap is a :mod:`agent_swarm.swarm.limits`
 key, which the provider installed around an actor's work (``use_limits``) leases the same way.
 
 Asking the pool for every slot would cost a round trip per model call. Instead a process
@@ -35,10 +35,10 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from orchestrator.cluster._ray import kill_all, remote_class, wait_started
-from swarm import _aio
-from swarm.errors import ClusterError
-from swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter, use_limits
+from agent_swarm.orchestrator.cluster._ray import kill_all, remote_class, wait_started
+from agent_swarm.swarm import _aio
+from agent_swarm.swarm.errors import ClusterError
+from agent_swarm.swarm.limits import CapacityLimit, ConcurrencyLimit, Limiter, use_limits
 
 __all__ = [
     "SUBAGENT_CAP",
@@ -215,7 +215,7 @@ class _Waiter:
 
 
 class _LeasedLimiter:
-    """A :class:`swarm.limits.Limiter` whose slots are leased from the pool (asyncio event loop only)."""
+    """A :class:`agent_swarm.swarm.limits.Limiter` whose slots are leased from the pool (asyncio event loop only)."""
 
     def __init__(self, owner: ClusterLimits, key: str, capacity: int) -> None:
         self._owner = owner
@@ -403,10 +403,10 @@ class _LeasedLimiter:
 
 
 class ClusterLimits:
-    """A :class:`swarm.limits.LimitProvider` whose limiters lease slots from a :class:`SlotPool` actor.
+    """A :class:`agent_swarm.swarm.limits.LimitProvider` whose limiters lease slots from a :class:`SlotPool` actor.
 
     ``holder`` names this process to the pool (unique per process incarnation). Install it with
-    ``swarm.limits.use_limits`` around the work; it must be used from one asyncio event loop.
+    ``agent_swarm.swarm.limits.use_limits`` around the work; it must be used from one asyncio event loop.
     """
 
     def __init__(
@@ -429,7 +429,7 @@ class ClusterLimits:
         return lim
 
     def limit(self, name: str) -> ConcurrencyLimit:
-        """The cap ``name`` as a :class:`~swarm.limits.ConcurrencyLimit` to pass in: its limiter of width
+        """The cap ``name`` as a :class:`~agent_swarm.swarm.limits.ConcurrencyLimit` to pass in: its limiter of width
         ``w`` leases from the pool's ``(name, w)`` cap, which every process asking for it shares."""
         return _LeasedLimit(self, name)
 
@@ -497,7 +497,7 @@ class LeasingActor:
 
     def __init__(self, pool_name: str | None, actor_key: str, gc_freeze: bool) -> None:
         if gc_freeze:
-            from orchestrator.process import tune_gc
+            from agent_swarm.orchestrator.process import tune_gc
 
             tune_gc()  # the per-step costs measured in bench/ assume the CLI's GC settings
         self.actor_key = actor_key
@@ -506,7 +506,7 @@ class LeasingActor:
         # object store, which Ray warns may be lost before a restart.
         self.limits: ClusterLimits | None = None
         if pool_name is not None:
-            from orchestrator.cluster._ray import require_ray
+            from agent_swarm.orchestrator.cluster._ray import require_ray
 
             pool = require_ray().get_actor(pool_name)
             self.limits = ClusterLimits(pool, self.holder, pool_name=pool_name)
@@ -541,7 +541,7 @@ class LeasingActor:
 
     async def usage(self) -> dict[str, float]:
         """This process's CPU seconds and resident memory (benchmarks and diagnostics)."""
-        from orchestrator.cluster._ray import process_usage
+        from agent_swarm.orchestrator.cluster._ray import process_usage
 
         return process_usage()
 

@@ -7,7 +7,7 @@ and serving chosen by name :mod:`.serving`), the SFT warm start (:mod:`.sft`), g
 (:mod:`.gold`), LoRA policies (:mod:`.lora`), weight pushes into vLLM (:mod:`.vllm_sync`), plots and the
 tiny test model. They need the ``rl`` extra (torch, transformers) and are imported from their modules.
 The maths they use — losses, advantages, schedules, Toggle, the PARL reward, trajectories — has one home,
-:mod:`swarm.rl`.
+:mod:`agent_swarm.swarm.rl`.
 """
 
 __all__: list[str] = []

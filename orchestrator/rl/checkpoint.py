@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.rl.lora import export_adapter, is_peft_model, load_adapter
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.rl.lora import export_adapter, is_peft_model, load_adapter
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "CHECKPOINTS",

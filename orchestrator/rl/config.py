@@ -1,8 +1,8 @@
 """What ``swarm train --config FILE`` reads: the training config and its parts, and the file loader.
 
 The keys of a training file are the fields of :class:`TrainConfig` (TOML or JSON); ``engine`` names a
-serving kind of :data:`orchestrator.rl.serving.SERVING`, ``advantage`` and ``loss`` name entries of
-:mod:`swarm.rl`'s registries, and each is checked before any compute.
+serving kind of :data:`agent_swarm.orchestrator.rl.serving.SERVING`, ``advantage`` and ``loss`` name entries of
+:mod:`agent_swarm.swarm.rl`'s registries, and each is checked before any compute.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.rl.gold import WorkloadTasks
-from orchestrator.rl.lora import LlamaCppConfig, LoraSpec
-from orchestrator.rl.serving import SERVING
-from orchestrator.rl.tiny import TinyModelSpec
-from orchestrator.rollout.config import RolloutConfig
-from orchestrator.tasks import model_problems
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError
-from swarm.rl.losses import LOSSES, LossParams
-from swarm.rl.rewards import ADVANTAGES, RewardConfig, Schedule
+from agent_swarm.orchestrator.rl.gold import WorkloadTasks
+from agent_swarm.orchestrator.rl.lora import LlamaCppConfig, LoraSpec
+from agent_swarm.orchestrator.rl.serving import SERVING
+from agent_swarm.orchestrator.rl.tiny import TinyModelSpec
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.orchestrator.tasks import model_problems
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.rl.losses import LOSSES, LossParams
+from agent_swarm.swarm.rl.rewards import ADVANTAGES, RewardConfig, Schedule
 
 __all__ = [
     "OptimConfig",
@@ -150,7 +150,7 @@ class TrainConfig(_Frozen):
     subagent_cache: Path | None = Field(
         None,
         description="a directory: the frozen sub-agents' deterministic model calls are answered from this "
-        "replay cache (swarm.backends.replay_cache), so a group's samples share their sub-tasks; "
+        "replay cache (agent_swarm.swarm.backends.replay_cache), so a group's samples share their sub-tasks; "
         "needs engine = 'llamacpp' (sub-agents on the pinned GGUF base)",
     )
     checkpoint_every: int = Field(1, ge=1)

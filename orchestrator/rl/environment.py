@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rl.config import TrainConfig
-from orchestrator.rl.policy import frozen_model
-from orchestrator.rollout.episodes import EpisodeFactory
-from swarm.backend import ModelBackend, ToolSpec
-from swarm.errors import ConfigError
-from swarm.messages import Message
-from swarm.records import AgentDefinition, Task
-from swarm.rl.rewards import PARLReward
-from tools.registry import Tool, ToolRegistry
+from agent_swarm.orchestrator.rl.config import TrainConfig
+from agent_swarm.orchestrator.rl.policy import frozen_model
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory
+from agent_swarm.swarm.backend import ModelBackend, ToolSpec
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import Message
+from agent_swarm.swarm.records import AgentDefinition, Task
+from agent_swarm.swarm.rl.rewards import PARLReward
+from agent_swarm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["Environment", "load_environment", "training_environment", "workload_environment"]
 
@@ -26,7 +27,7 @@ __all__ = ["Environment", "load_environment", "training_environment", "workload_
 @dataclass
 class Environment:
     """What episodes run in: tasks, tools, predefined sub-agents, the frozen sub-agent backend,
-    the reward (a :class:`~swarm.rl.rewards.PARLReward`, whose ``step`` the trainer sets) and an
+    the reward (a :class:`~agent_swarm.swarm.rl.rewards.PARLReward`, whose ``step`` the trainer sets) and an
     optional SFT set (conversations) for the PTX loss."""
 
     tasks: Sequence[Task]
@@ -44,7 +45,7 @@ class Environment:
 def workload_environment(config: TrainConfig) -> Environment:
     """Tasks of ``config.workloads``; each episode gets its task's fresh workload environment and is
     scored by the workload (``r_perf``) with the PARL terms of ``config.reward`` on top."""
-    from orchestrator.eval import workload_orchestrator_factory
+    from agent_swarm.orchestrator.eval import workload_orchestrator_factory
 
     modes = {w.mode for w in config.workloads}
     if len(modes) != 1:
@@ -67,7 +68,7 @@ def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Seq
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
     try:
-        factory = getattr(importlib.import_module(mod_name), attr)
+        factory = getattr(importlib.import_module(_our_module(mod_name, attr)), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot load environment {spec!r}: {exc}") from None
     env = factory(config, tokenizer)
@@ -76,8 +77,31 @@ def load_environment(spec: str, config: TrainConfig, tokenizer: Any, search: Seq
     return env
 
 
+OLD_TOP_LEVEL = ("swarm", "orchestrator", "subagents", "tools", "workloads")
+"""The top-level names our packages had before they moved under ``agent_swarm`` (0.1)."""
+
+
+def _our_module(mod_name: str, attr: str) -> str:
+    """``mod_name``, or ``agent_swarm.<mod_name>`` when it is one of our modules spelt the old way (without
+    the ``agent_swarm.`` prefix): that still loads, with a :class:`DeprecationWarning` naming the new
+    spelling. A user's own module of such a name (a ``tools.py`` beside the config) is imported as named."""
+    if mod_name.split(".")[0] not in OLD_TOP_LEVEL:
+        return mod_name
+    try:
+        if not hasattr(importlib.import_module(f"agent_swarm.{mod_name}"), attr):
+            return mod_name
+    except ImportError:
+        return mod_name
+    warnings.warn(
+        f"environment {mod_name}:{attr} uses the old import path; write agent_swarm.{mod_name}:{attr}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return f"agent_swarm.{mod_name}"
+
+
 def _tasks_environment(config: TrainConfig) -> Environment:
-    from orchestrator.tasks import load_task_file
+    from agent_swarm.orchestrator.tasks import load_task_file
 
     if config.tasks_file is None:
         raise ConfigError("set environment ('module:function') or tasks_file (JSONL tasks) in the training config")

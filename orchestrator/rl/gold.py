@@ -6,7 +6,7 @@ prompt, action tools, budgets, workload environment and sub-agents as a rollout 
 
 * the **prompt ids** are rendered the way the policy's own backend renders them (the model's chat
   template with the request's tools, and a later turn continues the earlier turns' exact ids, see
-  :class:`~swarm.backends.continuation.TurnMemory`);
+  :class:`~agent_swarm.swarm.backends.continuation.TurnMemory`);
 * the **response ids** are the chat template's own rendering of the gold assistant message (for
   Qwen: ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` per call, the format the action
   grammar and the tolerant parser read), up to and including the end-of-turn token; a template
@@ -28,20 +28,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout.collection import collect_rollouts
-from orchestrator.rollout.config import RolloutConfig
-from swarm.backend import Completion, ModelBackend, ModelRequest, Usage
-from swarm.backends.openai_http import with_tools_in_prompt
-from swarm.backends.toolparse import parse_tool_calls
-from swarm.backends.transformers_backend import TransformersBackend, chat_dicts
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError
-from swarm.messages import AssistantMessage
-from swarm.records import Task
-from swarm.rl.export import read_jsonl
-from swarm.rl.trajectory import Trajectory
-from workloads import Mode, get_workload
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest, Usage
+from agent_swarm.swarm.backends.openai_http import with_tools_in_prompt
+from agent_swarm.swarm.backends.toolparse import parse_tool_calls
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend, chat_dicts
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import AssistantMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.export import read_jsonl
+from agent_swarm.swarm.rl.trajectory import Trajectory
+from agent_swarm.workloads import Mode, get_workload
 
 __all__ = ["ForcedBackend", "SftExample", "WorkloadTasks", "gold_examples", "read_examples", "write_examples"]
 
@@ -50,7 +50,7 @@ class ForcedBackend(TransformersBackend):
     """A backend whose "samples" are a gold policy's actions, tokenized as the policy model would emit them.
 
     ``tokenizer`` is the policy model's (with its chat template). No model weights are needed.
-    ``renderer`` is the serving backend of the policy (a :class:`~swarm.backends.local.LocalBackend`
+    ``renderer`` is the serving backend of the policy (a :class:`~agent_swarm.swarm.backends.local.LocalBackend`
     for the llama.cpp engine): the prompt ids then come from it — its template engine, its
     tools-in-prompt rule for templates without tools, its continuation — so SFT sees exactly what
     rollouts will. Without it the tokenizer's template renders the prompts (the transformers engine's
@@ -188,7 +188,7 @@ async def gold_examples(
     report it, so the orchestrator's prompt (its ``create_subagent`` schema lists the models) is the
     one it will see in RL. ``renderer``: see :class:`ForcedBackend`. ``policy_model`` is the name the
     policy's backend has in RL: the orchestrator's prompt profile is chosen by it
-    (:func:`orchestrator.prompts.profile_for`), so SFT sees RL's system prompt token for token.
+    (:func:`agent_swarm.orchestrator.prompts.profile_for`), so SFT sees RL's system prompt token for token.
 
     Episodes, trajectories and failures are kept under ``out_dir/<workload>`` (a rollout directory).
     """

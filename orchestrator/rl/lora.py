@@ -3,7 +3,7 @@
 Only the adapter trains (``peft``); the base weights are the GGUF's, dequantised by transformers'
 GGUF loader (float32 values of the Q4/Q8 blocks, so the trainer and llama.cpp start from the same
 numbers). After every update the adapter is exported to llama.cpp's LoRA GGUF
-(:func:`swarm.backends.lora_gguf.export_lora_gguf`) and the serving engine is restarted with it
+(:func:`agent_swarm.swarm.backends.lora_gguf.export_lora_gguf`) and the serving engine is restarted with it
 (:class:`LlamaCppLoraSync`): one llama.cpp engine then serves the frozen base to sub-agents and
 base + adapter to the orchestrator (per-request ``lora`` scales), and every orchestrator completion
 carries the adapter's version (``"<step>:<sha256[:12]>"``) as its ``weight_version``.
@@ -23,9 +23,9 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backends.lora_gguf import export_lora_gguf, file_sha256
-from swarm.backends.transformers_backend import TransformersBackend
-from swarm.errors import ConfigError
+from agent_swarm.swarm.backends.lora_gguf import export_lora_gguf, file_sha256
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "ADAPTER_GGUF",
@@ -189,10 +189,10 @@ def export_adapter(model: Any, base_gguf: Path, out: Path, *, version: str = "")
 
 
 class LlamaCppLoraSync:
-    """A :class:`~orchestrator.rl.serving.WeightSync` into a llama.cpp engine that serves the adapter.
+    """A :class:`~agent_swarm.orchestrator.rl.serving.WeightSync` into a llama.cpp engine that serves the adapter.
 
     ``push`` exports the adapter to ``directory/adapter-<version>.gguf``, restarts ``engine`` (a
-    :class:`~swarm.backends.local.LocalEngine`) with it, and sets the engine's ``adapter_version``
+    :class:`~agent_swarm.swarm.backends.local.LocalEngine`) with it, and sets the engine's ``adapter_version``
     to ``"<version>:<sha256[:12]>"``, which every orchestrator completion then carries as its
     ``weight_version``. llama.cpp reads adapter files only at start (its ``/lora-adapters`` endpoint
     changes scales, not files), hence the restart: about a second for the 0.5B model, after the

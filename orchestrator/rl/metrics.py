@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.monitors import summarise_monitors
-from swarm.records import AgentStatus, EpisodeRecord
+from agent_swarm.swarm.monitors import summarise_monitors
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord
 
 __all__ = ["METRICS", "StepMetrics", "append_jsonl", "step_metrics", "truncate_metrics"]
 
@@ -65,8 +65,8 @@ class StepMetrics(BaseModel):
     )
     monitors: dict[str, float] = Field(
         default_factory=dict,
-        description="collapse monitors over the step's episodes (swarm.monitors.summarise_monitors): share of "
-        "serial collapse and spurious parallelism, mean finish rate and straggler ratio",
+        description="collapse monitors over the step's episodes (agent_swarm.swarm.monitors.summarise_monitors): "
+        "share of serial collapse and spurious parallelism, mean finish rate and straggler ratio",
     )
 
 
@@ -147,7 +147,7 @@ def _episode_figures(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
 
 
 def _cache_totals(records: Sequence[EpisodeRecord]) -> dict[str, int]:
-    from swarm.backends.replay_cache import cache_counts, sum_counts
+    from agent_swarm.swarm.backends.replay_cache import cache_counts, sum_counts
 
     return sum_counts(cache_counts(r) for r in records)
 

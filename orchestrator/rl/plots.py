@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["PANELS", "plot_compare", "plot_run", "read_metrics"]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from orchestrator.rl.config import TrainConfig
-from orchestrator.rl.lora import is_peft_model, load_lora_policy, load_tokenizer
-from orchestrator.rl.tiny import build_tiny_model
-from swarm.backends.transformers_backend import TransformersBackend
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.rl.config import TrainConfig
+from agent_swarm.orchestrator.rl.lora import is_peft_model, load_lora_policy, load_tokenizer
+from agent_swarm.orchestrator.rl.tiny import build_tiny_model
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["build_policy", "freeze", "frozen_copy", "frozen_model", "subagent_model_name"]
 
@@ -26,7 +26,7 @@ def build_policy(
     """
     run_dir = config.run_dir
     if config.policy_gguf is not None:
-        from swarm.backends.local import resolve_model
+        from agent_swarm.swarm.backends.local import resolve_model
 
         _, gguf = resolve_model(config.policy_gguf)
         tok = load_tokenizer(gguf, run_dir / "tokenizer")
@@ -56,7 +56,7 @@ def build_policy(
 def subagent_model_name(config: TrainConfig, policy: TransformersBackend) -> str | None:
     """The model name the sub-agents of a run built from ``config`` report (None: set by the environment)."""
     if config.engine == "llamacpp" and config.policy_gguf is not None:
-        from swarm.backends.local import LOCAL_MODELS
+        from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
         return config.policy_gguf if config.policy_gguf in LOCAL_MODELS else Path(config.policy_gguf).stem
     if config.subagent_model is not None:

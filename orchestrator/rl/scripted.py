@@ -1,6 +1,6 @@
 """Workload tasks whose sub-agents are each task's scripted researcher: RL for a policy too small to be one.
 
-``environment = "orchestrator.rl.scripted:scripted_subagent_environment"`` in a training config (the
+``environment = "agent_swarm.orchestrator.rl.scripted:scripted_subagent_environment"`` in a training config (the
 training environment of ``experiments/train_smoke.toml``).
 """
 
@@ -8,26 +8,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rl.config import TrainConfig
-from orchestrator.rl.environment import Environment, workload_environment
-from swarm.errors import ConfigError
-from workloads import get_workload
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory
+from agent_swarm.orchestrator.rl.config import TrainConfig
+from agent_swarm.orchestrator.rl.environment import Environment, workload_environment
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.workloads import get_workload
 
 if TYPE_CHECKING:
-    from orchestrator.rollout.episodes import EpisodeFactory
-    from swarm.backend import ModelBackend
-    from swarm.records import Task
-    from workloads import Mode
+    from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory
+    from agent_swarm.swarm.backend import ModelBackend
+    from agent_swarm.swarm.records import Task
+    from agent_swarm.workloads import Mode
 
 __all__ = ["scripted_subagent_environment"]
 
 
 def scripted_subagent_environment(config: TrainConfig, tokenizer: Any) -> Environment:
     """The tasks of ``config.workloads`` (each episode in its task's fresh workload environment, scored
-    by the workload with the PARL terms on top, as :func:`~orchestrator.rl.environment.workload_environment`),
+    by the workload with the PARL terms on top, as
+    :func:`~agent_swarm.orchestrator.rl.environment.workload_environment`),
     with the sub-agents played by each task's scripted gold sub-agent
-    (:meth:`workloads.base.Workload.gold_policy`) instead of a frozen model.
+    (:meth:`agent_swarm.workloads.base.Workload.gold_policy`) instead of a frozen model.
 
     The scripted sub-agent is a frozen rule-based policy that calls the episode's real tools (for the
     lookup workloads: ``search``, then ``open`` on the hit that is the entity its task names, over the

@@ -1,5 +1,5 @@
 """Training sequences: a rollout's episodes (and SFT conversations) as token ids with the orchestrator's
-sampled tokens masked in — the batch :func:`orchestrator.rl.update.update_policy` trains on."""
+sampled tokens masked in — the batch :func:`agent_swarm.orchestrator.rl.update.update_policy` trains on."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.backend import ToolSpec
-from swarm.backends.transformers_backend import chat_dicts
-from swarm.errors import ConfigError
-from swarm.messages import Message
-from swarm.records import EpisodeRecord
-from swarm.rl.trajectory import TrajectoryError, build_trajectory
+from agent_swarm.swarm.backend import ToolSpec
+from agent_swarm.swarm.backends.transformers_backend import chat_dicts
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import Message
+from agent_swarm.swarm.records import EpisodeRecord
+from agent_swarm.swarm.rl.trajectory import TrajectoryError, build_trajectory
 
 __all__ = ["TrainingSequence", "sft_example", "training_sequences"]
 

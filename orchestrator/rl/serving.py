@@ -2,9 +2,9 @@
 
 ``engine`` in a training config names one of :data:`SERVING`: ``transformers`` (the trained module is
 the colocated engine: nothing to push), ``vllm`` (vLLM in-process, weights pushed by
-:class:`~orchestrator.rl.vllm_sync.VLLMWeightSync`) or ``llamacpp`` (llama.cpp serving the GGUF base
+:class:`~agent_swarm.orchestrator.rl.vllm_sync.VLLMWeightSync`) or ``llamacpp`` (llama.cpp serving the GGUF base
 with the LoRA adapter, exported and the engine restarted by
-:class:`~orchestrator.rl.lora.LlamaCppLoraSync`). A builder maps :class:`ServingInputs` to a
+:class:`~agent_swarm.orchestrator.rl.lora.LlamaCppLoraSync`). A builder maps :class:`ServingInputs` to a
 :class:`Serving`; another kind is one ``@SERVING.register("name")`` away.
 """
 
@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
 
-from orchestrator.rl.lora import LlamaCppConfig, LlamaCppLoraSync, export_adapter
-from swarm.errors import ConfigError
-from swarm.registry import Registry
+from agent_swarm.orchestrator.rl.lora import LlamaCppConfig, LlamaCppLoraSync, export_adapter
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.registry import Registry
 
 if TYPE_CHECKING:
     import torch
 
-    from swarm.backend import ModelBackend
-    from swarm.backends.transformers_backend import TransformersBackend
+    from agent_swarm.swarm.backend import ModelBackend
+    from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
 
 __all__ = [
     "SERVING",
@@ -101,8 +101,8 @@ def colocated_serving(inputs: ServingInputs) -> Serving:
 @SERVING.register("vllm")
 def vllm_serving(inputs: ServingInputs) -> Serving:
     """vLLM in-process on the policy's directory; weights pushed through a safetensors file."""
-    from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
-    from swarm.backends.vllm_engine import VLLMEngineBackend
+    from agent_swarm.orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
+    from agent_swarm.swarm.backends.vllm_engine import VLLMEngineBackend
 
     if inputs.policy_dir is None:
         raise ConfigError("engine = 'vllm' serves a transformers model directory: set policy_model or tiny")
@@ -115,8 +115,8 @@ def vllm_serving(inputs: ServingInputs) -> Serving:
 def llamacpp_serving(inputs: ServingInputs) -> Serving:
     """One llama.cpp engine: the orchestrator on the base with the adapter, sub-agents on the frozen base,
     and the adapter exported and the engine restarted after each update."""
-    from swarm.backends.local import LocalBackend, LocalEngine
-    from swarm.backends.lora_gguf import file_sha256
+    from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine
+    from agent_swarm.swarm.backends.lora_gguf import file_sha256
 
     gguf, model = inputs.gguf, inputs.policy_gguf
     if gguf is None or model is None:

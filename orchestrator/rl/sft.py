@@ -2,7 +2,7 @@
 
 :func:`sft_train` is the loop (masked NLL, AdamW, micro-batches, resumable by step). :func:`run_sft`
 is the ``swarm train sft`` stage: it regenerates gold swarm transcripts of the config's workloads
-through the current engine (:mod:`orchestrator.rl.gold`), trains the policy of the training config
+through the current engine (:mod:`agent_swarm.orchestrator.rl.gold`), trains the policy of the training config
 on them (for a GGUF policy: its LoRA adapter only), and writes ``run_dir/sft/policy``, from which
 ``swarm train`` then starts. Layout of ``run_dir/sft``:
 
@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import torch
 
-from swarm.errors import ConfigError
-from swarm.rl.losses import masked_logprobs, pad_batch, ptx_loss
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.rl.losses import masked_logprobs, pad_batch, ptx_loss
 
 if TYPE_CHECKING:
-    from orchestrator.rl.config import TrainConfig
-    from orchestrator.rl.gold import SftExample
-    from swarm.backends.transformers_backend import TransformersBackend
+    from agent_swarm.orchestrator.rl.config import TrainConfig
+    from agent_swarm.orchestrator.rl.gold import SftExample
+    from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
 
 __all__ = ["run_sft", "sft_train"]
 
@@ -93,7 +93,7 @@ def sft_train(
 
 def _save(model: Any, tokenizer: Any, out: Path, base_gguf: Path | None, extra: Callable[[Path], None]) -> None:
     """Write ``out`` atomically: the adapter (PEFT) or the whole model, plus ``extra(tmp)``."""
-    from orchestrator.rl.lora import ADAPTER_GGUF, export_adapter, is_peft_model
+    from agent_swarm.orchestrator.rl.lora import ADAPTER_GGUF, export_adapter, is_peft_model
 
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -114,7 +114,7 @@ def serving_renderer(config: Any) -> Any:
     (``None`` for the transformers engine, whose tokenizer template is already the serving path)."""
     if config.engine != "llamacpp" or config.policy_gguf is None:
         return None
-    from swarm.backends.local import LocalBackend
+    from agent_swarm.swarm.backends.local import LocalBackend
 
     lc = config.llamacpp
     return LocalBackend(
@@ -128,7 +128,7 @@ def serving_renderer(config: Any) -> Any:
 
 def run_sft(config: TrainConfig, *, on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """The SFT stage of ``config``; returns its summary."""
-    from orchestrator.rl.policy import build_policy
+    from agent_swarm.orchestrator.rl.policy import build_policy
 
     cfg = config.sft
     root: Path = config.run_dir / "sft"
@@ -176,8 +176,8 @@ def _gold_data(
     config: TrainConfig, policy: TransformersBackend, root: Path, *, resuming: bool
 ) -> tuple[list[SftExample], dict[str, Any]]:
     """(examples, summary): read back when resuming, else the gold episodes generated afresh into ``root``."""
-    from orchestrator.rl.gold import gold_examples, read_examples, write_examples
-    from orchestrator.rl.policy import subagent_model_name
+    from agent_swarm.orchestrator.rl.gold import gold_examples, read_examples, write_examples
+    from agent_swarm.orchestrator.rl.policy import subagent_model_name
 
     cfg = config.sft
     data = root / "data.jsonl"
@@ -220,7 +220,7 @@ def _gold_data(
 
 def _resume(model: Any, opt: torch.optim.Optimizer, ckpt: Path) -> int:
     """Load the SFT checkpoint's weights (or adapter) and optimizer moments; the step it resumes at."""
-    from orchestrator.rl.lora import is_peft_model, load_adapter
+    from agent_swarm.orchestrator.rl.lora import is_peft_model, load_adapter
 
     state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
     if is_peft_model(model):

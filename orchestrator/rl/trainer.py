@@ -5,13 +5,14 @@ tokens are trained; the sub-agents stay frozen.
 
 One iteration (a *step*):
 
-1. **rollout** — K episodes per task (:func:`orchestrator.rollout.collection.collect_rollouts`, written under
+1. **rollout** — K episodes per task (:func:`agent_swarm.orchestrator.rollout.collection.collect_rollouts`, written
+under
    ``run_dir/rollouts/step-NNNNNN``): the orchestrator samples from the current policy (the
-   colocated :class:`~swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
+   colocated :class:`~agent_swarm.swarm.backends.transformers_backend.TransformersBackend`), sub-agents run on
    their own *frozen* backend, every episode is scored with the PARL reward at this step's λs;
 2. **rewards** — optionally Toggle (budget-limited / free phases), then group advantages
-   ``r − r̄`` (:data:`~swarm.rl.rewards.ADVANTAGES`, the same registry rollout collection uses);
-3. **update** — with the engine paused, the policy loss (:data:`~swarm.rl.losses.LOSSES`,
+   ``r − r̄`` (:data:`~agent_swarm.swarm.rl.rewards.ADVANTAGES`, the same registry rollout collection uses);
+3. **update** — with the engine paused, the policy loss (:data:`~agent_swarm.swarm.rl.losses.LOSSES`,
    K2.5's by default) plus an optional PTX loss is minimised over ``minibatches × epochs`` optimizer
    steps, gradients clipped. π_old is the engine's sampling (behaviour) logprobs by default, so the
    K2.5 log-ratio mask and τ penalty act on the engine/trainer mismatch they exist for
@@ -46,7 +47,7 @@ import anyio
 import anyio.to_thread
 import torch
 
-from orchestrator.rl.checkpoint import (
+from agent_swarm.orchestrator.rl.checkpoint import (
     CheckpointState,
     latest_checkpoint,
     load_optimizer_states,
@@ -56,22 +57,22 @@ from orchestrator.rl.checkpoint import (
     rng_to_json,
     save_checkpoint,
 )
-from orchestrator.rl.config import TrainConfig
-from orchestrator.rl.environment import Environment, training_environment
-from orchestrator.rl.metrics import METRICS, StepMetrics, append_jsonl, step_metrics, truncate_metrics
-from orchestrator.rl.policy import build_policy, frozen_copy
-from orchestrator.rl.sequences import TrainingSequence, sft_example, training_sequences
-from orchestrator.rl.serving import SERVING, ServingInputs, WeightSync
-from orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy
-from orchestrator.rollout.collection import collect_rollouts
-from orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory
-from swarm.backend import ModelBackend
-from swarm.backends.transformers_backend import TransformersBackend
-from swarm.errors import ConfigError, UserError
-from swarm.records import EpisodeRecord
-from swarm.rl.export import read_jsonl
-from swarm.rl.rewards import ADVANTAGES, PARLReward
-from swarm.rl.toggle import toggle_phase, toggle_rewards, update_budgets
+from agent_swarm.orchestrator.rl.config import TrainConfig
+from agent_swarm.orchestrator.rl.environment import Environment, training_environment
+from agent_swarm.orchestrator.rl.metrics import METRICS, StepMetrics, append_jsonl, step_metrics, truncate_metrics
+from agent_swarm.orchestrator.rl.policy import build_policy, frozen_copy
+from agent_swarm.orchestrator.rl.sequences import TrainingSequence, sft_example, training_sequences
+from agent_swarm.orchestrator.rl.serving import SERVING, ServingInputs, WeightSync
+from agent_swarm.orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, orchestrator_factory
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
+from agent_swarm.swarm.errors import ConfigError, UserError
+from agent_swarm.swarm.records import EpisodeRecord
+from agent_swarm.swarm.rl.export import read_jsonl
+from agent_swarm.swarm.rl.rewards import ADVANTAGES, PARLReward
+from agent_swarm.swarm.rl.toggle import toggle_phase, toggle_rewards, update_budgets
 
 __all__ = ["Trainer"]
 
@@ -81,9 +82,9 @@ class Trainer:
 
     ``policy`` holds the trained module. By default it is also the colocated engine: rollouts sample
     from it and updates change its module in place. With ``engine`` (e.g. a
-    :class:`~swarm.backends.vllm_engine.VLLMEngineBackend`), rollouts sample from that separate
+    :class:`~agent_swarm.swarm.backends.vllm_engine.VLLMEngineBackend`), rollouts sample from that separate
     serving engine instead, and ``sync`` (required then, e.g.
-    :class:`~orchestrator.rl.vllm_sync.VLLMWeightSync`) pushes the new weights into it after each
+    :class:`~agent_swarm.orchestrator.rl.vllm_sync.VLLMWeightSync`) pushes the new weights into it after each
     update; the engine's logprobs are the behaviour policy and their gap to the trainer's
     recomputation is logged as ``ratio_mismatch``.
     """
@@ -250,7 +251,7 @@ class Trainer:
     async def _disconnect(self) -> None:
         """Close the HTTP connections of the backends on the serving llama.cpp engine (they belong to this
         event loop; the next rollout, maybe in another loop, reconnects). The engine keeps running."""
-        from swarm.backends.local import LocalBackend
+        from agent_swarm.swarm.backends.local import LocalBackend
 
         serving = getattr(self.sync, "engine", None)
         for b in (self.engine, self.env.subagent_backend):
@@ -310,7 +311,8 @@ class Trainer:
 
     def update(self, seqs: list[TrainingSequence]) -> dict[str, float]:
         """One update on a rollout's sequences (call with the engine paused); returns the step's update
-        metrics (:func:`~orchestrator.rl.update.update_policy` with this trainer's model, optimizers and rng)."""
+        metrics (:func:`~agent_swarm.orchestrator.rl.update.update_policy` with this trainer's model, optimizers and
+        rng)."""
         return update_policy(self.model, self.optimizers, seqs, UpdateSpec.of(self.config), rng=self.rng, sft=self._sft)
 
     def save_checkpoint(self) -> Path:
@@ -360,7 +362,7 @@ class Trainer:
 
 def _cached_subagents(config: TrainConfig, sub: ModelBackend | None) -> ModelBackend:
     """The frozen sub-agents behind the replay cache: only where their weights are pinned by hash."""
-    from orchestrator.backend_factory import model_identity, with_subagent_cache
+    from agent_swarm.orchestrator.backend_factory import model_identity, with_subagent_cache
 
     if config.engine != "llamacpp" or config.policy_gguf is None or sub is None:
         raise ConfigError(

@@ -20,15 +20,15 @@ from typing import Any, Literal
 
 import torch
 
-from orchestrator.rl.config import OptimConfig, PtxConfig, TrainConfig
-from orchestrator.rl.sequences import TrainingSequence
-from swarm.errors import ConfigError
-from swarm.rl.losses import LOSSES, LossFn, LossParams, masked_logprobs, pad_batch, ptx_loss
+from agent_swarm.orchestrator.rl.config import OptimConfig, PtxConfig, TrainConfig
+from agent_swarm.orchestrator.rl.sequences import TrainingSequence
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.rl.losses import LOSSES, LossFn, LossParams, masked_logprobs, pad_batch, ptx_loss
 
 __all__ = ["PtxExample", "UpdateSpec", "build_optimizers", "update_policy"]
 
 PtxExample = tuple[list[int], list[int]]
-"""(ids, mask) of an SFT conversation (:func:`orchestrator.rl.sequences.sft_example`), for the PTX loss."""
+"""(ids, mask) of an SFT conversation (:func:`agent_swarm.orchestrator.rl.sequences.sft_example`), for the PTX loss."""
 
 _STATS = ("loss", "policy_loss", "ptx_loss", "grad_norm", "masked_token_frac", "ratio_mismatch")
 

@@ -3,25 +3,25 @@
 verl drives rollouts through agent loops (``verl.experimental.agent_loop``): for every dataset row it
 instantiates the loop registered under the row's ``agent_name`` and awaits
 ``run(sampling_params, **row)``, which returns an ``AgentLoopOutput``. The loop itself
-(:mod:`orchestrator.rl.verl_loop`) is a thin verl class; everything it does is here, with no verl
+(:mod:`agent_swarm.orchestrator.rl.verl_loop`) is a thin verl class; everything it does is here, with no verl
 import, so it is typed, testable without verl, and the same code for every engine:
 
 * :class:`VerlTaskSpec` — what a dataset row's ``extra_info["swarm"]`` names: a workload task
   (``workload``, ``split``, ``seed``, ``index``, ``knobs``; the builder also stores the task itself)
   or a free task with its verifier (``task``);
-* :class:`VerlServerEngine` — a :class:`~swarm.backends.token_engine.TokenEngine` over verl's server
+* :class:`VerlServerEngine` — a :class:`~agent_swarm.swarm.backends.token_engine.TokenEngine` over verl's server
   manager (``generate(request_id, prompt_ids=..., sampling_params=...)``): the orchestrator's turns
   are sampled by the policy's rollout servers, token ids in, token ids and logprobs out, with our
-  exact-token continuation across turns (:class:`~swarm.backends.token_engine.TokenEngineBackend`);
+  exact-token continuation across turns (:class:`~agent_swarm.swarm.backends.token_engine.TokenEngineBackend`);
 * :class:`VerlLoopConfig` / :class:`VerlRuntime` — the episode config, the PARL reward settings and
   the **sub-agents' own backend** (an OpenAI-compatible server, frozen): sub-agents never reach the
   policy's servers;
 * :class:`PolicyStepReward` — the PARL reward with λ1, λ2 read at the training step of the weights
   that sampled the episode (verl tags every generation with its ``global_steps``), through the same
-  :class:`~swarm.rl.rewards.Schedule` objects ``swarm train`` uses;
+  :class:`~agent_swarm.swarm.rl.rewards.Schedule` objects ``swarm train`` uses;
 * :func:`run_verl_episode` — runs the episode (the same workload environment, budgets and reward as
   ``swarm rollout``), writes its record, and returns the ``AgentLoopOutput`` fields built from its
-  trajectory (:mod:`swarm.rl.trajectory`): mask 1 exactly on the orchestrator's sampled tokens.
+  trajectory (:mod:`agent_swarm.swarm.rl.trajectory`): mask 1 exactly on the orchestrator's sampled tokens.
 """
 
 from __future__ import annotations
@@ -39,21 +39,21 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
-from orchestrator.backend_factory import BACKENDS
-from orchestrator.backend_options import BackendHints, BackendOptions, HTTPOptions, resolve_options
-from orchestrator.environment import environment
-from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
-from swarm.backend import ModelBackend, SamplingParams
-from swarm.backends.token_engine import TokenEngineBackend, TokenOutput
-from swarm.config import SwarmConfig
-from swarm.errors import BackendError, ConfigError, UserError
-from swarm.limits import CapacityLimit
-from swarm.records import EpisodeRecord, RewardRecord, Task
-from swarm.rl.export import JsonlWriter
-from swarm.rl.rewards import PARLReward, RewardConfig
-from swarm.rl.trajectory import Trajectory, TrajectoryError, build_trajectory
-from workloads import Mode, get_workload
+from agent_swarm.orchestrator.backend_factory import BACKENDS
+from agent_swarm.orchestrator.backend_options import BackendHints, BackendOptions, HTTPOptions, resolve_options
+from agent_swarm.orchestrator.environment import environment
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
+from agent_swarm.swarm.backend import ModelBackend, SamplingParams
+from agent_swarm.swarm.backends.token_engine import TokenEngineBackend, TokenOutput
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import BackendError, ConfigError, UserError
+from agent_swarm.swarm.limits import CapacityLimit
+from agent_swarm.swarm.records import EpisodeRecord, RewardRecord, Task
+from agent_swarm.swarm.rl.export import JsonlWriter
+from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig
+from agent_swarm.swarm.rl.trajectory import Trajectory, TrajectoryError, build_trajectory
+from agent_swarm.workloads import Mode, get_workload
 
 __all__ = [
     "CONFIG_ENV",
@@ -102,7 +102,7 @@ validation run and dumps them with rollouts; :func:`episode_metrics` turns them 
 class VerlTaskSpec(BaseModel):
     """A dataset row's task (``extra_info["swarm"]``, a JSON object or its JSON text).
 
-    Either ``task`` (a full :class:`~swarm.records.Task`: a workload task carries
+    Either ``task`` (a full :class:`~agent_swarm.swarm.records.Task`: a workload task carries
     ``metadata.workload``, a free task its ``verifier``/``verifier_args``), or a workload task by
     reference (``workload`` and ``index`` into ``tasks(n, seed=seed, split=split, **knobs)``, ``n``
     defaulting to ``index + 1``: give the ``n`` the tasks were generated with).
@@ -266,7 +266,7 @@ def policy_step(record: EpisodeRecord, default: int = 0) -> int:
 
 
 class PolicyStepReward:
-    """The PARL reward (:class:`~swarm.rl.rewards.PARLReward`) with λ1, λ2 read at :func:`policy_step`.
+    """The PARL reward (:class:`~agent_swarm.swarm.rl.rewards.PARLReward`) with λ1, λ2 read at :func:`policy_step`.
 
     verl's trainer advances ``global_steps`` and pushes each new policy into the rollout servers with
     that number; reading λ at the step of the weights that sampled the episode makes the schedules
@@ -286,12 +286,12 @@ class PolicyStepReward:
 
 
 class SubagentServer(BaseModel):
-    """The sub-agents' frozen model: a backend kind of :data:`orchestrator.backend_factory.BACKENDS`
+    """The sub-agents' frozen model: a backend kind of :data:`agent_swarm.orchestrator.backend_factory.BACKENDS`
     (``openai`` or ``vllm`` for a server; never the policy's servers).
 
-    ``options`` are that kind's typed options (:mod:`orchestrator.backend_options`), resolved once at
+    ``options`` are that kind's typed options (:mod:`agent_swarm.orchestrator.backend_options`), resolved once at
     construction with their environment fallbacks: a key the kind does not take, a bad value or an
-    unknown kind raises one :class:`~swarm.errors.ConfigError` line here, not when the backend is built.
+    unknown kind raises one :class:`~agent_swarm.swarm.errors.ConfigError` line here, not when the backend is built.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -3,17 +3,17 @@
 Importing this module registers, in verl's own registries:
 
 * the agent loop ``swarm_agent`` (:class:`SwarmAgentLoop`): a dataset row whose ``agent_name`` is
-  ``swarm_agent`` runs one :class:`~orchestrator.engine.Orchestrator` episode, its turns sampled by
+  ``swarm_agent`` runs one :class:`~agent_swarm.orchestrator.engine.Orchestrator` episode, its turns sampled by
   the policy's rollout servers (verl's server manager), its sub-agents on their own frozen server;
 * the policy loss ``swarm_k25`` (:func:`k25_policy_loss`): K2.5's token-masked loss with the
-  squared log-ratio penalty (:func:`swarm.rl.losses.k25_token_objective`), aggregated by verl, its
+  squared log-ratio penalty (:func:`agent_swarm.swarm.rl.losses.k25_token_objective`), aggregated by verl, its
   π_old the rollout servers' logprobs (verl's config for that: :data:`K25_VERL_OVERRIDES`);
 * :class:`SwarmAgentLoopManager`: verl's agent loop manager plus the swarm's step metrics
   (critical steps, stage widths, reward components) in each step's metrics.
 
 verl imports it in every process through the ``verl.plugins`` entry point this package declares
 (``pyproject.toml``), so the names exist wherever verl looks them up (agent loop workers, actor
-workers). The work itself is in :mod:`orchestrator.rl.verl_episode`, which does not import verl.
+workers). The work itself is in :mod:`agent_swarm.orchestrator.rl.verl_episode`, which does not import verl.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
 from verl.trainer.ppo.rollout_corr_helper import SAFETY_BOUND
 
-from orchestrator.rl.verl_episode import episode_metrics, run_verl_episode, runtime_for
-from swarm.errors import ConfigError
-from swarm.rl.losses import LossParams, k25_token_objective
+from agent_swarm.orchestrator.rl.verl_episode import episode_metrics, run_verl_episode, runtime_for
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.rl.losses import LossParams, k25_token_objective
 
 __all__ = [
     "AGENT_NAME",
@@ -54,7 +54,7 @@ __all__ = [
 AGENT_NAME = "swarm_agent"
 LOSS_NAME = "swarm_k25"
 LOSS_PARAMS_ENV = "SWARM_K25_PARAMS"
-"""JSON of :class:`~swarm.rl.losses.LossParams` fields (``alpha``, ``beta``, ``tau``) for ``swarm_k25``;
+"""JSON of :class:`~agent_swarm.swarm.rl.losses.LossParams` fields (``alpha``, ``beta``, ``tau``) for ``swarm_k25``;
 verl's actor config has no free fields, so the loss reads them here (set it in Ray's runtime env)."""
 UNTRUNCATED_IS_THRESHOLD = 1e9
 """``rollout_is_threshold`` for ``swarm_k25``: above ``e^20`` (≈ 4.9e8), the largest token IS weight verl
@@ -87,7 +87,7 @@ def chat_stop_ids(tokenizer: Any) -> list[int]:
 
 @register(AGENT_NAME)
 class SwarmAgentLoop(AgentLoopBase):  # type: ignore[misc]
-    """One swarm episode per sample (see :func:`orchestrator.rl.verl_episode.run_verl_episode`).
+    """One swarm episode per sample (see :func:`agent_swarm.orchestrator.rl.verl_episode.run_verl_episode`).
 
     ``swarm_config`` is the loop's config file (an agent loop YAML entry passes it as a key beside
     ``_target_``); without it ``$SWARM_VERL_CONFIG`` names it. verl builds one instance per sample,
@@ -126,7 +126,7 @@ class SwarmAgentLoopManager(AgentLoopManager):  # type: ignore[misc]
     """verl's agent loop manager, plus ``swarm/...`` step metrics from the episodes' reward info.
 
     Select it with ``actor_rollout_ref.rollout.agent.agent_loop_manager_class=
-    orchestrator.rl.verl_loop.SwarmAgentLoopManager``; verl logs what the manager returns under
+    agent_swarm.orchestrator.rl.verl_loop.SwarmAgentLoopManager``; verl logs what the manager returns under
     ``timing_s/`` (``timing_s/swarm/critical_steps/mean``, ``timing_s/swarm/r_perf/mean``, …).
     It is verl's legacy-trainer manager (``trainer.use_v1=False``: verl 0.9.1's v1 trainer needs a
     TransferQueue manager and logs no manager metrics); it checks the config at start
@@ -172,7 +172,7 @@ def check_k25_config(config: Any) -> None:
 
     A no-op unless ``actor_rollout_ref.actor.policy_loss.loss_mode`` is ``swarm_k25``; otherwise every
     override of :data:`K25_VERL_OVERRIDES` must hold (verl's defaults satisfy the last three), or a
-    :class:`~swarm.errors.ConfigError` names what is wrong and the overrides that fix it.
+    :class:`~agent_swarm.swarm.errors.ConfigError` names what is wrong and the overrides that fix it.
     """
     if OmegaConf.select(config, "actor_rollout_ref.actor.policy_loss.loss_mode") != LOSS_NAME:
         return

@@ -1,4 +1,5 @@
-"""Push trainer weights into vLLM's in-process engine (:class:`~swarm.backends.vllm_engine.VLLMEngineBackend`).
+"""Push trainer weights into vLLM's in-process engine
+(:class:`~agent_swarm.swarm.backends.vllm_engine.VLLMEngineBackend`).
 
 The transport works on CPU and GPU alike and needs no NCCL group: the trainer writes its state dict
 to a safetensors file, then asks every vLLM worker (``AsyncLLM.collective_rpc``) to load it through
@@ -22,7 +23,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.errors import BackendError, ConfigError
 
 __all__ = [
     "WORKER_EXTENSION",
@@ -30,7 +31,7 @@ __all__ = [
     "VLLMWeightSync",
 ]
 
-WORKER_EXTENSION = "orchestrator.rl.vllm_sync.VLLMWeightLoader"
+WORKER_EXTENSION = "agent_swarm.orchestrator.rl.vllm_sync.VLLMWeightLoader"
 _RPC = "swarm_load_weights"
 
 

@@ -1,7 +1,7 @@
 """Rollout collection: K episodes per task, PARL rewards, group advantages, trajectories on disk.
 
-The driver: it hands jobs to an executor (:mod:`orchestrator.rollout.executors`), takes each outcome back
-(:mod:`orchestrator.rollout.episodes`), and alone writes the run's files and resumes it.
+The driver: it hands jobs to an executor (:mod:`agent_swarm.orchestrator.rollout.executors`), takes each outcome back
+(:mod:`agent_swarm.orchestrator.rollout.episodes`), and alone writes the run's files and resumes it.
 
 ::
 
@@ -15,13 +15,13 @@ Every (task, sample) pair runs once, concurrently under a global episode limit, 
 its own sampling seed (derived from the run seed, the task id and the sample index, so a resumed
 run uses the same seeds). The output directory holds:
 
-* ``episodes.jsonl`` — one :class:`~orchestrator.rollout.episodes.EpisodeEntry` per finished episode
+* ``episodes.jsonl`` — one :class:`~agent_swarm.orchestrator.rollout.episodes.EpisodeEntry` per finished episode
   (the full record, every ending included); a re-run into the same directory skips these (*resume*);
-* ``trajectories.jsonl`` — one :class:`~swarm.rl.trajectory.Trajectory` per episode, written when its
+* ``trajectories.jsonl`` — one :class:`~agent_swarm.swarm.rl.trajectory.Trajectory` per episode, written when its
   whole group is in, with the advantage of ``RolloutConfig.advantage`` (default ``r − group mean``);
 * ``failures.jsonl`` — episodes the runtime crashed on and episodes that failed from infrastructure
   (their model server was unreachable, kept answering errors or timing out — see
-  :func:`~orchestrator.rollout.episodes.infrastructure_failure`; the full record is kept), both
+  :func:`~agent_swarm.orchestrator.rollout.episodes.infrastructure_failure`; the full record is kept), both
   retried on resume; and episodes that could not become trajectories (no token ids, drift: kept as
   episodes, not retried);
 * ``manifest.json`` — group size and seed (a resume with different ones is refused);
@@ -43,9 +43,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.engine import RewardFn
-from orchestrator.rollout.config import RolloutConfig
-from orchestrator.rollout.episodes import (
+from agent_swarm.orchestrator.engine import RewardFn
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.orchestrator.rollout.episodes import (
     EpisodeDigest,
     EpisodeEntry,
     EpisodeFactory,
@@ -57,14 +57,14 @@ from orchestrator.rollout.episodes import (
     infrastructure_failure,
     prepare_episode,
 )
-from orchestrator.rollout.executors import EpisodeRunner, LocalExecutor, RolloutExecutor
-from orchestrator.tasks import TaskProblem
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, ErrorType
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl
-from swarm.rl.rewards import ADVANTAGES, PARLReward
-from swarm.rl.trajectory import Trajectory
+from agent_swarm.orchestrator.rollout.executors import EpisodeRunner, LocalExecutor, RolloutExecutor
+from agent_swarm.orchestrator.tasks import TaskProblem
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.export import JsonlProblem, JsonlWriter, iter_jsonl
+from agent_swarm.swarm.rl.rewards import ADVANTAGES, PARLReward
+from agent_swarm.swarm.rl.trajectory import Trajectory
 
 __all__ = [
     "EPISODES",
@@ -309,13 +309,13 @@ async def collect_rollouts(
 ) -> RolloutSummary:
     """Run ``group_size`` episodes per task into ``out_dir`` (resuming what is there) and summarise.
 
-    ``reward`` defaults to :class:`~swarm.rl.rewards.PARLReward` with its default config. A runtime crash
+    ``reward`` defaults to :class:`~agent_swarm.swarm.rl.rewards.PARLReward` with its default config. A runtime crash
     of one episode is recorded in ``failures.jsonl`` and does not stop the others; cancellation
     (Ctrl-C) stops the run with every finished episode already on disk.
 
     ``executor`` says where the episodes run: :class:`LocalExecutor` (default, this event loop) or
-    :class:`orchestrator.cluster.RayExecutor` (Ray actors; the factory must then be picklable, see
-    :func:`orchestrator.cluster.remote_factory`). Either way this function alone writes the files, in
+    :class:`agent_swarm.orchestrator.cluster.RayExecutor` (Ray actors; the factory must then be picklable, see
+    :func:`agent_swarm.orchestrator.cluster.remote_factory`). Either way this function alone writes the files, in
     the same format, with the same resume and group rules. ``progress`` gets the finished record as
     ``last`` only from executors that run in this process.
     """

@@ -1,4 +1,4 @@
-"""The settings of one rollout collection (:func:`~orchestrator.rollout.collection.collect_rollouts`)."""
+"""The settings of one rollout collection (:func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swarm.rl.rewards import ADVANTAGES
+from agent_swarm.swarm.rl.rewards import ADVANTAGES
 
 __all__ = ["RolloutConfig"]
 
@@ -19,7 +19,7 @@ class RolloutConfig(BaseModel):
     seed: int = Field(0, description="run seed; each sample's sampling seed derives from it")
     advantage: str = Field(
         "group_mean",
-        description="advantage estimator, by name from swarm.rl.rewards.ADVANTAGES (e.g. group_normalized)",
+        description="advantage estimator, by name from agent_swarm.swarm.rl.rewards.ADVANTAGES (e.g. group_normalized)",
     )
     include_transcripts: bool = Field(True, description="keep sub-agent transcripts as side data")
     retry_infrastructure_failures: bool = Field(

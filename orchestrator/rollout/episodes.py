@@ -4,8 +4,8 @@ A job (:class:`EpisodeJob`: a task, a sample index, its seed) becomes an orchest
 :data:`EpisodeFactory`; its finished record becomes a :class:`PreparedEpisode` (its ``episodes.jsonl``
 line, its digest for the summary, its trajectory line split around the advantage) where it ran, or a
 :class:`RolloutFailure` (a runtime crash, or a failure from infrastructure:
-:func:`infrastructure_failure`). Executors (:mod:`orchestrator.rollout.executors`) produce these;
-collection (:mod:`orchestrator.rollout.collection`) writes them.
+:func:`infrastructure_failure`). Executors (:mod:`agent_swarm.orchestrator.rollout.executors`) produce these;
+collection (:mod:`agent_swarm.orchestrator.rollout.collection`) writes them.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_json
 
-from orchestrator.engine import Orchestrator, RewardFn
-from swarm.backend import ModelBackend
-from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
-from swarm.config import SwarmConfig
-from swarm.errors import ErrorType
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
-from swarm.rl.trajectory import Trajectory, TrajectoryError, build_trajectory
+from agent_swarm.orchestrator.engine import Orchestrator, RewardFn
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, Task, dump_record
+from agent_swarm.swarm.rl.trajectory import Trajectory, TrajectoryError, build_trajectory
 
 __all__ = [
     "EpisodeDigest",
@@ -90,7 +90,7 @@ def infrastructure_failure(record: EpisodeRecord) -> str | None:
     An episode failed from infrastructure when its orchestrator's model call failed after the
     backend's retries (server down, answering errors or garbage, timing out), or when it started
     sub-agents and every one of them failed that way, or when an endpoint refused service to any
-    of its agents (401/403/quota: :class:`~swarm.errors.BackendRefusedError`; the sub-agents it cut
+    of its agents (401/403/quota: :class:`~agent_swarm.swarm.errors.BackendRefusedError`; the sub-agents it cut
     off make the episode say nothing about the policy). Such an episode is retried on resume instead
     of entering training data as a zero-reward sample.
     """
@@ -153,7 +153,7 @@ class EpisodeJob:
 EpisodeFactory = Callable[[EpisodeJob, SwarmConfig, RewardFn], Orchestrator]
 """Builds the orchestrator of one episode from its job (the task, as verl's agent loop gets each sample's
 own kwargs), its config (with the sample's seed) and the run's reward hook. A workload task gets its
-own environment here (:func:`orchestrator.eval.workload_orchestrator_factory`)."""
+own environment here (:func:`agent_swarm.orchestrator.eval.workload_orchestrator_factory`)."""
 
 
 def orchestrator_factory(

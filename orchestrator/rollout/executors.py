@@ -1,6 +1,6 @@
 """Where rollout episodes run: the :class:`EpisodeRunner` that turns a job into an outcome (the same code
 in this process and on a cluster actor), the :class:`RolloutExecutor` protocol, and the in-process
-:class:`LocalExecutor` (the default). The Ray executor is :class:`orchestrator.cluster.RayExecutor`.
+:class:`LocalExecutor` (the default). The Ray executor is :class:`agent_swarm.orchestrator.cluster.RayExecutor`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Protocol
 
 import anyio
 
-from orchestrator.engine import RewardFn
-from orchestrator.rollout.config import RolloutConfig
-from orchestrator.rollout.episodes import (
+from agent_swarm.orchestrator.engine import RewardFn
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.orchestrator.rollout.episodes import (
     EpisodeEntry,
     EpisodeFactory,
     EpisodeJob,
@@ -24,12 +24,12 @@ from orchestrator.rollout.episodes import (
     prepare_episode,
     rerun_record,
 )
-from swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
-from swarm.backends.replay_cache import episode_cache_stats
-from swarm.config import SwarmConfig
-from swarm.errors import ErrorType
-from swarm.limits import CapacityLimit, ConcurrencyLimit
-from swarm.records import Task
+from agent_swarm.swarm.backends.replay_cache import METADATA_KEY as CACHE_KEY
+from agent_swarm.swarm.backends.replay_cache import episode_cache_stats
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.limits import CapacityLimit, ConcurrencyLimit
+from agent_swarm.swarm.records import Task
 
 __all__ = ["Deliver", "EpisodeRunner", "LocalExecutor", "RolloutExecutor"]
 
@@ -41,8 +41,8 @@ class EpisodeRunner:
     """Runs one job to an :data:`EpisodeOutcome`: the same code in this process and on a cluster actor.
 
     It holds the episode factory, the base config, the reward and the rollout config, and must be
-    picklable to run on a cluster (see :func:`orchestrator.cluster.remote_factory`). ``probe`` is the
-    task :meth:`check` builds an episode of (:func:`~orchestrator.rollout.collection.collect_rollouts`
+    picklable to run on a cluster (see :func:`agent_swarm.orchestrator.cluster.remote_factory`). ``probe`` is the
+    task :meth:`check` builds an episode of (:func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts`
     gives its first task).
     ``subagent_limit``: the sub-agent cap every episode it runs shares (default: one of its own, so
     concurrent episodes share one cap; a pickled runner arrives with a fresh one, see :meth:`sharing`).
@@ -105,7 +105,8 @@ class EpisodeRunner:
 
 
 class RolloutExecutor(Protocol):
-    """Where episodes run. The driver (:func:`~orchestrator.rollout.collection.collect_rollouts`) alone writes
+    """Where episodes run. The driver (:func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts`) alone
+    writes
     files: an executor calls ``deliver`` once per job, as soon as its outcome is known, and never twice for one
     job."""
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import anyio
 
-from orchestrator.engine import RewardFn
-from orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob, episode_seed
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError
-from swarm.limits import CapacityLimit
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.export import to_trl_rollout
-from swarm.rl.rewards import ADVANTAGES, PARLReward
-from swarm.rl.trajectory import Trajectory, build_trajectory
+from agent_swarm.orchestrator.engine import RewardFn
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, EpisodeJob, episode_seed
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.limits import CapacityLimit
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.export import to_trl_rollout
+from agent_swarm.swarm.rl.rewards import ADVANTAGES, PARLReward
+from agent_swarm.swarm.rl.trajectory import Trajectory, build_trajectory
 
 __all__ = ["trl_rollout_func"]
 
@@ -93,11 +93,11 @@ def trl_rollout_func(
 
     TRL hands the function each prompt ``num_generations`` times in a row; every run of identical
     prompts becomes one group: one episode per copy (distinct seeds), PARL rewards, advantages, then
-    :func:`~swarm.rl.export.to_trl_rollout` (``env_mask`` marks the orchestrator's own tokens, ``reward``
+    :func:`~agent_swarm.swarm.rl.export.to_trl_rollout` (``env_mask`` marks the orchestrator's own tokens, ``reward``
     and ``advantage`` reach the reward functions). A prompt equal to a given task's prompt uses that
-    task (and its verifier). A :class:`~swarm.rl.rewards.PARLReward` follows the trainer's
+    task (and its verifier). A :class:`~agent_swarm.swarm.rl.rewards.PARLReward` follows the trainer's
     ``state.global_step`` so the λ schedules anneal with training. An episode that cannot become a
-    trajectory raises :class:`~swarm.rl.trajectory.TrajectoryError` (TRL needs one completion per prompt).
+    trajectory raises :class:`~agent_swarm.swarm.rl.trajectory.TrajectoryError` (TRL needs one completion per prompt).
     """
     advantage_fn = ADVANTAGES.get(advantage)  # an unknown name fails here, before any episode runs
     by_prompt = {t.prompt: t for t in tasks}

@@ -1,13 +1,13 @@
-"""Real model backends behind the :class:`swarm.backend.ModelBackend` protocol.
+"""Real model backends behind the :class:`agent_swarm.swarm.backend.ModelBackend` protocol.
 
 Heavy engines are imported lazily: importing this package pulls in neither xllamacpp nor vLLM nor
-torch. Import the concrete backend from its module (``swarm.backends.openai_http``,
-``swarm.backends.local``, ``swarm.backends.vllm_engine``).
+torch. Import the concrete backend from its module (``agent_swarm.swarm.backends.openai_http``,
+``agent_swarm.swarm.backends.local``, ``agent_swarm.swarm.backends.vllm_engine``).
 """
 
 from __future__ import annotations
 
-from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
-from swarm.backends.toolparse import ParsedOutput, action_schema, parse_tool_calls
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from agent_swarm.swarm.backends.toolparse import ParsedOutput, action_schema, parse_tool_calls
 
 __all__ = ["OpenAIBackend", "ParsedOutput", "RetryPolicy", "action_schema", "parse_tool_calls"]

@@ -20,8 +20,8 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from swarm.backend import Completion
-from swarm.messages import AssistantMessage, Message, MessageAdapter
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.messages import AssistantMessage, Message, MessageAdapter
 
 __all__ = ["SENTINEL", "Continuation", "TurnMemory"]
 

@@ -9,12 +9,12 @@ that talks to it). The gate holds no request slot: requests wait here before the
   endpoint earns its burst back at the same rate.
 * **suspension**: a 429 suspends the whole endpoint for the backoff (the server's ``Retry-After`` when
   it sends one): no request to it is sent until then, and the wait is announced once as an
-  :class:`~swarm.events.EndpointWaiting` event (``waiting for rate limit, 12 s``) to the observers of
+  :class:`~agent_swarm.swarm.events.EndpointWaiting` event (``waiting for rate limit, 12 s``) to the observers of
   each episode that has to wait.
 * **refusal**: a 401, 403 or spent quota closes the endpoint for the rest of the run: every request,
-  waiting or new, fails at once with :class:`~swarm.errors.BackendRefusedError` and the reason, so a
+  waiting or new, fails at once with :class:`~agent_swarm.swarm.errors.BackendRefusedError` and the reason, so a
   swarm whose key or quota is gone fails fast instead of idling (announced as
-  :class:`~swarm.events.EndpointRefused`).
+  :class:`~agent_swarm.swarm.events.EndpointRefused`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.lowlevel import RunVar
 
-from swarm.errors import BackendRefusedError, ConfigError
-from swarm.events import EndpointRefused, EndpointWaiting, Event, Observer, ambient_observers
-from swarm.limits import endpoint_key
+from agent_swarm.swarm.errors import BackendRefusedError, ConfigError
+from agent_swarm.swarm.events import EndpointRefused, EndpointWaiting, Event, Observer, ambient_observers
+from agent_swarm.swarm.limits import endpoint_key
 
 __all__ = ["EndpointGate", "LaunchRamp", "endpoint_gate"]
 

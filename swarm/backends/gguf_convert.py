@@ -5,7 +5,7 @@ files. This dequantizes one with transformers' GGUF loader (needs ``torch``, ``t
 ``gguf`` and ``accelerate``) and saves a clean copy (the GGUF quantizer refuses
 ``save_pretrained`` on the loaded model, so the weights go into a fresh model built from the config)::
 
-    python -m swarm.backends.gguf_convert smollm2-135m OUT_DIR [--dtype bfloat16]
+    python -m agent_swarm.swarm.backends.gguf_convert smollm2-135m OUT_DIR [--dtype bfloat16]
 
 The first argument is ``smollm2-135m``, ``qwen2.5-coder-0.5b`` (assembled and hash-checked first)
 or a path to a ``.gguf`` file. SmolLM2 takes about 20 s and gives a 260 MB directory.
@@ -45,12 +45,14 @@ def convert(gguf: Path, out: Path, dtype: str = "bfloat16") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m swarm.backends.gguf_convert", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m agent_swarm.swarm.backends.gguf_convert", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("model", help="smollm2-135m, qwen2.5-coder-0.5b or a path to a .gguf file")
     ap.add_argument("out", type=Path, help="output directory")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     args = ap.parse_args(argv)
-    from swarm.backends.local import resolve_model
+    from agent_swarm.swarm.backends.local import resolve_model
 
     _, path = resolve_model(args.model)
     convert(path, args.out, args.dtype)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["BaseModelInfo", "base_model_info", "export_lora_gguf", "file_sha256", "read_lora_gguf"]
 
@@ -108,7 +108,7 @@ def export_lora_gguf(
     ``alpha`` is PEFT's ``lora_alpha`` (not divided by the rank; rsLoRA adapters are not supported).
     ``metadata`` adds string keys (e.g. ``swarm.adapter.version``). The file is written to a
     temporary name and renamed, so a reader never sees half an adapter. Raises
-    :class:`~swarm.errors.ConfigError` for tensors llama.cpp could not apply (unknown names,
+    :class:`~agent_swarm.swarm.errors.ConfigError` for tensors llama.cpp could not apply (unknown names,
     embeddings, ranks or shapes that do not agree).
     """
     info = base if isinstance(base, BaseModelInfo) else base_model_info(base)

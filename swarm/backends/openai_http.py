@@ -10,17 +10,17 @@ inside it):
   tokenizer;
 * **tools**: tools, ``tool_choice`` and parallel tool calls go over the wire; when the server's
   parser found nothing (small models write fenced or bare JSON), the text is parsed tolerantly
-  (:mod:`swarm.backends.toolparse`); broken calls in the text set ``Completion.parse_error``, a call
+  (:mod:`agent_swarm.swarm.backends.toolparse`); broken calls in the text set ``Completion.parse_error``, a call
   the server returned with broken arguments stays in the turn with its ``error``;
 * **faults**: retries with exponential backoff (and ``Retry-After``) on 429, 5xx, connection
   errors, timeouts and 200s whose body is not a JSON object; a total per-attempt timeout; a
   concurrency cap per endpoint that only requests in flight hold (never a backoff sleep). What survives the retries is
-  raised as :class:`~swarm.errors.BackendError`, which the runtime records as the calling agent's
+  raised as :class:`~agent_swarm.swarm.errors.BackendError`, which the runtime records as the calling agent's
   failure;
-* **rate limits and refusals** (:mod:`swarm.backends.gate`): an optional launch ramp (a burst, then a
+* **rate limits and refusals** (:mod:`agent_swarm.swarm.backends.gate`): an optional launch ramp (a burst, then a
   rate); a 429 suspends the whole endpoint for its backoff, announced as an ``EndpointWaiting`` event;
   a 401, 403 or spent quota (402, or 429 ``insufficient_quota``) closes the endpoint for the run, and
-  every call to it fails at once with :class:`~swarm.errors.BackendRefusedError` instead of idling.
+  every call to it fails at once with :class:`~agent_swarm.swarm.errors.BackendRefusedError` instead of idling.
 
 The ``httpx.AsyncClient`` is injectable: tests pass a real loopback server's URL or an
 ``httpx.MockTransport``.
@@ -40,16 +40,16 @@ import anyio
 import anyio.lowlevel
 import httpx
 
-from swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
-from swarm.backends.gate import EndpointGate, LaunchRamp, endpoint_gate
-from swarm.backends.toolparse import (
+from agent_swarm.swarm.backend import Completion, FinishReason, ModelRequest, ToolSpec, Usage
+from agent_swarm.swarm.backends.gate import EndpointGate, LaunchRamp, endpoint_gate
+from agent_swarm.swarm.backends.toolparse import (
     action_schema,
     constrained_answer,
     new_call_id,
     parse_arguments,
     parse_tool_calls,
 )
-from swarm.errors import (
+from agent_swarm.swarm.errors import (
     BackendError,
     BackendRefusedError,
     BackendTimeoutError,
@@ -57,8 +57,8 @@ from swarm.errors import (
     ConfigError,
     ModelOutputError,
 )
-from swarm.limits import Limiter, endpoint_key, limiter
-from swarm.messages import (
+from agent_swarm.swarm.limits import Limiter, endpoint_key, limiter
+from agent_swarm.swarm.messages import (
     AssistantMessage,
     Message,
     ToolCall,
@@ -246,13 +246,13 @@ class OpenAIBackend:
         return self._client
 
     def limiter(self) -> Limiter:
-        """The endpoint's request cap: shared by every backend on this server (see :mod:`swarm.limits`:
+        """The endpoint's request cap: shared by every backend on this server (see :mod:`agent_swarm.swarm.limits`:
         one per event loop by default, one per cluster under a cluster provider)."""
         return limiter(endpoint_key(self.root), self.max_concurrency)
 
     def gate(self) -> EndpointGate:
         """The endpoint's gate (ramp, 429 suspension, refusal): shared by every backend on this server
-        with this API key in this event loop (:func:`swarm.backends.gate.endpoint_gate`)."""
+        with this API key in this event loop (:func:`agent_swarm.swarm.backends.gate.endpoint_gate`)."""
         token = anyio.lowlevel.current_token()
         if self._gate is None or self._gate_token != token:
             self._gate, self._gate_token = endpoint_gate(self.root, self._api_key, self.ramp), token

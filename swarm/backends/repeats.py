@@ -10,7 +10,7 @@ that does not loop is never cut, so what a correct generation produces is unchan
 
 from __future__ import annotations
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["RepeatGuard"]
 

@@ -14,7 +14,7 @@ replay, so side effects and tool errors are real; only the model's work is skipp
 
 Only deterministic calls are cached: greedy (temperature 0) or seeded sampling. A call sampled at
 T > 0 without a seed is passed through and counted as ``bypassed`` (caching it would collapse the
-variety the sampler is asked for). Failed calls (a :class:`~swarm.errors.BackendError`) are never
+variety the sampler is asked for). Failed calls (a :class:`~agent_swarm.swarm.errors.BackendError`) are never
 stored. Concurrent identical calls in one process are computed once (the others wait for it), which is
 what lets the K samples of an RL group share their sub-tasks.
 
@@ -45,9 +45,9 @@ from typing import Any
 import anyio
 from pydantic import TypeAdapter
 
-from swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams
-from swarm.errors import ConfigError
-from swarm.records import EpisodeRecord
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest, SamplingParams
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import EpisodeRecord
 
 __all__ = [
     "CACHE_VERSION",
@@ -217,7 +217,7 @@ class _Flight:
 
 
 class CachedBackend:
-    """A :class:`~swarm.backend.ModelBackend` that answers repeated deterministic calls from a
+    """A :class:`~agent_swarm.swarm.backend.ModelBackend` that answers repeated deterministic calls from a
     :class:`ReplayCache`.
 
     ``model_id`` names the weights exactly (the model file's sha256 for local models; for an HTTP

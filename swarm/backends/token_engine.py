@@ -1,4 +1,4 @@
-"""A :class:`~swarm.backend.ModelBackend` over any engine that takes token ids and returns token ids.
+"""A :class:`~agent_swarm.swarm.backend.ModelBackend` over any engine that takes token ids and returns token ids.
 
 RL engines expose generation at the token level: verl's server manager
 (``generate(request_id, prompt_ids=..., sampling_params=...) -> TokenOutput``), a vLLM engine, our
@@ -7,11 +7,11 @@ the same way for all of them:
 
 * the prompt is the model's chat template rendered with the request's messages and tools,
   tokenized once; a turn that continues an earlier generation reuses that generation's exact prompt
-  + sampled ids (:class:`~swarm.backends.continuation.TurnMemory`), so no turn re-tokenizes what the
+  + sampled ids (:class:`~agent_swarm.swarm.backends.continuation.TurnMemory`), so no turn re-tokenizes what the
   model sampled (no drift across turns);
 * the completion carries the engine's sampled ids and logprobs untouched; its text is decoded from
   them (without the end-of-turn token) and tool calls are read with the tolerant parser
-  (:mod:`swarm.backends.toolparse`); broken call JSON becomes ``parse_error``.
+  (:mod:`agent_swarm.swarm.backends.toolparse`); broken call JSON becomes ``parse_error``.
 
 :class:`ChatTokens` is that chat layer on its own (the transformers backend uses it too), and
 :class:`TokenEngine` is the one method an engine implements.
@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from swarm.backend import Completion, FinishReason, ModelRequest, SamplingParams, Usage
-from swarm.backends.continuation import TurnMemory
-from swarm.backends.toolparse import parse_tool_calls
-from swarm.errors import BackendError, ConfigError
-from swarm.messages import AssistantMessage, Message, ToolMessage
+from agent_swarm.swarm.backend import Completion, FinishReason, ModelRequest, SamplingParams, Usage
+from agent_swarm.swarm.backends.continuation import TurnMemory
+from agent_swarm.swarm.backends.toolparse import parse_tool_calls
+from agent_swarm.swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolMessage
 
 __all__ = ["ChatTokens", "TokenEngine", "TokenEngineBackend", "TokenOutput", "chat_dicts"]
 
@@ -114,7 +114,7 @@ class ChatTokens:
         """The prompt token ids of a request (chat template + tokenization, no special tokens added).
 
         A turn that extends an earlier generation continues that generation's exact prompt + sampled
-        ids (:class:`~swarm.backends.continuation.TurnMemory`), so re-rendering the model's own
+        ids (:class:`~agent_swarm.swarm.backends.continuation.TurnMemory`), so re-rendering the model's own
         output (e.g. fenced JSON recorded as a parsed call) never changes its tokens.
         """
         cont = self.memory.continuation(request.messages)

@@ -25,9 +25,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.backend import ToolSpec
-from swarm.errors import ModelOutputError
-from swarm.messages import ToolCall
+from agent_swarm.swarm.backend import ToolSpec
+from agent_swarm.swarm.errors import ModelOutputError
+from agent_swarm.swarm.messages import ToolCall
 
 __all__ = [
     "ParsedOutput",
@@ -63,7 +63,7 @@ def new_call_id() -> str:
 def parse_arguments(raw: Any, name: str) -> dict[str, Any]:
     """Arguments as a dict: accepts a dict, a JSON string of an object, or ``None`` (no arguments).
 
-    Raises :class:`~swarm.errors.ModelOutputError` with a message the model can act on.
+    Raises :class:`~agent_swarm.swarm.errors.ModelOutputError` with a message the model can act on.
     """
     if raw is None or raw == "":
         return {}

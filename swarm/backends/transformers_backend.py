@@ -1,4 +1,4 @@
-"""A :class:`~swarm.backend.ModelBackend` on a local transformers model (CPU or GPU), for RL.
+"""A :class:`~agent_swarm.swarm.backend.ModelBackend` on a local transformers model (CPU or GPU), for RL.
 
 The same object serves rollouts and is trained in place (the *colocated* engine): the trainer holds
 :meth:`TransformersBackend.paused` while it updates the weights, then bumps
@@ -9,12 +9,12 @@ What a completion carries, exactly as sampled:
 * ``prompt_token_ids`` — the model's own chat template rendered with the request's messages and
   tools, tokenized once (the tools are rendered even with ``tool_choice="none"`` so the prompt
   prefix stays identical from turn to turn); a turn that continues an earlier generation reuses
-  that generation's exact prompt + sampled ids (:class:`~swarm.backends.continuation.TurnMemory`);
+  that generation's exact prompt + sampled ids (:class:`~agent_swarm.swarm.backends.continuation.TurnMemory`);
 * ``token_ids`` — the sampled ids, including the end-of-turn token when the model emitted it;
 * ``logprobs`` — ``log softmax(logits / T)`` of each sampled id: the temperature-scaled
   distribution, before top-p truncation (what a trainer recomputes; use ``top_p=1`` for exact
   importance ratios);
-* tool calls parsed from the text with the tolerant parser (:mod:`swarm.backends.toolparse`);
+* tool calls parsed from the text with the tolerant parser (:mod:`agent_swarm.swarm.backends.toolparse`);
   broken tool-call JSON becomes ``parse_error``, which the agent loop feeds back to the model.
 
 Concurrent requests are decoded together as one left-padded batch with a KV cache (each with its
@@ -33,11 +33,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.continuation import TurnMemory
-from swarm.backends.token_engine import ChatTokens, TokenOutput, chat_dicts
-from swarm.errors import BackendError, ConfigError
-from swarm.messages import Message
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.continuation import TurnMemory
+from agent_swarm.swarm.backends.token_engine import ChatTokens, TokenOutput, chat_dicts
+from agent_swarm.swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.messages import Message
 
 __all__ = ["TransformersBackend", "chat_dicts"]
 
@@ -201,7 +201,7 @@ class TransformersBackend:
         )
 
     async def generate_tokens(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> TokenOutput:
-        """Token ids in, token ids out (:class:`~swarm.backends.token_engine.TokenEngine`): up to
+        """Token ids in, token ids out (:class:`~agent_swarm.swarm.backends.token_engine.TokenEngine`): up to
         ``sampling.max_tokens`` ids after ``prompt_ids``, with their logprobs and the weight version."""
         return await self._generate(list(prompt_ids), sampling, sampling.max_tokens)
 

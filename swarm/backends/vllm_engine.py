@@ -6,7 +6,7 @@ template (tools included, so the prefix stays the same whether or not tools are 
 and sent as ``TokensPrompt`` ids; the completion carries the engine's sampled ids, the logprob of
 each (``SamplingParams(logprobs=0)``), and the weight version the engine was tagged with. Tool calls
 are extracted by vLLM's own parser (``hermes`` by default); when it finds none, the tolerant parser
-(:mod:`swarm.backends.toolparse`) reads fenced or bare JSON.
+(:mod:`agent_swarm.swarm.backends.toolparse`) reads fenced or bare JSON.
 
 vLLM spawns an EngineCore process: scripts that use this backend need an
 ``if __name__ == "__main__":`` guard.
@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from swarm.backend import Completion, FinishReason, ModelRequest, Usage
-from swarm.backends.continuation import TurnMemory
-from swarm.backends.toolparse import parse_tool_calls
-from swarm.errors import BackendError, ConfigError
-from swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage
+from agent_swarm.swarm.backend import Completion, FinishReason, ModelRequest, Usage
+from agent_swarm.swarm.backends.continuation import TurnMemory
+from agent_swarm.swarm.backends.toolparse import parse_tool_calls
+from agent_swarm.swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.messages import AssistantMessage, Message, ToolCall, ToolMessage
 
 __all__ = ["VLLMEngineBackend"]
 

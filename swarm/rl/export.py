@@ -1,6 +1,6 @@
 """Exporters for trajectories: native JSONL, Parquet, verl ``AgentLoopOutput`` and TRL ``rollout_func``.
 
-* **JSONL** (native, lossless): one :class:`~swarm.rl.trajectory.Trajectory` (or any pydantic model /
+* **JSONL** (native, lossless): one :class:`~agent_swarm.swarm.rl.trajectory.Trajectory` (or any pydantic model /
   JSON object) per line. :class:`JsonlWriter` appends each record with a single ``write`` on an
   ``O_APPEND`` descriptor; a process killed mid-write can leave at most one unterminated tail, which
   :func:`repair_jsonl` (run by every writer on open) cuts off, and :func:`read_jsonl` reports rather
@@ -30,9 +30,9 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
 
-from swarm.errors import ConfigError
-from swarm.records import dump_record
-from swarm.rl.trajectory import Trajectory
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import dump_record
+from agent_swarm.swarm.rl.trajectory import Trajectory
 
 __all__ = [
     "JsonlProblem",

@@ -6,7 +6,7 @@ Every loss takes the same tensors and returns a scalar to *minimise* plus metric
 * ``old_logprobs`` ``[B, T]`` log π_old of the same tokens (no grad);
 * ``advantages``   ``[B]``    one advantage per sequence (``r − r̄`` of its group);
 * ``mask``         ``[B, T]`` 1 for tokens the orchestrator sampled, 0 for prompt, observations
-  (tool and sub-agent outputs) and padding (the trajectory's ``response_mask``, :mod:`swarm.rl.trajectory`).
+  (tool and sub-agent outputs) and padding (the trajectory's ``response_mask``, :mod:`agent_swarm.swarm.rl.trajectory`).
 
 ``num_tokens`` overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
 batch is split into micro-batches, so accumulated gradients equal the full-batch gradient.
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarm.errors import ConfigError
-from swarm.registry import Registry
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.registry import Registry
 
 try:  # transformers ≥ 5.23 slices hidden states with a boolean [B, L] mask before the output head
     from transformers.modeling_utils import slice_logits_to_keep as _slice  # noqa: F401
@@ -183,7 +183,7 @@ def k25_token_objective(
 
     ``log_ratio`` is ``log π_θ − log π_old`` ``[B, T]``; ``advantages`` broadcasts against it (``[B, 1]``
     per sequence, or ``[B, T]`` per token as verl passes them). The one implementation of the formula:
-    :func:`k25_loss` and the verl policy loss (``orchestrator.rl.verl_loop``) aggregate it differently.
+    :func:`k25_loss` and the verl policy loss (``agent_swarm.orchestrator.rl.verl_loop``) aggregate it differently.
     """
     ratio = torch.exp(log_ratio)
     keep = ((log_ratio >= params.alpha) & (log_ratio <= params.beta)).to(log_ratio.dtype).detach()

@@ -2,7 +2,7 @@
 
 ``r_PARL = λ1 · r_parallel + λ2 · r_finish + r_perf``
 
-* ``r_perf`` — the task's verifier score in [0, 1] (:mod:`swarm.verifiers`);
+* ``r_perf`` — the task's verifier score in [0, 1] (:mod:`agent_swarm.swarm.verifiers`);
 * ``r_parallel`` — the instantiation reward against *serial collapse*; its form is chosen by name
   from :data:`PARALLEL_FORMS` through :class:`ParallelReward` (bounded in [0, 1]):
 
@@ -10,7 +10,7 @@
     number of independent parts ``P`` (``task.metadata["parts"]``, which the workloads set; ``target``
     when a task does not say). With ``w`` the most distinct sub-tasks that *finished* in one stage
     (sub-tasks compared by their content words, as the monitors compare them: case, punctuation,
-    word order and filler words aside, :mod:`swarm.subtasks`), ``d`` the sub-agents run on a sub-task
+    word order and filler words aside, :mod:`agent_swarm.swarm.subtasks`), ``d`` the sub-agents run on a sub-task
     already run in the episode (duplicates) and ``x`` the distinct sub-tasks beyond ``P`` (invented
     items): ``max(0, (min(w, P) − β · (d + x)) / P)`` with ``β`` = ``overassign`` (default 0.5), and
     **0 whenever P = 1** (a control: nothing to parallelise, so delegating earns nothing over answering
@@ -40,12 +40,13 @@
 
 λ1 and λ2 follow :class:`Schedule` objects (shapes by name from :data:`SCHEDULES`) evaluated at the
 trainer step, so the final policy optimises ``r_perf`` alone. :class:`PARLReward` plugs into
-``Orchestrator(reward_fn=...)`` and the :class:`~swarm.records.RewardRecord` it returns keeps every
+``Orchestrator(reward_fn=...)`` and the :class:`~agent_swarm.swarm.records.RewardRecord` it returns keeps every
 component, both λs and the step.
 
 :data:`ADVANTAGES` holds PARL's group advantage estimators (Kimi K2.5 report §4.4.2) (``r − r̄``, optionally divided by
 the group's standard deviation), by name. This module is the one home of schedules and advantages:
-rollout collection (``orchestrator.rollout.collection``) and the trainer (``orchestrator.rl``) both use it.
+rollout collection (``agent_swarm.orchestrator.rollout.collection``) and the trainer
+(``agent_swarm.orchestrator.rl``) both use it.
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from swarm.backend import ModelBackend
-from swarm.errors import ConfigError, UnknownNameError
-from swarm.records import AgentStatus, EpisodeRecord, RewardRecord, SubagentResult, Task
-from swarm.registry import Registry
-from swarm.subtasks import task_content
-from swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, RewardRecord, SubagentResult, Task
+from agent_swarm.swarm.registry import Registry
+from agent_swarm.swarm.subtasks import task_content
+from agent_swarm.swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
 __all__ = [
     "ADVANTAGES",
@@ -271,7 +272,7 @@ class ParallelCounts:
     ran: int
     """Sub-agents run (admitted or stepped), over all stages."""
     distinct: int
-    """Distinct sub-tasks among them: different content words (:mod:`swarm.subtasks`)."""
+    """Distinct sub-tasks among them: different content words (:mod:`agent_swarm.swarm.subtasks`)."""
     finished_width: int
     """The most distinct sub-tasks that finished (status completed) in one stage."""
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["estimate_budgets", "percentile", "toggle_phase", "toggle_rewards", "update_budgets"]
 

@@ -1,7 +1,7 @@
 """The orchestrator-only trajectory: what an RL trainer consumes for one episode (the trained
 policy's tokens have mask 1; tool and sub-agent output is observation, mask 0).
 
-Built from an :class:`~swarm.records.EpisodeRecord`'s ``turns`` — the exact prompt and response
+Built from an :class:`~agent_swarm.swarm.records.EpisodeRecord`'s ``turns`` — the exact prompt and response
 token ids and logprobs of each orchestrator generation, as the engine sampled them. Text is never
 re-tokenized (re-rendering changes ids and corrupts importance ratios), so a turn without ids, or a
 turn whose prompt does not extend the previous prompt + response (drift), is refused with
@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarm.backend import SamplingParams
-from swarm.errors import UserError
-from swarm.records import EpisodeRecord, OrchestratorTurn, RewardRecord, SubagentResult
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.errors import UserError
+from agent_swarm.swarm.records import EpisodeRecord, OrchestratorTurn, RewardRecord, SubagentResult
 
 __all__ = [
     "SCHEMA_VERSION",

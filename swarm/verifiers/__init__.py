@@ -5,10 +5,10 @@ compatible), ``code`` (:mod:`.code`, unit tests in the sandbox), ``instructions`
 (:mod:`.instructions`), ``rubric`` and ``rubric_pairwise`` (:mod:`.judge`, LLM judge).
 """
 
-from swarm.verifiers import code, instructions, judge, match, table
-from swarm.verifiers.code import CodeArgs
-from swarm.verifiers.instructions import InstructionArgs, check_constraints
-from swarm.verifiers.judge import (
+from agent_swarm.swarm.verifiers import code, instructions, judge, match, table
+from agent_swarm.swarm.verifiers.code import CodeArgs
+from agent_swarm.swarm.verifiers.instructions import InstructionArgs, check_constraints
+from agent_swarm.swarm.verifiers.judge import (
     K2_RUBRIC,
     CriterionScore,
     Judgement,
@@ -17,8 +17,8 @@ from swarm.verifiers.judge import (
     judge_pairwise,
     judge_pointwise,
 )
-from swarm.verifiers.match import extract_answer, normalize_text, parse_number
-from swarm.verifiers.registry import (
+from agent_swarm.swarm.verifiers.match import extract_answer, normalize_text, parse_number
+from agent_swarm.swarm.verifiers.registry import (
     VERIFIERS,
     Verdict,
     VerifierArgs,
@@ -30,7 +30,7 @@ from swarm.verifiers.registry import (
     verifier_names,
     verify,
 )
-from swarm.verifiers.table import ColumnRule, TableScore, extract_markdown_table, score_table
+from agent_swarm.swarm.verifiers.table import ColumnRule, TableScore, extract_markdown_table, score_table
 
 __all__ = [
     "K2_RUBRIC",

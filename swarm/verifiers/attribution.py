@@ -3,7 +3,7 @@
 An answer's value counts for a key only when it sits in a *unit* of text that names that key — a line,
 a sentence or a clause — and nothing in that unit competes with it. This module holds the shared
 pieces: folding text for matching, cutting an answer into units, finding whole-word mentions, and
-spotting hedges ("Paris or Lyon", "maybe Tokyo", "Osaka?"). Scorers (``workloads.starter``, the
+spotting hedges ("Paris or Lyon", "maybe Tokyo", "Osaka?"). Scorers (``agent_swarm.workloads.starter``, the
 table scorer's list fallback) decide what a value and a competitor are.
 
 Units, from coarse to fine:

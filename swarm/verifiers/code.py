@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = ["CodeArgs", "extract_code"]
 
@@ -81,9 +81,9 @@ def _parse(channel: str) -> list[dict[str, Any]]:
 async def code_verifier(answer: str, args: CodeArgs, ctx: VerifierContext) -> Verdict:
     """Unit tests in the sandbox: pass fraction (all-pass is ``passed``)."""
     try:
-        from swarm.sandbox import SandboxLimits, run_python
+        from agent_swarm.swarm.sandbox import SandboxLimits, run_python
     except ImportError as exc:  # pragma: no cover - the sandbox ships with the kernel
-        return Verdict(score=0.0, error=f"code verifier needs swarm.sandbox: {exc}")
+        return Verdict(score=0.0, error=f"code verifier needs agent_swarm.swarm.sandbox: {exc}")
     if isinstance(args.tests, list) and not args.tests:
         return Verdict(score=0.0, error="code verifier got an empty list of tests")
     code = extract_code(answer) if args.extract == "auto" else answer

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
     "Bullets",

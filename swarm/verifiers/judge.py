@@ -25,10 +25,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm.backend import ModelBackend, ModelRequest, SamplingParams
-from swarm.errors import ConfigError, ModelOutputError
-from swarm.messages import AssistantMessage, Message, SystemMessage, UserMessage
-from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.backend import ModelBackend, ModelRequest, SamplingParams
+from agent_swarm.swarm.errors import ConfigError, ModelOutputError
+from agent_swarm.swarm.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from agent_swarm.swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
     "K2_RUBRIC",

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from swarm.verifiers.attribution import hedged, segments
-from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.verifiers.attribution import hedged, segments
+from agent_swarm.swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
     "ExactArgs",

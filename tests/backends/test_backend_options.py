@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.backend_factory import (
+from agent_swarm.orchestrator.backend_factory import (
     BACKEND_TABLE_KEYS,
     BACKENDS,
     backend_option_keys,
     build_backend,
     build_backends,
 )
-from orchestrator.backend_options import (
+from agent_swarm.orchestrator.backend_options import (
     HTTPOptions,
     LocalOptions,
     ScriptedOptions,
@@ -23,11 +23,11 @@ from orchestrator.backend_options import (
     TransformersOptions,
     VLLMEngineOptions,
 )
-from orchestrator.cli import app
-from orchestrator.cli.backend_spec import BackendSpec
-from swarm.backends.local import LocalBackend
-from swarm.backends.openai_http import LaunchRamp, OpenAIBackend
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.backend_spec import BackendSpec
+from agent_swarm.swarm.backends.local import LocalBackend
+from agent_swarm.swarm.backends.openai_http import LaunchRamp, OpenAIBackend
+from agent_swarm.swarm.errors import ConfigError
 
 URL = "http://127.0.0.1:9"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from swarm.backend import Completion
-from swarm.backends.continuation import SENTINEL, TurnMemory
-from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.backends.continuation import SENTINEL, TurnMemory
+from agent_swarm.swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 CALL = ToolCall(id="c1", name="f", arguments={"x": 1})
 START = (SystemMessage(content="s"), UserMessage(content="u"))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.backend_factory import build_backends
-from orchestrator.cli import app
-from swarm.backends.local import (
+from agent_swarm.orchestrator.backend_factory import build_backends
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.backends.local import (
     LOCAL_MODELS,
     QWEN_SHA256,
     LocalBackend,
@@ -25,8 +25,8 @@ from swarm.backends.local import (
     model_available,
     resolve_model,
 )
-from swarm.backends.openai_http import OpenAIBackend
-from swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
 
 
 def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> None:

@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import ModelRequest
-from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
-from swarm.errors import BackendTimeoutError, BackendUnavailableError
-from swarm.messages import UserMessage
-from swarm.records import AgentStatus, EpisodeStatus
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import ModelRequest
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from agent_swarm.swarm.errors import BackendTimeoutError, BackendUnavailableError
+from agent_swarm.swarm.messages import UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 OK = {
     "model": "fault",

@@ -29,7 +29,8 @@ def test_in_process_engine_on_cuda() -> None:
     model = os.environ.get("SWARM_VLLM_MODEL")
     if not model:
         pytest.skip(
-            "set SWARM_VLLM_MODEL to a model directory (python -m swarm.backends.gguf_convert smollm2-135m DIR)"
+            "set SWARM_VLLM_MODEL to a model directory "
+            "(python -m agent_swarm.swarm.backends.gguf_convert smollm2-135m DIR)"
         )
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(

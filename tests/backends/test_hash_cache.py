@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from swarm.backends.local import LOCAL_MODELS, QWEN_SHA256, file_sha256, model_available, resolve_model, verify_models
-from swarm.backends.local.catalogue import cache_dir
-from swarm.errors import ConfigError
+from agent_swarm.swarm.backends.local import (
+    LOCAL_MODELS,
+    QWEN_SHA256,
+    file_sha256,
+    model_available,
+    resolve_model,
+    verify_models,
+)
+from agent_swarm.swarm.backends.local.catalogue import cache_dir
+from agent_swarm.swarm.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,12 @@ import uuid
 import httpx
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
-from swarm.backends.local import LocalBackend, LocalEngine
-from swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from swarm.records import AgentStatus, EpisodeStatus
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine
+from agent_swarm.swarm.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 # The real SmolLM2 engine (tests/backends/conftest.py): the hermetic guard in tests/conftest.py requires the mark.
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ async def test_tools_reach_a_template_without_tool_support(smol: LocalBackend) -
 
 
 async def test_overlong_prompt_is_a_backend_error_not_a_crash(smol_engine: LocalEngine) -> None:
-    from swarm.errors import BackendError
+    from agent_swarm.swarm.errors import BackendError
 
     async with LocalBackend(engine=smol_engine) as b:
         req = ModelRequest(messages=(UserMessage(content="word " * 3000),), sampling=GREEDY)

@@ -1,7 +1,7 @@
 """Long work on the real local engine (issue 29), with the model CI installs (Qwen2.5-Coder-0.5B):
 
 - a single agent reads eight documents whose total is several times one slot's context, and answers:
-  its old results are shortened to head/tail excerpts (swarm.context) instead of the episode failing
+  its old results are shortened to head/tail excerpts (agent_swarm.swarm.context) instead of the episode failing
   on an overflowing prompt;
 - eight researchers on an engine with two slots all report: the stage admits as many as the engine
   serves, the rest wait unstarted, so none times out in the engine's queue.
@@ -16,14 +16,20 @@ import dataclasses
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.local import LocalBackend, LocalEngine, default_threads, engine_available, model_available
-from swarm.context import prompt_limit
-from swarm.messages import Message, ToolMessage
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, ToolResult
-from swarm.testing import ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.local import (
+    LocalBackend,
+    LocalEngine,
+    default_threads,
+    engine_available,
+    model_available,
+)
+from agent_swarm.swarm.context import prompt_limit
+from agent_swarm.swarm.messages import Message, ToolMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, ToolResult
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.tools import tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 

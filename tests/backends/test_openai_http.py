@@ -16,10 +16,10 @@ import anyio
 import httpx
 import pytest
 
-from swarm.backend import ModelRequest, SamplingParams, ToolSpec
-from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
-from swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
-from swarm.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from agent_swarm.swarm.errors import BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError
+from agent_swarm.swarm.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 WEATHER = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
 REQ = ModelRequest(messages=(UserMessage(content="Weather in Paris and Oslo?"),), tools=(WEATHER,))
@@ -152,9 +152,9 @@ async def test_one_broken_call_among_valid_ones_stays_in_place_with_its_error() 
 
 async def test_a_broken_call_among_valid_ones_is_answered_with_an_error_in_the_episode() -> None:
     """Regression: the bad call used to vanish; the stage ran 2 of 3 calls."""
-    from orchestrator import Orchestrator, SwarmConfig
-    from swarm.records import EpisodeStatus
-    from tools.registry import tool
+    from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+    from agent_swarm.swarm.records import EpisodeStatus
+    from agent_swarm.tools.registry import tool
 
     turns = iter(
         [
@@ -187,11 +187,11 @@ async def test_a_broken_call_goes_back_verbatim_so_the_next_prompt_extends_the_l
     server as ``{}``, so the next prompt's token ids no longer extended the previous prompt + response:
     the turn was flagged as drifted and the episode could not become a trajectory (3 of the first 70
     soak episodes). The server here tokenizes each message word by word, as a template does."""
-    from orchestrator import Orchestrator, SwarmConfig
-    from swarm.records import EpisodeStatus
-    from swarm.rl.rewards import PARLReward
-    from swarm.rl.trajectory import build_trajectory
-    from tools.registry import tool
+    from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+    from agent_swarm.swarm.records import EpisodeStatus
+    from agent_swarm.swarm.rl.rewards import PARLReward
+    from agent_swarm.swarm.rl.trajectory import build_trajectory
+    from agent_swarm.tools.registry import tool
 
     def ids(text: str) -> list[int]:
         return [100 + zlib.crc32(w.encode()) % 50_000 for w in text.split()]
@@ -505,9 +505,9 @@ async def test_chat_spans_name_the_server() -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from orchestrator import Orchestrator
-    from swarm.backend import Completion
-    from swarm.testing import FunctionBackend
+    from agent_swarm.orchestrator import Orchestrator
+    from agent_swarm.swarm.backend import Completion
+    from agent_swarm.swarm.testing import FunctionBackend
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -8,10 +8,10 @@ import anyio
 import httpx
 import pytest
 
-from swarm.backend import ModelRequest, SamplingParams, ToolSpec
-from swarm.backends.local import LocalEngine
-from swarm.backends.openai_http import OpenAIBackend
-from swarm.messages import UserMessage
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.local import LocalEngine
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.messages import UserMessage
 
 # The real SmolLM2 engine (tests/backends/conftest.py): the hermetic guard in tests/conftest.py requires the mark.
 pytestmark = pytest.mark.integration

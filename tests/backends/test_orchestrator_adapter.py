@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.adapters import resolve_orchestrator_adapter, shipped_adapter
-from orchestrator.backend_factory import build_backends
-from orchestrator.cli import app
-from swarm.backends.local import QWEN_SHA256, LocalBackend
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.adapters import resolve_orchestrator_adapter, shipped_adapter
+from agent_swarm.orchestrator.backend_factory import build_backends
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.backends.local import QWEN_SHA256, LocalBackend
+from agent_swarm.swarm.errors import ConfigError
 
 MODEL = "qwen2.5-coder-0.5b"
 

@@ -1,4 +1,4 @@
-"""The fixed-prefix cache (swarm.backends.local.prefix) against a scripted llama.cpp slot API.
+"""The fixed-prefix cache (agent_swarm.swarm.backends.local.prefix) against a scripted llama.cpp slot API.
 
 The real engine's part (a restored prefix gives the same ids and logprobs as one computed in the
 run) is tests/backends/test_prefix_cache_engine.py.
@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from swarm.backends.local.prefix import MAX_FILES, PrefixCache, Slot, SlotPool, common_prefix
-from swarm.errors import BackendError
+from agent_swarm.swarm.backends.local.prefix import MAX_FILES, PrefixCache, Slot, SlotPool, common_prefix
+from agent_swarm.swarm.errors import BackendError
 
 PREFIX = tuple(range(100, 300))
 
@@ -160,8 +160,8 @@ def test_a_request_gets_the_slot_holding_its_prefix_else_an_empty_one() -> None:
 
 
 def test_the_action_grammar_check_is_kept_beside_the_prefix_states(tmp_path: Path) -> None:
-    from swarm.backends.local import LocalEngine
-    from swarm.backends.local.engine import GRAMMARS_FILE
+    from agent_swarm.swarm.backends.local import LocalEngine
+    from agent_swarm.swarm.backends.local.engine import GRAMMARS_FILE
 
     engine = LocalEngine("smollm2-135m")
     engine.remember_grammar("a", True)  # no prefix cache yet (not started): in memory only
@@ -175,7 +175,7 @@ def test_the_action_grammar_check_is_kept_beside_the_prefix_states(tmp_path: Pat
 def test_engines_of_other_kv_layouts_never_share_prefix_states(tmp_path: Path) -> None:
     """llama.cpp refuses to restore a state an engine of other slot sizes wrote ("No available space
     in KV cache"): in one test session a 4 x 4096 engine's states failed in a 2 x 2048 engine."""
-    from swarm.backends.local.engine import LocalEngine
+    from agent_swarm.swarm.backends.local.engine import LocalEngine
 
     weights = tmp_path / "m.gguf"
     weights.write_bytes(b"weights")

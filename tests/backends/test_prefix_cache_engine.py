@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.local import LocalBackend, LocalEngine, default_threads, engine_available, model_available
-from swarm.messages import SystemMessage, UserMessage
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.local import (
+    LocalBackend,
+    LocalEngine,
+    default_threads,
+    engine_available,
+    model_available,
+)
+from agent_swarm.swarm.messages import SystemMessage, UserMessage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

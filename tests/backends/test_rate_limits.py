@@ -18,19 +18,19 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.backend_factory import build_backend
-from orchestrator.cli import app
-from orchestrator.cli.live import EventLines, LiveState
-from orchestrator.rollout.episodes import RolloutFailure, infrastructure_failure
-from swarm.backend import ModelRequest
-from swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
-from swarm.errors import BackendRefusedError, BackendUnavailableError, ConfigError, ErrorType
-from swarm.events import EndpointRefused, EndpointWaiting, Event, observing
-from swarm.messages import UserMessage
-from swarm.records import AgentStatus, EpisodeStatus
-from swarm.rl.export import read_jsonl
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.backend_factory import build_backend
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.live import EventLines, LiveState
+from agent_swarm.orchestrator.rollout.episodes import RolloutFailure, infrastructure_failure
+from agent_swarm.swarm.backend import ModelRequest
+from agent_swarm.swarm.backends.openai_http import LaunchRamp, OpenAIBackend, RetryPolicy
+from agent_swarm.swarm.errors import BackendRefusedError, BackendUnavailableError, ConfigError, ErrorType
+from agent_swarm.swarm.events import EndpointRefused, EndpointWaiting, Event, observing
+from agent_swarm.swarm.messages import UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.swarm.rl.export import read_jsonl
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 OK = {
     "model": "m",

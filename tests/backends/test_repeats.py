@@ -12,9 +12,9 @@ import anyio.lowlevel
 import httpx
 import pytest
 
-from swarm.backends.openai_http import OpenAIBackend, RetryPolicy
-from swarm.backends.repeats import RepeatGuard
-from swarm.errors import BackendError, BackendUnavailableError
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend, RetryPolicy
+from agent_swarm.swarm.backends.repeats import RepeatGuard
+from agent_swarm.swarm.errors import BackendError, BackendUnavailableError
 
 
 def _fed_until_stop(guard: RepeatGuard, ids: list[int]) -> int | None:

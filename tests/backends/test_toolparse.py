@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from swarm.backend import ToolSpec
-from swarm.backends.toolparse import action_grammar, action_schema, constrained_answer, parse_tool_calls
+from agent_swarm.swarm.backend import ToolSpec
+from agent_swarm.swarm.backends.toolparse import action_grammar, action_schema, constrained_answer, parse_tool_calls
 
 KNOWN = ["get_weather", "assign_task"]
 

@@ -9,7 +9,7 @@ Configured by environment variables, skipped cleanly when they are unset (a deve
   interpreter on the model directory (``--enforce-eager`` unless ``SWARM_VLLM_ARGS`` says otherwise),
   and run the in-process test with the same interpreter.
 
-``.ci/run`` builds that venv and a SmolLM2 model directory (``python -m swarm.backends.gguf_convert``).
+``.ci/run`` builds that venv and a SmolLM2 model directory (``python -m agent_swarm.swarm.backends.gguf_convert``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import ModelRequest, SamplingParams, ToolSpec
-from swarm.backends.openai_http import OpenAIBackend
-from swarm.messages import UserMessage
-from swarm.records import AgentStatus, EpisodeStatus
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.messages import UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 pytestmark = [pytest.mark.vllm, pytest.mark.integration, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ import sys
 import anyio
 from pydantic import TypeAdapter
 
-from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
-from swarm.backends.vllm_engine import VLLMEngineBackend
-from swarm.messages import AssistantMessage, UserMessage
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.vllm_engine import VLLMEngineBackend
+from agent_swarm.swarm.messages import AssistantMessage, UserMessage
 
 WEATHER = ToolSpec(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
 

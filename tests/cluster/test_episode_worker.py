@@ -6,14 +6,14 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator import RolloutConfig, SwarmConfig
-from orchestrator.cluster.executor import EpisodeWorker
-from orchestrator.cluster.sim import sim_factory, sim_tasks
-from orchestrator.cluster.slots import Outbox
-from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob, EpisodeOutcome, PreparedEpisode
-from orchestrator.rollout.executors import EpisodeRunner
-from swarm.errors import ClusterError
-from swarm.rl.rewards import PARLReward
+from agent_swarm.orchestrator import RolloutConfig, SwarmConfig
+from agent_swarm.orchestrator.cluster.executor import EpisodeWorker
+from agent_swarm.orchestrator.cluster.sim import sim_factory, sim_tasks
+from agent_swarm.orchestrator.cluster.slots import Outbox
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob, EpisodeOutcome, PreparedEpisode
+from agent_swarm.orchestrator.rollout.executors import EpisodeRunner
+from agent_swarm.swarm.errors import ClusterError
+from agent_swarm.swarm.rl.rewards import PARLReward
 
 
 def worker() -> EpisodeWorker:

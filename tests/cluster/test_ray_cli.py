@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app, optional_value
-from swarm.rl.export import read_jsonl
+from agent_swarm.orchestrator.cli import app, optional_value
+from agent_swarm.swarm.rl.export import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -117,7 +117,7 @@ def test_a_local_ray_runs_its_workers_at_the_drivers_priority() -> None:
     (`nice -n 5 swarm rollout --ray` ran its actors at nice 19)."""
     code = (
         "import os, ray\n"
-        "from orchestrator.cluster import RayCluster\n"
+        "from agent_swarm.orchestrator.cluster import RayCluster\n"
         "os.nice(5)\n"
         "RayCluster(num_cpus=1).connect()\n"
         "level = ray.remote(num_cpus=0)(lambda: os.nice(0))\n"

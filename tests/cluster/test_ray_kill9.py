@@ -15,14 +15,21 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
-from orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
-from orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
-from orchestrator.placement import SubagentKit
-from orchestrator.rollout.collection import RolloutProgress
-from orchestrator.rollout.episodes import EpisodeFactory
-from swarm.backend import Completion, ModelRequest
-from swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
+from agent_swarm.orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
+from agent_swarm.orchestrator.cluster.sim import (
+    SimBackend,
+    add_tool,
+    orchestrator_policy,
+    sim_factory,
+    sim_tasks,
+    subagent_policy,
+)
+from agent_swarm.orchestrator.placement import SubagentKit
+from agent_swarm.orchestrator.rollout.collection import RolloutProgress
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -149,8 +156,8 @@ async def test_kill_9_of_a_rollout_actor_mid_rollout_loses_and_duplicates_nothin
         progress=kill_after_four,
     )
     assert killed and ex.stats["actor_errors"] >= 1 and ex.stats["reruns"] >= 1 and ex.stats["actors_lost"] == 0
-    from orchestrator.rollout.episodes import EpisodeEntry
-    from swarm.rl.export import read_jsonl
+    from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry
+    from agent_swarm.swarm.rl.export import read_jsonl
 
     entries = read_jsonl(tmp_path / "o" / "episodes.jsonl", EpisodeEntry)
     assert Counter((e.group_id, e.sample_index) for e in entries) == Counter(

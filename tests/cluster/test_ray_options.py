@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cluster import RayExecutor, RayPlacement
-from orchestrator.cluster._ray import wait_started
-from orchestrator.cluster.sim import sim_subagents
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.cluster import RayExecutor, RayPlacement
+from agent_swarm.orchestrator.cluster._ray import wait_started
+from agent_swarm.orchestrator.cluster.sim import sim_subagents
+from agent_swarm.swarm.errors import ConfigError
 
 BAD = [
     ({"actors": 0}, "needs at least one actor, got actors=0"),

@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
-from orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
-from orchestrator.cluster.sim import (
+from agent_swarm.orchestrator import Orchestrator, RolloutConfig, SwarmConfig, collect_rollouts
+from agent_swarm.orchestrator.cluster import RayExecutor, RayPlacement, Recipe, remote_factory
+from agent_swarm.orchestrator.cluster.sim import (
     SimBackend,
     add_tool,
     orchestrator_policy,
@@ -21,11 +21,11 @@ from orchestrator.cluster.sim import (
     sim_tasks,
     subagent_policy,
 )
-from orchestrator.placement import SubagentKit
-from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
-from swarm.backend import Completion, ModelRequest
-from swarm.messages import ToolMessage
-from swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.orchestrator.placement import SubagentKit
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -18,15 +18,21 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts
-from orchestrator.cluster import RayExecutor, remote_factory
-from orchestrator.cluster.sim import SimBackend, orchestrator_policy, sim_factory, sim_tasks, subagent_policy
-from orchestrator.rollout.collection import RolloutProgress
-from orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
-from swarm.backend import Completion, ModelRequest
-from swarm.backends.openai_http import OpenAIBackend
-from swarm.errors import ConfigError
-from swarm.messages import ToolMessage
+from agent_swarm.orchestrator import RolloutConfig, SwarmConfig, collect_rollouts
+from agent_swarm.orchestrator.cluster import RayExecutor, remote_factory
+from agent_swarm.orchestrator.cluster.sim import (
+    SimBackend,
+    orchestrator_policy,
+    sim_factory,
+    sim_tasks,
+    subagent_policy,
+)
+from agent_swarm.orchestrator.rollout.collection import RolloutProgress
+from agent_swarm.orchestrator.rollout.episodes import EpisodeFactory, orchestrator_factory
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import ToolMessage
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -116,12 +122,12 @@ def crashing_factory(marker: str, target_seed: int, every_time: bool) -> Episode
     return orchestrator_factory(
         SimBackend(policy, model="sim-orchestrator", latency=0.02),
         subagent_backend=SimBackend(subagent_policy, model="sim-subagent", latency=0.01),
-        tools=[__import__("orchestrator.cluster.sim", fromlist=["add_tool"]).add_tool(0.0)],
+        tools=[__import__("agent_swarm.orchestrator.cluster.sim", fromlist=["add_tool"]).add_tool(0.0)],
     )
 
 
 def seed_of(task_id: str, j: int, run_seed: int = 0) -> int:
-    from orchestrator.rollout.episodes import episode_seed
+    from agent_swarm.orchestrator.rollout.episodes import episode_seed
 
     return episode_seed(run_seed, task_id, j)
 
@@ -215,14 +221,14 @@ def gauged_factory(gauge_name: str) -> EpisodeFactory:
 
     class Gauged(SimBackend):
         async def complete(self, request: ModelRequest) -> Completion:
-            from swarm.function_backend import complete_with_tokens
+            from agent_swarm.swarm.function_backend import complete_with_tokens
 
             return complete_with_tokens(request, await worker(request), self.model)
 
     return orchestrator_factory(
         SimBackend(orchestrator_policy, model="sim-orchestrator", latency=0.0),
         subagent_backend=Gauged(subagent_policy, model="sim-subagent", latency=0.0),
-        tools=[__import__("orchestrator.cluster.sim", fromlist=["add_tool"]).add_tool(0.0)],
+        tools=[__import__("agent_swarm.orchestrator.cluster.sim", fromlist=["add_tool"]).add_tool(0.0)],
     )
 
 
@@ -336,10 +342,10 @@ async def test_a_factory_that_cannot_be_built_on_the_actors_is_a_config_error(tm
 def test_without_ray_installed_the_error_says_how_to_install_it() -> None:
     code = (
         "import sys; sys.modules['ray'] = None\n"
-        "from orchestrator.cluster import RayExecutor\n"
-        "from orchestrator.cluster.sim import sim_factory\n"
-        "from orchestrator.rollout.config import RolloutConfig\n"
-        "from orchestrator.rollout.executors import EpisodeRunner\n"
+        "from agent_swarm.orchestrator.cluster import RayExecutor\n"
+        "from agent_swarm.orchestrator.cluster.sim import sim_factory\n"
+        "from agent_swarm.orchestrator.rollout.config import RolloutConfig\n"
+        "from agent_swarm.orchestrator.rollout.executors import EpisodeRunner\n"
         "from orchestrator import SwarmConfig, PARLReward\n"
         "try:\n"
         "    RayExecutor().check(EpisodeRunner(sim_factory(), SwarmConfig(), PARLReward(), RolloutConfig()))\n"

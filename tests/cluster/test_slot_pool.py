@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cluster.slots import SUBAGENT_CAP, ClusterLimits, SlotPool
-from swarm import _aio
+from agent_swarm.orchestrator.cluster.slots import SUBAGENT_CAP, ClusterLimits, SlotPool
+from agent_swarm.swarm import _aio
 
 
 class _Ref:

@@ -5,11 +5,11 @@ admission``."""
 
 from __future__ import annotations
 
-from orchestrator.admission import admit, resolve_agent
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
-from swarm.records import AgentDefinition
-from swarm.testing import call
+from agent_swarm.orchestrator.admission import admit, resolve_agent
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import AgentDefinition
+from agent_swarm.swarm.testing import call
 
 
 def agents(*names: str) -> dict[str, AgentDefinition]:

@@ -13,19 +13,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rich.console import Console
 from typer.testing import CliRunner
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.budgets import budget_overrides
-from orchestrator.cli import app
-from orchestrator.cli.live import summary_table
-from orchestrator.store import read_episode
-from orchestrator.tasks import load_config
-from swarm.backend import Completion, ModelRequest, Usage
-from swarm.config import Budgets, Price, apply_overrides
-from swarm.errors import ConfigError, ErrorType
-from swarm.messages import ToolCall, ToolMessage
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.budgets import budget_overrides
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.live import summary_table
+from agent_swarm.orchestrator.store import read_episode
+from agent_swarm.orchestrator.tasks import load_config
+from agent_swarm.swarm.backend import Completion, ModelRequest, Usage
+from agent_swarm.swarm.config import Budgets, Price, apply_overrides
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.messages import ToolCall, ToolMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.tools import tool
 
 
 @tool

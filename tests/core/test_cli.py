@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.store import read_episode
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.store import read_episode
 
 runner = CliRunner()
 

@@ -13,8 +13,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from swarm import __version__
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm import __version__
 
 runner = CliRunner()
 
@@ -194,7 +194,7 @@ def test_the_episode_and_workload_options_read_the_same_in_run_eval_and_rollout(
 
 
 def test_the_episode_flags_become_the_same_config_overrides_in_every_command() -> None:
-    from orchestrator.cli.options import episode_overrides
+    from agent_swarm.orchestrator.cli.options import episode_overrides
 
     overrides = episode_overrides(
         ["tokens=100", "subagents=3"],
@@ -274,7 +274,7 @@ def test_train_with_a_missing_config_fails_at_once_without_torch(tmp_path: Path)
     import sys
 
     code = (
-        "import sys\nfrom orchestrator.cli.app import main\n"
+        "import sys\nfrom agent_swarm.orchestrator.cli.app import main\n"
         "sys.argv = ['swarm', 'train', '-c', sys.argv[1]]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
     )
@@ -302,8 +302,8 @@ def test_single_object_commands_print_one_json_object_on_one_line_with_a_fixed_s
 ) -> None:
     """docs/cli.md: `--json` on a command that answers with one thing is one object on one line, whose
     top-level keys are always the same (a key with nothing to say is null or empty, never missing)."""
-    from orchestrator.eval import EvalReport
-    from orchestrator.rollout.collection import RolloutSummary
+    from agent_swarm.orchestrator.eval import EvalReport
+    from agent_swarm.orchestrator.rollout.collection import RolloutSummary
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "t.jsonl").write_text('{"prompt": "capitals"}\n')

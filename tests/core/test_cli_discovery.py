@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.init import CONFIG_TEMPLATE
-from orchestrator.tasks import load_config
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.init import CONFIG_TEMPLATE
+from agent_swarm.orchestrator.tasks import load_config
 
 runner = CliRunner()
 

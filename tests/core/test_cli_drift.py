@@ -2,7 +2,7 @@
 and environment variables to the same SwarmConfig and the same sampling of both roles, and ``swarm train``
 resolves the options it shares with them (the config file it finds, the sub-agent cache flags) alike.
 
-The last tests check it through the settings object (:mod:`orchestrator.cli.settings`), which every
+The last tests check it through the settings object (:mod:`agent_swarm.orchestrator.cli.settings`), which every
 command builds from typer's parse before the library call; the first ones end to end:
 each command runs through the CLI (typer's runner) on the same workload task; the config each episode
 ran with is read back from what the command wrote (the record), and a model backend's sampling from the
@@ -21,13 +21,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.eval import EvalOptions
-from orchestrator.cli.rollout import RolloutOptions
-from orchestrator.cli.run import RunOptions
-from orchestrator.cli.settings import Settings
-from orchestrator.cli.train import TrainOptions
-from swarm.errors import UserError
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.eval import EvalOptions
+from agent_swarm.orchestrator.cli.rollout import RolloutOptions
+from agent_swarm.orchestrator.cli.run import RunOptions
+from agent_swarm.orchestrator.cli.settings import Settings
+from agent_swarm.orchestrator.cli.train import TrainOptions
+from agent_swarm.swarm.errors import UserError
 
 runner = CliRunner()
 

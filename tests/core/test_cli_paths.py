@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 runner = CliRunner()
 
@@ -69,7 +69,7 @@ def test_a_known_model_that_is_not_installed_names_its_pip_command_before_any_re
     import subprocess
     import sys
 
-    from swarm.backends.local import LOCAL_MODELS
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
     model = LOCAL_MODELS["qwen2.5-coder-0.5b"]
     shadow = tmp_path / "shadow"  # empty packages named like its data wheels hide any installed ones
@@ -208,7 +208,7 @@ def test_an_index_past_the_last_task_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_swarm_models_reads_at_80_columns_with_full_names_adapters_and_gguf_paths() -> None:
-    from swarm.backends.local import LOCAL_MODELS
+    from agent_swarm.swarm.backends.local import LOCAL_MODELS
 
     result = runner.invoke(app, ["models"], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""The settings model (:mod:`orchestrator.cli.settings`): each command's parameters are its options
+"""The settings model (:mod:`agent_swarm.orchestrator.cli.settings`): each command's parameters are its options
 model's fields, and :meth:`Settings.resolve` reads the config file and the flags once."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import pytest
 import typer
 from pydantic import BaseModel
 
-from orchestrator.cli import app
-from orchestrator.cli.eval import EvalOptions
-from orchestrator.cli.rollout import RolloutOptions
-from orchestrator.cli.run import RunOptions
-from orchestrator.cli.settings import COMMANDS, BackendFlags, Settings, cache_choice
-from orchestrator.cli.train import TrainOptions
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, UserError
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.eval import EvalOptions
+from agent_swarm.orchestrator.cli.rollout import RolloutOptions
+from agent_swarm.orchestrator.cli.run import RunOptions
+from agent_swarm.orchestrator.cli.settings import COMMANDS, BackendFlags, Settings, cache_choice
+from agent_swarm.orchestrator.cli.train import TrainOptions
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, UserError
 
 MODELS: list[tuple[str, type[BaseModel]]] = [
     ("run", RunOptions),

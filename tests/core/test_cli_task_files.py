@@ -1,6 +1,6 @@
 """One task loader, one rule for unknown keys, whichever command reads a task file (issue 27 item 4).
 
-``swarm run --tasks`` and ``swarm rollout --tasks`` read a task file through :mod:`orchestrator.tasks`
+``swarm run --tasks`` and ``swarm rollout --tasks`` read a task file through :mod:`agent_swarm.orchestrator.tasks`
 (``task_from``: a key a task does not have goes into its ``metadata``); ``swarm eval`` reads none, but
 the task files it writes (``--export-tasks``) are read back by ``run -w`` and ``rollout -w`` by the same
 rule. Each test reads the task back from what the command recorded.
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 runner = CliRunner()
 LINE = {"id": "a", "prompt": "hi", "difficulty": "easy"}

@@ -17,10 +17,17 @@ from typing import Any
 from rich.console import Console
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.live import LiveState
-from swarm.events import ActionResolved, StageFinished, StageStarted, SubagentFinished, SubagentStarted, SubagentStep
-from swarm.records import AgentStatus, SubagentResult
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.live import LiveState
+from agent_swarm.swarm.events import (
+    ActionResolved,
+    StageFinished,
+    StageStarted,
+    SubagentFinished,
+    SubagentStarted,
+    SubagentStep,
+)
+from agent_swarm.swarm.records import AgentStatus, SubagentResult
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.coach import COACHES, NoCoach, SmallModelCoach, one_part
-from subagents.coach import (
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.coach import COACHES, NoCoach, SmallModelCoach, one_part
+from agent_swarm.subagents.coach import (
     LAST_STEP_NOTICE,
     TASK_NOTICE,
     NoStepCoach,
@@ -19,12 +19,12 @@ from subagents.coach import (
     StepView,
     hold_after_first,
 )
-from swarm.backend import ModelRequest
-from swarm.errors import ConfigError, ErrorType
-from swarm.messages import AssistantMessage, ToolMessage, UserMessage
-from swarm.records import EpisodeStatus
-from swarm.testing import ScriptedBackend, Turn, call
-from tools import tool
+from agent_swarm.swarm.backend import ModelRequest
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.messages import AssistantMessage, ToolMessage, UserMessage
+from agent_swarm.swarm.records import EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, Turn, call
+from agent_swarm.tools import tool
 
 SMALL = "qwen2.5-coder-1.5b"
 ROOT = Path(__file__).resolve().parents[2]

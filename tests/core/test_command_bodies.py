@@ -1,6 +1,6 @@
 """``swarm run``, ``eval``, ``rollout`` and ``train`` stay parse → settings → library call: each command
 function, signature and docstring included, is under 60 lines (the options are fields of the command's
-options model, :mod:`orchestrator.cli.settings`), and so are the helpers that run them."""
+options model, :mod:`agent_swarm.orchestrator.cli.settings`), and so are the helpers that run them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.cli
+from agent_swarm.orchestrator import cli
 
-CLI = Path(orchestrator.cli.__file__).parent
+CLI = Path(cli.__file__).parent
 COMMANDS = [("run.py", "run"), ("eval.py", "eval_command"), ("rollout.py", "rollout"), ("train.py", "train")]
 HELPERS = [("eval.py", "_execute"), ("rollout.py", "_collect"), ("../eval.py", "run_eval")]
 MAX_LINES = 60

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.tasks import load_config
-from swarm.errors import ConfigError
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.tasks import load_config
+from agent_swarm.swarm.errors import ConfigError
 
 runner = CliRunner()
 

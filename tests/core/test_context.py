@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest, estimate_tokens, prompt_tokens
-from swarm.context import EXCERPT_CHARS, EXHAUSTED_NOTICE, fit_context
-from swarm.errors import ErrorType
-from swarm.messages import Message, SystemMessage, ToolMessage, UserMessage
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, RewardRecord
-from swarm.rl.trajectory import TrajectoryError, build_trajectory
-from swarm.testing import FunctionBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, estimate_tokens, prompt_tokens
+from agent_swarm.swarm.context import EXCERPT_CHARS, EXHAUSTED_NOTICE, fit_context
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import Message, SystemMessage, ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus, RewardRecord
+from agent_swarm.swarm.rl.trajectory import TrajectoryError, build_trajectory
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.tools import tool
 
 
 @tool

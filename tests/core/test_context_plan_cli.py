@@ -1,5 +1,5 @@
 """The local engine's context plan (issue 29): `swarm doctor` and the run header say each slot's context,
-the slots, and why, as the engine will start them (swarm.backends.local.LocalEngine.plan)."""
+the slots, and why, as the engine will start them (agent_swarm.swarm.backends.local.LocalEngine.plan)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.backend_factory import build_backends
-from orchestrator.cli import app
-from orchestrator.cli.eval import provenance
-from orchestrator.cli.plan import RunRequest, make_plan
-from orchestrator.cli.run import engine_header
-from orchestrator.cli.settings import BackendFlags, Settings
-from swarm.backends.local import LocalBackend, engine_available, model_available
+from agent_swarm.orchestrator.backend_factory import build_backends
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.eval import provenance
+from agent_swarm.orchestrator.cli.plan import RunRequest, make_plan
+from agent_swarm.orchestrator.cli.run import engine_header
+from agent_swarm.orchestrator.cli.settings import BackendFlags, Settings
+from agent_swarm.swarm.backends.local import LocalBackend, engine_available, model_available
 
 runner = CliRunner()
 MODEL = "smollm2-135m"
@@ -111,8 +111,8 @@ def test_the_eval_banner_prints_the_plan_as_written(capsys: pytest.CaptureFixtur
     """The plan's "[backend] slots" is text, not rich markup (it was printed as "( slots or ...")."""
     from types import SimpleNamespace
 
-    from orchestrator.cli.eval import _banner
-    from orchestrator.eval_raw import Provenance
+    from agent_swarm.orchestrator.cli.eval import _banner
+    from agent_swarm.orchestrator.eval_raw import Provenance
 
     line = "local engine m: 8192 tokens per slot x 2 slots; slots: ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
     job = SimpleNamespace(

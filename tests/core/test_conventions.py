@@ -1,9 +1,9 @@
 """Project conventions that a reviewer would otherwise have to remember, checked on the source tree.
 
-* ``error_type`` values come from :class:`swarm.errors.ErrorType`, never free strings: a typo in a
+* ``error_type`` values come from :class:`agent_swarm.swarm.errors.ErrorType`, never free strings: a typo in a
   free string ("WidthLimt") would silently split a failure class in every report and reward.
 * Model mistakes (broken tool-call JSON, bad ``create_subagent`` arguments, unparseable judge output)
-  raise the project's :class:`~swarm.errors.AgentError` subclasses, which the runtime records as a
+  raise the project's :class:`~agent_swarm.swarm.errors.AgentError` subclasses, which the runtime records as a
   step error, never a bare ``ValueError`` that a caller cannot tell from a bug.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import AgentError, BackendUnavailableError, ErrorType, ModelOutputError, ToolError
-from swarm.records import EpisodeRecord
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import AgentError, BackendUnavailableError, ErrorType, ModelOutputError, ToolError
+from agent_swarm.swarm.records import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("swarm", "tools", "subagents", "orchestrator", "workloads")
@@ -88,7 +88,9 @@ def _bare_raises(tree: ast.AST) -> Iterator[tuple[int, str]]:
 @pytest.mark.parametrize("path", MODEL_FACING)
 def test_model_mistakes_raise_agent_errors_not_bare_builtins(path: str) -> None:
     found = [f"{path}:{line}: raise {name}" for line, name in _bare_raises(ast.parse((ROOT / path).read_text()))]
-    assert not found, "raise a swarm.errors.AgentError subclass (ModelOutputError…) instead:\n" + "\n".join(found)
+    assert not found, "raise a agent_swarm.swarm.errors.AgentError subclass (ModelOutputError…) instead:\n" + "\n".join(
+        found
+    )
 
 
 def test_the_scanners_see_what_they_forbid() -> None:
@@ -133,10 +135,10 @@ def test_error_type_values_are_the_strings_records_on_disk_hold() -> None:
     }
     for e in ErrorType:  # the members named after our exceptions are those exceptions' names
         if e.value.endswith("Error") and e.value not in ("TimeoutError", "ActionLoopError", "PlacementError"):
-            import swarm.errors
-            import swarm.rl.trajectory
+            from agent_swarm.swarm import errors
+            from agent_swarm.swarm.rl import trajectory
 
-            cls = getattr(swarm.errors, e.value, None) or getattr(swarm.rl.trajectory, e.value)
+            cls = getattr(errors, e.value, None) or getattr(trajectory, e.value)
             assert cls.__name__ == e.value
 
 
@@ -159,8 +161,8 @@ def test_error_type_of_an_exception_and_a_record_round_trip() -> None:
 def _old_record_json() -> str:
     import anyio
 
-    from orchestrator import Orchestrator, SwarmConfig
-    from swarm.testing import FunctionBackend
+    from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+    from agent_swarm.swarm.testing import FunctionBackend
 
     def down(_: ModelRequest) -> Completion:
         raise BackendUnavailableError("server down")
@@ -174,7 +176,7 @@ def _old_record_json() -> str:
 def test_the_version_is_read_from_package_metadata_in_one_place() -> None:
     import importlib.metadata as md
 
-    import swarm
+    from agent_swarm import swarm
 
     assert swarm.__version__ == md.version("agent-swarm")
     setters = [
@@ -199,12 +201,12 @@ def test_architecture_md_names_only_paths_and_registries_that_exist() -> None:
     missing = sorted(p for p in paths if not (ROOT / p.split(" ")[0]).exists())
     assert not missing, f"ARCHITECTURE.md names paths that do not exist: {missing}"
     for module, name in [
-        ("swarm.verifiers", "VERIFIERS"),
-        ("workloads", "WORKLOADS"),
-        ("orchestrator.backend_factory", "BACKENDS"),
-        ("swarm.rl", "ADVANTAGES"),
-        ("swarm.rl", "SCHEDULES"),
-        ("swarm.errors", "ErrorType"),
+        ("agent_swarm.swarm.verifiers", "VERIFIERS"),
+        ("agent_swarm.workloads", "WORKLOADS"),
+        ("agent_swarm.orchestrator.backend_factory", "BACKENDS"),
+        ("agent_swarm.swarm.rl", "ADVANTAGES"),
+        ("agent_swarm.swarm.rl", "SCHEDULES"),
+        ("agent_swarm.swarm.errors", "ErrorType"),
     ]:
         assert f"`{name}`" in text and hasattr(importlib.import_module(module), name), name
 
@@ -212,7 +214,7 @@ def test_architecture_md_names_only_paths_and_registries_that_exist() -> None:
 def test_a_validation_error_becomes_one_line_naming_each_field() -> None:
     from pydantic import BaseModel, ValidationError
 
-    from swarm.errors import validation_problems
+    from agent_swarm.swarm.errors import validation_problems
 
     class Inner(BaseModel):
         n: int
@@ -236,22 +238,21 @@ def test_a_validation_error_becomes_one_line_naming_each_field() -> None:
 
 def test_both_loops_take_the_turn_primitives_from_their_neutral_home() -> None:
     """The orchestrator's loop never reaches into the sub-agent loop for what both share."""
-    import subagents.loop
-    import subagents.turns
+    from agent_swarm.subagents import loop, turns
 
-    shared = set(subagents.turns.__all__)
+    shared = set(turns.__all__)
     assert {"call_model", "retry_malformed", "run_tool_calls", "call_signature", "repeat_notice"} <= shared
-    assert all(getattr(subagents.turns, n).__module__ == "subagents.turns" for n in shared)
-    assert not shared & set(subagents.loop.__all__)
+    assert all(getattr(turns, n).__module__ == "agent_swarm.subagents.turns" for n in shared)
+    assert not shared & set(loop.__all__)
     reached = [
         f"{p.relative_to(ROOT)}: {alias.name}"
         for p in _library_files()
         for node in ast.walk(ast.parse(p.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module == "subagents.loop"
+        if isinstance(node, ast.ImportFrom) and node.module == "agent_swarm.subagents.loop"
         for alias in node.names
         if alias.name in shared
     ]
-    assert not reached, f"turn primitives imported from subagents.loop: {reached}"
+    assert not reached, f"turn primitives imported from agent_swarm.subagents.loop: {reached}"
 
 
 # Packages cut along their seams (issue 27 item 5): each function stays under 60 lines, and a function that

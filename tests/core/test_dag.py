@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest
-from swarm.dag import build_dag, critical_steps_formula, dag_stats
-from swarm.messages import ToolMessage
-from swarm.records import AgentStatus, StageRecord, StepRecord, SubagentResult
-from swarm.testing import FunctionBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.dag import build_dag, critical_steps_formula, dag_stats
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentStatus, StageRecord, StepRecord, SubagentResult
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 
 def _stage(index: int, sub_steps: list[int], t: float = 0.0) -> StageRecord:
@@ -121,8 +121,8 @@ def test_record_statistics_equal_the_networkx_graphs(seed: int) -> None:
     """The episode record's statistics come from one pass over the stages; they must equal the longest
     paths of the networkx DAG on arbitrary structures: random widths, step counts and durations, ties,
     stages with no orchestrator step and sub-agents with no steps."""
-    from swarm.messages import ToolCall
-    from swarm.records import ToolResult
+    from agent_swarm.swarm.messages import ToolCall
+    from agent_swarm.swarm.records import ToolResult
 
     rng = random.Random(seed)
 
@@ -194,7 +194,7 @@ async def test_wall_critical_path_never_exceeds_the_episode_wall_time(seed: int)
     the overlap twice (up to 1.9× the episode's wall time)."""
     import anyio
 
-    from tools import tool
+    from agent_swarm.tools import tool
 
     rng = random.Random(seed)
     plan = [(rng.uniform(0.0, 0.06), [rng.uniform(0.0, 0.06) for _ in range(rng.randint(0, 3))]) for _ in range(3)]
@@ -228,8 +228,8 @@ async def test_wall_critical_path_never_exceeds_the_episode_wall_time(seed: int)
 
 
 def test_a_mixed_stage_counts_the_tools_and_the_subagents_as_parallel_branches() -> None:
-    from swarm.messages import ToolCall
-    from swarm.records import ToolResult
+    from agent_swarm.swarm.messages import ToolCall
+    from agent_swarm.swarm.records import ToolResult
 
     tool = ToolResult(call=ToolCall(id="t", name="wait"), content="", started=1.0, ended=4.0)
     orch0 = StepRecord(

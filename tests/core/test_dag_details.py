@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.dag import build_dag, dag_stats
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
-from swarm.records import AgentStatus, StageRecord, StepRecord, SubagentResult, ToolResult
+from agent_swarm.swarm.dag import build_dag, dag_stats
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import AgentStatus, StageRecord, StepRecord, SubagentResult, ToolResult
 
 
 def _step(agent: str, index: int, stage: int, started: float, ended: float, **kw: object) -> StepRecord:

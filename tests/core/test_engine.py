@@ -7,14 +7,14 @@ import gc
 import anyio
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import BackendUnavailableError
-from swarm.events import EpisodeFinished, Event, SubagentStarted
-from swarm.messages import ToolCall, ToolMessage
-from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
-from swarm.testing import FunctionBackend, ScriptedBackend, call, malformed
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import BackendUnavailableError
+from agent_swarm.swarm.events import EpisodeFinished, Event, SubagentStarted
+from agent_swarm.swarm.messages import ToolCall, ToolMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call, malformed
+from agent_swarm.tools import tool
 
 
 def create(name: str = "w", tools: list[str] | None = None) -> ToolCall:
@@ -351,7 +351,7 @@ def test_run_sync_for_scripts() -> None:
 
 
 async def test_toolsets_can_be_granted_by_name() -> None:
-    from tools import Toolset
+    from agent_swarm.tools import Toolset
 
     @tool
     def read(path: str) -> str:
@@ -475,7 +475,7 @@ async def test_a_finished_stage_is_freed_without_waiting_for_the_cyclic_gc() -> 
     episode is done, also when they have deadlines: garbage in a cycle waits for a full
     collection, which the CLI's GC settings make rare, and a long rollout's memory grows meanwhile
     (bench/README.md, Soak: a stopped deadline watcher once kept a stage's sub-agents in such a cycle)."""
-    from subagents import SubagentRun
+    from agent_swarm.subagents import SubagentRun
 
     n = 16
     policy = ScriptedBackend([[create(), *(assign(f"t{i}") for i in range(n))], "done"])
@@ -495,7 +495,7 @@ async def test_a_finished_stage_is_freed_without_waiting_for_the_cyclic_gc() -> 
 
 async def test_unparsed_actions_are_answered_with_their_error_and_valid_ones_still_run() -> None:
     """A create/assign call the backend could not parse is not run, and the model is told why."""
-    from swarm.messages import ToolCall
+    from agent_swarm.swarm.messages import ToolCall
 
     bad_create = ToolCall(id="bad-c", name="create_subagent", error="arguments are not valid JSON")
     bad_assign = ToolCall(id="bad-a", name="assign_task", error="arguments are not valid JSON")

@@ -1,4 +1,4 @@
-"""Environment variables are read in one place (orchestrator.environment), typed, and documented."""
+"""Environment variables are read in one place (agent_swarm.orchestrator.environment), typed, and documented."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator
-from orchestrator.environment import BACKEND_OPTION_VARIABLES, VARIABLES, environment
-from swarm.errors import ConfigError
+from agent_swarm import orchestrator
+from agent_swarm.orchestrator.environment import BACKEND_OPTION_VARIABLES, VARIABLES, environment
+from agent_swarm.swarm.errors import ConfigError
 
 ROOT = Path(orchestrator.__file__).parent
 READERS = {ROOT / "environment.py"}
@@ -45,7 +45,9 @@ def test_only_the_environment_module_reads_environment_variables() -> None:
         if p not in READERS | OWN_READERS
         for line in _environ_reads(p)
     }
-    assert not found, f"read environment variables through orchestrator.environment, not os.environ: {sorted(found)}"
+    assert not found, (
+        f"read environment variables through agent_swarm.orchestrator.environment, not os.environ: {sorted(found)}"
+    )
 
 
 def test_every_variable_it_reads_is_documented() -> None:

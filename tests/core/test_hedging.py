@@ -10,16 +10,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.tasks import load_config
-from swarm.backend import Completion, ModelRequest
-from swarm.config import Hedge
-from swarm.dag import build_dag, dag_stats
-from swarm.errors import ConfigError, ErrorType
-from swarm.messages import ToolMessage
-from swarm.records import AgentStatus, EpisodeRecord
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.tasks import load_config
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import Hedge
+from agent_swarm.swarm.dag import build_dag, dag_stats
+from agent_swarm.swarm.errors import ConfigError, ErrorType
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.tools import tool
 
 
 @tool
@@ -128,7 +128,7 @@ def test_hedging_from_the_config_file(tmp_path: Path) -> None:
 async def test_a_backup_spends_from_its_originals_budget_share() -> None:
     """18 turns: 1 for the first turn, 1 kept for the answer, 16 shared by 4 sub-agents (4 each). The
     slow one's backup needs 4 steps on top of the original's 1: with one share for both it runs out."""
-    from swarm.config import Budgets
+    from agent_swarm.swarm.config import Budgets
 
     policy = ScriptedBackend([[call("assign_task", agent="worker", task=t) for t in TASKS], "answer"])
     hedge = Hedge(straggler_factor=2.0, backup=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from swarm.backends.local import LocalEngine, cache_dir
+from agent_swarm.swarm.backends.local import LocalEngine, cache_dir
 
 
 def test_unmarked_tests_see_an_empty_model_cache_not_the_users() -> None:

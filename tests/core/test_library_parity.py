@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import orchestrator
-from orchestrator import Orchestrator, RecordWriter, SwarmConfig, build_backends
-from orchestrator.cli import app
-from swarm.errors import ConfigError, UserError
-from swarm.testing import ScriptedBackend
+from agent_swarm import orchestrator
+from agent_swarm.orchestrator import Orchestrator, RecordWriter, SwarmConfig, build_backends
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.errors import ConfigError, UserError
+from agent_swarm.swarm.testing import ScriptedBackend
 
 runner = CliRunner()
 
@@ -53,7 +53,7 @@ async def test_the_live_view_attaches_to_a_library_run_as_the_readme_shows(tmp_p
     from rich.console import Console
     from rich.live import Live
 
-    from orchestrator.cli.live import LiveState
+    from agent_swarm.orchestrator.cli.live import LiveState
 
     config = SwarmConfig(max_critical_steps=8)
     backend = ScriptedBackend(["4"])

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.cli.live import EventLines, LiveState
-from swarm.backend import Completion, ModelRequest
-from swarm.events import EpisodeStarted, Event, StageFinished
-from swarm.messages import ToolMessage
-from swarm.records import Task
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.cli.live import EventLines, LiveState
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.events import EpisodeStarted, Event, StageFinished
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.tools import tool
 
 CAPITALS = {"France": "Paris", "Peru": "Lima", "Japan": "Tokyo", "Kenya": "Nairobi"}
 TASK = Task(id="caps", prompt="Give the capitals of France, Peru, Japan and Kenya.", metadata={"parts": 4})

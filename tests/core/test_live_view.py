@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from orchestrator import Orchestrator
-from orchestrator.cli.live import LiveState, summary_table
-from orchestrator.demo import demo
+from agent_swarm.orchestrator import Orchestrator
+from agent_swarm.orchestrator.cli.live import LiveState, summary_table
+from agent_swarm.orchestrator.demo import demo
 
 
 def render(obj: object) -> str:
@@ -37,7 +37,7 @@ async def test_live_view_shows_stage_agents_steps_and_statuses() -> None:
 
 
 def test_wide_fanout_is_summarised_not_listed() -> None:
-    from swarm.events import StageStarted, SubagentStarted
+    from agent_swarm.swarm.events import StageStarted, SubagentStarted
 
     state = LiveState()
     state(StageStarted(index=0, kind="subagents", width=100, critical_so_far=1))

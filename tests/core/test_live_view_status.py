@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.cli.live import LiveState, stages_from_record
-from orchestrator.demo import demo
-from orchestrator.engine import Orchestrator
-from swarm.config import SwarmConfig
-from swarm.events import EpisodeStarted, StageFinished, StageStarted, SubagentStarted, TurnFinished
-from tools.registry import ToolRegistry
+from agent_swarm.orchestrator.cli.live import LiveState, stages_from_record
+from agent_swarm.orchestrator.demo import demo
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.events import EpisodeStarted, StageFinished, StageStarted, SubagentStarted, TurnFinished
+from agent_swarm.tools.registry import ToolRegistry
 
 
 def _render(obj: object, height: int = 100, width: int = 100) -> str:
@@ -52,8 +52,8 @@ def test_a_short_terminal_folds_finished_sub_agents() -> None:
     state(StageStarted(index=0, kind="subagents", width=12, critical_so_far=1))
     for i in range(12):
         state(SubagentStarted(agent_id=f"w-0-{i}", name="w", task=f"task {i}", step_cap=4))
-    from swarm.events import SubagentFinished
-    from swarm.records import AgentStatus, SubagentResult
+    from agent_swarm.swarm.events import SubagentFinished
+    from agent_swarm.swarm.records import AgentStatus, SubagentResult
 
     for i in range(10):
         r = SubagentResult(
@@ -132,8 +132,8 @@ def test_in_a_short_terminal_the_live_view_shows_the_orchestrator_and_folds(tmp_
 
 
 def test_a_refused_assignment_between_two_runs_keeps_its_row() -> None:
-    from swarm.backend import Completion
-    from swarm.testing import FunctionBackend, ScriptedBackend, call
+    from agent_swarm.swarm.backend import Completion
+    from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
 
     policy = ScriptedBackend(
         [
@@ -157,8 +157,8 @@ def test_a_refused_assignment_between_two_runs_keeps_its_row() -> None:
 
 
 def test_rows_do_not_move_when_a_sub_agent_finishes() -> None:
-    from swarm.events import SubagentFinished
-    from swarm.records import AgentStatus, SubagentResult
+    from agent_swarm.swarm.events import SubagentFinished
+    from agent_swarm.swarm.records import AgentStatus, SubagentResult
 
     state = LiveState(budget=8)
     state(StageStarted(index=0, kind="subagents", width=2, critical_so_far=1))
@@ -173,8 +173,8 @@ def test_rows_do_not_move_when_a_sub_agent_finishes() -> None:
 def test_direct_tool_calls_that_finish_out_of_order_keep_call_order_live_and_final() -> None:
     import anyio
 
-    from swarm.testing import ScriptedBackend, call
-    from tools.registry import tool
+    from agent_swarm.swarm.testing import ScriptedBackend, call
+    from agent_swarm.tools.registry import tool
 
     @tool
     async def slow(x: str) -> str:

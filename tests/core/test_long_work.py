@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import anyio
 
-from orchestrator import Orchestrator, SwarmConfig
-from subagents import SubagentRun, SubagentRuntime
-from subagents.loop import partial_report
-from swarm.backend import Completion, ModelRequest
-from swarm.messages import AssistantMessage, ToolMessage
-from swarm.records import AgentDefinition, AgentStatus
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from swarm.tracing import Telemetry
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.subagents import SubagentRun, SubagentRuntime
+from agent_swarm.subagents.loop import partial_report
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.messages import AssistantMessage, ToolMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools import tool
 
 
 @tool

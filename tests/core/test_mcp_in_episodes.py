@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator import Orchestrator
-from orchestrator.cli import app
-from swarm.records import AgentStatus, EpisodeStatus
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.orchestrator import Orchestrator
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.records import AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 pytest.importorskip("mcp")
-from tools.mcp import MCPServers, parse_mcp_config
+from agent_swarm.tools.mcp import MCPServers, parse_mcp_config
 
 SERVER = Path(__file__).resolve().parents[1] / "tools" / "mcp_servers" / "calc_server.py"
 

@@ -12,16 +12,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rich.console import Console
 from typer.testing import CliRunner
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.cli import app
-from orchestrator.cli.live import summary_table
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import BackendError
-from swarm.messages import ToolMessage
-from swarm.monitors import episode_monitors, summarise_monitors
-from swarm.records import EpisodeRecord, Task, dump_record
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.live import summary_table
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import BackendError
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.monitors import episode_monitors, summarise_monitors
+from agent_swarm.swarm.records import EpisodeRecord, Task, dump_record
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.tools import tool
 
 CAPITALS = {"France": "Paris", "Peru": "Lima", "Japan": "Tokyo", "Kenya": "Nairobi"}
 TASK = Task(id="caps", prompt="Give the capitals of France, Peru, Japan and Kenya.", metadata={"parts": 4})
@@ -158,7 +158,7 @@ async def test_the_run_summary_names_the_monitors_that_fired() -> None:
 
 
 def test_unused_reports_past_the_sample_size_are_estimated_from_an_even_sample() -> None:
-    from swarm.records import AgentStatus, EpisodeStatus, StageRecord, SubagentResult
+    from agent_swarm.swarm.records import AgentStatus, EpisodeStatus, StageRecord, SubagentResult
 
     subs = tuple(
         SubagentResult(

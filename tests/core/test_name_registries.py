@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.backend_factory import BACKENDS, build_backend
-from swarm.errors import ConfigError, UnknownNameError
-from swarm.registry import Registry
-from swarm.rl import ADVANTAGES, SCHEDULES
-from swarm.verifiers import VERIFIERS, verifier_names
-from workloads import WORKLOADS, get_workload, workload_names
+from agent_swarm.orchestrator.backend_factory import BACKENDS, build_backend
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.registry import Registry
+from agent_swarm.swarm.rl import ADVANTAGES, SCHEDULES
+from agent_swarm.swarm.verifiers import VERIFIERS, verifier_names
+from agent_swarm.workloads import WORKLOADS, get_workload, workload_names
 
 
 def test_registry_add_get_replace_and_typos() -> None:
@@ -28,7 +28,7 @@ def test_registry_add_get_replace_and_typos() -> None:
 
 def test_every_named_kind_uses_the_one_registry() -> None:
     pytest.importorskip("torch")
-    from swarm.rl.losses import LOSSES
+    from agent_swarm.swarm.rl.losses import LOSSES
 
     for reg in (VERIFIERS, WORKLOADS, BACKENDS, ADVANTAGES, SCHEDULES, LOSSES):
         assert isinstance(reg, Registry)

@@ -1,4 +1,4 @@
-"""Packaging: our top-level names are ours alone, and the public surface is explicit and sorted."""
+"""Packaging: one top-level name (`agent_swarm`), ours alone, and the public surface is explicit and sorted."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ["orchestrator", "subagents", "swarm", "tools", "workloads"]
+OURS = ["orchestrator", "subagents", "swarm", "tools", "workloads"]  # folders here, agent_swarm.* installed
 
 
 def test_pyproject_lists_packages_explicitly_and_never_ships_tests_or_traces() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     include = data["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert sorted({p.split(".")[0] for p in include}) == OURS
-    assert not any(p.startswith(("tests", "traces", "bench", "experiments")) for p in include)
-    assert data["project"]["scripts"]["swarm"] == "orchestrator.cli:main"
+    assert include == ["agent_swarm", "agent_swarm.*"]  # the folders, through agent_swarm/'s symlinks
+    assert data["project"]["scripts"]["swarm"] == "agent_swarm.orchestrator.cli:main"
 
 
 @pytest.mark.slow
 def test_built_wheel_holds_our_packages_only(tmp_path: Path) -> None:
-    """Build the real wheel: subpackages and data ship, tests/ and traces/ never do."""
+    """Build the real wheel: one top-level package, agent_swarm, holding the folders as real files (not
+    symlinks), their subpackages and data; tests/ and traces/ never ship."""
     import subprocess
     import sys
     import zipfile
@@ -47,20 +47,36 @@ def test_built_wheel_holds_our_packages_only(tmp_path: Path) -> None:
         capture_output=True,
     )
     wheel = next(tmp_path.glob("agent_swarm-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
-    assert tops == set(OURS)
-    assert "orchestrator/engine.py" in names and "swarm/py.typed" in names
-    assert any(n.startswith("swarm/backends/") for n in names)
+    assert tops == {"agent_swarm"}
+    assert {f"agent_swarm/{p}/__init__.py" for p in OURS} <= set(names)
+    assert "agent_swarm/orchestrator/engine.py" in names and "agent_swarm/swarm/py.typed" in names
+    assert any(n.startswith("agent_swarm/swarm/backends/") for n in names)
+    assert any(n.startswith("agent_swarm/workloads/data/") for n in names)
+    engine = archive.getinfo("agent_swarm/orchestrator/engine.py")
+    assert engine.file_size == (ROOT / "orchestrator" / "engine.py").stat().st_size  # the file, not a link
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "swarm = agent_swarm.orchestrator.cli:main" in archive.read(entry_points).decode()
 
 
-@pytest.mark.parametrize("name", [*OURS, "traces", "tests"])
+@pytest.mark.parametrize("name", ["agent_swarm", "traces", "tests"])
 def test_no_other_installed_distribution_claims_our_top_level_names(name: str) -> None:
     claimants = set(md.packages_distributions().get(name, []))
     assert claimants <= {"agent-swarm"}, f"{name!r} is also installed by {sorted(claimants - {'agent-swarm'})}"
 
 
-@pytest.mark.parametrize("module", ["swarm", "orchestrator", "orchestrator.cluster", "subagents", "tools"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "agent_swarm.swarm",
+        "agent_swarm.orchestrator",
+        "agent_swarm.orchestrator.cluster",
+        "agent_swarm.subagents",
+        "agent_swarm.tools",
+    ],
+)
 def test_public_exports_are_sorted_unique_and_resolvable(module: str) -> None:
     mod = importlib.import_module(module)
     names = list(mod.__all__)
@@ -71,10 +87,7 @@ def test_public_exports_are_sorted_unique_and_resolvable(module: str) -> None:
 
 
 def test_core_surface() -> None:
-    import orchestrator
-    import subagents
-    import swarm
-    import tools
+    from agent_swarm import orchestrator, subagents, swarm, tools
 
     assert {"Orchestrator", "SwarmConfig"} <= set(orchestrator.__all__)
     assert {"AgentDefinition", "SubagentRun"} <= set(subagents.__all__)
@@ -91,7 +104,7 @@ def test_core_surface() -> None:
         "critical_steps_formula",
         "Task",
     } <= set(swarm.__all__)
-    from swarm import testing
+    from agent_swarm.swarm import testing
 
     assert {"ScriptedBackend", "FunctionBackend", "call"} <= set(testing.__all__)
 
@@ -99,7 +112,8 @@ def test_core_surface() -> None:
 def test_ray_stays_optional_nothing_imports_it_until_a_cluster_runs() -> None:
     code = (
         "import sys\n"
-        "import orchestrator.cli, orchestrator.cluster, orchestrator.cluster.sim, orchestrator.placement\n"
+        "import agent_swarm.orchestrator.cli, agent_swarm.orchestrator.cluster\n"
+        "import agent_swarm.orchestrator.cluster.sim, agent_swarm.orchestrator.placement\n"
         "print('ray' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -129,7 +143,9 @@ def test_imports_point_one_way() -> None:
             for line in f.read_text().splitlines():
                 s = line.strip()
                 for other in set(OURS) - ok - {pkg}:
-                    if s.startswith((f"from {other}.", f"from {other} ", f"import {other}")):
+                    new = f"agent_swarm.{other}"
+                    forms = (f"from {new}.", f"from {new} ", f"import {new}", f"from agent_swarm import {other}")
+                    if s.startswith(forms):
                         bad.append(f"{f.relative_to(ROOT)}: {s}")
     assert bad == []
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import anyio
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_tasks, subagent_policy
-from orchestrator.placement import Finished, StageBatch, run_batch
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.limits import CapacityLimit
-from swarm.messages import ToolMessage
-from swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus
-from swarm.testing import FunctionBackend
-from tools.registry import Tool, ToolRegistry
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.cluster.sim import SimBackend, add_tool, orchestrator_policy, sim_tasks, subagent_policy
+from agent_swarm.orchestrator.placement import Finished, StageBatch, run_batch
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.limits import CapacityLimit
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, EpisodeStatus
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.tools.registry import Tool, ToolRegistry
 
 
 class HerePlacement:

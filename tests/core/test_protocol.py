@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.admission import admit, resolve_agent
-from orchestrator.coach import SPLIT_NOTICE, lists_items, split_items
-from orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
-from subagents.coach import LAST_STEP_NOTICE
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.errors import ConfigError
-from swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
-from swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
-from swarm.testing import ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.admission import admit, resolve_agent
+from agent_swarm.orchestrator.coach import SPLIT_NOTICE, lists_items, split_items
+from agent_swarm.orchestrator.prompts import DEFAULT_SYSTEM_PROMPT, PROFILES, WORKER, profile_for
+from agent_swarm.subagents.coach import LAST_STEP_NOTICE
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus, EpisodeStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.tools import tool
 
 SMALL = "qwen2.5-coder-0.5b"
 

@@ -13,7 +13,7 @@ import typer
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -9,13 +9,13 @@ import pytest
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from orchestrator import Orchestrator, SwarmConfig
-from orchestrator.store import read_episode, write_episode
-from swarm.backend import ModelRequest
-from swarm.messages import AssistantMessage, MessageAdapter, ToolCall, ToolMessage, UserMessage
-from swarm.records import EpisodeRecord, StepRecord, SubagentResult, dump_record
-from swarm.testing import ScriptedBackend, call
-from tools import tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.orchestrator.store import read_episode, write_episode
+from agent_swarm.swarm.backend import ModelRequest
+from agent_swarm.swarm.messages import AssistantMessage, MessageAdapter, ToolCall, ToolMessage, UserMessage
+from agent_swarm.swarm.records import EpisodeRecord, StepRecord, SubagentResult, dump_record
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.tools import tool
 
 
 @tool
@@ -92,7 +92,7 @@ def test_hot_path_objects_are_frozen_hashable_and_picklable() -> None:
 
 
 def test_completions_and_usage_are_validated_where_a_backend_builds_them() -> None:
-    from swarm.backend import Completion, Usage
+    from agent_swarm.swarm.backend import Completion, Usage
 
     c = Completion(
         tool_calls=[{"id": "c", "name": "add", "arguments": {"a": 1}}],  # type: ignore[arg-type]

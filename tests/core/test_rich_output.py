@@ -15,10 +15,10 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.live import LiveState, summary_table
-from swarm.events import EpisodeStarted, StageStarted, SubagentStarted
-from swarm.records import EpisodeRecord, EpisodeStatus, Task
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.live import LiveState, summary_table
+from agent_swarm.swarm.events import EpisodeStarted, StageStarted, SubagentStarted
+from agent_swarm.swarm.records import EpisodeRecord, EpisodeStatus, Task
 
 runner = CliRunner()
 TRICKY = "x [/int] and [bold]y[/bold] and [link=file:///etc]z[/link] \\[w]"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cli.sampling import ROLES, resolve_sampling, with_sampling
-from orchestrator.prompts import profile_for
-from swarm.backend import SamplingParams
-from swarm.config import SwarmConfig
-from swarm.errors import UserError
+from agent_swarm.orchestrator.cli.sampling import ROLES, resolve_sampling, with_sampling
+from agent_swarm.orchestrator.prompts import profile_for
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import UserError
 
 SMALL = "qwen2.5-1.5b-instruct"
 FILE = SwarmConfig.model_validate({"subagent_sampling": {"temperature": 0.0, "top_p": 0.9}})

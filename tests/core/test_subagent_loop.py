@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import anyio
 
-from subagents import SubagentRun, SubagentRuntime
-from swarm.backend import Completion, ModelRequest
-from swarm.records import AgentDefinition, AgentStatus
-from swarm.testing import ScriptedBackend, call
-from swarm.tracing import Telemetry
-from tools import tool
+from agent_swarm.subagents import SubagentRun, SubagentRuntime
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.records import AgentDefinition, AgentStatus
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools import tool
 
 
 @tool

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.tasks import load_task_file, load_tasks
-from swarm.errors import TaskFileError
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.tasks import load_task_file, load_tasks
+from agent_swarm.swarm.errors import TaskFileError
 
 runner = CliRunner()
 LINE = {"id": "a", "prompt": "hi", "difficulty": "easy", "metadata": {"source": "me", "difficulty": "hard"}}

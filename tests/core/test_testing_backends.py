@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import ScriptError
-from swarm.function_backend import render_prompt, render_response
-from swarm.messages import AssistantMessage, UserMessage
-from swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import ScriptError
+from agent_swarm.swarm.function_backend import render_prompt, render_response
+from agent_swarm.swarm.messages import AssistantMessage, UserMessage
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
 
 
 def req(text: str = "hi", agent: str = "") -> ModelRequest:

@@ -18,17 +18,17 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.eval import provenance
-from orchestrator.eval import EvalReport, Progress, parse_arms, run_eval
-from orchestrator.eval_raw import RAW_FILE, read_manifest, read_raw, settings_diff
-from orchestrator.eval_report import load_runs, render_report
-from swarm.backend import Completion, SamplingParams
-from swarm.backends.local.catalogue import LOCAL_MODELS
-from swarm.errors import ConfigError
-from swarm.records import Task
-from swarm.testing import FunctionBackend
-from workloads import Mode, get_workload
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.eval import provenance
+from agent_swarm.orchestrator.eval import EvalReport, Progress, parse_arms, run_eval
+from agent_swarm.orchestrator.eval_raw import RAW_FILE, read_manifest, read_raw, settings_diff
+from agent_swarm.orchestrator.eval_report import load_runs, render_report
+from agent_swarm.swarm.backend import Completion, SamplingParams
+from agent_swarm.swarm.backends.local.catalogue import LOCAL_MODELS
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.workloads import Mode, get_workload
 
 runner = CliRunner()
 

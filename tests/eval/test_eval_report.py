@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.eval_raw import RAW_FILE, read_raw, write_manifest, write_raw
-from orchestrator.eval_report import curve, load_runs, main, render_curve, render_report
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.eval_raw import RAW_FILE, read_raw, write_manifest, write_raw
+from agent_swarm.orchestrator.eval_report import curve, load_runs, main, render_curve, render_report
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from orchestrator.eval_stats import (
+from agent_swarm.orchestrator.eval_stats import (
     HEADLINE_MIN_N,
     bootstrap_ci,
     paired,

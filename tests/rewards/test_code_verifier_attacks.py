@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from swarm.sandbox import isolation_available
-from swarm.verifiers import verify
+from agent_swarm.swarm.sandbox import isolation_available
+from agent_swarm.swarm.verifiers import verify
 
 ISOLATED, WHY_NOT = isolation_available()
 pytestmark = [

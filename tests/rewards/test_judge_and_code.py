@@ -6,11 +6,18 @@ import json
 
 import pytest
 
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import BackendUnavailableError, ConfigError
-from swarm.messages import UserMessage
-from swarm.testing import FunctionBackend, ScriptedBackend
-from swarm.verifiers import K2_RUBRIC, RubricCriterion, VerifierContext, judge_pairwise, judge_pointwise, verify
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import BackendUnavailableError, ConfigError
+from agent_swarm.swarm.messages import UserMessage
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend
+from agent_swarm.swarm.verifiers import (
+    K2_RUBRIC,
+    RubricCriterion,
+    VerifierContext,
+    judge_pairwise,
+    judge_pointwise,
+    verify,
+)
 
 
 def scores(**values: float) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from swarm.verifiers import verify
+from agent_swarm.swarm.verifiers import verify
 
 EXACT_BAD: list[tuple[str, dict[str, Any]]] = [
     ("ANSWER: Liam Chen\nANSWER: Ava Lopez", {"expected": "Ava Lopez", "extract": "answer"}),  # was right

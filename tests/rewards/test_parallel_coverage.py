@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator
-from swarm.errors import UnknownNameError
-from swarm.messages import ToolCall
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.rewards import (
+from agent_swarm.orchestrator import Orchestrator
+from agent_swarm.swarm.errors import UnknownNameError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.rewards import (
     PARALLEL_FORMS,
     FinishReward,
     ParallelReward,
@@ -23,7 +23,7 @@ from swarm.rl.rewards import (
     r_finish,
     r_parallel,
 )
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 COVERAGE = ParallelReward()
 FOUR = ["France", "Japan", "Kenya", "Peru"]

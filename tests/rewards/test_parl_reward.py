@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig
-from swarm.errors import UnknownNameError
-from swarm.messages import ToolCall
-from swarm.records import EpisodeRecord, EpisodeStatus, Task
-from swarm.rl.rewards import (
+from agent_swarm.orchestrator import Orchestrator, PARLReward, RewardConfig, SwarmConfig
+from agent_swarm.swarm.errors import UnknownNameError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import EpisodeRecord, EpisodeStatus, Task
+from agent_swarm.swarm.rl.rewards import (
     ADVANTAGES,
     FinishReward,
     ParallelReward,
@@ -22,7 +22,7 @@ from swarm.rl.rewards import (
     r_finish,
     r_parallel,
 )
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 
 def create(name: str = "w") -> ToolCall:
@@ -254,7 +254,7 @@ def test_group_advantages_edge_cases() -> None:
 
 
 async def test_a_verifier_that_raises_keeps_the_auxiliary_terms() -> None:
-    from swarm.verifiers import Verdict, VerifierArgs, VerifierContext, register_verifier
+    from agent_swarm.swarm.verifiers import Verdict, VerifierArgs, VerifierContext, register_verifier
 
     class NoArgs(VerifierArgs):
         pass

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, PARLReward, RewardConfig
-from swarm.errors import ConfigError
-from swarm.records import AgentStatus, EpisodeRecord, Task
-from swarm.rl.rewards import (
+from agent_swarm.orchestrator import Orchestrator, PARLReward, RewardConfig
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, Task
+from agent_swarm.swarm.rl.rewards import (
     FinishReward,
     ParallelReward,
     Schedule,
@@ -23,8 +23,8 @@ from swarm.rl.rewards import (
     r_parallel,
     task_parts,
 )
-from swarm.testing import ScriptedBackend, call
-from swarm.verifiers import Verdict, VerifierArgs, VerifierContext, register_verifier
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.verifiers import Verdict, VerifierArgs, VerifierContext, register_verifier
 
 
 async def episode(

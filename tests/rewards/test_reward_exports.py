@@ -10,17 +10,17 @@ import pytest
 @pytest.mark.parametrize(
     "module",
     [
-        "swarm.rl",
-        "swarm.rl.rewards",
-        "swarm.rl.toggle",
-        "swarm.rl.trajectory",
-        "swarm.rl.export",
-        "swarm.verifiers",
-        "orchestrator.rollout.collection",
-        "orchestrator.rollout.config",
-        "orchestrator.rollout.episodes",
-        "orchestrator.rollout.executors",
-        "orchestrator.rollout.trl",
+        "agent_swarm.swarm.rl",
+        "agent_swarm.swarm.rl.rewards",
+        "agent_swarm.swarm.rl.toggle",
+        "agent_swarm.swarm.rl.trajectory",
+        "agent_swarm.swarm.rl.export",
+        "agent_swarm.swarm.verifiers",
+        "agent_swarm.orchestrator.rollout.collection",
+        "agent_swarm.orchestrator.rollout.config",
+        "agent_swarm.orchestrator.rollout.episodes",
+        "agent_swarm.orchestrator.rollout.executors",
+        "agent_swarm.orchestrator.rollout.trl",
     ],
 )
 def test_exports_resolve(module: str) -> None:
@@ -32,7 +32,7 @@ def test_exports_resolve(module: str) -> None:
 
 
 def test_orchestrator_exposes_rollouts_and_reward_configuration() -> None:
-    import orchestrator
+    from agent_swarm import orchestrator
 
     wanted = {
         "PARLReward",

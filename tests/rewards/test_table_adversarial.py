@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.verifiers import ColumnRule, score_table
-from swarm.verifiers.table import TableScore
+from agent_swarm.swarm.verifiers import ColumnRule, score_table
+from agent_swarm.swarm.verifiers.table import TableScore
 
 # A wide-lookup table: 2 customers × 3 looked-up attributes (keys are not items).
 GOLD = [

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from swarm.records import Task
-from swarm.verifiers import score_table
-from swarm.verifiers.table import ColumnRule
-from workloads import get_workload
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.verifiers import score_table
+from agent_swarm.swarm.verifiers.table import ColumnRule
+from agent_swarm.workloads import get_workload
 
 pytest.importorskip("bm25s")  # wide-lookup's corpus tools (the 'search' extra)
 

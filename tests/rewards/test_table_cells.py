@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from swarm.errors import ConfigError
-from swarm.verifiers import VerifierContext, verify
-from swarm.verifiers.table import (
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.verifiers import VerifierContext, verify
+from agent_swarm.swarm.verifiers.table import (
     ColumnRule,
     TableArgs,
     TableScore,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from swarm.errors import ConfigError
-from swarm.verifiers import ColumnRule, TableScore, extract_markdown_table, score_table, verify
-from swarm.verifiers.table import parse_date
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.verifiers import ColumnRule, TableScore, extract_markdown_table, score_table, verify
+from agent_swarm.swarm.verifiers.table import parse_date
 
 GOLD = [
     {

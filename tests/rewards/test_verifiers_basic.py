@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.errors import ConfigError, UnknownNameError
-from swarm.verifiers import (
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.verifiers import (
     Verdict,
     VerifierArgs,
     VerifierContext,

@@ -9,19 +9,19 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
-from swarm.backend import Completion, ModelRequest
-from swarm.records import AgentStatus, EpisodeRecord
-from swarm.rl.export import read_jsonl
-from swarm.rl.trajectory import Trajectory
-from swarm.testing import FunctionBackend, call
-from workloads.base import tool_messages
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, EpisodeJob
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord
+from agent_swarm.swarm.rl.export import read_jsonl
+from agent_swarm.swarm.rl.trajectory import Trajectory
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.workloads.base import tool_messages
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 runner = CliRunner()
 
@@ -84,11 +84,11 @@ SMOKE = Path(__file__).resolve().parents[2] / "experiments" / "train_smoke.toml"
 
 
 def test_the_smoke_config_loads() -> None:
-    from orchestrator.rl.config import load_train_config
+    from agent_swarm.orchestrator.rl.config import load_train_config
 
     cfg = load_train_config(SMOKE)
     assert cfg.tiny is not None and cfg.steps == 2 and cfg.workloads
-    assert cfg.environment == "orchestrator.rl.scripted:scripted_subagent_environment"
+    assert cfg.environment == "agent_swarm.orchestrator.rl.scripted:scripted_subagent_environment"
 
 
 def _lookup(label: str) -> FunctionBackend:
@@ -105,9 +105,9 @@ def _lookup(label: str) -> FunctionBackend:
 
 
 def test_the_smoke_sub_agents_are_each_task_s_scripted_researcher_on_the_real_tools() -> None:
-    from orchestrator.rl.config import load_train_config
-    from orchestrator.rl.scripted import scripted_subagent_environment
-    from workloads import get_workload
+    from agent_swarm.orchestrator.rl.config import load_train_config
+    from agent_swarm.orchestrator.rl.scripted import scripted_subagent_environment
+    from agent_swarm.workloads import get_workload
 
     cfg = load_train_config(SMOKE)
     env = scripted_subagent_environment(cfg, None)
@@ -135,7 +135,7 @@ def _records(run: Path) -> list[EpisodeRecord]:
 
 def _saw_the_reports(record: EpisodeRecord) -> bool:
     """A later orchestrator turn's exact prompt tokens hold every completed sub-agent's report."""
-    from orchestrator.rl.tiny import build_tiny_tokenizer
+    from agent_swarm.orchestrator.rl.tiny import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer()
     later = [t for t in record.turns if t.index > 0 and t.prompt_token_ids]

@@ -1,7 +1,7 @@
 """GPU tier (marked ``gpu``): the orchestrator trainer on CUDA.
 
 Skipped without CUDA. On a GPU machine: ``pytest -m gpu tests/rl/test_gpu_trainer.py`` (torch with CUDA,
-transformers). The tiny Qwen2 (:mod:`orchestrator.rl.tiny`) is built locally, so nothing downloads.
+transformers). The tiny Qwen2 (:mod:`agent_swarm.orchestrator.rl.tiny`) is built locally, so nothing downloads.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
-from orchestrator.rl.config import OptimConfig, TrainConfig  # noqa: E402
-from orchestrator.rl.environment import Environment  # noqa: E402
-from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
-from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rollout.config import RolloutConfig  # noqa: E402
-from swarm.backend import SamplingParams  # noqa: E402
-from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
-from swarm.rl.losses import masked_logprobs, pad_batch  # noqa: E402
-from swarm.rl.rewards import PARLReward, RewardConfig  # noqa: E402
+from agent_swarm.orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from agent_swarm.orchestrator.rl.config import OptimConfig, TrainConfig  # noqa: E402
+from agent_swarm.orchestrator.rl.environment import Environment  # noqa: E402
+from agent_swarm.orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
+from agent_swarm.orchestrator.rl.trainer import Trainer  # noqa: E402
+from agent_swarm.orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from agent_swarm.swarm.backend import SamplingParams  # noqa: E402
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
+from agent_swarm.swarm.rl.losses import masked_logprobs, pad_batch  # noqa: E402
+from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -18,12 +18,12 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 pytest.importorskip("peft")
 
-from orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy  # noqa: E402
-from swarm.backend import ModelRequest, SamplingParams  # noqa: E402
-from swarm.backends.local import LocalBackend, LocalEngine, engine_available, model_available, resolve_model  # noqa: E402
-from swarm.backends.lora_gguf import base_model_info, export_lora_gguf, read_lora_gguf  # noqa: E402
-from swarm.errors import ConfigError  # noqa: E402
-from swarm.messages import UserMessage  # noqa: E402
+from agent_swarm.orchestrator.rl.lora import LoraSpec, export_adapter, load_lora_policy  # noqa: E402
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams  # noqa: E402
+from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine, engine_available, model_available, resolve_model  # noqa: E402
+from agent_swarm.swarm.backends.lora_gguf import base_model_info, export_lora_gguf, read_lora_gguf  # noqa: E402
+from agent_swarm.swarm.errors import ConfigError  # noqa: E402
+from agent_swarm.swarm.messages import UserMessage  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -12,14 +12,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import BackendError
-from swarm.messages import ToolMessage, UserMessage
-from swarm.records import AgentStatus, EpisodeRecord
-from swarm.rl.rewards import RewardConfig
-from swarm.testing import FunctionBackend, call
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import BackendError
+from agent_swarm.swarm.messages import ToolMessage, UserMessage
+from agent_swarm.swarm.records import AgentStatus, EpisodeRecord
+from agent_swarm.swarm.rl.rewards import RewardConfig
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from swarm.errors import ConfigError, UnknownNameError
-from swarm.rl.rewards import ADVANTAGES, Schedule, group_mean_baseline, group_normalized
-from swarm.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError
+from agent_swarm.swarm.rl.rewards import ADVANTAGES, Schedule, group_mean_baseline, group_normalized
+from agent_swarm.swarm.rl.toggle import estimate_budgets, percentile, toggle_phase, toggle_rewards, update_budgets
 
 torch = pytest.importorskip("torch")
 
-from swarm.rl.losses import (  # noqa: E402
+from agent_swarm.swarm.rl.losses import (  # noqa: E402
     LOSSES,
     LossParams,
     gather_logprobs,
@@ -220,7 +220,7 @@ def test_each_registered_loss_has_the_loss_signature_and_its_own_name_and_doc() 
     for name, fn in (("k25", k25_loss), ("k2", k2_squared_loss), ("ppo_clip", ppo_clip_loss)):
         assert LOSSES.get(name) is fn
         assert list(inspect.signature(fn).parameters) == params
-        assert fn.__module__ == "swarm.rl.losses"
+        assert fn.__module__ == "agent_swarm.swarm.rl.losses"
         assert getattr(fn, "__name__", None) in {"k25_loss", "k2_squared_loss", "ppo_clip_loss"}
     assert "K2.5 eq. (1)" in (k25_loss.__doc__ or "")
 
@@ -252,8 +252,8 @@ def test_masked_logprobs_equal_the_full_computation_where_the_mask_is_set(tmp_pa
     pytest.importorskip("transformers")
     from transformers import AutoModelForCausalLM
 
-    from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
-    from swarm.rl.losses import masked_logprobs
+    from agent_swarm.orchestrator.rl.tiny import TinyModelSpec, build_tiny_model
+    from agent_swarm.swarm.rl.losses import masked_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(build_tiny_model(tmp_path / "m", TinyModelSpec(seed=3)))
     gen = torch.Generator().manual_seed(0)

@@ -11,20 +11,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
-from orchestrator.rl.config import OptimConfig, PtxConfig, ToggleConfig, TrainConfig, load_train_config  # noqa: E402
-from orchestrator.rl.environment import Environment  # noqa: E402
-from orchestrator.rl.sequences import TrainingSequence, training_sequences  # noqa: E402
-from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
-from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rollout.config import RolloutConfig  # noqa: E402
-from swarm.backend import SamplingParams  # noqa: E402
-from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
-from swarm.messages import AssistantMessage, UserMessage  # noqa: E402
-from swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
-from swarm.rl.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
+from agent_swarm.orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from agent_swarm.orchestrator.rl.config import OptimConfig, PtxConfig, ToggleConfig, TrainConfig, load_train_config  # noqa: E402
+from agent_swarm.orchestrator.rl.environment import Environment  # noqa: E402
+from agent_swarm.orchestrator.rl.sequences import TrainingSequence, training_sequences  # noqa: E402
+from agent_swarm.orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
+from agent_swarm.orchestrator.rl.trainer import Trainer  # noqa: E402
+from agent_swarm.orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from agent_swarm.swarm.backend import SamplingParams  # noqa: E402
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError  # noqa: E402
+from agent_swarm.swarm.messages import AssistantMessage, UserMessage  # noqa: E402
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, Task  # noqa: E402
+from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig, Schedule  # noqa: E402
 
 
 class HashReward(PARLReward):
@@ -185,7 +185,7 @@ def test_config_file_validation(tmp_path: Path) -> None:
 
 
 def test_drifted_episodes_train_turn_by_turn_on_exact_ids() -> None:
-    from swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
+    from agent_swarm.swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
 
     t0 = OrchestratorTurn(
         index=0, stage=0, prompt_token_ids=(1, 2), response_token_ids=(3, 4), response_logprobs=(-0.1, -0.2)
@@ -235,7 +235,7 @@ def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
     model_dirs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """The vLLM shape on CPU: sample from a separate engine, push weights to it after every update."""
-    from orchestrator.rl.serving import TransformersWeightSync
+    from agent_swarm.orchestrator.rl.serving import TransformersWeightSync
 
     cfg = _config(tmp_path / "run", steps=2)
     trainer, _ = _trainer(cfg, model_dirs)
@@ -259,7 +259,7 @@ def test_rollouts_from_a_separate_serving_engine_that_receives_each_update(
 
 
 def _scored(task: str, perf: float, length: int, total: float) -> EpisodeRecord:
-    from swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
+    from agent_swarm.swarm.records import EpisodeStatus, OrchestratorTurn, RewardRecord
 
     turn = OrchestratorTurn(
         index=0, stage=0, prompt_token_ids=(1,), response_token_ids=(2,) * length, response_logprobs=(-0.1,) * length
@@ -299,7 +299,7 @@ def test_trainer_toggle_uses_r_perf_and_budgets_tasks_first_seen_later(
 def _sequences_off_policy(trainer: Trainer, shift: float) -> list:  # type: ignore[type-arg]
     """Two sequences whose behaviour logprobs differ from the current policy's by ``shift`` on every
     other response token, and whose advantages are 0 (only the τ term can move the weights)."""
-    from swarm.rl.losses import masked_logprobs
+    from agent_swarm.swarm.rl.losses import masked_logprobs
 
     tok = trainer.policy.tokenizer
     seqs = []
@@ -348,13 +348,13 @@ def test_advantages_and_schedules_have_one_home(tmp_path: Path) -> None:
     """Defect 8: rollouts and the trainer use one advantage registry and one schedule class."""
     import importlib.util
 
-    from orchestrator.rollout.config import RolloutConfig
-    from swarm.rl.rewards import SCHEDULES, Schedule
+    from agent_swarm.orchestrator.rollout.config import RolloutConfig
+    from agent_swarm.swarm.rl.rewards import SCHEDULES, Schedule
 
     assert TrainConfig.model_fields["temperature"].annotation is Schedule
     assert RewardConfig.model_fields["lambda1"].annotation is Schedule
-    assert importlib.util.find_spec("orchestrator.rl.advantages") is None
-    assert importlib.util.find_spec("orchestrator.rl.schedules") is None
+    assert importlib.util.find_spec("agent_swarm.orchestrator.rl.advantages") is None
+    assert importlib.util.find_spec("agent_swarm.orchestrator.rl.schedules") is None
     with pytest.raises(UnknownNameError, match="group_mean, group_normalized"):
         RolloutConfig(advantage="grpo")
     # "exponential" means one thing: λ and temperature follow the same curve
@@ -369,16 +369,16 @@ def _assigning_policy(model_dir: Path, out: Path, swarm: SwarmConfig) -> Path:
     """The tiny policy fine-tuned (SFT, exact tokens through the engine) to assign one sub-agent task."""
     import anyio
 
-    from orchestrator.engine import Orchestrator
-    from orchestrator.rl.gold import ForcedBackend
-    from orchestrator.rl.sft import sft_train
-    from swarm.rl.trajectory import build_trajectory
-    from swarm.testing import FunctionBackend, call
+    from agent_swarm.orchestrator.engine import Orchestrator
+    from agent_swarm.orchestrator.rl.gold import ForcedBackend
+    from agent_swarm.orchestrator.rl.sft import sft_train
+    from agent_swarm.swarm.rl.trajectory import build_trajectory
+    from agent_swarm.swarm.testing import FunctionBackend, call
 
     policy = TransformersBackend.from_pretrained(model_dir, name="orchestrator")
 
-    from swarm.backend import Completion
-    from swarm.messages import ToolMessage
+    from agent_swarm.swarm.backend import Completion
+    from agent_swarm.swarm.messages import ToolMessage
 
     def gold(req):  # type: ignore[no-untyped-def]
         if any(isinstance(m, ToolMessage) for m in req.messages):
@@ -441,9 +441,9 @@ def test_cached_frozen_subagents_are_counted_in_each_steps_metrics(
 ) -> None:
     """Issue 28: sub-agents behind the replay cache; each step's metrics sum its episodes' hits and misses,
     and the frozen model computes only the misses (the K samples and later steps share a sub-task)."""
-    from swarm.backend import Completion
-    from swarm.backends.replay_cache import CachedBackend, ReplayCache
-    from swarm.testing import FunctionBackend
+    from agent_swarm.swarm.backend import Completion
+    from agent_swarm.swarm.backends.replay_cache import CachedBackend, ReplayCache
+    from agent_swarm.swarm.testing import FunctionBackend
 
     base = _config(tmp_path / "run", steps=2)
     sampling = base.swarm.orchestrator_sampling.model_copy(update={"max_tokens": 120})

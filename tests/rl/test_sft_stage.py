@@ -13,12 +13,12 @@ pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 pytest.importorskip("peft")
 
-from orchestrator.cli import app  # noqa: E402
-from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
-from orchestrator.rl.config import load_train_config  # noqa: E402
-from orchestrator.rl.gold import read_examples  # noqa: E402
-from orchestrator.rl.policy import build_policy  # noqa: E402
-from orchestrator.rl.sft import run_sft  # noqa: E402
+from agent_swarm.orchestrator.cli import app  # noqa: E402
+from agent_swarm.orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from agent_swarm.orchestrator.rl.config import load_train_config  # noqa: E402
+from agent_swarm.orchestrator.rl.gold import read_examples  # noqa: E402
+from agent_swarm.orchestrator.rl.policy import build_policy  # noqa: E402
+from agent_swarm.orchestrator.rl.sft import run_sft  # noqa: E402
 
 runner = CliRunner()
 

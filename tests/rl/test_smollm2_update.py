@@ -12,19 +12,19 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
-from orchestrator.rl.config import OptimConfig, TrainConfig  # noqa: E402
-from orchestrator.rl.environment import Environment  # noqa: E402
-from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rollout.config import RolloutConfig  # noqa: E402
-from swarm.backend import Completion, SamplingParams  # noqa: E402
-from swarm.backends.gguf_convert import convert  # noqa: E402
-from swarm.backends.local import model_available, resolve_model  # noqa: E402
-from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.records import EpisodeRecord, Task  # noqa: E402
-from swarm.rl.rewards import PARLReward  # noqa: E402
-from swarm.testing import FunctionBackend  # noqa: E402
+from agent_swarm.orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from agent_swarm.orchestrator.rl.config import OptimConfig, TrainConfig  # noqa: E402
+from agent_swarm.orchestrator.rl.environment import Environment  # noqa: E402
+from agent_swarm.orchestrator.rl.trainer import Trainer  # noqa: E402
+from agent_swarm.orchestrator.rollout.config import RolloutConfig  # noqa: E402
+from agent_swarm.swarm.backend import Completion, SamplingParams  # noqa: E402
+from agent_swarm.swarm.backends.gguf_convert import convert  # noqa: E402
+from agent_swarm.swarm.backends.local import model_available, resolve_model  # noqa: E402
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.records import EpisodeRecord, Task  # noqa: E402
+from agent_swarm.swarm.rl.rewards import PARLReward  # noqa: E402
+from agent_swarm.swarm.testing import FunctionBackend  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 

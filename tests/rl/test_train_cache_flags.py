@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 runner = CliRunner()
 REFUSED = "subagent_cache needs sub-agents whose weights are pinned by hash"

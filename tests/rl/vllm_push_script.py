@@ -15,10 +15,10 @@ async def main(model_dir: str, staging: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
-    from swarm.backend import ModelRequest, SamplingParams
-    from swarm.backends.vllm_engine import VLLMEngineBackend
-    from swarm.messages import UserMessage
+    from agent_swarm.orchestrator.rl.vllm_sync import WORKER_EXTENSION, VLLMWeightSync
+    from agent_swarm.swarm.backend import ModelRequest, SamplingParams
+    from agent_swarm.swarm.backends.vllm_engine import VLLMEngineBackend
+    from agent_swarm.swarm.messages import UserMessage
 
     backend = VLLMEngineBackend(
         model_dir,

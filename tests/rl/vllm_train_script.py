@@ -14,11 +14,11 @@ from typing import Any
 
 
 def environment(config: Any, tokenizer: Any) -> Any:
-    from orchestrator.rl.environment import Environment
-    from swarm.backend import Completion
-    from swarm.records import EpisodeRecord, Task
-    from swarm.rl.rewards import PARLReward
-    from swarm.testing import FunctionBackend
+    from agent_swarm.orchestrator.rl.environment import Environment
+    from agent_swarm.swarm.backend import Completion
+    from agent_swarm.swarm.records import EpisodeRecord, Task
+    from agent_swarm.swarm.rl.rewards import PARLReward
+    from agent_swarm.swarm.testing import FunctionBackend
 
     class HashReward(PARLReward):
         async def r_perf(self, record: EpisodeRecord):  # type: ignore[no-untyped-def]
@@ -32,9 +32,9 @@ def environment(config: Any, tokenizer: Any) -> Any:
 
 
 def main(model_dir: str, run_dir: str) -> None:
-    from orchestrator.rl.checkpoint import state_checksum
-    from orchestrator.rl.config import TrainConfig
-    from orchestrator.rl.trainer import Trainer
+    from agent_swarm.orchestrator.rl.checkpoint import state_checksum
+    from agent_swarm.orchestrator.rl.config import TrainConfig
+    from agent_swarm.orchestrator.rl.trainer import Trainer
 
     cfg = TrainConfig.model_validate(
         {

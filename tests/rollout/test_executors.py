@@ -10,8 +10,8 @@ from pathlib import Path
 
 import anyio
 
-from orchestrator import RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
-from orchestrator.rollout.episodes import (
+from agent_swarm.orchestrator import RolloutConfig, SwarmConfig, collect_rollouts, orchestrator_factory
+from agent_swarm.orchestrator.rollout.episodes import (
     EpisodeEntry,
     EpisodeFactory,
     EpisodeJob,
@@ -19,13 +19,13 @@ from orchestrator.rollout.episodes import (
     PreparedEpisode,
     prepare_episode,
 )
-from orchestrator.rollout.executors import EpisodeRunner, LocalExecutor
-from swarm.backend import Completion, ModelRequest
-from swarm.messages import ToolMessage
-from swarm.records import Task
-from swarm.rl.rewards import PARLReward
-from swarm.rl.trajectory import build_trajectory
-from swarm.testing import FunctionBackend, call
+from agent_swarm.orchestrator.rollout.executors import EpisodeRunner, LocalExecutor
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.rewards import PARLReward
+from agent_swarm.swarm.rl.trajectory import build_trajectory
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 
 def policy(request: ModelRequest) -> Completion:

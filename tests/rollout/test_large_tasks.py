@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator import Orchestrator
-from orchestrator.cli import app
-from swarm.errors import LargeInputWarning
-from swarm.records import Task
-from swarm.testing import ScriptedBackend
+from agent_swarm.orchestrator import Orchestrator
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.errors import LargeInputWarning
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import ScriptedBackend
 
 BIG = "capitals " + "word " * 120_000  # 600 KB of task text
 

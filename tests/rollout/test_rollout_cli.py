@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from orchestrator.cli import app
-from swarm.rl.export import read_jsonl, read_trajectories
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.swarm.rl.export import read_jsonl, read_trajectories
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator import (
+from agent_swarm.orchestrator import (
     Orchestrator,
     PARLReward,
     RolloutConfig,
@@ -17,17 +17,23 @@ from orchestrator import (
     load_task_file,
     orchestrator_factory,
 )
-from orchestrator.engine import RewardFn
-from orchestrator.rollout.collection import RolloutProgress
-from orchestrator.rollout.episodes import EpisodeEntry, EpisodeFactory, EpisodeJob, RolloutFailure, episode_seed
-from orchestrator.rollout.trl import trl_rollout_func
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import ConfigError, TaskFileError
-from swarm.limits import ConcurrencyLimit
-from swarm.messages import ToolMessage
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.export import read_jsonl, read_trajectories
-from swarm.testing import FunctionBackend, call
+from agent_swarm.orchestrator.engine import RewardFn
+from agent_swarm.orchestrator.rollout.collection import RolloutProgress
+from agent_swarm.orchestrator.rollout.episodes import (
+    EpisodeEntry,
+    EpisodeFactory,
+    EpisodeJob,
+    RolloutFailure,
+    episode_seed,
+)
+from agent_swarm.orchestrator.rollout.trl import trl_rollout_func
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import ConfigError, TaskFileError
+from agent_swarm.swarm.limits import ConcurrencyLimit
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.export import read_jsonl, read_trajectories
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 
 class Policy:
@@ -283,7 +289,7 @@ async def test_the_factory_gets_each_job_and_checks_the_first_task_before_anythi
 async def test_episodes_whose_model_servers_failed_are_retried_on_resume(tmp_path: Path) -> None:
     """Every sub-agent's server failing (or the orchestrator's) says nothing about the policy: such
     episodes go to failures.jsonl with their record and run again on resume."""
-    from swarm.errors import BackendUnavailableError
+    from agent_swarm.swarm.errors import BackendUnavailableError
 
     def down(r: ModelRequest) -> Completion:
         raise BackendUnavailableError("http://w/v1/chat/completions failed after 5 attempt(s)")
@@ -353,7 +359,7 @@ def test_the_trl_rollout_funcs_concurrent_episodes_share_one_subagent_cap() -> N
 def test_swarm_rollout_takes_max_concurrency(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from agent_swarm.orchestrator.cli import app
 
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"id": "a", "prompt": "capitals"}) + "\n")

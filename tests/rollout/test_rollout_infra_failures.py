@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from orchestrator.cli import app
-from orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
-from swarm.rl.export import read_jsonl
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.rollout.episodes import EpisodeEntry, RolloutFailure
+from agent_swarm.swarm.rl.export import read_jsonl
 
 runner = CliRunner()
 

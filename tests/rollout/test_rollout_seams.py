@@ -8,9 +8,9 @@ import importlib
 import inspect
 from pathlib import Path
 
-from orchestrator.rollout.episodes import EpisodeJob, episode_crash
-from swarm.config import SwarmConfig
-from swarm.records import Task
+from agent_swarm.orchestrator.rollout.episodes import EpisodeJob, episode_crash
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.records import Task
 
 ROOT = Path(__file__).resolve().parents[2]
 SEAMS = ("collection", "config", "episodes", "executors", "trl")
@@ -18,23 +18,23 @@ SEAMS = ("collection", "config", "episodes", "executors", "trl")
 
 def test_each_seam_exports_what_it_defines_and_nothing_is_imported_through_the_package() -> None:
     for seam in SEAMS:
-        mod = importlib.import_module(f"orchestrator.rollout.{seam}")
+        mod = importlib.import_module(f"agent_swarm.orchestrator.rollout.{seam}")
         names = list(mod.__all__)
         assert len(names) == len(set(names)), seam  # their order: ruff (RUF022)
         for n in names:
             obj = getattr(mod, n)
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 assert obj.__module__ == mod.__name__, f"{seam}.{n} comes from {obj.__module__}"
-    assert importlib.import_module("orchestrator.rollout").__all__ == []
+    assert importlib.import_module("agent_swarm.orchestrator.rollout").__all__ == []
     through = [
         f"{p.relative_to(ROOT)}: {', '.join(a.name for a in node.names)}"
         for top in ("orchestrator", "experiments", "tests", "examples", "scripts", "bench")
         for p in (ROOT / top).rglob("*.py")
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom) and node.module == "orchestrator.rollout"
+        if isinstance(node, ast.ImportFrom) and node.module == "agent_swarm.orchestrator.rollout"
         if any(a.name not in SEAMS for a in node.names)
     ]
-    assert not through, f"names imported from orchestrator.rollout instead of their module: {through}"
+    assert not through, f"names imported from agent_swarm.orchestrator.rollout instead of their module: {through}"
 
 
 def test_a_job_seeds_only_the_orchestrators_sampling_and_names_its_failures() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.eval_raw import RAW_FILE, read_raw
-from swarm.rl.export import read_jsonl
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.eval_raw import RAW_FILE, read_raw
+from agent_swarm.swarm.rl.export import read_jsonl
 
 runner = CliRunner()
 STARTER = ["-w", "starter", "-b", "gold", "-n", "2", "--temperature", "0", "--quiet", "--json"]

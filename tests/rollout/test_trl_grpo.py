@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig, trl_rollout_func
-from orchestrator.engine import RewardFn
-from orchestrator.rollout.episodes import EpisodeJob
-from swarm.backend import Completion, ModelRequest
-from swarm.messages import ToolMessage
-from swarm.records import Task
-from swarm.testing import FunctionBackend, call
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig, trl_rollout_func
+from agent_swarm.orchestrator.engine import RewardFn
+from agent_swarm.orchestrator.rollout.episodes import EpisodeJob
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.messages import ToolMessage
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,12 +11,12 @@ import anyio
 import httpx
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion, ModelRequest
-from swarm.backends.openai_http import OpenAIBackend
-from swarm.errors import ConfigError
-from swarm.events import Event, SubagentFinished, SubagentStarted
-from swarm.limits import (
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.events import Event, SubagentFinished, SubagentStarted
+from agent_swarm.swarm.limits import (
     CapacityLimit,
     Limiter,
     LocalLimits,
@@ -25,9 +25,9 @@ from swarm.limits import (
     limiter,
     use_limits,
 )
-from swarm.messages import UserMessage
-from swarm.records import EpisodeRecord
-from swarm.testing import FunctionBackend, call
+from agent_swarm.swarm.messages import UserMessage
+from agent_swarm.swarm.records import EpisodeRecord
+from agent_swarm.swarm.testing import FunctionBackend, call
 
 
 class Gauge:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm.sandbox import ISOLATION_ENV, SandboxLimits, SandboxResult, isolation_available, run_python
+from agent_swarm.swarm.sandbox import ISOLATION_ENV, SandboxLimits, SandboxResult, isolation_available, run_python
 
 ISOLATED, WHY_NOT = isolation_available()
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap isolation unavailable: {WHY_NOT}")
@@ -211,7 +211,7 @@ def test_plain_mode_can_be_chosen_by_environment(tmp_path: Path, choice: str) ->
 
     script = (
         "import anyio, json, pathlib\n"
-        "from swarm.sandbox import run_python\n"
+        "from agent_swarm.swarm.sandbox import run_python\n"
         "code = \"import os\\nprint(os.path.exists('/etc/passwd'))\\nopen('w.txt', 'w').write('w')\"\n"
         f"r = anyio.run(lambda: run_python(code, workspace=pathlib.Path({str(tmp_path)!r})))\n"
         "print(json.dumps(r.model_dump()))\n"

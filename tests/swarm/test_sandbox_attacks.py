@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.sandbox import (
+from agent_swarm.swarm.sandbox import (
     BWRAP_ENV,
     ISOLATION_ENV,
     SandboxLimits,
@@ -108,7 +108,7 @@ def _run_in_subprocess(
 ) -> subprocess.CompletedProcess[str]:
     script = (
         "import anyio, pathlib, sys\n"
-        "from swarm.sandbox import run_python, SandboxLimits, SandboxUnavailableError\n"
+        "from agent_swarm.swarm.sandbox import run_python, SandboxLimits, SandboxUnavailableError\n"
         "code = \"open('ran.txt', 'w').write('the code ran')\\nprint('ran')\"\n"
         "try:\n"
         f"    r = anyio.run(lambda: run_python(code, workspace=pathlib.Path({str(ws)!r}), limits={limits}))\n"
@@ -248,7 +248,7 @@ def test_killing_the_caller_kills_the_code(tmp_path: Path, isolation: str) -> No
     code = "import time\nopen('started', 'w').close()\ntime.sleep(2)\nopen('late.txt', 'w').write('survived')\n"
     script = (
         "import anyio, pathlib\n"
-        "from swarm.sandbox import run_python, SandboxLimits\n"
+        "from agent_swarm.swarm.sandbox import run_python, SandboxLimits\n"
         f"anyio.run(lambda: run_python({code!r}, workspace=pathlib.Path({str(ws)!r}), "
         f"limits=SandboxLimits(isolation={isolation!r}, wall_s=20)))\n"
     )
@@ -308,7 +308,7 @@ def _fallback(code: str, limits: str, ws: Path) -> SandboxResult:
     """Run in a fresh process with cgroups off: rlimits, the watchdog and seccomp must hold alone."""
     script = (
         "import anyio, pathlib\n"
-        "from swarm.sandbox import run_python, SandboxLimits\n"
+        "from agent_swarm.swarm.sandbox import run_python, SandboxLimits\n"
         f"r = anyio.run(lambda: run_python({code!r}, workspace=pathlib.Path({str(ws)!r}), limits={limits}))\n"
         "print(r.model_dump_json())\n"
     )
@@ -451,7 +451,7 @@ def test_an_interpreter_under_tmp_runs_code(tmp_path: Path) -> None:
     ws.mkdir()
     script = (
         "import anyio, pathlib, sys\n"
-        "from swarm.sandbox import run_python\n"
+        "from agent_swarm.swarm.sandbox import run_python\n"
         f"r = anyio.run(lambda: run_python('import sys; print(sys.prefix)', workspace=pathlib.Path({str(ws)!r})))\n"
         "print(r.model_dump_json())\n"
     )
@@ -466,7 +466,7 @@ def test_an_interpreter_under_tmp_runs_code(tmp_path: Path) -> None:
 
 
 def test_refusal_is_a_config_error() -> None:
-    from swarm.errors import ConfigError
+    from agent_swarm.swarm.errors import ConfigError
 
     assert issubclass(SandboxUnavailableError, ConfigError)
     assert json.loads(json.dumps(str(SandboxUnavailableError("x")))) == "x"

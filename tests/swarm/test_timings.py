@@ -1,13 +1,13 @@
-"""Per-episode timing breakdown (swarm.timings) and old records without timings."""
+"""Per-episode timing breakdown (agent_swarm.swarm.timings) and old records without timings."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from swarm.backend import Completion, Timings
-from swarm.messages import ToolCall
-from swarm.records import (
+from agent_swarm.swarm.backend import Completion, Timings
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import (
     AgentStatus,
     EpisodeRecord,
     EpisodeStatus,
@@ -18,7 +18,7 @@ from swarm.records import (
     ToolResult,
     dump_record,
 )
-from swarm.timings import episode_timings
+from agent_swarm.swarm.timings import episode_timings
 
 T0 = Timings(
     call_s=3.0,
@@ -106,8 +106,8 @@ def test_a_completion_validates_timings_built_from_json() -> None:
 def test_traces_show_prints_where_the_time_went(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
-    from orchestrator.store import write_episode
+    from agent_swarm.orchestrator.cli import app
+    from agent_swarm.orchestrator.store import write_episode
 
     record = _record()
     write_episode(record, tmp_path)

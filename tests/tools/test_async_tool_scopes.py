@@ -17,12 +17,12 @@ import anyio
 import httpx
 import pytest
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.backend import Completion
-from swarm.messages import ToolCall
-from swarm.records import EpisodeStatus
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from tools.registry import Tool, ToolContext, execute_tool, tool
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import EpisodeStatus
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.tools.registry import Tool, ToolContext, execute_tool, tool
 
 
 class _Echo(BaseHTTPRequestHandler):
@@ -109,7 +109,7 @@ async def test_scoped_async_tools_run_directly_and_alone(echo_url: str, timeout_
 
 
 def _episode_results(record: object) -> list[tuple[str, bool]]:
-    from swarm.records import EpisodeRecord
+    from agent_swarm.swarm.records import EpisodeRecord
 
     assert isinstance(record, EpisodeRecord)
     return [(r.content, r.is_error) for s in record.stages for r in s.tool_results]

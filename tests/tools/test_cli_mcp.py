@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mcp")
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 SERVER = Path(__file__).parent / "mcp_servers" / "calc_server.py"
 

@@ -11,10 +11,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from swarm.errors import ToolError
-from swarm.sandbox import SandboxLimits, isolation_available, run_python
-from tools.builtin.files import list_files, read_file, search_files, write_file
-from tools.registry import ToolContext
+from agent_swarm.swarm.errors import ToolError
+from agent_swarm.swarm.sandbox import SandboxLimits, isolation_available, run_python
+from agent_swarm.tools.builtin.files import list_files, read_file, search_files, write_file
+from agent_swarm.tools.registry import ToolContext
 
 ISOLATED, WHY_NOT = isolation_available()
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="renameat2 and the sandbox are Linux")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from swarm.messages import ToolCall
-from swarm.records import ToolResult
-from tools.builtin import files_toolset
-from tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import ToolResult
+from agent_swarm.tools.builtin import files_toolset
+from agent_swarm.tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
 
 Env = tuple[Path, Path, ToolContext, dict[str, Tool]]
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 pytest.importorskip("mcp")
 
-from orchestrator.cli import app
-from tools.mcp import MCPServers, load_mcp_config
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.tools.mcp import MCPServers, load_mcp_config
 
 BROKEN = (
     "import sys; print('starting', file=sys.stderr); "

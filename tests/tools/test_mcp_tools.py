@@ -17,11 +17,11 @@ import pytest
 
 pytest.importorskip("mcp")  # the 'mcp' extra; .ci/run installs it
 
-from swarm.errors import ConfigError
-from swarm.messages import ToolCall
-from swarm.records import ToolResult
-from tools.mcp import MCPServers, load_mcp_config, parse_mcp_config
-from tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import ToolResult
+from agent_swarm.tools.mcp import MCPServers, load_mcp_config, parse_mcp_config
+from agent_swarm.tools.registry import Tool, ToolContext, ToolRegistry, execute_tool
 
 pytestmark = pytest.mark.integration
 SERVER = Path(__file__).parent / "mcp_servers" / "calc_server.py"
@@ -189,7 +189,7 @@ async def test_cancel_during_a_call_closes_connections_and_stops_servers() -> No
 
 
 def test_public_tool_names_are_valid_unique_and_stable() -> None:
-    from tools.mcp import public_tool_name
+    from agent_swarm.tools.mcp import public_tool_name
 
     assert public_tool_name("fs", "read.file") == "fs__read_file"
     long = public_tool_name("srv", "x" * 100)
@@ -200,7 +200,7 @@ def test_public_tool_names_are_valid_unique_and_stable() -> None:
 def test_results_map_text_structured_and_errors() -> None:
     from mcp_types import CallToolResult, ImageContent, TextContent
 
-    from tools.mcp import result_to_text
+    from agent_swarm.tools.mcp import result_to_text
 
     text = CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])
     assert result_to_text(text) == ("a\nb", False)

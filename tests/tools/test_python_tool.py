@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swarm.messages import ToolCall
-from swarm.sandbox import SandboxLimits
-from tools.builtin import files_toolset, python_tool
-from tools.registry import ToolContext, ToolRegistry, execute_tool
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.sandbox import SandboxLimits
+from agent_swarm.tools.builtin import files_toolset, python_tool
+from agent_swarm.tools.registry import ToolContext, ToolRegistry, execute_tool
 
 
 async def test_python_tool_output_errors_and_shared_workspace(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import anyio.lowlevel
 import pytest
 from pydantic import BaseModel
 
-from swarm.errors import ConfigError, ToolError, UnknownNameError
-from swarm.messages import ToolCall
-from swarm.records import ToolResult
-from tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool
+from agent_swarm.swarm.errors import ConfigError, ToolError, UnknownNameError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import ToolResult
+from agent_swarm.tools.registry import Tool, ToolContext, ToolRegistry, Toolset, execute_tool, tool
 
 
 class Point(BaseModel):

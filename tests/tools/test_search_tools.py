@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("bm25s")  # the 'search' extra; .ci/run installs it
 
-from swarm.errors import ConfigError
-from swarm.messages import ToolCall
-from tools.builtin import Corpus, Document, SearchIndex, search_toolset
-from tools.corpora import TAU2_DOCUMENTS, TAU2_KINDS, load_tau2, tau2_index, tau2_records
-from tools.registry import ToolContext, ToolRegistry, execute_tool
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.tools.builtin import Corpus, Document, SearchIndex, search_toolset
+from agent_swarm.tools.corpora import TAU2_DOCUMENTS, TAU2_KINDS, load_tau2, tau2_index, tau2_records
+from agent_swarm.tools.registry import ToolContext, ToolRegistry, execute_tool
 
 
 def _docs() -> list[Document]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import Orchestrator, SwarmConfig
-from swarm.sandbox import SandboxLimits
-from swarm.testing import ScriptedBackend, call
-from tools.builtin import files_toolset, python_tool
-from tools.registry import ToolRegistry
+from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+from agent_swarm.swarm.sandbox import SandboxLimits
+from agent_swarm.swarm.testing import ScriptedBackend, call
+from agent_swarm.tools.builtin import files_toolset, python_tool
+from agent_swarm.tools.registry import ToolRegistry
 
 
 async def test_subagent_uses_python_and_file_tools_in_the_episode_workspace(tmp_path: Path) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.errors import ConfigError
-from swarm.messages import ToolCall
-from tools.builtin import FetchedPage, FunctionFetch, FunctionSearch, WebResult, web_toolset
-from tools.registry import ToolContext, ToolRegistry, execute_tool
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.tools.builtin import FetchedPage, FunctionFetch, FunctionSearch, WebResult, web_toolset
+from agent_swarm.tools.registry import ToolContext, ToolRegistry, execute_tool
 
 
 class FakeSearch:

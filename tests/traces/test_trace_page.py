@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from agent_swarm.orchestrator.cli import app
 
 runner = CliRunner()
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -53,8 +53,8 @@ def test_the_page_is_one_self_contained_file(tmp_path: Path, cli_env: None) -> N
 
 
 def test_text_from_the_model_cannot_close_the_data_island(tmp_path: Path) -> None:
-    from orchestrator.cli.trace_html import episode_page
-    from swarm.records import EpisodeRecord, EpisodeStatus, Task
+    from agent_swarm.orchestrator.cli.trace_html import episode_page
+    from agent_swarm.swarm.records import EpisodeRecord, EpisodeStatus, Task
 
     evil = "</script><script>document.title='owned'</script>"
     html = episode_page(

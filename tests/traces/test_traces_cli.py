@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.cli.telemetry_setup import TRACE_FILE
-from orchestrator.store import read_episode, write_episode
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.cli.telemetry_setup import TRACE_FILE
+from agent_swarm.orchestrator.store import read_episode, write_episode
 
 runner = CliRunner()
 

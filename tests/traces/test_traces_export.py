@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto_json.trace.v1.trace import TracesData
 
-from orchestrator.cli.telemetry_setup import (
+from agent_swarm.orchestrator.cli.telemetry_setup import (
     TRACE_FILE,
     OtlpTarget,
     TracingOptions,
@@ -21,14 +21,14 @@ from orchestrator.cli.telemetry_setup import (
     resolve_otlp,
     start_tracing,
 )
-from swarm.config import SwarmConfig
-from orchestrator.demo import demo
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import ConfigError
-from swarm.records import EpisodeRecord
-from swarm.testing import FunctionBackend, call
-from swarm.tracing import CONTENT_LIMIT
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.orchestrator.demo import demo
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import EpisodeRecord
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.swarm.tracing import CONTENT_LIMIT
 
 
 def run_demo(tracing: Any, name: str = "capitals") -> EpisodeRecord:
@@ -339,7 +339,7 @@ def test_a_second_ctrl_c_during_the_flush_abandons_it_with_a_warning(
 
 def test_trace_file_lines_are_chunks_of_valid_otlp_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The router encodes an export batch in chunks (one JSON line each); nothing is lost or repeated."""
-    from orchestrator.cli import telemetry_setup
+    from agent_swarm.orchestrator.cli import telemetry_setup
 
     monkeypatch.setattr(telemetry_setup, "ENCODE_CHUNK", 3)
     tracing = start_tracing(TracingOptions(), out=tmp_path, env={"OTEL_TRACES_EXPORTER": "none"})
@@ -361,7 +361,7 @@ def test_the_cli_resource_hashes_like_the_sdk_resource() -> None:
     the SDK's (equal resources, equal hashes) so grouping is unchanged."""
     from opentelemetry.sdk.resources import Resource
 
-    from orchestrator.cli.telemetry_setup import _resource
+    from agent_swarm.orchestrator.cli.telemetry_setup import _resource
 
     ours = _resource({})
     plain = Resource.create(dict(ours.attributes))

@@ -12,14 +12,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 
-from orchestrator.cli.telemetry_setup import TRACE_FILE, TracingOptions, WideStageSampler, start_tracing
-from swarm.config import SwarmConfig
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
-from swarm.records import AgentDefinition, EpisodeRecord
-from swarm.testing import FunctionBackend, call
-from swarm.tracing import Telemetry
-from tools import Tool
+from agent_swarm.orchestrator.cli.telemetry_setup import TRACE_FILE, TracingOptions, WideStageSampler, start_tracing
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.swarm.tracing import Telemetry
+from agent_swarm.tools import Tool
 
 
 def lookup(n: int) -> str:

@@ -18,15 +18,15 @@ import anyio
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from swarm.config import SwarmConfig
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.errors import BackendUnavailableError, ToolError
-from swarm.events import EpisodeFinished, Event
-from swarm.messages import ToolMessage, UserMessage
-from swarm.testing import FunctionBackend, ScriptedBackend, call
-from swarm.tracing import CONTENT_LIMIT, Telemetry
-from tools.registry import Tool
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.errors import BackendUnavailableError, ToolError
+from agent_swarm.swarm.events import EpisodeFinished, Event
+from agent_swarm.swarm.messages import ToolMessage, UserMessage
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.swarm.tracing import CONTENT_LIMIT, Telemetry
+from agent_swarm.tools.registry import Tool
 
 GOLDEN = Path(__file__).resolve().parents[2] / "traces" / "golden" / "scripted_episode.json"
 
@@ -221,7 +221,7 @@ def test_each_episode_is_its_own_trace(memory: Any) -> None:
 
 
 def test_reward_components_land_on_the_episode_span(memory: Any) -> None:
-    from swarm.records import RewardRecord
+    from agent_swarm.swarm.records import RewardRecord
 
     async def reward(record: Any) -> RewardRecord:
         return RewardRecord(total=0.75, r_perf=0.5, r_parallel=1.0, r_finish=0.75, lambda1=0.25, lambda2=0.1)
@@ -455,7 +455,7 @@ def test_a_backend_whose_address_is_not_known_yet_still_traces(memory: Any) -> N
 
 
 def test_cap_content_keeps_the_latest_messages_as_valid_json() -> None:
-    from swarm.tracing import cap_content
+    from agent_swarm.swarm.tracing import cap_content
 
     history = [{"role": "user", "parts": [{"type": "text", "content": f"turn {i} " + "x" * 3000}]} for i in range(400)]
     text = cap_content(history)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import Orchestrator, PARLReward
-from swarm.errors import ConfigError
-from swarm.records import Task
-from swarm.rl.export import (
+from agent_swarm.orchestrator import Orchestrator, PARLReward
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.export import (
     JsonlProblem,
     JsonlWriter,
     read_jsonl,
@@ -22,8 +22,8 @@ from swarm.rl.export import (
     to_verl_agent_loop_output,
     write_parquet,
 )
-from swarm.rl.trajectory import Trajectory, build_trajectory
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.rl.trajectory import Trajectory, build_trajectory
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 
 async def make_trajectories(n: int = 3) -> list[Trajectory]:
@@ -211,7 +211,7 @@ async def test_records_scored_by_table_and_instruction_verifiers_round_trip(tmp_
 
 
 async def test_agent_lightning_triplets_carry_each_turn_and_the_final_reward() -> None:
-    from swarm.rl.export import to_agl_triplets
+    from agent_swarm.swarm.rl.export import to_agl_triplets
 
     t = (await make_trajectories(1))[0]
     triplets = to_agl_triplets(t)
@@ -223,7 +223,7 @@ async def test_agent_lightning_triplets_carry_each_turn_and_the_final_reward() -
 
 def test_iter_jsonl_streams_records_with_the_same_checks_as_read_jsonl(tmp_path: Path) -> None:
     """A resume reads files of hundreds of MB: records come one at a time, bad lines as read_jsonl does."""
-    from swarm.rl.export import iter_jsonl
+    from agent_swarm.swarm.rl.export import iter_jsonl
 
     path = tmp_path / "x.jsonl"
     path.write_text('{"a": 1}\n{broken\n{"a": 2}\n{"a": 3}')  # the last line was cut by a crash

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Orchestrator, PARLReward, SwarmConfig
-from swarm.backend import Completion, SamplingParams
-from swarm.records import EpisodeRecord, EpisodeStatus, Task
-from swarm.rl.trajectory import (
+from agent_swarm.orchestrator import Orchestrator, PARLReward, SwarmConfig
+from agent_swarm.swarm.backend import Completion, SamplingParams
+from agent_swarm.swarm.records import EpisodeRecord, EpisodeStatus, Task
+from agent_swarm.swarm.rl.trajectory import (
     Trajectory,
     TrajectoryError,
     TrajectoryTurn,
@@ -19,7 +19,7 @@ from swarm.rl.trajectory import (
     flatten_turns,
     validate_trajectory,
 )
-from swarm.testing import ScriptedBackend, call
+from agent_swarm.swarm.testing import ScriptedBackend, call
 
 TASK = Task(id="cap", prompt="capital of France?", verifier="exact", verifier_args={"expected": "Paris"})
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestrator import Orchestrator, PARLReward, SwarmConfig
-from swarm.backend import Completion, ModelRequest, SamplingParams
-from swarm.function_backend import encode, render_prompt
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.trajectory import (
+from agent_swarm.orchestrator import Orchestrator, PARLReward, SwarmConfig
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.function_backend import encode, render_prompt
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.trajectory import (
     Trajectory,
     TrajectoryError,
     TrajectoryTurn,
@@ -17,7 +17,7 @@ from swarm.rl.trajectory import (
     flatten_turns,
     validate_trajectory,
 )
-from swarm.testing import FunctionBackend, ScriptedBackend, call
+from agent_swarm.swarm.testing import FunctionBackend, ScriptedBackend, call
 
 TASK = Task(id="cap", prompt="capitals of FR and JP", verifier="exact", verifier_args={"expected": "Paris, Tokyo"})
 

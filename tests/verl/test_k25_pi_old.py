@@ -34,9 +34,9 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config
 from verl.workers.utils.losses import ppo_loss
 from verl.workers.utils.padding import left_right_2_no_padding
 
-from orchestrator.rl import verl_loop
-from swarm.errors import ConfigError
-from swarm.rl.losses import LossParams, k25_loss
+from agent_swarm.orchestrator.rl import verl_loop
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.rl.losses import LossParams, k25_loss
 
 RECIPE = Path(__file__).parents[2] / "examples" / "verl" / "run_main_ppo.sh"
 PROMPT, RESPONSE = 4, 6

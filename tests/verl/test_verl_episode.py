@@ -1,4 +1,4 @@
-"""The verl-free half of the verl agent loop (orchestrator.rl.verl_episode), without verl.
+"""The verl-free half of the verl agent loop (agent_swarm.orchestrator.rl.verl_episode), without verl.
 
 A scripted server manager with verl's ``generate`` signature plays the policy's rollout servers
 (token ids out, decided by the test), the tiny byte-level tokenizer renders prompts, and a scripted
@@ -22,9 +22,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from orchestrator.backend_options import HTTPOptions, VLLMEngineOptions
-from orchestrator.rl.tiny import build_tiny_tokenizer
-from orchestrator.rl.verl_episode import (
+from agent_swarm.orchestrator.backend_options import HTTPOptions, VLLMEngineOptions
+from agent_swarm.orchestrator.rl.tiny import build_tiny_tokenizer
+from agent_swarm.orchestrator.rl.verl_episode import (
     REWARD_INFO_KEYS,
     SubagentServer,
     VerlLoopConfig,
@@ -35,12 +35,12 @@ from orchestrator.rl.verl_episode import (
     run_verl_episode,
     task_spec_of,
 )
-from swarm.backend import Completion
-from swarm.errors import ConfigError
-from swarm.records import Task
-from swarm.rl.rewards import RewardConfig, Schedule
-from swarm.testing import FunctionBackend
-from workloads import get_workload
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.rewards import RewardConfig, Schedule
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.workloads import get_workload
 
 TOK = build_tiny_tokenizer()
 CALL = '<tool_call>{"name": "assign_task", "arguments": {"agent": "worker", "task": "what is 0+1?"}}</tool_call>'

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.errors import ConfigError
-from swarm.records import Task
-from swarm.testing import FunctionBackend, call
-from workloads import get_workload
-from workloads.base import MODES, Mode, tool_messages
-from workloads.bfcl import BfclItem, _by_id, _items, call_f1, call_matches, split_of
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import MODES, Mode, tool_messages
+from agent_swarm.workloads.bfcl import BfclItem, _by_id, _items, call_f1, call_matches, split_of
 
 WL = get_workload("bfcl-parallel")
 

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.engine import Orchestrator
-from orchestrator.eval import episode_config
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.config import SwarmConfig
-from swarm.errors import ErrorType
-from swarm.messages import ToolCall
-from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
-from workloads import get_workload
-from workloads.base import Mode, Score, tool_messages, user_text
-from workloads.bfcl import _by_id, _gold_call, call_f1
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.eval import episode_config
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ErrorType
+from agent_swarm.swarm.messages import ToolCall
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Mode, Score, tool_messages, user_text
+from agent_swarm.workloads.bfcl import _by_id, _gold_call, call_f1
 
 WL = get_workload("bfcl-parallel")
 TASK = next(t for t in WL.tasks(40, seed=0, categories=["parallel"]) if t.metadata["gold_calls"] >= 2)

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.engine import Orchestrator
-from orchestrator.eval import run_eval
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
-from workloads import get_workload
-from workloads.base import Mode, tool_messages
-from workloads.controls import CONTROL_KINDS, lookup_right
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.eval import run_eval
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Mode, tool_messages
+from agent_swarm.workloads.controls import CONTROL_KINDS, lookup_right
 
 pytest.importorskip("bm25s")  # look-up controls search a generated collection
 
@@ -170,7 +170,7 @@ def test_swarm_eval_runs_the_gold_policy_of_the_new_workloads(name: str, tmp_pat
 def test_the_terminal_table_counts_one_delegated_sub_agent_as_delegation_not_as_fan_out() -> None:
     """On the controls dev split the swarm answered 2 of 6 questions through one sub-agent each; the
     table's fan-out (>= 2 in a stage) read 0.00, so delegation is its own row."""
-    from orchestrator.eval import EpisodeRow, summarise
+    from agent_swarm.orchestrator.eval import EpisodeRow, summarise
 
     def row(width: int) -> EpisodeRow:
         return EpisodeRow(

@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factory
-from orchestrator.eval_raw import read_raw
-from orchestrator.rollout.collection import collect_rollouts
-from orchestrator.rollout.config import RolloutConfig
-from swarm.backend import Completion
-from swarm.errors import BackendError, UnknownNameError
-from swarm.events import Event, StageStarted
-from swarm.records import EpisodeRecord, Task
-from swarm.rl.rewards import ParallelReward, r_parallel
-from swarm.testing import FunctionBackend
-from workloads import episode_for, get_workload, workload_names
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.eval import EvalReport, run_eval, workload_orchestrator_factory
+from agent_swarm.orchestrator.eval_raw import read_raw
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.errors import BackendError, UnknownNameError
+from agent_swarm.swarm.events import Event, StageStarted
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.rl.rewards import ParallelReward, r_parallel
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.workloads import episode_for, get_workload, workload_names
 
 runner = CliRunner()
 
@@ -30,20 +30,20 @@ runner = CliRunner()
 @pytest.mark.parametrize(
     "module",
     [
-        "workloads",
-        "workloads.base",
-        "workloads.bfcl",
-        "workloads.lookup",
-        "workloads.starter",
-        "workloads.tau2_airline",
-        "workloads.tau2_batch",
-        "workloads.tau2_common",
-        "workloads.tau2_retail",
-        "orchestrator.eval",
-        "orchestrator.eval_raw",
-        "orchestrator.eval_report",
-        "orchestrator.eval_stats",
-        "orchestrator.cli.eval",
+        "agent_swarm.workloads",
+        "agent_swarm.workloads.base",
+        "agent_swarm.workloads.bfcl",
+        "agent_swarm.workloads.lookup",
+        "agent_swarm.workloads.starter",
+        "agent_swarm.workloads.tau2_airline",
+        "agent_swarm.workloads.tau2_batch",
+        "agent_swarm.workloads.tau2_common",
+        "agent_swarm.workloads.tau2_retail",
+        "agent_swarm.orchestrator.eval",
+        "agent_swarm.orchestrator.eval_raw",
+        "agent_swarm.orchestrator.eval_report",
+        "agent_swarm.orchestrator.eval_stats",
+        "agent_swarm.orchestrator.cli.eval",
     ],
 )
 def test_public_exports_are_unique_and_resolvable(module: str) -> None:
@@ -369,8 +369,8 @@ def gold_pair(wl: Any, task: Task, mode: str) -> tuple[Any, Any]:
 
 def test_a_workload_episode_config_overrides_only_the_fields_it_sets() -> None:
     """``Episode.config`` is a typed SwarmConfig; its defaults never override the run's own settings."""
-    from orchestrator.eval import episode_config
-    from swarm.config import SwarmConfig
+    from agent_swarm.orchestrator.eval import episode_config
+    from agent_swarm.swarm.config import SwarmConfig
 
     wl = get_workload("bfcl-parallel")
     ep = wl.episode(wl.tasks(1, seed=0)[0], "swarm")

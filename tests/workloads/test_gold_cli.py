@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from workloads import workload_names
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.workloads import workload_names
 
 pytest.importorskip("bm25s")  # the look-up workloads search corpora
 

@@ -6,15 +6,15 @@ import re
 
 import pytest
 
-from orchestrator.engine import Orchestrator
-from orchestrator.eval import arm_config
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.errors import ConfigError
-from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend
-from swarm.verifiers import verify
-from workloads import get_workload
-from workloads.base import Mode, Workload
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.eval import arm_config
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.swarm.verifiers import verify
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Mode, Workload
 
 pytest.importorskip("bm25s")  # the 'search' extra; CI installs it
 

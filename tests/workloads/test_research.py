@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelBackend, ModelRequest
-from swarm.errors import ConfigError
-from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend
-from tools.builtin.search import Corpus
-from tools.corpora.fictional import ATTRIBUTES, GENERATOR, fictional_world, main
-from workloads import get_workload
-from workloads.base import Mode
-from workloads.research import FICTION, research_world
-from workloads.wide import wide_table
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.tools.builtin.search import Corpus
+from agent_swarm.tools.corpora.fictional import ATTRIBUTES, GENERATOR, fictional_world, main
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Mode
+from agent_swarm.workloads.research import FICTION, research_world
+from agent_swarm.workloads.wide import wide_table
 
 pytest.importorskip("bm25s")  # the 'search' extra; CI installs it
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from orchestrator.cli import app
-from orchestrator.eval import BackendPair, run_eval, workload_orchestrator_factory
-from orchestrator.rollout.collection import collect_rollouts
-from orchestrator.rollout.config import RolloutConfig
-from swarm.backend import Completion
-from swarm.records import Task
-from swarm.rl.export import read_jsonl, read_trajectories
-from swarm.testing import FunctionBackend
-from workloads import get_workload
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.eval import BackendPair, run_eval, workload_orchestrator_factory
+from agent_swarm.orchestrator.rollout.collection import collect_rollouts
+from agent_swarm.orchestrator.rollout.config import RolloutConfig
+from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.rl.export import read_jsonl, read_trajectories
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.workloads import get_workload
 
 runner = CliRunner()
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from swarm.errors import ConfigError
-from swarm.records import Task
-from workloads import get_workload, workload_names
-from workloads.splits import (
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.workloads import get_workload, workload_names
+from agent_swarm.workloads.splits import (
     SPLITS,
     check_fresh_test_seed,
     check_split,
@@ -96,7 +96,7 @@ def test_every_workload_refuses_zero_tasks_and_unknown_knobs_the_same_way(name: 
 
 
 def test_a_request_with_another_workloads_knob_model_is_a_bug_not_a_user_error() -> None:
-    from workloads.lookup import DeepLookupKnobs
+    from agent_swarm.workloads.lookup import DeepLookupKnobs
 
     with pytest.raises(TypeError, match="validates knobs as WideLookupKnobs, not DeepLookupKnobs"):
         get_workload("wide-lookup").request(1, "train", {}, DeepLookupKnobs)

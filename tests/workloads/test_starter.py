@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engine import Orchestrator
-from orchestrator.eval import episode_config
-from swarm.config import SwarmConfig
-from swarm.errors import ConfigError, ToolError
-from swarm.records import EpisodeRecord, Task
-from workloads import get_workload, workload_names
-from workloads.base import Mode
-from workloads.starter import _KIND, KINDS, calculator, score_answer
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.eval import episode_config
+from agent_swarm.swarm.config import SwarmConfig
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.workloads import get_workload, workload_names
+from agent_swarm.workloads.base import Mode
+from agent_swarm.workloads.starter import _KIND, KINDS, calculator, score_answer
 
 STARTER = get_workload("starter")
 

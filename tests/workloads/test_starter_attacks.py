@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from workloads import get_workload
-from workloads.starter import _KIND, KINDS, score_answer
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.starter import _KIND, KINDS, score_answer
 
 STARTER = get_workload("starter")
 TASKS = [t for kind in KINDS for t in STARTER.tasks(6, seed=11, split="train", kinds=[kind], min_items=2, max_items=5)]

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from swarm.errors import ConfigError, ToolError
-from swarm.records import Task
-from swarm.testing import call
-from tools.registry import Tool, ToolContext, execute_tool
-from workloads import get_workload
-from workloads.tau2_airline import AirlineDB, airline_tools
-from workloads.tau2_batch import _tickets, commutes, db_diff, replay
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import call
+from agent_swarm.tools.registry import Tool, ToolContext, execute_tool
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.tau2_airline import AirlineDB, airline_tools
+from agent_swarm.workloads.tau2_batch import _tickets, commutes, db_diff, replay
 
 WL = get_workload("tau2-batch")
 RES, USER = "4N6DW4", "mohamed_ahmed_6263"  # economy SEA→BOS HAT194 on 2024-05-26, 2 passengers, paid $410

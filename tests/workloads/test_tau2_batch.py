@@ -8,17 +8,17 @@ import json
 
 import pytest
 
-from orchestrator.engine import Orchestrator
-from swarm.backend import Completion, ModelRequest
-from swarm.errors import ConfigError
-from swarm.messages import ToolCall, ToolMessage
-from swarm.records import EpisodeRecord, Task
-from swarm.testing import FunctionBackend, call
-from workloads import get_workload
-from workloads.base import Episode, Mode, user_text
-from workloads.tau2_airline import AirlineDB
-from workloads.tau2_batch import _tickets, commutes, db_diff, diff_f1, replay
-from workloads.tau2_retail import RetailDB, retail_tools
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.messages import ToolCall, ToolMessage
+from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.testing import FunctionBackend, call
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Episode, Mode, user_text
+from agent_swarm.workloads.tau2_airline import AirlineDB
+from agent_swarm.workloads.tau2_batch import _tickets, commutes, db_diff, diff_f1, replay
+from agent_swarm.workloads.tau2_retail import RetailDB, retail_tools
 
 WL = get_workload("tau2-batch")
 
@@ -181,7 +181,7 @@ def test_retail_tools_enforce_the_policy_and_leave_the_db_untouched_on_error() -
     orders = db.data["orders"]
     delivered = next(o for o, v in orders.items() if v["status"] == "delivered")
     snapshot = json.dumps(db.data, sort_keys=True)
-    from swarm.errors import ToolError
+    from agent_swarm.swarm.errors import ToolError
 
     with pytest.raises(ToolError, match="only pending orders can be cancelled"):
         tools["cancel_pending_order"].fn(order_id=delivered, reason="no longer needed")
@@ -256,7 +256,7 @@ def test_modify_items_gives_each_item_its_own_variant_and_records_the_price_diff
     assert paid["transaction_type"] == "payment"
     assert paid["amount"] == pytest.approx(sum(prices) - sum(old.values()))
     assert order["status"] == "pending (item modified)"
-    from swarm.errors import ToolError
+    from agent_swarm.swarm.errors import ToolError
 
     with pytest.raises(ToolError, match="only pending orders"):  # once per order
         tools["modify_pending_order_items"].fn(

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
-from orchestrator.engine import Orchestrator
-from orchestrator.rl.gold import WorkloadTasks
-from swarm.errors import ConfigError
-from swarm.records import Task
-from workloads import get_workload
-from workloads.base import Mode
-from workloads.research import research_world
-from workloads.splits import key_split
+from agent_swarm.orchestrator.cli import app
+from agent_swarm.orchestrator.engine import Orchestrator
+from agent_swarm.orchestrator.rl.gold import WorkloadTasks
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import Task
+from agent_swarm.workloads import get_workload
+from agent_swarm.workloads.base import Mode
+from agent_swarm.workloads.research import research_world
+from agent_swarm.workloads.splits import key_split
 
 pytest.importorskip("bm25s")  # wide tasks and look-ups search generated collections
 
@@ -157,7 +157,7 @@ def test_swarm_train_sft_keeps_the_gold_transcript_of_every_task(tmp_path: Path)
     """SFT's warm start (gold transcripts, exact tokens) takes train-mix tasks of every family."""
     for module in ("torch", "transformers", "peft", "matplotlib"):
         pytest.importorskip(module)
-    from orchestrator.rl.gold import read_examples
+    from agent_swarm.orchestrator.rl.gold import read_examples
 
     (tmp_path / "train.toml").write_text(
         'run_dir = "run"\nsteps = 1\ntasks_per_step = 1\n[tiny]\nhidden_size = 32\nintermediate_size = 64\n'

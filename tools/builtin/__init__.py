@@ -3,10 +3,17 @@
 Offline search needs the ``search`` extra (``bm25s``); it is imported when an index is built.
 """
 
-from tools.builtin.files import files_toolset, list_files, read_file, resolve_in_workspace, search_files, write_file
-from tools.builtin.python import format_result, python_tool
-from tools.builtin.search import Corpus, Document, SearchHit, SearchIndex, search_toolset
-from tools.builtin.web import (
+from agent_swarm.tools.builtin.files import (
+    files_toolset,
+    list_files,
+    read_file,
+    resolve_in_workspace,
+    search_files,
+    write_file,
+)
+from agent_swarm.tools.builtin.python import format_result, python_tool
+from agent_swarm.tools.builtin.search import Corpus, Document, SearchHit, SearchIndex, search_toolset
+from agent_swarm.tools.builtin.web import (
     FetchedPage,
     FunctionFetch,
     FunctionSearch,

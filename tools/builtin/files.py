@@ -7,7 +7,7 @@ symbolic link anywhere in the path is refused, never followed) and ``O_NONBLOCK`
 the call); what was opened is checked through its descriptor — only directories and regular files with
 a single link (a hard link could name a file outside) are used, and a file is truncated only after that
 check. Absolute paths, ``~``, NUL bytes and ``..`` that climbs out are refused with a
-:class:`~swarm.errors.ToolError` the model can read. When we run as root, what the tools create belongs
+:class:`~agent_swarm.swarm.errors.ToolError` the model can read. When we run as root, what the tools create belongs
 to the workspace's owner (the sandbox's uid), so the sandboxed code can keep editing it.
 """
 
@@ -21,8 +21,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from swarm.errors import ToolError
-from tools.registry import Tool, ToolContext, Toolset
+from agent_swarm.swarm.errors import ToolError
+from agent_swarm.tools.registry import Tool, ToolContext, Toolset
 
 __all__ = [
     "MAX_FILE_BYTES",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import anyio
 
-from swarm.errors import ConfigError, ToolError
-from swarm.sandbox import SandboxLimits, SandboxResult, run_python
-from tools.registry import Tool, ToolContext
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.swarm.sandbox import SandboxLimits, SandboxResult, run_python
+from agent_swarm.tools.registry import Tool, ToolContext
 
 __all__ = ["format_result", "python_tool"]
 

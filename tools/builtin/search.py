@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm.errors import ConfigError, ToolError
-from tools.registry import Tool, Toolset
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.tools.registry import Tool, Toolset
 
 __all__ = ["Corpus", "Document", "SearchHit", "SearchIndex", "search_toolset"]
 

@@ -24,8 +24,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm.errors import ConfigError, ToolError
-from tools.registry import Tool, Toolset
+from agent_swarm.swarm.errors import ConfigError, ToolError
+from agent_swarm.tools.registry import Tool, Toolset
 
 __all__ = [
     "FetchedPage",

@@ -8,9 +8,9 @@ domain with all their orders and reservations. Every document has a stable id
 ``<domain>/policy/<section>``), a ``kind`` and ``fields`` = the source record, so workloads can
 generate table and multi-hop questions whose answers are computed from :func:`tau2_records`.
 
-``fictional`` (:mod:`tools.corpora.fictional`): generated, not packaged — small collections of made-up
+``fictional`` (:mod:`agent_swarm.tools.corpora.fictional`): generated, not packaged — small collections of made-up
 companies, people and products with random facts, near-namesakes and news items, one per task of the
-``wide-research``/``controls``/``train-mix`` workloads (``python -m tools.corpora.fictional OUT.jsonl``
+``wide-research``/``controls``/``train-mix`` workloads (``python -m agent_swarm.tools.corpora.fictional OUT.jsonl``
 writes one for ``--search-corpus``).
 """
 
@@ -20,8 +20,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from tools.builtin.search import Corpus, SearchIndex, search_toolset
-from tools.registry import Toolset
+from agent_swarm.tools.builtin.search import Corpus, SearchIndex, search_toolset
+from agent_swarm.tools.registry import Toolset
 
 __all__ = ["TAU2_DOCUMENTS", "TAU2_KINDS", "load_tau2", "tau2_index", "tau2_records", "tau2_search_toolset"]
 

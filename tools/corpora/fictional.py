@@ -15,9 +15,9 @@ key gives the same documents on every machine), made of:
 * as many background entities as asked ones.
 
 Asked and missing names pass the caller's ``accept`` test (the workloads accept only names of the
-task's split, ``workloads.splits.key_split``), so the same entity is never asked in two splits. The
+task's split, ``agent_swarm.workloads.splits.key_split``), so the same entity is never asked in two splits. The
 documents carry ``fields`` = the record (the gold). Write one out for ``swarm run --tools search --search-corpus``
-with ``python -m tools.corpora.fictional OUT.jsonl --kind company --entities 8 --seed 3``.
+with ``python -m agent_swarm.tools.corpora.fictional OUT.jsonl --kind company --entities 8 --seed 3``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from swarm.errors import ConfigError
-from tools.builtin.search import Corpus, Document, _dump_jsonl
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.tools.builtin.search import Corpus, Document, _dump_jsonl
 
 __all__ = [
     "ATTRIBUTES",
@@ -327,7 +327,8 @@ def _linked(kind: str, asked: Sequence[dict[str, Any]], names: _Names) -> list[D
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tools.corpora.fictional OUT.jsonl``: write one world as a JSONL corpus and print its question."""
+    """``python -m agent_swarm.tools.corpora.fictional OUT.jsonl``: write one world as a JSONL corpus and print
+    its question."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("out", type=Path, help="the JSONL (or .jsonl.gz) file to write")
     p.add_argument("--kind", choices=FICTIONAL_KINDS, default="company")

@@ -23,8 +23,8 @@ the new messages, so the model sees the tokens it sampled, never a re-rendering 
 would differ whenever the model wrote a tool call as fenced or bare JSON, and corrupt RL ratios).
 """
 
-from swarm.backends.local.backend import LocalBackend
-from swarm.backends.local.catalogue import (
+from agent_swarm.swarm.backends.local.backend import LocalBackend
+from agent_swarm.swarm.backends.local.catalogue import (
     ENGINE_INSTALL,
     LOCAL_MODELS,
     QWEN_FILE,
@@ -44,8 +44,8 @@ from swarm.backends.local.catalogue import (
     resolve_model,
     verify_models,
 )
-from swarm.backends.local.cpu import busy_cores, default_threads
-from swarm.backends.local.engine import LocalEngine
+from agent_swarm.swarm.backends.local.cpu import busy_cores, default_threads
+from agent_swarm.swarm.backends.local.engine import LocalEngine
 
 __all__ = [
     "ENGINE_INSTALL",

@@ -1,5 +1,5 @@
-"""The embedded default backend: a :class:`~swarm.backends.local.engine.LocalEngine` behind the
-ModelBackend protocol, tokens in and tokens out (see :mod:`swarm.backends.local`)."""
+"""The embedded default backend: a :class:`~agent_swarm.swarm.backends.local.engine.LocalEngine` behind the
+ModelBackend protocol, tokens in and tokens out (see :mod:`agent_swarm.swarm.backends.local`)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from swarm.backend import Completion, FinishReason, ModelRequest, Timings, ToolSpec, Usage
-from swarm.backends.continuation import TurnMemory
-from swarm.backends.local.catalogue import Progress
-from swarm.backends.local.engine import EngineStartup, LocalEngine
-from swarm.backends.local.prefix import MIN_PREFIX_TOKENS, PrefixWork, Slot, common_prefix
-from swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
-from swarm.backends.repeats import RepeatGuard
-from swarm.backends.toolparse import action_grammar, constrained_answer, parse_tool_calls
-from swarm.errors import BackendError, ConfigError
-from swarm.messages import Message, UserMessage, to_openai_messages
+from agent_swarm.swarm.backend import Completion, FinishReason, ModelRequest, Timings, ToolSpec, Usage
+from agent_swarm.swarm.backends.continuation import TurnMemory
+from agent_swarm.swarm.backends.local.catalogue import Progress
+from agent_swarm.swarm.backends.local.engine import EngineStartup, LocalEngine
+from agent_swarm.swarm.backends.local.prefix import MIN_PREFIX_TOKENS, PrefixWork, Slot, common_prefix
+from agent_swarm.swarm.backends.openai_http import OpenAIBackend, RetryPolicy, with_tools_in_prompt
+from agent_swarm.swarm.backends.repeats import RepeatGuard
+from agent_swarm.swarm.backends.toolparse import action_grammar, constrained_answer, parse_tool_calls
+from agent_swarm.swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.messages import Message, UserMessage, to_openai_messages
 
 __all__ = ["LocalBackend"]
 
@@ -47,7 +47,7 @@ class LocalBackend:
         owns_engine: whether :meth:`aclose` stops the engine (default: when this backend created it;
             pass ``True`` to hand a shared engine's lifetime to this backend).
         stop_repeats: stream each generation and stop it once it repeats one block of tokens
-            verbatim for 128 tokens (:class:`~swarm.backends.repeats.RepeatGuard`); the turn ends
+            verbatim for 128 tokens (:class:`~agent_swarm.swarm.backends.repeats.RepeatGuard`); the turn ends
             as if cut at the token cap (``finish_reason="length"``). Output that does not loop is
             unchanged. ``False`` decodes to the cap.
     """
@@ -98,7 +98,7 @@ class LocalBackend:
 
     @property
     def context_window(self) -> int:
-        """Tokens one request holds, prompt and completion (a slot's context; swarm.backend capability)."""
+        """Tokens one request holds, prompt and completion (a slot's context; agent_swarm.swarm.backend capability)."""
         return self.engine.ctx_per_slot
 
     @property
@@ -465,7 +465,7 @@ _PROBE_TEXT = "\u2063swarm prefix probe\u2063"
 def _timings(
     data: dict[str, Any], began: float, startup: EngineStartup | None, queue_s: float, work: PrefixWork
 ) -> Timings:
-    """The call's :class:`~swarm.backend.Timings` from llama.cpp's ``timings`` and our own clocks."""
+    """The call's :class:`~agent_swarm.swarm.backend.Timings` from llama.cpp's ``timings`` and our own clocks."""
     t = data.get("timings")
     t = t if isinstance(t, dict) else {}
     return Timings(

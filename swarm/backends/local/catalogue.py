@@ -1,5 +1,5 @@
 """The local models: which GGUF files the embedded engine can serve, where they come from, and how
-they are assembled from PyPI data wheels and verified by sha256 (:mod:`swarm.backends.local`)."""
+they are assembled from PyPI data wheels and verified by sha256 (:mod:`agent_swarm.swarm.backends.local`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = [
     "ENGINE_INSTALL",

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from swarm.backends.local.catalogue import (
+from agent_swarm.swarm.backends.local.catalogue import (
     ENGINE_INSTALL,
     LOCAL_MODELS,
     Progress,
@@ -25,10 +25,10 @@ from swarm.backends.local.catalogue import (
     planned_model_name,
     resolve_model,
 )
-from swarm.backends.local.cpu import default_threads
-from swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
-from swarm.backends.local.sizing import MIN_CONTEXT, auto_context
-from swarm.errors import BackendError, ConfigError
+from agent_swarm.swarm.backends.local.cpu import default_threads
+from agent_swarm.swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
+from agent_swarm.swarm.backends.local.sizing import MIN_CONTEXT, auto_context
+from agent_swarm.swarm.errors import BackendError, ConfigError
 
 __all__ = ["EngineStartup", "LocalEngine"]
 
@@ -61,7 +61,7 @@ class LocalEngine:
             give each the model's full context up to 32,768 tokens (``auto_context``); the
             :attr:`slots` chosen are known after :meth:`plan` or :meth:`start`.
         ctx_per_slot: context length of each slot in tokens; ``None`` sizes it at start from the
-            model and the free memory (:func:`~swarm.backends.local.sizing.auto_context`, at least
+            model and the free memory (:func:`~agent_swarm.swarm.backends.local.sizing.auto_context`, at least
             8,192, at most the trained context), said in :attr:`context_note`.
         threads: CPU threads for decoding (default: :func:`default_threads`).
         progress: called while the model is assembled and loaded.
@@ -74,7 +74,7 @@ class LocalEngine:
             that held an adapter request would hand its KV cache to a base request with the same
             prefix (and vice versa): the two kinds never share a slot.
         prefix_cache: keep the KV state of fixed prompt prefixes on disk across runs
-            (:mod:`swarm.backends.local.prefix`, under ``cache_dir()/prefixes``).
+            (:mod:`agent_swarm.swarm.backends.local.prefix`, under ``cache_dir()/prefixes``).
     """
 
     # What a start finds out and sets (the values before the first start; immutable, so shared safely).

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from swarm.errors import BackendError
+from agent_swarm.swarm.errors import BackendError
 
 __all__ = ["MIN_PREFIX_TOKENS", "PrefixCache", "PrefixWork", "Slot", "SlotPool", "common_prefix"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from swarm.errors import ConfigError
+from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["FULL_CONTEXT", "MIN_CONTEXT", "ContextPlan", "ModelShape", "auto_context", "available_memory", "gguf_shape"]
 

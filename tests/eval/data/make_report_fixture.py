@@ -14,12 +14,12 @@ from pathlib import Path
 
 import anyio
 
-from orchestrator.eval import run_eval
-from orchestrator.eval_report import load_runs, render_report
-from swarm.backend import Completion, ModelRequest
-from swarm.records import Task
-from swarm.testing import FunctionBackend
-from workloads import Mode, get_workload
+from agent_swarm.orchestrator.eval import run_eval
+from agent_swarm.orchestrator.eval_report import load_runs, render_report
+from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.testing import FunctionBackend
+from agent_swarm.workloads import Mode, get_workload
 
 HERE = Path(__file__).parent
 RUN = "report-fixture"

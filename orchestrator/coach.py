@@ -330,7 +330,8 @@ class SmallModelCoach(NoCoach):
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
       results answer it (a small model otherwise keeps calling tools, or loses the question).
-    - An orchestrator does a one-part task itself first where a sub-agent could do no more: with
+    - An orchestrator does a one-part task itself first where a sub-agent could do no more (unless the
+      task asks for sub-agents in words): with
       tools of its own it looks it up (``assign_task`` and ``create_subagent`` are withheld from its
       choice until a stage has run its own calls or a sub-agent has run); with no tools anywhere it
       answers. Only where sub-agents get tools it lacks does it delegate. (The 1.5B handed 40 % of
@@ -367,13 +368,14 @@ class SmallModelCoach(NoCoach):
     @staticmethod
     def _itself(state: CoachState, view: TurnView) -> bool:
         """A one-part task that a sub-agent could do no better (the orchestrator has tools of its own,
-        or nobody has any), and nothing looked up or delegated yet."""
+        or nobody has any), that does not ask for sub-agents, and nothing looked up or delegated yet."""
         return (
             view.subagents
             and (view.direct_tools or not view.has_tools)
             and not state.looked
             and not view.subagents_ran
             and one_part(view.task)
+            and _ASKS_FOR_SUBAGENTS.search(view.task) is None
         )
 
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
@@ -447,6 +449,8 @@ _COUNT = re.compile(
     r"|\bboth\s+$",
     re.I,
 )
+_ASKS_FOR_SUBAGENTS = re.compile(r"sub-?agent|create_subagent|assign_task|delegat", re.I)
+"""A task that asks for sub-agents in words ("Use a sub-agent to …") gets them even when it is one part."""
 _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 
 

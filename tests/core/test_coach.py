@@ -4,13 +4,15 @@ runs several direct calls per turn, and a one-fact question may be answered with
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from agent_swarm.orchestrator import Orchestrator, SwarmConfig
-from agent_swarm.orchestrator.coach import COACHES, NoCoach, SmallModelCoach, one_part
+from agent_swarm.orchestrator.coach import _ASKS_FOR_SUBAGENTS, COACHES, NoCoach, SmallModelCoach, one_part
 from agent_swarm.subagents.coach import (
     LAST_STEP_NOTICE,
     TASK_NOTICE,
@@ -255,6 +257,8 @@ async def test_an_assignment_a_backend_let_through_while_withheld_is_refused_the
         (SMALL, "When was Drari Robotics founded?", True, []),  # no tools of its own: it must delegate
         (SMALL, "When was Drari Robotics founded?", False, None),  # the single arm has nothing to withhold
         ("gpt-4o", "When was Drari Robotics founded?", True, None),  # capable models are not coached
+        (SMALL, "Use a sub-agent to find when Drari Robotics was founded.", True, None),  # asked for in words
+        (SMALL, "Create a sub-agent named w with create_subagent, then assign it: what is 2+2?", True, []),
     ],
 )
 async def test_nothing_is_withheld_where_looking_first_does_not_apply(
@@ -361,3 +365,16 @@ def test_no_coaching_names_are_left_in_the_protocol_modules() -> None:
     for path in ("orchestrator/engine.py", "orchestrator/admission.py", "subagents/loop.py", "subagents/turns.py"):
         hits = [line for line in (ROOT / path).read_text().splitlines() if names.search(line)]
         assert hits == [], f"{path} names coaching tactics: {hits}"
+
+
+def test_no_committed_yardstick_task_asks_for_subagents_in_words() -> None:
+    # The coach's exception for tasks that ask for sub-agents in words never applies to the yardstick's
+    # controls (their tasks never ask for parallelism), so the committed controls runs are unaffected.
+    tasks = [
+        json.loads(line)
+        for path in sorted((ROOT / "experiments" / "results").glob("yardstick-*/**/tasks.jsonl.gz"))
+        for line in gzip.decompress(path.read_bytes()).decode().splitlines()
+    ]
+    controls = [t["prompt"] for t in tasks if t["metadata"].get("workload") == "controls"]
+    assert len(controls) >= 150  # test seeds 1126-1129 and the dev runs
+    assert [p for p in controls if _ASKS_FOR_SUBAGENTS.search(p)] == []

@@ -137,6 +137,7 @@ class CoachState:
     direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
     looked: bool = False  # a stage ran its own tool calls (not sub-agents)
     withheld: frozenset[str] = frozenset()  # tools withheld from the turn under review
+    withheld_why: str = ""  # what a call to one of them is told
     stop: Ending | None = None  # a verdict: the next turn is the last one
     stop_notice: str = ""
 
@@ -166,10 +167,9 @@ _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
 refused a one-word translation as needing a sub-agent (controls, dev seed 0)."""
-_WITHHELD = (
-    "not run: {name} is not offered on this turn. This task asks one thing: look it up with your own "
-    "tools first, then answer, or assign it if the results do not answer it."
-)
+_WITHHELD = "not run: {name} is not offered on this turn. This task asks one thing, which you can do yourself: "
+_LOOK_FIRST = "look it up with your own tools first, then answer, or assign it if the results do not answer it."
+_ANSWER_IT = "answer it now in plain text."
 _SAME_RESULT = (
     "You already made exactly this call and it returned the same result as before, repeated below. "
     "Do not repeat it: answer the user now if you have what you need.\n\n"
@@ -238,7 +238,9 @@ class NoCoach(Coach):
     def _withheld(state: CoachState, calls: Sequence[ToolCall]) -> dict[str, Refusal]:
         """Calls to a tool this turn withheld (a backend that cannot narrow the choice let them through)."""
         return {
-            c.id: (_WITHHELD.format(name=c.name), ErrorType.TOOL_WITHHELD) for c in calls if c.name in state.withheld
+            c.id: (_WITHHELD.format(name=c.name) + state.withheld_why, ErrorType.TOOL_WITHHELD)
+            for c in calls
+            if c.name in state.withheld
         }
 
     def _review_assignments(
@@ -334,7 +336,7 @@ class SmallModelCoach(NoCoach):
       task asks for sub-agents in words): with
       tools of its own it looks it up (``assign_task`` and ``create_subagent`` are withheld from its
       choice until a stage has run its own calls or a sub-agent has run); with no tools anywhere it
-      answers. Only where sub-agents get tools it lacks does it delegate. (The 1.5B handed 40 % of
+      answers. With no tools of its own while sub-agents have some, it may delegate at once. (The 1.5B handed 40 % of
       one-fact controls to a sub-agent, and re-assigned the same look-up when a review refused it.)
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~agent_swarm.subagents.coach.SmallModelStepCoach`).
@@ -357,6 +359,7 @@ class SmallModelCoach(NoCoach):
             return advice
         if self._itself(state, view):
             state.withheld = frozenset((ASSIGN, CREATE))
+            state.withheld_why = _LOOK_FIRST if view.direct_tools else _ANSWER_IT
             if view.direct_tools:  # it looks the task up with its own tools
                 return TurnAdvice("required", advice.notices, advice.parallel_tool_calls, withheld=state.withheld)
             notice = _ANSWER_ITSELF.format(task=" ".join(view.task.split()))  # no tools anywhere: it answers
@@ -449,7 +452,7 @@ _COUNT = re.compile(
     r"|\bboth\s+$",
     re.I,
 )
-_ASKS_FOR_SUBAGENTS = re.compile(r"sub-?agent|create_subagent|assign_task|delegat", re.I)
+_ASKS_FOR_SUBAGENTS = re.compile(r"\bsub-?agents?\b|create_subagent|assign_task|\bdelegate\b", re.I)
 """A task that asks for sub-agents in words ("Use a sub-agent to …") gets them even when it is one part."""
 _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 

@@ -270,6 +270,19 @@ async def test_nothing_is_withheld_where_looking_first_does_not_apply(
     assert policy.calls[0].allowed_tools is None
 
 
+@pytest.mark.parametrize(
+    "task", ["What is the capital of Portugal?", "Which country sent the largest delegation to the 1900 Olympics?"]
+)
+async def test_with_no_tools_anywhere_an_assignment_let_through_is_told_to_answer_not_to_look_up(task: str) -> None:
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=task)], "Lisbon"], model=SMALL)
+    record = await Orchestrator(policy).run(task)
+    policy.assert_consumed()
+    refused = record.stages[0].tool_results[0]
+    assert refused.error_type == ErrorType.TOOL_WITHHELD
+    assert refused.content.endswith("answer it now in plain text.") and "tools" not in refused.content
+    assert policy.calls[0].allowed_tools == () and record.subagent_results == ()
+
+
 def test_a_request_offers_the_allowed_tools_and_none_when_tools_are_off() -> None:
     specs = (search.spec, fetch.spec)
     request = ModelRequest(messages=(UserMessage(content="x"),), tools=specs, allowed_tools=("fetch",))

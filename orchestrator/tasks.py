@@ -6,7 +6,7 @@ import difflib
 import json
 import sys
 import tomllib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,9 +24,6 @@ __all__ = [
     "large_task_warning",
     "load_config",
     "load_task_file",
-    "load_tasks",
-    "parse_task_line",
-    "parse_tasks",
     "task_from",
 ]
 
@@ -75,61 +72,8 @@ def large_task_warning(task: Task) -> str | None:
     )
 
 
-def parse_task_line(text: str, path: str, line: int) -> Task:
-    """Parse one JSONL line into a task (raises TaskFileError naming the line)."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TaskFileError(f"invalid JSON ({exc.msg} at column {exc.colno})", path, line) from None
-    return task_from(obj, path, line)
-
-
-def load_tasks(path: Path) -> list[Task]:
-    """Read tasks from ``.jsonl`` (one per line), ``.json`` (object or list) or any text file (one
-    prompt); ``-`` reads standard input (JSONL when every line is a JSON object, else one prompt)."""
-    p = str(path)
-    if p == "-":
-        text = sys.stdin.read()
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        suffix = ".jsonl" if lines and all(line.startswith("{") for line in lines) else ".txt"
-        return parse_tasks(text, "<stdin>", suffix, stem="stdin")
-    if not path.exists():
-        raise TaskFileError("task file does not exist; check the path", p)
-    if path.is_dir():
-        raise TaskFileError("task file is a directory; pass a .jsonl, .json or text file", p)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise TaskFileError("task file is not UTF-8 text", p) from None
-    return parse_tasks(text, p, path.suffix, stem=path.stem)
-
-
-def parse_tasks(text: str, source: str, suffix: str, *, stem: str) -> list[Task]:
-    """Tasks from a task file's text, by its suffix (``.jsonl``, ``.json``, else one prompt); tasks
-    without an id get ``<stem>-<index>``."""
-    if not text.strip():
-        raise TaskFileError("task file is empty", source)
-    tasks: list[Task] = []
-    if suffix == ".jsonl":
-        for i, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                tasks.append(parse_task_line(line, source, i))
-    elif suffix == ".json":
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TaskFileError(f"invalid JSON ({exc.msg})", source, exc.lineno) from None
-        items = obj if isinstance(obj, list) else [obj]
-        tasks = [task_from(o, source, None) for o in items]
-    else:
-        tasks = [Task(id=stem, prompt=text.strip())]
-    if not tasks:
-        raise TaskFileError("task file holds no tasks", source)
-    return [t if t.id else t.model_copy(update={"id": f"{stem}-{i}"}) for i, t in enumerate(tasks)]
-
-
 class TaskProblem(BaseModel):
-    """A task-file line that was skipped."""
+    """A task of a task file that was skipped: the file, the line it starts on, and why."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -138,9 +82,118 @@ class TaskProblem(BaseModel):
     error: str
 
 
-def _task_problem(path: Path, line: int, task: Task, seen: set[str]) -> str | None:
+def load_task_file(
+    path: Path, *, on_malformed: Literal["skip", "fail"] = "skip"
+) -> tuple[list[Task], list[TaskProblem]]:
+    """Read a task file, the one loader every command uses (``run``, ``rollout``, ``train``).
+
+    ``.jsonl``: one task a line (``{"id", "prompt", "verifier", "verifier_args", "metadata"}``);
+    ``.json``: one task object or a list of them; any other file: its text is one prompt; ``-`` reads
+    standard input (JSONL when every line is a JSON object, else one prompt). Keys a task does not
+    have go into its ``metadata`` (:func:`task_from`). A task without an id gets ``<file stem>-<n>``:
+    ``n`` is its line in a ``.jsonl`` file (stable when other lines are blank or skipped), its place in
+    a ``.json`` list (from 1); a text file's prompt is ``<file stem>`` (standard input's stem is
+    ``stdin``). A bad task (invalid JSON, no prompt, unknown verifier or bad verifier arguments, an id
+    used before) raises :class:`TaskFileError` naming the file and line with ``on_malformed="fail"``,
+    or is reported in the returned problems and skipped; a missing, empty or unreadable file, or
+    one with no usable task, always raises.
+    """
+    source, stem, suffix, data = _read_source(path)
+    tasks: list[Task] = []
+    problems: list[TaskProblem] = []
+    seen: set[str] = set()
+    for line, default_id, obj, err in _entries(data, source, suffix, stem):
+        task: Task | None = None
+        if err is None:
+            try:
+                task = task_from(obj, source, line)  # the task loader's one rule for unknown keys
+            except TaskFileError as exc:
+                err = exc.message
+            else:
+                task = task if task.id else task.model_copy(update={"id": default_id})
+                err = _task_problem(task, seen)
+        if err is not None:
+            if on_malformed == "fail":
+                raise TaskFileError(err, source, line)
+            problems.append(TaskProblem(path=source, line=line, error=err))
+            continue
+        assert task is not None
+        seen.add(task.id)
+        tasks.append(task)
+    if not tasks:
+        raise TaskFileError(f"task file holds no usable tasks ({len(problems)} malformed)", source)
+    return tasks, problems
+
+
+def _read_source(path: Path) -> tuple[str, str, str, bytes]:
+    """(name in messages, id stem, format suffix, bytes) of a task file, or of standard input for ``-``."""
+    p = str(path)
+    if p == "-":
+        data = sys.stdin.read().encode("utf-8")
+        lines = [line.strip() for line in data.splitlines() if line.strip()]
+        suffix = ".jsonl" if lines and all(line.startswith(b"{") for line in lines) else ".txt"
+        source, stem = "<stdin>", "stdin"
+    else:
+        if not path.exists():
+            raise TaskFileError("task file does not exist; check the path", p)
+        if path.is_dir():
+            raise TaskFileError("task file is a directory; pass a .jsonl, .json or text file", p)
+        data, suffix, source, stem = path.read_bytes(), path.suffix.lower(), p, path.stem
+    if not data.strip():
+        raise TaskFileError("task file is empty", source)
+    return source, stem, suffix, data
+
+
+def _entries(data: bytes, source: str, suffix: str, stem: str) -> Iterator[tuple[int, str, Any, str | None]]:
+    """(line, id for a task without one, parsed value, problem) of each task in a task file's bytes."""
+    if suffix == ".jsonl":
+        for lineno, raw in enumerate(data.splitlines(), start=1):
+            if raw.strip():
+                yield (lineno, f"{stem}-{lineno}", *_json_line(raw))
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TaskFileError("task file is not UTF-8 text", source) from None
+    if suffix != ".json":
+        yield 1, stem, text.strip(), None
+        return
+    for n, (line, obj) in enumerate(_json_items(text, source), start=1):
+        yield line, f"{stem}-{n}", obj, None
+
+
+def _json_line(raw: bytes) -> tuple[Any, str | None]:
+    """A JSONL line's value, or why it has none."""
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "line is not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON ({exc.msg} at column {exc.colno})"
+
+
+def _json_items(text: str, source: str) -> list[tuple[int, Any]]:
+    """(line it starts on, value) of a ``.json`` task file's one object, or of each item of its list."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(f"invalid JSON ({exc.msg} at column {exc.colno})", source, exc.lineno) from None
+    start = len(text) - len(text.lstrip())
+    if not isinstance(obj, list):
+        return [(text.count("\n", 0, start) + 1, obj)]
+    decoder, pos, items = json.JSONDecoder(), start + 1, []
+    for value in obj:  # find where each item starts, for the line its problems name
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        items.append((text.count("\n", 0, pos) + 1, value))
+        pos = decoder.raw_decode(text, pos)[1]
+    return items
+
+
+def _task_problem(task: Task, seen: set[str]) -> str | None:
+    """What is wrong with a parsed task: an id used before, or arguments its verifier does not take."""
     if task.id in seen:
-        return f"duplicate task id {task.id!r} (ids name the rollout groups; make them unique)"
+        return f"duplicate task id {task.id!r} (ids name episodes and rollout groups; make them unique)"
     if task.verifier is None:
         return None
     try:
@@ -148,56 +201,6 @@ def _task_problem(path: Path, line: int, task: Task, seen: set[str]) -> str | No
     except (UnknownNameError, ConfigError) as exc:
         return str(exc)
     return None
-
-
-def load_task_file(
-    path: Path, *, on_malformed: Literal["skip", "fail"] = "skip"
-) -> tuple[list[Task], list[TaskProblem]]:
-    """Read a JSONL task file (``{"id", "prompt", "verifier", "verifier_args", "metadata"}`` a line).
-
-    Unknown top-level keys go into ``metadata``; a missing id becomes ``<file stem>-<line>``. A bad
-    line (invalid JSON, no prompt, unknown verifier or bad verifier arguments, duplicate id) raises
-    :class:`TaskFileError` naming the line with ``on_malformed="fail"``, or is reported and skipped.
-    """
-    p = str(path)
-    if not path.is_file():
-        raise TaskFileError("task file does not exist or is not a file; check the path", p)
-    tasks: list[Task] = []
-    problems: list[TaskProblem] = []
-    seen: set[str] = set()
-    with path.open("rb") as f:
-        for lineno, raw_bytes in enumerate(f, start=1):
-            try:
-                raw = raw_bytes.decode("utf-8")
-            except UnicodeDecodeError:
-                err: str | None = "line is not UTF-8 text"
-            else:
-                if not raw.strip():
-                    continue
-                err = None
-            task: Task | None = None
-            if err is None:
-                try:
-                    obj = json.loads(raw)
-                    if isinstance(obj, dict) and not obj.get("id"):
-                        obj["id"] = f"{path.stem}-{lineno}"
-                    task = task_from(obj, p, lineno)  # the task loader's one rule for unknown keys
-                    err = _task_problem(path, lineno, task, seen)
-                except json.JSONDecodeError as exc:
-                    err = f"invalid JSON ({exc.msg} at column {exc.colno})"
-                except TaskFileError as exc:
-                    err = exc.message
-            if err is not None:
-                if on_malformed == "fail":
-                    raise TaskFileError(err + " (use --on-malformed skip to skip bad lines)", p, lineno)
-                problems.append(TaskProblem(path=p, line=lineno, error=err))
-                continue
-            assert task is not None
-            seen.add(task.id)
-            tasks.append(task)
-    if not tasks:
-        raise TaskFileError(f"task file holds no usable tasks ({len(problems)} malformed line(s))", p)
-    return tasks, problems
 
 
 CONFIG_TABLES: dict[str, str] = {

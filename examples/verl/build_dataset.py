@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_swarm.orchestrator.rl.verl_episode import dataset_rows
-from agent_swarm.orchestrator.tasks import load_tasks
+from agent_swarm.orchestrator.tasks import load_task_file
 from agent_swarm.workloads import get_workload, workload_names
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         ref = {"workload": args.workload, "split": args.split, "seed": args.seed, "knobs": knobs}
         rows = dataset_rows(tasks, reference=ref, mode=args.mode)
     else:
-        rows = dataset_rows(load_tasks(args.tasks), mode=args.mode)
+        rows = dataset_rows(load_task_file(args.tasks, on_malformed="fail")[0], mode=args.mode)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), args.out)
     print(f"wrote {len(rows)} rows to {args.out}", file=sys.stderr)

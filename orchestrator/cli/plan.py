@@ -22,7 +22,7 @@ from agent_swarm.orchestrator.cli.sampling import resolve_sampling, with_samplin
 from agent_swarm.orchestrator.cli.settings import Settings, config_from
 from agent_swarm.orchestrator.cli.tools import agent_files, builtin_tools, parse_tool_names, tools_config
 from agent_swarm.orchestrator.environment import environment
-from agent_swarm.orchestrator.tasks import load_tasks
+from agent_swarm.orchestrator.tasks import load_task_file
 from agent_swarm.swarm.backend import ModelBackend
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import UserError
@@ -179,9 +179,10 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
 
 
 def _task_plan(req: RunRequest, c: _Common) -> RunPlan:
-    tasks = (
-        load_tasks(req.task_file) if req.task_file is not None else [Task(id="cli", prompt=task_text(req.task or ""))]
-    )
+    if req.task_file is not None:
+        tasks, _ = load_task_file(req.task_file, on_malformed="fail")
+    else:
+        tasks = [Task(id="cli", prompt=task_text(req.task or ""))]
     reward = _reward_config(c.extras.get("reward"))
     if reward is None and any(t.verifier for t in tasks):
         reward = RewardConfig()  # tasks that name a verifier get scored
@@ -249,7 +250,7 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
     if req.task_file is None:
         tasks = wl.tasks(req.index + n, seed=req.task_seed, split=req.split, **req.knobs)[req.index :]
     else:
-        tasks = load_tasks(req.task_file)
+        tasks, _ = load_task_file(req.task_file, on_malformed="fail")
         for t in tasks:
             owner = t.metadata.get("workload")
             if owner != name:

@@ -266,7 +266,8 @@ class RolloutOptions(BaseModel):
         typer.Option(
             "--tasks",
             "-t",
-            help="JSONL task file: {id, prompt, verifier, verifier_args} (with --workload: swarm eval's tasks.jsonl)",
+            help="task file: .jsonl ({id, prompt, verifier, verifier_args} a line), .json or text; - reads stdin "
+            "(with --workload: swarm eval's tasks.jsonl)",
         ),
     ] = None
     workload: Annotated[

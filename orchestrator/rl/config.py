@@ -105,8 +105,8 @@ class TrainConfig(_Frozen):
     Otherwise sub-agents run on ``subagent_model`` when given, else on the environment's backend,
     else on a frozen copy of the initial policy. Tasks come from ``workloads`` (workload task sets
     with their environments, gold policies and scorers), or ``environment`` (``"module:attr"``, a
-    callable ``(TrainConfig, tokenizer) -> Environment``), or ``tasks_file`` (JSONL; sub-agents get
-    no tools).
+    callable ``(TrainConfig, tokenizer) -> Environment``), or ``tasks_file`` (a task file, read as
+    ``swarm rollout --tasks`` reads one; sub-agents get no tools).
     """
 
     run_dir: Path

@@ -104,7 +104,7 @@ def _tasks_environment(config: TrainConfig) -> Environment:
     from agent_swarm.orchestrator.tasks import load_task_file
 
     if config.tasks_file is None:
-        raise ConfigError("set environment ('module:function') or tasks_file (JSONL tasks) in the training config")
+        raise ConfigError("set environment ('module:function') or tasks_file (a task file) in the training config")
     tasks, _problems = load_task_file(config.tasks_file, on_malformed="fail")
     return Environment(tasks=tasks, reward=PARLReward(config.reward))
 

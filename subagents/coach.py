@@ -67,7 +67,7 @@ def hold_after_first(calls: Sequence[ToolCall]) -> dict[str, Refusal]:
     return {c.id: (notice, ErrorType.ONE_CALL_PER_TURN) for c in calls[1:]}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepView:
     """What a step coach sees before a step: steps taken, the cap, whether the agent has tools, whether
     the last message is a tool result, and the agent's task."""

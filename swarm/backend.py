@@ -77,7 +77,7 @@ _TOOL_CHOICES = ("auto", "none", "required")
 _DEFAULT_SAMPLING = SamplingParams()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ModelRequest:
     """Everything a backend needs for one generation.
 
@@ -85,7 +85,7 @@ class ModelRequest:
     them for slot affinity), test backends route scripted turns on them.
 
     The runtime builds one per model call from parts that are already validated (its messages,
-    the tool specs, the config's sampling), so a request is a plain frozen dataclass with one
+    the tool specs, the config's sampling), so a request is a plain slotted dataclass with one
     validator where data enters: a request whose fields are not exactly those types (dicts, lists,
     JSON-decoded values) is validated into them by pydantic when it is built.
     """
@@ -228,14 +228,14 @@ def _ids_ok(ids: object, item: frozenset[type]) -> bool:
     return ids is None or (type(ids) is tuple and item.issuperset(map(type, ids)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Completion:
     """One generation.
 
     ``parse_error`` is set when the model produced tool-call text the backend could not parse
     (broken JSON, unknown shape); the agent loop feeds it back to the model as a recoverable error.
 
-    A plain frozen, slotted dataclass (a backend builds one per response, the runtime reads it once)
+    A plain slotted dataclass (a backend builds one per response, the runtime reads it once, never changes it)
     with one validator where it enters: built from anything but exactly the declared types (lists,
     dicts, a server's JSON values), it is validated and coerced by pydantic.
     """

@@ -1,9 +1,11 @@
-"""Chat messages and tool calls: frozen and tagged, with one validating adapter for the message union.
+"""Chat messages and tool calls: tagged, with one validating adapter for the message union.
 
-All are plain frozen, slotted dataclasses: the runtime builds several per sub-agent step from values
-that are already validated. A :class:`ToolCall` is what a backend parses out of a model's output, so
-it validates itself when built from anything but the declared types; messages are validated where
-they enter as data (:data:`MessageAdapter`, and every pydantic model holding them)."""
+All are plain slotted dataclasses, built several per sub-agent step from values that are already
+validated. Messages are frozen (one system prompt is shared by every sub-agent of a type); a tool call
+is not (a frozen dataclass's ``__init__`` is the costly kind, and a call is built per call).
+A :class:`ToolCall` is what a backend parses out of a model's output, so it validates itself when
+built from anything but the declared types; messages are validated where they enter as data
+(:data:`MessageAdapter`, and every pydantic model holding them)."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
 
 
 def validate_fields(obj: Any) -> None:
-    """Validate a frozen dataclass's fields with pydantic and keep the validated values.
+    """Validate a dataclass's fields with pydantic and keep the validated values.
 
     The ``__post_init__`` of a type built both by the runtime (from values that are already of the
     declared types) and by outside code (dicts, lists, JSON-decoded values, a model's output) calls
@@ -50,10 +52,10 @@ def validate_fields(obj: Any) -> None:
     names = [f.name for f in fields(cls)]
     checked = _adapter(cls).validate_python({n: getattr(obj, n) for n in names})
     for n in names:
-        object.__setattr__(obj, n, getattr(checked, n))  # frozen: a dataclass's post-init sets fields so
+        object.__setattr__(obj, n, getattr(checked, n))  # works for frozen dataclasses too
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ToolCall:
     """One tool call emitted by a model: ``arguments`` is the parsed JSON object.
 

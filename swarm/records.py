@@ -83,14 +83,16 @@ class AgentDefinition(_Frozen):
 
 # ToolResult, StepRecord and SubagentResult are built on the runtime's hot path (one per tool call,
 # step and sub-agent) from values that are already validated, and they are the most numerous objects
-# of a big episode: plain frozen, slotted dataclasses (no per-instance __dict__ or fields-set, no
-# validation per construction). Pydantic validates them where they enter (an EpisodeRecord read
+# of a big episode: plain slotted dataclasses, as pydantic-ai's messages are (no per-instance
+# __dict__ or fields-set, no validation per construction). Not frozen: a frozen dataclass's __init__
+# sets every field through object.__setattr__, the largest part of building one; the runtime never
+# changes a record once built. Pydantic validates them where they enter (an EpisodeRecord read
 # from JSON or built from dicts) and checks them where they leave (:func:`dump_record`).
 _RECORD_CONFIG = ConfigDict(extra="forbid")
 _NO_USAGE = Usage()  # frozen: one shared default
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ToolResult:
     """One executed tool call as the agent saw it."""
 
@@ -122,7 +124,7 @@ class ContextCut:
 StepKind = Literal["orchestrator", "subagent"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class StepRecord:
     """One LLM generation of one agent plus the tool calls it emitted.
 
@@ -152,7 +154,7 @@ class StepRecord:
         return self.ended - self.started
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SubagentResult:
     """What a sub-agent returns to the orchestrator, plus its transcript as side data."""
 

@@ -83,7 +83,7 @@ class TaskProblem(BaseModel):
 
 
 def load_task_file(
-    path: Path, *, on_malformed: Literal["skip", "fail"] = "skip"
+    path: Path, *, on_malformed: Literal["skip", "fail"] = "skip", workload: str | None = None
 ) -> tuple[list[Task], list[TaskProblem]]:
     """Read a task file, the one loader every command uses (``run``, ``rollout``, ``train``).
 
@@ -94,9 +94,10 @@ def load_task_file(
     ``n`` is its line in a ``.jsonl`` file (stable when other lines are blank or skipped), its place in
     a ``.json`` list (from 1); a text file's prompt is ``<file stem>`` (standard input's stem is
     ``stdin``). A bad task (invalid JSON, no prompt, unknown verifier or bad verifier arguments, an id
-    used before) raises :class:`TaskFileError` naming the file and line with ``on_malformed="fail"``,
-    or is reported in the returned problems and skipped; a missing, empty or unreadable file, or
-    one with no usable task, always raises.
+    used before; with ``workload``, a task that is not that workload's by its ``metadata.workload``,
+    as ``swarm eval --export-tasks`` writes them) raises :class:`TaskFileError` naming the file and
+    line with ``on_malformed="fail"``, or is reported in the returned problems and skipped; a missing,
+    empty or unreadable file, or one with no usable task, always raises.
     """
     source, stem, suffix, data = _read_source(path)
     tasks: list[Task] = []
@@ -111,7 +112,7 @@ def load_task_file(
                 err = exc.message
             else:
                 task = task if task.id else task.model_copy(update={"id": default_id})
-                err = _task_problem(task, seen)
+                err = _task_problem(task, seen, workload)
         if err is not None:
             if on_malformed == "fail":
                 raise TaskFileError(err, source, line)
@@ -121,7 +122,8 @@ def load_task_file(
         seen.add(task.id)
         tasks.append(task)
     if not tasks:
-        raise TaskFileError(f"task file holds no usable tasks ({len(problems)} malformed)", source)
+        first = f"; line {problems[0].line}: {problems[0].error}" if problems else ""
+        raise TaskFileError(f"task file holds no usable tasks ({len(problems)} malformed{first})", source)
     return tasks, problems
 
 
@@ -190,10 +192,17 @@ def _json_items(text: str, source: str) -> list[tuple[int, Any]]:
     return items
 
 
-def _task_problem(task: Task, seen: set[str]) -> str | None:
-    """What is wrong with a parsed task: an id used before, or arguments its verifier does not take."""
+def _task_problem(task: Task, seen: set[str], workload: str | None) -> str | None:
+    """What is wrong with a parsed task: an id used before, another workload's task where ``workload``'s
+    are read, or arguments its verifier does not take."""
     if task.id in seen:
         return f"duplicate task id {task.id!r} (ids name episodes and rollout groups; make them unique)"
+    owner = task.metadata.get("workload")
+    if workload is not None and owner != workload:
+        return (
+            f"task {task.id!r} is not a {workload} task (metadata.workload={owner!r}); "
+            "write workload task files with swarm eval --export-tasks"
+        )
     if task.verifier is None:
         return None
     try:

@@ -250,14 +250,7 @@ def _workload_tasks(req: RunRequest, name: str) -> list[Task]:
     if req.task_file is None:
         tasks = wl.tasks(req.index + n, seed=req.task_seed, split=req.split, **req.knobs)[req.index :]
     else:
-        tasks, _ = load_task_file(req.task_file, on_malformed="fail")
-        for t in tasks:
-            owner = t.metadata.get("workload")
-            if owner != name:
-                raise UserError(
-                    f"task {t.id!r} in {req.task_file} is not a {name} task (metadata.workload={owner!r}); "
-                    "write task files with swarm eval --export-tasks"
-                )
+        tasks, _ = load_task_file(req.task_file, on_malformed="fail", workload=name)
         if req.num_tasks is not None or req.index:
             tasks = tasks[req.index : req.index + n]
     if not tasks:

@@ -150,14 +150,8 @@ def _workload_tasks(
         return wl.tasks(10 if n is None else n, seed=seed, split=split or "train", **knobs), []
     if n is not None or split is not None or knobs:
         raise UserError("-n, --split and --knob generate workload tasks; leave them out with --tasks FILE")
-    task_list, problems = load_task_file(task_file, on_malformed=on_malformed)
+    task_list, problems = load_task_file(task_file, on_malformed=on_malformed, workload=name)
     for t in task_list:
-        owner = t.metadata.get("workload")
-        if owner != name:
-            raise UserError(
-                f"task {t.id!r} in {task_file} is not a {name} task (metadata.workload={owner!r}); "
-                "write workload task files with swarm eval --export-tasks"
-            )
         wl.episode(t, mode)  # a malformed workload task is bad input, before anything runs
     return task_list, problems
 

@@ -134,3 +134,26 @@ def test_skipped_lines_keep_the_ids_of_the_others(tmp_path: Path) -> None:
     tasks, problems = load_task_file(f)
     assert [t.id for t in tasks] == ["t-1", "t-4"]
     assert [(p.line, p.error.split(" (")[0]) for p in problems] == [(2, "invalid JSON"), (3, "line is not UTF-8 text")]
+
+
+def test_a_workload_run_and_rollout_refuse_another_workloads_task_alike(tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    r = runner.invoke(app, ["eval", "-w", "deep-lookup", "--split", "train", "-n", "2", "--export-tasks", str(f)])
+    assert r.exit_code == 0, r.output
+    f.write_text(f.read_text() + json.dumps({"id": "stray", "prompt": "hi"}) + "\n")
+    expected = f"{f}:3: task 'stray' is not a deep-lookup task (metadata.workload=None)"
+    gold = ["-w", "deep-lookup", "-b", "gold", "--tasks", str(f)]
+    for argv in (["run", *gold], ["rollout", *gold, "-k", "1", "--on-malformed", "fail"]):
+        r = runner.invoke(app, [*argv, "-q", "-o", str(tmp_path / argv[0])])
+        assert r.exit_code == 2, (argv, r.output)
+        assert expected in " ".join(r.stderr.split()), (argv, r.stderr)
+    skipped = runner.invoke(app, ["rollout", *gold, "-k", "1", "-q", "--json", "-o", str(tmp_path / "skip")])
+    assert skipped.exit_code == 0, skipped.output
+    assert "t.jsonl:3: task 'stray' is not a deep-lookup task" in " ".join(skipped.stderr.split())
+
+
+def test_a_file_with_no_usable_task_says_why_the_first_was_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"prompt": \n{"id": "b"}\n')
+    with pytest.raises(TaskFileError, match=r"no usable tasks \(2 malformed; line 1: invalid JSON"):
+        load_task_file(f)

@@ -1,8 +1,9 @@
 """Chat messages and tool calls: tagged, with one validating adapter for the message union.
 
 All are plain slotted dataclasses, built several per sub-agent step from values that are already
-validated. Messages are frozen (one system prompt is shared by every sub-agent of a type); a tool call
-is not (a frozen dataclass's ``__init__`` is the costly kind, and a call is built per call).
+validated. System and user messages are frozen (one system prompt is shared by every sub-agent of a
+type); the assistant and tool messages and tool calls built at every step are not (a frozen
+dataclass's ``__init__`` sets each field through ``object.__setattr__``, the costly part).
 A :class:`ToolCall` is what a backend parses out of a model's output, so it validates itself when
 built from anything but the declared types; messages are validated where they enter as data
 (:data:`MessageAdapter`, and every pydantic model holding them)."""
@@ -98,11 +99,12 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
 
 
-# The four message kinds are plain frozen, slotted dataclasses (as pydantic-ai's messages are): the
-# runtime builds several per sub-agent step from values that are already validated, and a message
-# is held in every transcript. They are validated where data enters: ``MessageAdapter`` (and every
-# pydantic model holding messages, e.g. a request or a record read back from JSON) checks dicts and
-# JSON against these field types, and records are checked again when written out
+# The four message kinds are plain slotted dataclasses (as pydantic-ai's messages are): the runtime
+# builds several per sub-agent step from values that are already validated, and a message is held in
+# every transcript. The shared ones (system prompts, task texts) are frozen; the per-step ones are
+# not, and the runtime never changes a message once built. They are validated where data enters:
+# ``MessageAdapter`` (and every pydantic model holding messages, e.g. a request or a record read back
+# from JSON) checks dicts and JSON against these field types, and records are checked again when written out
 # (:func:`agent_swarm.swarm.records.dump_record`).
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
@@ -124,7 +126,7 @@ class UserMessage:
         return {"role": "user", "content": self.content}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AssistantMessage:
     __pydantic_config__ = _CONFIG
     role: Literal["assistant"] = "assistant"
@@ -138,7 +140,7 @@ class AssistantMessage:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ToolMessage:
     """The result of one tool call, as the model will see it. ``is_error`` marks a recoverable failure."""
 

@@ -94,7 +94,9 @@ def test_hot_path_objects_are_plain_slotted_values_and_picklable() -> None:
     result = record.subagent_results[0]
     step = result.step_records[0]
     request = ModelRequest(messages=(UserMessage(content="q"),))
-    hot: tuple[Any, ...] = (result, step, step.tool_results[0], step.tool_results[0].call, request)
+    said = next(m for m in result.transcript if isinstance(m, AssistantMessage))
+    told = next(m for m in result.transcript if isinstance(m, ToolMessage))
+    hot: tuple[Any, ...] = (result, step, step.tool_results[0], step.tool_results[0].call, request, said, told)
     for obj in hot:
         assert _slotted(obj), type(obj).__name__
         assert not type(obj).__dataclass_params__.frozen, type(obj).__name__

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Iterator
+from itertools import repeat
 
 __all__ = ["content_words", "task_content", "words"]
 
@@ -60,18 +62,25 @@ _FILLER = frozenset(
 )
 """Words whose presence or absence does not make a sub-task different work ("find the capital of
 France" and "please look up France's capital" are the same task)."""
+_FILLER_OR_EMPTY = _FILLER | {""}
+
+
+def _stripped(text: str) -> Iterator[str]:
+    """The lower-cased whitespace-separated tokens of ``text`` with the punctuation around them
+    stripped (a token of punctuation alone becomes ``""``)."""
+    return map(str.strip, text.lower().split(), repeat(_PUNCTUATION))
 
 
 def words(text: str) -> list[str]:
     """Lower-cased whitespace-separated words with the punctuation around them stripped ("Paris." and
     "paris," are one word; "user@example.com" stays one). The cheapest tokeniser found that treats the
     answer, reports and tasks alike (monitors run on every episode; a wide stage has 1,000 sub-tasks)."""
-    return [w for w in (t.strip(_PUNCTUATION) for t in text.lower().split()) if w]
+    return [w for w in _stripped(text) if w]
 
 
 def content_words(text: str) -> frozenset[str]:
     """The words of ``text`` that make it different work: :func:`words` less the filler words."""
-    return frozenset(words(text)) - _FILLER
+    return frozenset(_stripped(text)) - _FILLER_OR_EMPTY
 
 
 task_content = functools.lru_cache(maxsize=4096)(content_words)

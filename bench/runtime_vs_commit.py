@@ -9,6 +9,9 @@ the table from it (median and range over runs, head/base ratio of the medians).
     flock -w 600 /work/heavy.lock python bench/runtime_vs_commit.py --base ../base --head . --rounds 5 \\
         --out bench/results/runtime_vs_commit.json
     python bench/runtime_vs_commit.py --report bench/results/runtime_vs_commit.json
+
+``--peers RAW`` prints the same kind of table (median [range] per implementation) from a run of the
+outside peer suite (its ``raw.json``; our runtime plugged in through ``bench/peer_adapter.py``).
 """
 
 from __future__ import annotations
@@ -87,6 +90,26 @@ def report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def peers_report(data: dict[str, Any]) -> str:
+    """The table of a peer-suite run (its ``raw.json``: ``run_suite.py --out DIR``): per implementation
+    and N, median [range] over the repetitions of wall/ideal (latency variant) and CPU µs per sub-agent
+    step (0-latency variant)."""
+    meta = data["meta"]
+    lines = [
+        f"peer suite, {meta['reps']} reps, started {meta['started']}, load {meta['load_before']} -> "
+        f"{meta['load_after']}",
+        f"{'implementation':<22} {'N':>5} {'wall/ideal 20 ms':>24} {'CPU us/step 0 ms':>24} {'n':>3}",
+    ]
+    for impl in meta["impls"]:
+        for n in sorted({r["n"] for r in data["records"] if r["impl"] == impl}):
+            rs = [r for r in data["records"] if r["impl"] == impl and r["n"] == n]
+            wall = [r["wall_s"] / r["ideal_s"] for r in rs if r["variant"] == "lat"]
+            cpu = [1e6 * r["cpu_s"] / r["steps"] for r in rs if r["variant"] == "zero"]
+            cells = [f"{statistics.median(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-" for xs in (wall, cpu)]
+            lines.append(f"{impl:<22} {n:>5} {cells[0]:>24} {cells[1]:>24} {len(wall):>3}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base", type=Path)
@@ -95,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--out", type=Path)
     p.add_argument("--report", type=Path, help="print the table of a results file and exit")
+    p.add_argument("--peers", type=Path, help="print the table of a peer-suite raw.json and exit")
     args = p.parse_args(argv)
     if args.report:
         print(report(json.loads(args.report.read_text())))
+        return 0
+    if args.peers:
+        print(peers_report(json.loads(args.peers.read_text())))
         return 0
     if args.base is None or args.head is None or args.out is None:
         p.error("--base, --head and --out are needed to run (or --report FILE)")

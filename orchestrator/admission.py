@@ -100,7 +100,7 @@ def _no_room(step_cap: int, admitted: int, max_width: int, budget_note: str) -> 
     if step_cap < 1:
         return (
             f"no critical-step budget is left to run a sub-agent{budget_note}; this task was not run. "
-            "Answer the user now in plain text with what you have.",
+            "Answer the user now with what you have, in the form the task asks for.",
             ErrorType.BUDGET_EXHAUSTED,
         )
     if admitted >= max_width:

@@ -135,6 +135,7 @@ class CoachState:
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
+    results: bool = False  # the last stage returned a result (a tool's or a sub-agent's), not only errors
     looked: bool = False  # a stage ran its own tool calls (not sub-agents)
     withheld: frozenset[str] = frozenset()  # tools withheld from the turn under review
     withheld_why: str = ""  # what a call to one of them is told
@@ -144,7 +145,7 @@ class CoachState:
 
 # -- notices ----------------------------------------------------------------------------------------
 
-_ANSWER_NOW = "Answer the user now in plain text with the results you have."
+_ANSWER_NOW = "Answer the user now with the results you have, in the form the task asks for."
 _BUDGET_NOTICE = {
     True: "No budget is left for tools or sub-agents. " + _ANSWER_NOW,
     False: "No budget is left for tool calls. " + _ANSWER_NOW,
@@ -152,17 +153,21 @@ _BUDGET_NOTICE = {
 _STUCK_NOTICE = "Stop calling tools: your last calls repeated failed ones. " + _ANSWER_NOW
 _DONE_NOTICE = (
     "Every task you assigned has already completed; the results are above. "
-    "Answer the user now in plain text with those results."
+    "Answer the user now with those results, in the form the task asks for."
 )
 _RETURNED_NOTICE = (
     "Stop calling tools: your last calls repeated earlier ones and returned the same results, shown above. "
-    "Answer the user now in plain text with those results."
+    "Answer the user now with those results, in the form the task asks for."
 )
 _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it now in plain text.'
 """Told a small model after its own tool calls on a one-part task. Without it, Qwen2.5-Coder-1.5B opened the
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
+_TASK_NOTICE = 'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+"""Told a small model after a stage that returned results on a task of several parts (either arm). Without it,
+Qwen2.5-Coder-1.5B answered a wide-research table task with "Name: born (year) 1987, employer …" prose, or a
+table without the key column, after its four sub-agents' reports (dev)."""
 _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
@@ -350,8 +355,8 @@ class SmallModelCoach(NoCoach):
 
     def before_turn(self, state: CoachState, view: TurnView) -> TurnAdvice:
         advice = super().before_turn(state, view)
-        if state.direct and one_part(view.task):  # the question again, after its own tool results
-            notice = _QUESTION_NOTICE.format(task=" ".join(view.task.split()))
+        notice = self._again(state, view.task)
+        if notice:
             advice = TurnAdvice(
                 advice.tool_choice, (*advice.notices, notice), advice.parallel_tool_calls, advice.ending
             )
@@ -369,6 +374,14 @@ class SmallModelCoach(NoCoach):
         return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
 
     @staticmethod
+    def _again(state: CoachState, task: str) -> str:
+        """The task again, after the results of its own tool calls (a one-part task) or of any stage (a
+        task of several parts, in the form it asks for); else ``""``."""
+        if one_part(task):
+            return _QUESTION_NOTICE.format(task=" ".join(task.split())) if state.direct else ""
+        return _TASK_NOTICE.format(task=" ".join(task.split())) if state.results else ""
+
+    @staticmethod
     def _itself(state: CoachState, view: TurnView) -> bool:
         """A one-part task that a sub-agent could do no better (the orchestrator has tools of its own,
         or nobody has any), that does not ask for sub-agents, and nothing looked up or delegated yet."""
@@ -384,6 +397,7 @@ class SmallModelCoach(NoCoach):
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
         state.direct = any(o.call.name not in (ASSIGN, CREATE) for o in outcomes)
         state.looked = state.looked or state.direct
+        state.results = any(not o.is_error for o in outcomes)
         return super().after_stage(state, outcomes)
 
     @staticmethod

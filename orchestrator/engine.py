@@ -92,7 +92,7 @@ __all__ = ["Orchestrator", "RewardFn"]
 ORCHESTRATOR_ID = "orchestrator"
 REFUSED_NOTICE = (
     "The sub-agents' model server refused service (credentials or quota), so no more sub-agents can run. "
-    "Answer the user now in plain text with the results you have."
+    "Answer the user now with the results you have, in the form the task asks for."
 )
 SINGLE_AGENT_PROMPT = "You are a helpful assistant. Use your tools when they help, then answer in plain text."
 

@@ -116,9 +116,9 @@ class PromptProfile:
             ToolMessage(
                 tool_call_id=c.id,
                 name=c.name,
-                content=f"[{agent}-0-{i}] status: completed, steps: 1\nreport:\n{answer}",
+                content=_observation(f"{agent}-0-{i}", "completed", 1, task, None, answer, 1_000),
             )
-            for i, (c, (_, answer)) in enumerate(zip(calls, _EXAMPLE_PARTS, strict=True))
+            for i, (c, (task, answer)) in enumerate(zip(calls, _EXAMPLE_PARTS, strict=True))
         )
         question, direct = _EXAMPLE_DIRECT
         return (
@@ -254,11 +254,26 @@ def action_specs(
 
 def format_subagent_result(result: SubagentResult, max_chars: int) -> str:
     """The observation the orchestrator gets for one ``assign_task`` call."""
-    head = f"[{result.agent_id}] status: {result.status.value}, steps: {result.steps}"
-    lines = [head]
-    if result.status is not AgentStatus.COMPLETED and result.error:
-        lines.append(f"error: {result.error}")
-    if result.report:
+    r = result
+    error = r.error if r.status is not AgentStatus.COMPLETED else None
+    return _observation(r.agent_id, r.status.value, r.steps, r.task, error, r.report, max_chars)
+
+
+_TASK_CHARS = 300
+"""How much of the assigned task an observation repeats: enough to name the item it was about."""
+
+
+def _observation(agent_id: str, status: str, steps: int, task: str, error: str | None, report: str, n: int) -> str:
+    """``[id] status: …, steps: …``, the task it was given (so a report of a parallel stage can be told
+    from its siblings: Qwen2.5-Coder-1.5B put one person's values on another's row when four reports
+    came back without their names, wide research dev), an error, then the report."""
+    task = " ".join(task.split())
+    if len(task) > _TASK_CHARS:
+        task = task[: _TASK_CHARS - 1] + "…"
+    lines = [f"[{agent_id}] status: {status}, steps: {steps}", f"task: {task}"]
+    if error:
+        lines.append(f"error: {error}")
+    if report:
         lines.append("report:")
-        lines.append(truncate(result.report, max_chars))
+        lines.append(truncate(report, n))
     return "\n".join(lines)

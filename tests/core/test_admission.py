@@ -98,7 +98,7 @@ def test_one_step_of_budget_admits_and_none_refuses_with_the_budget_note() -> No
     assert not none.assignments
     message = (
         "no critical-step budget is left to run a sub-agent{}; this task was not run. "
-        "Answer the user now in plain text with what you have."
+        "Answer the user now with what you have, in the form the task asks for."
     )
     assert none.refused["a"] == (message.format(""), ErrorType.BUDGET_EXHAUSTED)
     noted = admit([assign("t", id="a")], team, stage=0, step_cap=0, max_width=4, budget_note=" (9 of 10 used)")

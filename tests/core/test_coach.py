@@ -68,7 +68,7 @@ async def test_both_arms_get_the_last_turn_notice(subagents: bool) -> None:
     policy.assert_consumed()
     final = policy.calls[1]
     assert final.tool_choice == "none" and notice(final).startswith("No budget is left for")
-    assert notice(final).endswith("Answer the user now in plain text with the results you have.")
+    assert notice(final).endswith("Answer the user now with the results you have, in the form the task asks for.")
     assert ("sub-agents" in notice(final)) is subagents  # a single agent is not told about sub-agents
     assert record.status is EpisodeStatus.BUDGET_EXHAUSTED and record.answer == "best effort"
 
@@ -337,11 +337,25 @@ async def test_a_small_model_is_asked_the_question_again_after_its_own_tool_resu
     policy.assert_consumed()
     assert notice(policy.calls[0]) == task
     assert notice(policy.calls[1]) == f'If the results above answer the question "{task}", answer it now in plain text.'
-    # a list task gets no such notice (its single agent has more to look up), nor does a capable model
-    for model, text in ((SMALL, "When were Drari Robotics and Velo Foods founded?"), ("gpt-4o", task)):
-        policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999"], model=model)
-        await Orchestrator(policy, SwarmConfig(subagents=False), tools=[search]).run(text)
-        assert isinstance(policy.calls[1].messages[-1], ToolMessage)
+    # a capable model is not coached
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999"], model="gpt-4o")
+    await Orchestrator(policy, SwarmConfig(subagents=False), tools=[search]).run(task)
+    assert isinstance(policy.calls[1].messages[-1], ToolMessage)
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stage_with_results(
+    subagents: bool,
+) -> None:
+    # The 1.5B answered a table task in prose, or dropped the key column, after its sub-agents' reports.
+    task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
+    again = f'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+    turns = [[call("search", query="Drari Robotics")], [call("fetch", doc_id="velo")], "| a | b |"]
+    policy = ScriptedBackend(turns, model=SMALL)
+    await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search, fetch]).run(task)
+    policy.assert_consumed()
+    assert notice(policy.calls[1]) == again
+    assert isinstance(policy.calls[2].messages[-1], ToolMessage)  # a stage of errors only: not again
 
 
 async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_result() -> None:

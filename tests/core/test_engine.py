@@ -84,6 +84,9 @@ async def test_failures_are_results_and_siblings_keep_running() -> None:
     # The orchestrator sees statuses and errors.
     obs = "\n".join(m.content for m in tool_messages(policy.calls[1]))
     assert "status: failed" in obs and "status: budget_exhausted" in obs and "status: completed" in obs
+    # Each report names the task it answers, so a parallel stage's reports can be told apart.
+    reports = [m.content for m in tool_messages(policy.calls[1]) if m.name == "assign_task"]
+    assert len(reports) == 5 and all(f"task: t{i}\n" in r for i, r in enumerate(reports))
 
 
 async def test_subagent_timeout_is_a_status() -> None:

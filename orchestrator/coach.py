@@ -164,10 +164,14 @@ _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
-_TASK_NOTICE = 'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+_TASK_NOTICE = (
+    'Your task: "{task}" Call tools for any part that has no result above yet; once every part has one, '
+    "answer in the form the task asks for."
+)
 """Told a small model after a stage that returned results on a task of several parts (either arm). Without it,
 Qwen2.5-Coder-1.5B answered a wide-research table task with "Name: born (year) 1987, employer …" prose, or a
-table without the key column, after its four sub-agents' reports (dev)."""
+table without the key column, after its four sub-agents' reports; worded "If the results above answer every
+part of the task …, answer it now", it made the single agent answer after its first look-up (dev)."""
 _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and

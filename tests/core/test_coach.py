@@ -349,7 +349,10 @@ async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stag
 ) -> None:
     # The 1.5B answered a table task in prose, or dropped the key column, after its sub-agents' reports.
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
-    again = f'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+    again = (
+        f'Your task: "{task}" Call tools for any part that has no result above yet; once every part has one, '
+        "answer in the form the task asks for."
+    )
     turns = [[call("search", query="Drari Robotics")], [call("fetch", doc_id="velo")], "| a | b |"]
     policy = ScriptedBackend(turns, model=SMALL)
     await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search, fetch]).run(task)

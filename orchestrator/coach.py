@@ -135,7 +135,7 @@ class CoachState:
     split_nudged: bool = False  # a whole list task given to one sub-agent was refused once
     must_act: bool = False  # the next turn must call a tool (it was just shown the calls to make)
     direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
-    results: bool = False  # the last stage returned a result (a tool's or a sub-agent's), not only errors
+    results: int = 0  # how many results (a tool's or a sub-agent's, not errors) the last stage returned
     looked: bool = False  # a stage ran its own tool calls (not sub-agents)
     withheld: frozenset[str] = frozenset()  # tools withheld from the turn under review
     withheld_why: str = ""  # what a call to one of them is told
@@ -164,14 +164,12 @@ _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
-_TASK_NOTICE = (
-    'Your task: "{task}" Call tools for any part that has no result above yet; once every part has one, '
-    "answer in the form the task asks for."
-)
-"""Told a small model after a stage that returned results on a task of several parts (either arm). Without it,
-Qwen2.5-Coder-1.5B answered a wide-research table task with "Name: born (year) 1987, employer …" prose, or a
-table without the key column, after its four sub-agents' reports; worded "If the results above answer every
-part of the task …, answer it now", it made the single agent answer after its first look-up (dev)."""
+_TASK_NOTICE = 'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+"""Told a small model after a stage that returned several results at once (sub-agents' reports, or parallel
+tool calls) on a task of several parts. Without it, Qwen2.5-Coder-1.5B answered a wide-research table task
+with "Name: born (year) 1987, employer …" prose, or a table without the key column, after its four
+sub-agents' reports. After a stage of one result it is not told: a single agent running one call per turn,
+told so (in this or a neutral wording) after its first look-up, answered at once and invented the rest (dev)."""
 _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
@@ -379,11 +377,11 @@ class SmallModelCoach(NoCoach):
 
     @staticmethod
     def _again(state: CoachState, task: str) -> str:
-        """The task again, after the results of its own tool calls (a one-part task) or of any stage (a
-        task of several parts, in the form it asks for); else ``""``."""
+        """The task again, after the results of its own tool calls (a one-part task) or of a stage that
+        returned several (a task of several parts, in the form it asks for); else ``""``."""
         if one_part(task):
             return _QUESTION_NOTICE.format(task=" ".join(task.split())) if state.direct else ""
-        return _TASK_NOTICE.format(task=" ".join(task.split())) if state.results else ""
+        return _TASK_NOTICE.format(task=" ".join(task.split())) if state.results > 1 else ""
 
     @staticmethod
     def _itself(state: CoachState, view: TurnView) -> bool:
@@ -401,7 +399,7 @@ class SmallModelCoach(NoCoach):
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
         state.direct = any(o.call.name not in (ASSIGN, CREATE) for o in outcomes)
         state.looked = state.looked or state.direct
-        state.results = any(not o.is_error for o in outcomes)
+        state.results = sum(not o.is_error for o in outcomes)
         return super().after_stage(state, outcomes)
 
     @staticmethod

@@ -343,22 +343,35 @@ async def test_a_small_model_is_asked_the_question_again_after_its_own_tool_resu
     assert isinstance(policy.calls[1].messages[-1], ToolMessage)
 
 
-@pytest.mark.parametrize("subagents", [True, False])
-async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stage_with_results(
-    subagents: bool,
-) -> None:
+async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stage_of_several_results() -> None:
     # The 1.5B answered a table task in prose, or dropped the key column, after its sub-agents' reports.
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
-    again = (
-        f'Your task: "{task}" Call tools for any part that has no result above yet; once every part has one, '
-        "answer in the form the task asks for."
-    )
-    turns = [[call("search", query="Drari Robotics")], [call("fetch", doc_id="velo")], "| a | b |"]
-    policy = ScriptedBackend(turns, model=SMALL)
-    await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search, fetch]).run(task)
+    again = f'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+    parts = ("When was Drari Robotics founded?", "When was Velo Foods founded?")
+    policy = ScriptedBackend([[call("assign_task", agent="worker", task=t) for t in parts], "| a | b |"], model=SMALL)
+    workers = ScriptedBackend(["1999", "2004"], model=SMALL)
+    await Orchestrator(policy, SwarmConfig(), subagent_backend=workers).run(task)
     policy.assert_consumed()
     assert notice(policy.calls[1]) == again
-    assert isinstance(policy.calls[2].messages[-1], ToolMessage)  # a stage of errors only: not again
+    # single-parallel: two direct results at once; then a stage of errors only is not followed by it
+    turns = [[call("search", query="Drari Robotics"), call("search", query="Velo Foods")], [call("fetch", doc_id="v")]]
+    policy = ScriptedBackend([*turns, "| a | b |"], model=SMALL)
+    config = SwarmConfig(subagents=False, parallel_tool_calls=True)
+    await Orchestrator(policy, config, tools=[search, fetch]).run(task)
+    policy.assert_consumed()
+    assert notice(policy.calls[1]) == again and isinstance(policy.calls[2].messages[-1], ToolMessage)
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_one_result_of_a_task_of_several_parts_is_not_followed_by_the_task(subagents: bool) -> None:
+    # Told "answer every part in the form asked" after its first look-up, the 1.5B single agent answered at
+    # once and invented the other rows (dev).
+    task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
+    turns = [[call("search", query="Drari Robotics")], [call("search", query="Velo Foods")], "| a | b |"]
+    policy = ScriptedBackend(turns, model=SMALL)
+    await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
+    policy.assert_consumed()
+    assert all(isinstance(r.messages[-1], ToolMessage) for r in policy.calls[1:])
 
 
 async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_result() -> None:

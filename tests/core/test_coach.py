@@ -367,7 +367,7 @@ async def test_one_result_of_a_task_of_several_parts_is_not_followed_by_the_task
     # Told "answer every part in the form asked" after its first look-up, the 1.5B single agent answered at
     # once and invented the other rows (dev).
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
-    turns = [[call("search", query="Drari Robotics")], [call("search", query="Velo Foods")], "| a | b |"]
+    turns: list[Turn] = [[call("search", query="Drari Robotics")], [call("search", query="Velo Foods")], "| a | b |"]
     policy = ScriptedBackend(turns, model=SMALL)
     await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
     policy.assert_consumed()

@@ -4,7 +4,10 @@ its folders; ``agent_swarm/`` holds relative symlinks to them."""
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -121,3 +124,175 @@ def test_a_users_own_module_with_one_of_the_old_names_is_imported_as_named(tmp_p
         if str(tmp_path) in sys.path:
             sys.path.remove(str(tmp_path))
     assert isinstance(env, Environment) and list(env.tasks) == []
+
+
+# --- the old names fail with an error naming the new path (the .pth hook, _agent_swarm_moved.py) ---------
+
+HOOK = ("_agent_swarm_moved.py", "_agent_swarm_moved.pth")
+
+OLD_IMPORTS = """
+import importlib, importlib.util, json
+out = {"probe": importlib.util.find_spec("swarm") is None}
+for stmt in ["import orchestrator", "from swarm import x", "import subagents.loop",
+             "importlib.import_module('tools.registry')", "from workloads import get_workload"]:
+    try:
+        exec(stmt)
+    except ImportError as e:
+        out[stmt] = [type(e).__name__, e.name, str(e)]
+print(json.dumps(out))
+"""
+
+OWN_MODULES = """
+import importlib.abc, importlib.util, sys, types
+import swarm, tools  # the user's own swarm.py and tools.py
+
+
+class Workloads(importlib.abc.MetaPathFinder, importlib.abc.Loader):  # a hook the program adds at run time
+    def find_spec(self, name, path, target=None):
+        return importlib.util.spec_from_loader(name, self) if name == "workloads" else None
+
+    def create_module(self, spec):
+        return types.ModuleType(spec.name)
+
+    def exec_module(self, module):
+        module.MINE = True
+
+
+sys.meta_path.append(Workloads())
+import workloads
+
+print(swarm.MINE, tools.MINE, workloads.MINE)
+"""
+
+
+def _env_without_checkout() -> dict[str, str]:
+    """This environment minus ``PYTHONPATH``: a worktree run puts the checkout, whose top-level folders are the
+    old names, on it."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def _run(python: str | Path, script: str, cwd: Path, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    (cwd / "main.py").write_text(textwrap.dedent(script))
+    code = f"{prelude}exec(compile(open('main.py').read(), 'main.py', 'exec'))"
+    return subprocess.run(
+        [str(python), *(["-S"] if prelude else []), "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=_env_without_checkout(),
+        timeout=60,
+    )
+
+
+def _check_old_imports(out: subprocess.CompletedProcess[str]) -> None:
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result.pop("probe") is True  # importlib.util.find_spec still answers None: it probes, never raises
+    tops = {
+        "import orchestrator": "orchestrator",
+        "from swarm import x": "swarm",
+        "import subagents.loop": "subagents",
+        "importlib.import_module('tools.registry')": "tools",
+        "from workloads import get_workload": "workloads",
+    }
+    assert set(result) == set(tops)
+    for stmt, (kind, name, message) in result.items():
+        top = tops[stmt]
+        assert kind == "ModuleNotFoundError" and name == top, (stmt, kind, name)
+        assert message.startswith(f"No module named {top!r}: agent-swarm's modules moved to agent_swarm.{top} ")
+        assert f"import agent_swarm.{top}" in message and "docs/namespace.md" in message
+
+
+def _hook_site(tmp_path: Path) -> Path:
+    """A site directory holding this checkout's hook, processed as site-packages are at start-up."""
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in HOOK:
+        shutil.copy(ROOT / name, site / name)
+    return site
+
+
+def _user_with_own_modules(tmp_path: Path) -> Path:
+    user = tmp_path / "own"
+    user.mkdir()
+    (user / "swarm.py").write_text("MINE = 'swarm.py'\n")
+    (user / "tools.py").write_text("MINE = 'tools.py'\n")
+    return user
+
+
+def test_an_old_import_name_fails_naming_its_new_path(tmp_path: Path) -> None:
+    """With the hook (this checkout's ``_agent_swarm_moved.pth``, run as start-up runs site-packages' .pth
+    files), an import of an old top-level name that nothing else has is a ``ModuleNotFoundError`` with that
+    ``.name`` whose message names ``agent_swarm.<name>``; before it, ``No module named 'orchestrator'``."""
+    site = _hook_site(tmp_path)
+    user = tmp_path / "user"
+    user.mkdir()
+    _check_old_imports(
+        _run(sys.executable, OLD_IMPORTS, user, prelude=f"import site; site.addsitedir({str(site)!r}); ")
+    )
+
+
+def test_the_hook_never_shadows_a_users_own_module_of_an_old_name(tmp_path: Path) -> None:
+    """The finder is the last on ``sys.meta_path`` and asks the finders added after it: the user's
+    ``swarm.py`` and ``tools.py`` beside the script, and a finder the program appends, import as before."""
+    site = _hook_site(tmp_path)
+    user = _user_with_own_modules(tmp_path)
+    out = _run(sys.executable, OWN_MODULES, user, prelude=f"import site; site.addsitedir({str(site)!r}); ")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["swarm.py", "tools.py", "True"]
+
+
+def test_this_interpreters_install_of_agent_swarm_has_the_hook(tmp_path: Path) -> None:
+    """The install the suite runs on (CI: ``pip install -e .`` in scripts/dev-setup.sh) carries the hook: a
+    plain ``python`` started in an empty folder names the new path."""
+    try:
+        files = {str(f) for f in md.distribution("agent-swarm").files or []}
+    except md.PackageNotFoundError:
+        pytest.skip(
+            "agent-swarm is not installed in this interpreter (a bare checkout): the hook comes with an install"
+        )
+    assert set(HOOK) <= files, "this agent-swarm install predates the hook: install it again (pip install -e .)"
+    user = tmp_path / "user"
+    user.mkdir()
+    _check_old_imports(_run(sys.executable, OLD_IMPORTS, user))
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The project's wheel and its PEP 660 editable wheel, built by setuptools as pip builds them."""
+    out = tmp_path_factory.mktemp("wheels")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out / "reg")]
+    subprocess.run([*pip, str(ROOT)], check=True, capture_output=True, timeout=600)
+    build = "import sys; from setuptools import build_meta; build_meta.build_editable(sys.argv[1])"
+    subprocess.run(
+        [sys.executable, "-c", build, str(out / "ed")], cwd=ROOT, check=True, capture_output=True, timeout=600
+    )
+    return {"wheel": next((out / "reg").glob("*.whl")), "editable": next((out / "ed").glob("*.whl"))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["wheel", "editable"])
+def test_both_install_kinds_install_the_hook(kind: str, wheels: dict[str, Path], tmp_path: Path) -> None:
+    """``pip install .`` and ``pip install -e .`` put the hook at the root of site-packages (listed in RECORD,
+    so uninstalling removes it); a fresh venv then names the new path and still imports a user's own
+    modules."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index"]
+    # without PYTHONPATH: a checkout on it, with the egg-info a build leaves there, reads as installed already
+    env = _env_without_checkout()
+    subprocess.run([*install, str(wheels[kind])], check=True, capture_output=True, timeout=300, env=env)
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(
+        subprocess.run([python, "-c", purelib], capture_output=True, text=True, check=True, env=env).stdout.strip()
+    )
+    assert all((site / name).is_file() for name in HOOK)
+    record = next(site.glob("agent_swarm-*.dist-info")).joinpath("RECORD").read_text().splitlines()
+    assert set(HOOK) <= {line.split(",")[0] for line in record}
+    user = tmp_path / "user"
+    user.mkdir()
+    _check_old_imports(_run(python, OLD_IMPORTS, user))
+    out = _run(python, "import swarm, tools\nprint(swarm.MINE, tools.MINE)\n", _user_with_own_modules(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["swarm.py", "tools.py"]

@@ -339,6 +339,8 @@ class SmallModelCoach(NoCoach):
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
       results answer it (a small model otherwise keeps calling tools, or loses the question).
+    - After a stage that returned several results at once on a task of several parts, it is given the
+      task again, to answer in the form it asks for (never after one result: a single agent answered early).
     - An orchestrator does a one-part task itself first where a sub-agent could do no more (unless the
       task asks for sub-agents in words): with
       tools of its own it looks it up (``assign_task`` and ``create_subagent`` are withheld from its

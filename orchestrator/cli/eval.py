@@ -32,12 +32,8 @@ from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
     BackendOpt,
     BaseUrlOpt,
-    BudgetOpt,
-    EpisodeTimeoutOpt,
+    EpisodeLimitOptions,
     KnobOpt,
-    MaxConcurrencyOpt,
-    MaxCriticalStepsOpt,
-    MaxSubagentStepsOpt,
     ModelOpt,
     NoSubagentCacheOpt,
     SubagentBackendOpt,
@@ -143,8 +139,8 @@ def _cache_cell(counts: dict[str, int]) -> str:
     )
 
 
-class EvalOptions(BaseModel):
-    """``swarm eval``'s options as parsed: one field per option, in ``--help`` order."""
+class _EvalChoice(BaseModel):
+    """``swarm eval``'s options up to ``--config``: the workload, arms, tasks, backends and config file."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -170,11 +166,12 @@ class EvalOptions(BaseModel):
         Path | None,
         typer.Option("--config", "-c", metavar="FILE", help="TOML/JSON config: [swarm] and [backend] tables"),
     ] = None
-    max_critical_steps: MaxCriticalStepsOpt = None
-    budget: BudgetOpt = None
-    max_subagent_steps: MaxSubagentStepsOpt = None
-    max_concurrency: MaxConcurrencyOpt = None
-    episode_timeout: EpisodeTimeoutOpt = None
+
+
+class EvalOptions(EpisodeLimitOptions, _EvalChoice):
+    """``swarm eval``'s options as parsed: one field per option, in ``--help`` order (:class:`_EvalChoice`'s,
+    the episode limits, then these)."""
+
     temperature: Annotated[
         float | None,
         typer.Option(

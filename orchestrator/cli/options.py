@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 
 from agent_swarm.orchestrator.budgets import budget_overrides
@@ -27,6 +28,7 @@ __all__ = [
     "BackendOpt",
     "BaseUrlOpt",
     "ConfigOpt",
+    "EpisodeLimitOptions",
     "EpisodeTimeoutOpt",
     "JsonOpt",
     "KnobOpt",
@@ -221,6 +223,21 @@ KnobOpt = Annotated[
         "(categories=parallel,multiple; swarm eval --list shows the knobs)",
     ),
 ]
+
+
+class EpisodeLimitOptions(BaseModel):
+    """The episode limits ``swarm eval`` and ``swarm rollout`` take, in this ``--help`` order, as fields of
+    their options models. A command puts them after the options it lists first by inheriting them before
+    the model holding those (``class Options(EpisodeLimitOptions, FirstOptions)``): pydantic orders the
+    fields of the bases last one first, then the class's own."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_critical_steps: MaxCriticalStepsOpt = None
+    budget: BudgetOpt = None
+    max_subagent_steps: MaxSubagentStepsOpt = None
+    max_concurrency: MaxConcurrencyOpt = None
+    episode_timeout: EpisodeTimeoutOpt = None
 
 
 def episode_overrides(

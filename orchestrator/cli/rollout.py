@@ -34,12 +34,8 @@ from agent_swarm.orchestrator.cli.eval import backend_resolver
 from agent_swarm.orchestrator.cli.options import (
     BackendOpt,
     BaseUrlOpt,
-    BudgetOpt,
-    EpisodeTimeoutOpt,
+    EpisodeLimitOptions,
     KnobOpt,
-    MaxConcurrencyOpt,
-    MaxCriticalStepsOpt,
-    MaxSubagentStepsOpt,
     ModelOpt,
     NoSubagentCacheOpt,
     SubagentBackendOpt,
@@ -249,8 +245,8 @@ def _read_tasks(o: RolloutOptions) -> tuple[list[Task], list[Any]]:
     return task_list, problems
 
 
-class RolloutOptions(BaseModel):
-    """``swarm rollout``'s options as parsed: one field per option, in ``--help`` order."""
+class _RolloutChoice(BaseModel):
+    """``swarm rollout``'s options up to ``--config``: the output, tasks, groups, reward, backends and config file."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -335,11 +331,12 @@ class RolloutOptions(BaseModel):
     config_file: Annotated[
         Path | None, typer.Option("--config", "-c", help="TOML/JSON: [swarm], [backend] and [reward] tables")
     ] = None
-    max_critical_steps: MaxCriticalStepsOpt = None
-    budget: BudgetOpt = None
-    max_subagent_steps: MaxSubagentStepsOpt = None
-    max_concurrency: MaxConcurrencyOpt = None
-    episode_timeout: EpisodeTimeoutOpt = None
+
+
+class RolloutOptions(EpisodeLimitOptions, _RolloutChoice):
+    """``swarm rollout``'s options as parsed: one field per option, in ``--help`` order
+    (:class:`_RolloutChoice`'s, the episode limits, then these)."""
+
     temperature: Annotated[
         float | None, typer.Option("--temperature", metavar="T", min=0.0, help="model backends: sampling temperature")
     ] = None

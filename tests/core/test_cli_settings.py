@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from agent_swarm.orchestrator.cli import app
 from agent_swarm.orchestrator.cli.eval import EvalOptions
+from agent_swarm.orchestrator.cli.options import EpisodeLimitOptions
 from agent_swarm.orchestrator.cli.rollout import RolloutOptions
 from agent_swarm.orchestrator.cli.run import RunOptions
 from agent_swarm.orchestrator.cli.settings import COMMANDS, BackendFlags, Settings, cache_choice
@@ -30,6 +31,20 @@ MODELS: list[tuple[str, type[BaseModel]]] = [
 def test_a_commands_parameters_are_its_options_models_fields_in_order(name: str, model: type[BaseModel]) -> None:
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
     assert [p.name for p in command.params] == list(model.model_fields)
+
+
+@pytest.mark.parametrize("model", [EvalOptions, RolloutOptions])
+def test_the_shared_episode_limits_stand_between_config_and_temperature(model: type[BaseModel]) -> None:
+    names = list(model.model_fields)
+    at = names.index("config_file")
+    assert names[at + 1 : at + 7] == [*EpisodeLimitOptions.model_fields, "temperature"]
+    assert list(EpisodeLimitOptions.model_fields) == [
+        "max_critical_steps",
+        "budget",
+        "max_subagent_steps",
+        "max_concurrency",
+        "episode_timeout",
+    ]
 
 
 def test_resolve_reads_the_file_once_with_the_commands_tables_and_puts_the_backend_flags_in(tmp_path: Path) -> None:

@@ -4,21 +4,8 @@ starter, wide research over a generated corpus, single-fact controls, and the tr
 Import direction: swarm ← tools ← workloads ← orchestrator (the CLI picks workloads by name).
 """
 
-from agent_swarm.workloads.base import (
-    MODES,
-    WORKLOADS,
-    Episode,
-    GoldPolicy,
-    Knobs,
-    Mode,
-    Score,
-    Workload,
-    episode_for,
-    finish_rate,
-    get_workload,
-    register_workload,
-    workload_names,
-)
+from agent_swarm.workloads import base
+from agent_swarm.workloads.base import *  # noqa: F403  (its __all__, exported here too)
 from agent_swarm.workloads.bfcl import BfclWorkload
 from agent_swarm.workloads.controls import ControlsWorkload
 from agent_swarm.workloads.lookup import DeepLookupWorkload, WideLookupWorkload
@@ -28,30 +15,15 @@ from agent_swarm.workloads.starter import StarterWorkload
 from agent_swarm.workloads.tau2_batch import Tau2BatchWorkload
 from agent_swarm.workloads.train_mix import TrainMixWorkload
 
-__all__ = [
-    "MODES",
-    "SPLITS",
-    "WORKLOADS",
-    "Episode",
-    "GoldPolicy",
-    "Knobs",
-    "Mode",
-    "Score",
-    "Split",
-    "Workload",
-    "episode_for",
-    "finish_rate",
-    "get_workload",
-    "register_workload",
-    "workload_names",
-]
+__all__ = ["SPLITS", "Split"]
+__all__ += base.__all__
 
-register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)
-register_workload(BfclWorkload.name, BfclWorkload)
-register_workload(WideLookupWorkload.name, WideLookupWorkload)
-register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
-register_workload(StarterWorkload.name, StarterWorkload)
-register_workload(WideResearchWorkload.name, WideResearchWorkload)
-register_workload(DeepResearchWorkload.name, DeepResearchWorkload)
-register_workload(ControlsWorkload.name, ControlsWorkload)
-register_workload(TrainMixWorkload.name, TrainMixWorkload)
+base.register_workload(Tau2BatchWorkload.name, Tau2BatchWorkload)
+base.register_workload(BfclWorkload.name, BfclWorkload)
+base.register_workload(WideLookupWorkload.name, WideLookupWorkload)
+base.register_workload(DeepLookupWorkload.name, DeepLookupWorkload)
+base.register_workload(StarterWorkload.name, StarterWorkload)
+base.register_workload(WideResearchWorkload.name, WideResearchWorkload)
+base.register_workload(DeepResearchWorkload.name, DeepResearchWorkload)
+base.register_workload(ControlsWorkload.name, ControlsWorkload)
+base.register_workload(TrainMixWorkload.name, TrainMixWorkload)

@@ -51,10 +51,10 @@ __all__ = [
     "finish_rate",
     "get_workload",
     "register_workload",
-    "tool_messages",
-    "user_text",
     "workload_names",
 ]
+"""What :mod:`agent_swarm.workloads` exports from here; the gold policies' helpers (:func:`user_text`,
+:func:`tool_messages`) are for the workloads in this package and stay out."""
 
 Mode = Literal["swarm", "single"]
 MODES: tuple[Mode, ...] = get_args(Mode)

@@ -29,6 +29,20 @@ from agent_swarm.swarm.backends.openai_http import OpenAIBackend
 from agent_swarm.swarm.errors import ConfigError, UnknownNameError
 
 
+def test_the_local_package_exports_its_modules_public_names() -> None:
+    import agent_swarm.swarm.backends.local as local
+
+    assert sorted(local.__all__) == sorted(
+        [
+            *("ENGINE_INSTALL", "LOCAL_MODELS", "QWEN_FILE", "QWEN_SHA256", "QWEN_SIZE", "LocalBackend", "LocalEngine"),
+            *("LocalModel", "ModelCheck", "Progress", "assemble", "assemble_qwen", "busy_cores", "cache_dir"),
+            *("default_model", "default_threads", "engine_available", "file_sha256", "model_available"),
+            *("planned_model_name", "resolve_model", "verify_models"),
+        ]
+    )
+    assert all(hasattr(local, n) for n in local.__all__)
+
+
 def test_local_kind_shares_one_engine_between_orchestrator_and_subagents() -> None:
     orch, sub = build_backends("local", "smollm2-135m", slots=6, ctx=1024)
     assert isinstance(orch, LocalBackend) and sub is None

@@ -53,6 +53,18 @@ def test_public_exports_are_unique_and_resolvable(module: str) -> None:
     assert all(hasattr(mod, n) for n in names)
 
 
+def test_the_package_exports_the_workload_interface_without_the_gold_policy_helpers() -> None:
+    import agent_swarm.workloads as workloads
+
+    assert sorted(workloads.__all__) == sorted(
+        [
+            *("MODES", "SPLITS", "WORKLOADS", "Episode", "GoldPolicy", "Knobs", "Mode", "Score", "Split"),
+            *("Workload", "episode_for", "finish_rate", "get_workload", "register_workload", "workload_names"),
+        ]
+    )
+    assert not hasattr(workloads, "user_text") and not hasattr(workloads, "tool_messages")
+
+
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:
     assert workload_names() == [
         "bfcl-parallel",

@@ -23,51 +23,11 @@ the new messages, so the model sees the tokens it sampled, never a re-rendering 
 would differ whenever the model wrote a tool call as fenced or bare JSON, and corrupt RL ratios).
 """
 
+from agent_swarm.swarm.backends.local import catalogue
 from agent_swarm.swarm.backends.local.backend import LocalBackend
-from agent_swarm.swarm.backends.local.catalogue import (
-    ENGINE_INSTALL,
-    LOCAL_MODELS,
-    QWEN_FILE,
-    QWEN_SHA256,
-    QWEN_SIZE,
-    LocalModel,
-    ModelCheck,
-    Progress,
-    assemble,
-    assemble_qwen,
-    cache_dir,
-    default_model,
-    engine_available,
-    file_sha256,
-    model_available,
-    planned_model_name,
-    resolve_model,
-    verify_models,
-)
+from agent_swarm.swarm.backends.local.catalogue import *  # noqa: F403  (its __all__, exported here too)
 from agent_swarm.swarm.backends.local.cpu import busy_cores, default_threads
 from agent_swarm.swarm.backends.local.engine import LocalEngine
 
-__all__ = [
-    "ENGINE_INSTALL",
-    "LOCAL_MODELS",
-    "QWEN_FILE",
-    "QWEN_SHA256",
-    "QWEN_SIZE",
-    "LocalBackend",
-    "LocalEngine",
-    "LocalModel",
-    "ModelCheck",
-    "Progress",
-    "assemble",
-    "assemble_qwen",
-    "busy_cores",
-    "cache_dir",
-    "default_model",
-    "default_threads",
-    "engine_available",
-    "file_sha256",
-    "model_available",
-    "planned_model_name",
-    "resolve_model",
-    "verify_models",
-]
+__all__ = ["LocalBackend", "LocalEngine", "busy_cores", "default_threads"]
+__all__ += catalogue.__all__

@@ -32,7 +32,6 @@ __all__ = [
     "file_sha256",
     "model_available",
     "planned_model_name",
-    "remember_sha256",
     "resolve_model",
     "verify_models",
 ]
@@ -218,7 +217,7 @@ def assemble(
                 "or use another --model (see `swarm models`)"
             )
         tmp.replace(out)
-        remember_sha256(out, got)
+        _remember_sha256(out, got)
     finally:
         tmp.unlink(missing_ok=True)
     return out
@@ -300,7 +299,7 @@ def _hashes() -> dict[str, list[Any]]:
     return data if isinstance(data, dict) else {}
 
 
-def remember_sha256(path: Path, digest: str) -> None:
+def _remember_sha256(path: Path, digest: str) -> None:
     """Record ``digest`` as the sha256 of ``path`` as it is now (its size, mtime and inode).
 
     The cache is a best effort: written atomically, and a write that fails (a read-only cache
@@ -333,7 +332,7 @@ def file_sha256(path: Path, *, force: bool = False) -> str:
         while chunk := f.read(8 << 20):
             digest.update(chunk)
     got = digest.hexdigest()
-    remember_sha256(path, got)
+    _remember_sha256(path, got)
     return got
 
 

@@ -14,8 +14,10 @@ parallel sub-agents never interleave inside one write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from agent_swarm.swarm.errors import ToolError
 from agent_swarm.tools.registry import Tool
@@ -51,6 +53,24 @@ def load_initial_db() -> dict[str, Any]:
 def _address(address1: str, address2: str, city: str, state: str, country: str, zip: str) -> dict[str, str]:
     """An address as the τ² retail database stores it (its key order)."""
     return {"address1": address1, "address2": address2, "city": city, "country": country, "state": state, "zip": zip}
+
+
+_ADDRESS_ARGS = """\
+address1: first address line.
+address2: second address line ("" when none).
+city: city.
+state: state, e.g. "CA".
+country: country, e.g. "USA".
+zip: zip code."""
+"""The ``Args:`` lines of a tool taking an address (:func:`_address`'s arguments), last in its list."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _takes_address(tool: F) -> F:
+    """``tool`` with :data:`_ADDRESS_ARGS` at the end of its docstring's ``Args:`` (the model reads them)."""
+    tool.__doc__ = f"{inspect.getdoc(tool)}\n{textwrap.indent(_ADDRESS_ARGS, '    ')}"
+    return tool
 
 
 def _r2(x: float) -> float:
@@ -218,6 +238,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order["payment_history"].extend(refunds)
         return order
 
+    @_takes_address
     def modify_pending_order_address(
         order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
     ) -> dict[str, Any]:
@@ -225,12 +246,6 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
 
         Args:
             order_id: the order id, e.g. "#W0000000".
-            address1: first address line.
-            address2: second address line ("" when none).
-            city: city.
-            state: state, e.g. "CA".
-            country: country, e.g. "USA".
-            zip: zip code.
         """
         order = db.order(order_id)
         if order["status"] != "pending":
@@ -347,6 +362,7 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
         order["exchange_price_difference"] = diff
         return order
 
+    @_takes_address
     def modify_user_address(
         user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
     ) -> dict[str, Any]:
@@ -354,12 +370,6 @@ def retail_tools(db: RetailDB) -> tuple[Tool, ...]:
 
         Args:
             user_id: the user id, e.g. "sara_doe_496".
-            address1: first address line.
-            address2: second address line ("" when none).
-            city: city.
-            state: state, e.g. "CA".
-            country: country, e.g. "USA".
-            zip: zip code.
         """
         user = db.user(user_id)
         user["address"] = _address(address1, address2, city, state, country, zip)

@@ -223,6 +223,26 @@ def test_both_address_tools_store_an_address_as_the_retail_db_does() -> None:
         assert list(out["address"].items()) == [(k, where[k]) for k in stored], tool
 
 
+def test_both_address_tools_describe_their_arguments_to_the_model_in_order() -> None:
+    tools = {t.name: t for t in retail_tools(RetailDB())}
+    address = {
+        "address1": "first address line.",
+        "address2": 'second address line ("" when none).',
+        "city": "city.",
+        "state": 'state, e.g. "CA".',
+        "country": 'country, e.g. "USA".',
+        "zip": "zip code.",
+    }
+    for tool, first in (
+        ("modify_user_address", {"user_id": 'the user id, e.g. "sara_doe_496".'}),
+        ("modify_pending_order_address", {"order_id": 'the order id, e.g. "#W0000000".'}),
+    ):
+        props = tools[tool].spec.parameters["properties"]
+        assert {k: v["description"] for k, v in props.items()} == {**first, **address}, tool
+        assert list(props) == [*first, *address], tool
+    assert tools["modify_user_address"].description == "Change a user's default address."
+
+
 def test_gold_replay_is_deterministic_and_changes_the_db() -> None:
     tickets = list(_tickets("train"))[:5]
     a, b = replay(tickets), replay(tickets)

@@ -23,7 +23,6 @@ CONCURRENT=${CONCURRENT:-1}
 SAMPLES=${SAMPLES:-1}
 OUT=${OUT:-experiments/results/issue26}
 LABEL=${LABEL:-${MODEL}-${ADAPTER##*/}}
-LEDGER=experiments/test_seeds.jsonl
 export HF_HUB_OFFLINE=1 PYTHONPATH=$PWD
 SWARM=${SWARM:-.venv/bin/swarm}
 WORKLOADS=${*:-starter wide-lookup deep-lookup bfcl-parallel tau2-batch}
@@ -37,22 +36,16 @@ knobs() {  # sizes every split can serve (dev pools are a quarter of the old tra
     esac
 }
 
+# shellcheck source=experiments/eval_run.sh
+. experiments/eval_run.sh
 runs=()
 for wl in $WORKLOADS; do
     id="$wl-$SPLIT-s$SEED-$LABEL"
     runs+=("$OUT/$id")
-    echo "$(date -Is) $id, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    # shellcheck disable=SC2046,SC2086
-    "$SWARM" eval -w "$wl" -n "$N" --split "$SPLIT" --seed "$SEED" --mode "$ARMS" -b local -m "$MODEL" \
+    # shellcheck disable=SC2046
+    eval_run "$id" -w "$wl" -n "$N" --split "$SPLIT" --seed "$SEED" --mode "$ARMS" -b local -m "$MODEL" \
         --subagent-model "$MODEL" --orchestrator-adapter "$ADAPTER" --temperature 0 \
-        --concurrent-episodes "$CONCURRENT" --samples "$SAMPLES" --test-seed-ledger "$LEDGER" $(knobs "$wl") \
-        -o "$OUT" -q --run-id "$id" --resume ${EXTRA:-} > /dev/null
-    rc=$?
-    # 1: an episode crashed (kept in the raw data); anything else (2: bad input, 130: interrupted) stops
-    if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
-        echo "swarm eval failed for $id (exit $rc)" >&2
-        exit $rc
-    fi
+        --concurrent-episodes "$CONCURRENT" --samples "$SAMPLES" $(knobs "$wl")
 done
 "$SWARM" eval --report "${runs[@]}" > "$OUT/report-$SPLIT-s$SEED-$LABEL.md"
 echo "$(date -Is) report: $OUT/report-$SPLIT-s$SEED-$LABEL.md"

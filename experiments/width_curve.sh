@@ -26,19 +26,13 @@ else
     BACKEND=(-b local -m "$MODEL" --subagent-model "$MODEL" --orchestrator-adapter none --temperature 0)
     LABEL=$MODEL
 fi
+# shellcheck source=experiments/eval_run.sh
+. experiments/eval_run.sh
 runs=()
 for w in $WIDTHS; do
     id="wide-research-$SPLIT-s$SEED-n$w-$LABEL"
     runs+=("$OUT/$id")
-    echo "$(date -Is) $id, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    # shellcheck disable=SC2086
-    "$SWARM" eval -w wide-research --knob "entities=$w" -n "$N" --split "$SPLIT" --seed "$SEED" --mode "$ARMS" \
-        "${BACKEND[@]}" --concurrent-episodes "$CONCURRENT" --test-seed-ledger experiments/test_seeds.jsonl \
-        -o "$OUT" -q --run-id "$id" --resume ${EXTRA:-} > /dev/null
-    rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then
-        echo "swarm eval failed for $id (exit $rc)" >&2
-        exit $rc
-    fi
+    eval_run "$id" -w wide-research --knob "entities=$w" -n "$N" --split "$SPLIT" --seed "$SEED" --mode "$ARMS" \
+        "${BACKEND[@]}" --concurrent-episodes "$CONCURRENT"
 done
 "$PY" experiments/width_curve.py "${runs[@]}" --out "$OUT/width-curve-$SPLIT-s$SEED-$LABEL"

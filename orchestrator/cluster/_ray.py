@@ -23,7 +23,6 @@ __all__ = [
     "pickled_size",
     "process_usage",
     "remote_class",
-    "require_asyncio",
     "require_ray",
     "wait_started",
 ]
@@ -31,21 +30,21 @@ __all__ = [
 INSTALL_HINT = "pip install 'agent-swarm[ray]' (ray==2.60.0)"
 
 
-def require_ray() -> ModuleType:
-    """The ``ray`` module, or a :class:`ConfigError` saying how to install it."""
+def require_ray(asyncio_for: str | None = None) -> ModuleType:
+    """The ``ray`` module, or a :class:`ConfigError` saying how to install it; with ``asyncio_for`` (a feature
+    whose actors this event loop drives), also one when the loop is not asyncio: Ray's object refs are awaited
+    on asyncio, trio cannot drive them."""
     try:
         import ray
     except ImportError:
         raise ConfigError(
             f"running on Ray needs the optional Ray extra, which is not installed: {INSTALL_HINT}"
         ) from None
+    if asyncio_for is not None and running_loop() is None:
+        raise ConfigError(
+            f"{asyncio_for} runs on asyncio (Ray's event loop); start it with anyio.run(..., backend='asyncio')"
+        )
     return ray
-
-
-def require_asyncio(what: str) -> None:
-    """Ray's object refs are awaited on asyncio; trio cannot drive them."""
-    if running_loop() is None:
-        raise ConfigError(f"{what} runs on asyncio (Ray's event loop); start it with anyio.run(..., backend='asyncio')")
 
 
 _remote_classes: dict[type, Any] = {}

@@ -41,14 +41,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from agent_swarm.orchestrator.cluster._ray import (
-    RayCluster,
-    check_actors,
-    check_fits,
-    kill_all,
-    pickled_size,
-    require_asyncio,
-)
+from agent_swarm.orchestrator.cluster._ray import RayCluster, check_actors, check_fits, kill_all, pickled_size
 from agent_swarm.orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
 from agent_swarm.orchestrator.rollout.episodes import EpisodeJob, EpisodeOutcome, episode_crash
 from agent_swarm.orchestrator.rollout.executors import Deliver, EpisodeRunner
@@ -392,8 +385,7 @@ class RayExecutor:
     ) -> None:
         from agent_swarm.orchestrator.cluster._ray import require_ray
 
-        ray = require_ray()
-        require_asyncio("RayExecutor")
+        ray = require_ray(asyncio_for="RayExecutor")
         started = self.cluster.connect()
         handles: list[Any] = []
         try:

@@ -33,14 +33,7 @@ from typing import Any
 
 import anyio
 
-from agent_swarm.orchestrator.cluster._ray import (
-    RayCluster,
-    check_actors,
-    check_fits,
-    kill_all,
-    pickled_size,
-    require_asyncio,
-)
+from agent_swarm.orchestrator.cluster._ray import RayCluster, check_actors, check_fits, kill_all, pickled_size
 from agent_swarm.orchestrator.cluster.recipe import Recipe
 from agent_swarm.orchestrator.cluster.slots import (
     ClusterLimits,
@@ -163,8 +156,7 @@ class RayPlacement:
                 return
             from agent_swarm.orchestrator.cluster._ray import require_ray
 
-            ray = require_ray()
-            require_asyncio("RayPlacement")
+            ray = require_ray(asyncio_for="RayPlacement")
             pickled_size(
                 ray, self.kit, "the sub-agent kit", "build backends and tools from a Recipe of plain arguments"
             )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_swarm.orchestrator.cluster import RayExecutor, RayPlacement
-from agent_swarm.orchestrator.cluster._ray import wait_started
+from agent_swarm.orchestrator.cluster._ray import require_ray, wait_started
 from agent_swarm.orchestrator.cluster.sim import sim_subagents
 from agent_swarm.swarm.errors import ConfigError
 
@@ -32,6 +32,18 @@ def test_the_placement_refuses_the_same_options_with_the_same_words(options: dic
         RayPlacement(sim_subagents(), **options)
     with pytest.raises(ConfigError, match="RayPlacement needs min_width >= 1, got 0"):
         RayPlacement(sim_subagents(), min_width=0)
+
+
+def test_ray_for_a_feature_whose_actors_this_loop_drives_needs_asyncio() -> None:
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    assert require_ray() is ray  # no event loop here: fine for what does not await Ray
+    with pytest.raises(ConfigError, match=r"RayPlacement runs on asyncio .*backend='asyncio'"):
+        require_ray(asyncio_for="RayPlacement")
+
+
+async def test_on_asyncio_the_feature_gets_ray() -> None:
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    assert require_ray(asyncio_for="RayExecutor") is ray
 
 
 class _ActorError(Exception):

@@ -216,6 +216,7 @@ def _build_local(model: str | None, base_url: str | None, options: LocalOptions,
     _local_takes_no_url(base_url)
     check_local_model(model)
     from agent_swarm.swarm.backends.local import LocalBackend
+    from agent_swarm.swarm.backends.local.resident import resident_dir
 
     return LocalBackend(
         model,
@@ -229,6 +230,8 @@ def _build_local(model: str | None, base_url: str | None, options: LocalOptions,
         # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
         progress=hints.progress,
         stop_repeats=options.stop_repeats,
+        # A running `swarm serve` of exactly this model file and settings serves it (resident.py).
+        resident=resident_dir() if options.resident else None,
     )
 
 

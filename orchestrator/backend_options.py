@@ -8,7 +8,7 @@ variable (:data:`agent_swarm.orchestrator.environment.BACKEND_OPTION_VARIABLES`)
 
 =========================  ====================================================================
 ``local``                  :class:`LocalOptions`: ``slots``, ``ctx``, ``threads``,
-                           ``constrain_actions``, ``timeout``, ``stop_repeats``
+                           ``constrain_actions``, ``timeout``, ``stop_repeats``, ``resident``
 ``openai``, ``vllm`` + URL :class:`HTTPOptions`: ``api_key``, ``timeout``, ``max_concurrency``,
                            ``max_retries``, ``retry_base_delay``, ``launch_burst`` + ``launch_rate``,
                            ``flavour``, ``constrain_actions``
@@ -89,6 +89,9 @@ class LocalOptions(BackendOptions):
     constrain_actions: bool = Field(True, description="grammar-constrained tool calls")
     timeout: PositiveFloat = Field(600.0, description="seconds a model request may take")
     stop_repeats: bool = Field(True, description="stop a generation that loops verbatim")
+    resident: bool = Field(
+        True, description="use a running `swarm serve` engine of the same model file and settings (docs/serve.md)"
+    )
 
 
 class HTTPOptions(BackendOptions):

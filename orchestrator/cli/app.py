@@ -27,6 +27,7 @@ from agent_swarm.orchestrator.cli.mcp import mcp_app
 from agent_swarm.orchestrator.cli.models import models
 from agent_swarm.orchestrator.cli.rollout import rollout
 from agent_swarm.orchestrator.cli.run import run
+from agent_swarm.orchestrator.cli.serve import serve
 from agent_swarm.orchestrator.cli.telemetry_setup import claim_global_provider
 from agent_swarm.orchestrator.cli.traces import traces_app
 from agent_swarm.orchestrator.cli.train import train_app
@@ -54,6 +55,7 @@ app.command("eval")(eval_command)
 app.command("models")(models)
 app.command("doctor")(doctor)
 app.command("init")(init)
+app.command("serve")(serve)
 
 
 def _print_version(value: bool) -> None:

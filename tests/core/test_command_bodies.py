@@ -12,7 +12,13 @@ import pytest
 from agent_swarm.orchestrator import cli
 
 CLI = Path(cli.__file__).parent
-COMMANDS = [("run.py", "run"), ("eval.py", "eval_command"), ("rollout.py", "rollout"), ("train.py", "train")]
+COMMANDS = [
+    ("run.py", "run"),
+    ("eval.py", "eval_command"),
+    ("rollout.py", "rollout"),
+    ("train.py", "train"),
+    ("serve.py", "serve"),
+]
 HELPERS = [("eval.py", "_execute"), ("rollout.py", "_collect"), ("../eval.py", "run_eval")]
 MAX_LINES = 60
 

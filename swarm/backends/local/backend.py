@@ -9,6 +9,7 @@ import math
 import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,7 +37,7 @@ class LocalBackend:
     ``slots`` requests decode together, the rest queue.
 
     Args:
-        model, slots, fit_slots, ctx_per_slot, threads, progress: see :class:`LocalEngine` (ignored when
+        model, slots, fit_slots, ctx_per_slot, threads, progress, resident: see :class:`LocalEngine` (ignored when
             ``engine`` is given).
         engine: share an engine (e.g. between tests, or between orchestrator and sub-agents).
         constrain_actions: constrain tool-using turns to the JSON action schema (grammar sampling).
@@ -67,10 +68,17 @@ class LocalBackend:
         lora_scale: float | None = None,
         owns_engine: bool | None = None,
         stop_repeats: bool = True,
+        resident: Path | None = None,
     ) -> None:
         self._own_engine = engine is None if owns_engine is None else owns_engine
         self.engine = engine or LocalEngine(
-            model, slots=slots, fit_slots=fit_slots, ctx_per_slot=ctx_per_slot, threads=threads, progress=progress
+            model,
+            slots=slots,
+            fit_slots=fit_slots,
+            ctx_per_slot=ctx_per_slot,
+            threads=threads,
+            progress=progress,
+            resident=resident,
         )
         self.constrain_actions = constrain_actions
         self.timeout = timeout

@@ -27,6 +27,7 @@ from agent_swarm.swarm.backends.local.catalogue import (
 )
 from agent_swarm.swarm.backends.local.cpu import default_threads
 from agent_swarm.swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
+from agent_swarm.swarm.backends.local.resident import Attachment, EngineRequest, FileIdentity, attach
 from agent_swarm.swarm.backends.local.sizing import MIN_CONTEXT, auto_context
 from agent_swarm.swarm.errors import BackendError, ConfigError
 
@@ -75,6 +76,11 @@ class LocalEngine:
             prefix (and vice versa): the two kinds never share a slot.
         prefix_cache: keep the KV state of fixed prompt prefixes on disk across runs
             (:mod:`agent_swarm.swarm.backends.local.prefix`, under ``cache_dir()/prefixes``).
+        resident: a directory where a resident engine (``swarm serve``,
+            :mod:`agent_swarm.swarm.backends.local.resident`) may run: when the model is found, this
+            engine attaches to it if it serves exactly this model file with settings asked alike (its
+            slots and context are then the resident engine's, said in :attr:`context_note`), else it
+            starts its own as without one. ``None`` (default) always starts its own.
     """
 
     # What a start finds out and sets (the values before the first start; immutable, so shared safely).
@@ -95,6 +101,10 @@ class LocalEngine:
     """The hermes tool-call tags as the action grammar writes them: token ids when the tokenizer
     has them as single tokens (Qwen), else their text."""
     _server: Any = None
+    attached: Attachment | None = None
+    """The resident engine this engine uses instead of its own (set when the model is found)."""
+    resident_note: str = ""
+    """Why a resident engine that runs was not used (empty when none runs or it is used)."""
 
     def __init__(
         self,
@@ -109,12 +119,16 @@ class LocalEngine:
         adapter_slots: int | None = None,
         prefix_cache: bool = True,
         fit_slots: bool = False,
+        resident: Path | None = None,
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
         if ctx_per_slot is not None and ctx_per_slot < 256:
             raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
         self.requested = model
+        self.request = EngineRequest(slots=slots, fit_slots=fit_slots, ctx=ctx_per_slot, threads=threads)
+        """The settings as asked (a resident engine is used only when it was asked for alike)."""
+        self.resident = resident
         # Known before the model loads (a prompt profile is chosen from it when an orchestrator is
         # built, which is before the first request starts the engine).
         self.name = planned_model_name(model)
@@ -164,7 +178,8 @@ class LocalEngine:
         return str(self._server.listening_address)
 
     def start(self) -> LocalEngine:
-        """Assemble (if needed) and load the model; idempotent and thread-safe."""
+        """Assemble (if needed) and load the model, or attach to a matching resident engine;
+        idempotent and thread-safe."""
         with self._lock:
             if self._server is not None:
                 return self
@@ -172,28 +187,19 @@ class LocalEngine:
                 raise ConfigError(f"the local engine is not installed; install it with\n  {ENGINE_INSTALL}")
             started = time.perf_counter()
             self._plan()
+            if self.attached is not None and not self.attached.alive():  # it stopped since: run our own
+                self.attached.close()
+                self.attached = None
             prefix_dir = self._prefix_dir() if self.use_prefix_cache else None
             checked = time.perf_counter()
             if self.progress is not None:
                 self.progress("load", 0, 1)
-            import xllamacpp
-
-            p = xllamacpp.CommonParams()
-            p.model.path = str(self.path)
-            p.n_parallel = self.slots
-            p.n_ctx = self.slots * self.ctx_per_slot
-            p.cpuparams.n_threads = self.threads
-            p.cpuparams_batch.n_threads = self.threads
-            p.use_jinja = True
-            p.verbosity = -1
-            p.lora_adapters = [_lora_info(xllamacpp, a) for a in self.lora_adapters]
-            p.lora_init_without_apply = True
-            if prefix_dir is not None:
-                p.slot_save_path = f"{prefix_dir}/"
-            self._server = xllamacpp.Server(p)
+            self._server = self.attached or self._launch(prefix_dir)
             self.generation += 1
-            first_base = self.adapter_slots if self.lora_adapters else 0  # a new server's slots hold nothing
-            self._pools = {True: SlotPool(range(first_base)), False: SlotPool(range(first_base, p.n_parallel))}
+            first_base = self.adapter_slots if self.lora_adapters else 0
+            # A new server's slots hold nothing; a resident one's may hold anything, which no request
+            # assumes: a slot's prefix state is restored or computed unless this engine put it there.
+            self._pools = {True: SlotPool(range(first_base)), False: SlotPool(range(first_base, self.slots))}
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             self.tool_tags = _tag_tokens(self.base_url)
             self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
@@ -205,23 +211,66 @@ class LocalEngine:
                 self.progress("load", 1, 1)
             return self
 
+    def _launch(self, prefix_dir: Path | None) -> Any:
+        """llama.cpp's server in this process on the planned model and layout."""
+        import xllamacpp
+
+        p = xllamacpp.CommonParams()
+        p.model.path = str(self.path)
+        p.n_parallel = self.slots
+        p.n_ctx = self.slots * self.ctx_per_slot
+        p.cpuparams.n_threads = self.threads
+        p.cpuparams_batch.n_threads = self.threads
+        p.use_jinja = True
+        p.verbosity = -1
+        p.lora_adapters = [_lora_info(xllamacpp, a) for a in self.lora_adapters]
+        p.lora_init_without_apply = True
+        if prefix_dir is not None:
+            p.slot_save_path = f"{prefix_dir}/"
+        return xllamacpp.Server(p)
+
     def plan(self) -> str:
         """Find the model (assembling it on first use) and size each slot's context, without loading
         anything; how, in one line (the run header and ``swarm doctor`` show it). The size is chosen
         once: :meth:`start` and every restart keep it, so the KV layout never changes under a run."""
         with self._lock:
             self._plan()
+        if self.resident_note:
+            return f"{self.context_note}; {self.resident_note}"
         if not self.lora_adapters:
             return self.context_note
         return f"{self.context_note}; {self.adapter_slots} of the slots serve the orchestrator's adapter"
 
     def _plan(self) -> None:
         self.name, self.path = resolve_model(self.requested, self.progress)
+        if self.resident is not None and not self.lora_adapters and self.attached is None and self._server is None:
+            self._attach(self.resident)
         if not self._planned:
             keep = self.adapter_slots + 1 if self.lora_adapters else 1
             plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots, keep=keep)
             self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
             self._planned = True
+
+    def _attach(self, directory: Path) -> None:
+        """Use the resident engine in ``directory`` if it serves exactly this model and settings."""
+        assert self.path is not None
+        found, why = attach(
+            directory, file=FileIdentity.of(self.path), sha256=self.model_sha256(), request=self.request
+        )
+        if found is None:
+            self.resident_note = why
+            return
+        s = found.state
+        self.attached = found
+        self.slots, self.ctx_per_slot, self._threads, self._planned = s.slots, s.ctx_per_slot, s.threads, True
+        self.context_note = f"{s.context_note}; attached to the resident engine of `swarm serve` (pid {s.pid})"
+        self.resident_note = ""
+
+    def model_sha256(self) -> str:
+        """The model file's sha256: pinned in the catalogue, else computed (cached by the file's identity)."""
+        assert self.path is not None, "the model is not found yet: call plan() or start()"
+        entry = LOCAL_MODELS.get(self.name)
+        return entry.sha256 if entry is not None and entry.sha256 else file_sha256(self.path)
 
     def remember_grammar(self, key: str, enforced: bool) -> None:
         """Record whether llama.cpp enforces the action grammar with digest ``key`` (best effort on disk)."""
@@ -248,9 +297,7 @@ class LocalEngine:
     def _prefix_dir(self) -> Path:
         """Where this model's prefix states live: named by the model file's sha256, the engine's
         version and the KV layout (a state is only valid for the exact weights and layout that wrote it)."""
-        assert self.path is not None
-        entry = LOCAL_MODELS.get(self.name)
-        model_sha = entry.sha256 if entry is not None and entry.sha256 else file_sha256(self.path)
+        model_sha = self.model_sha256()
         self.adapter_key = "".join(file_sha256(a)[:16] for a in self.lora_adapters)
         version = importlib.metadata.version("xllamacpp")
         # and the KV layout: llama.cpp refuses a state written by an engine of other slot sizes
@@ -296,6 +343,9 @@ class LocalEngine:
         """Stop the server and free the model's memory."""
         with self._lock:
             server, self._server = self._server, None
+            attached, self.attached = self.attached, None
+        if attached is not None:  # the resident engine goes on; only our hold on it ends
+            attached.close()
         del server  # xllamacpp stops its server thread in the destructor
 
     def __enter__(self) -> LocalEngine:

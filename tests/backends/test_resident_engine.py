@@ -1,0 +1,91 @@
+"""The resident engine on the real engine: ``swarm serve`` in a background process, and runs that attach
+to it sample exactly the ids and logprobs an engine of their own samples (the prompt prefix, the action
+grammar and a second run on the same warm engine included); ``swarm serve --stop`` ends it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_swarm.orchestrator.backend_factory import build_backends
+from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.local import LocalBackend, engine_available, model_available
+from agent_swarm.swarm.backends.local.resident import read_state, resident_dir
+from agent_swarm.swarm.messages import SystemMessage, UserMessage
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MODEL = "smollm2-135m"  # shipped whole in its wheel: nothing to assemble into the test's own cache
+SYSTEM = "You are a careful assistant. " + " ".join(f"Rule {i}: answer briefly and cite fact {i}." for i in range(15))
+SAMPLING = SamplingParams(temperature=0.8, max_tokens=8, seed=7)  # sampled: logprobs are not all 0
+LOOKUP = ToolSpec(
+    name="lookup",
+    description="look a fact up",
+    parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+)
+ENV = {"SWARM_LOCAL_SLOTS": "2", "SWARM_LOCAL_CTX": "1024", "SWARM_LOCAL_THREADS": "2"}
+
+
+def _requests() -> list[ModelRequest]:
+    def ask(q: str, **kw: object) -> ModelRequest:
+        return ModelRequest(messages=(SystemMessage(content=SYSTEM), UserMessage(content=q)), **kw)  # type: ignore[arg-type]
+
+    greedy = SamplingParams(temperature=0.0, max_tokens=24)
+    return [
+        ask("What is 2+2?", sampling=SAMPLING),
+        ask("Look up the capital of Peru.", tools=(LOOKUP,), sampling=greedy),
+    ]
+
+
+async def _answers(*, resident: bool = True) -> tuple[list[Completion], str]:
+    orch, _ = build_backends("local", MODEL, resident=resident)
+    assert isinstance(orch, LocalBackend)
+    note = orch.engine.plan()
+    async with orch:
+        return [await orch.complete(r) for r in _requests()], note
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    if not engine_available() or not model_available(MODEL):
+        pytest.skip(f"needs xllamacpp and {MODEL}")
+    monkeypatch.setenv("SWARM_CACHE_DIR", str(tmp_path))  # its own resident engine, prefixes and hashes
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    yield tmp_path
+    subprocess.run([sys.executable, "-m", "agent_swarm.orchestrator", "serve", "--stop"], check=False, timeout=60)
+
+
+def _swarm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_swarm.orchestrator", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
+async def test_an_attached_run_samples_what_an_own_engine_samples(cache: Path) -> None:
+    own, note = await _answers(resident=False)
+    assert "attached" not in note
+    started = _swarm("serve", "--idle", "120", "-m", MODEL)
+    assert started.returncode == 0 and "resident engine ready" in started.stdout, started.stdout + started.stderr
+    state = read_state(resident_dir())
+    assert state is not None and (state.slots, state.ctx_per_slot, state.threads) == (2, 1024, 2)
+    for _ in range(2):  # the second run finds the engine's slots holding the first run's tokens
+        attached, note = await _answers()
+        assert "attached to the resident engine" in note, note
+        for a, b in zip(attached, own, strict=True):
+            assert a.token_ids == b.token_ids and a.logprobs == b.logprobs and a.text == b.text
+            assert a.timings is not None and a.timings.model_load_s < 1.0  # no model was loaded
+        assert attached[1].tool_calls == own[1].tool_calls
+    assert "idle" in _swarm("serve", "--status").stdout
+    stopped = _swarm("serve", "--stop")
+    assert stopped.returncode == 0 and f"pid {state.pid}" in stopped.stdout
+    assert read_state(resident_dir()) is None

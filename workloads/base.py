@@ -107,6 +107,24 @@ class Episode:
     scorer: Callable[[EpisodeRecord], Score]
     config: SwarmConfig = field(default_factory=SwarmConfig)
 
+    @classmethod
+    def one_agent(
+        cls,
+        task: Task,
+        mode: Mode,
+        *,
+        tools: tuple[Tool, ...],
+        agent: str,
+        system_prompt: str,
+        instructions: Mapping[Mode, str],
+        scorer: Callable[[EpisodeRecord], Score],
+        config: SwarmConfig,
+    ) -> Episode:
+        """The episode of a task whose sub-agents are of one predefined type, ``agent``, with every tool of the
+        episode (its system prompt ``system_prompt``): the instructions of ``mode``, the scorer and the budgets."""
+        definition = AgentDefinition(name=agent, tools=tuple(t.name for t in tools), system_prompt=system_prompt)
+        return cls(task, mode, tools, (definition,), instructions[mode], scorer, config)
+
     def score(self, record: EpisodeRecord) -> Score:
         """Score a finished episode against this episode's environment."""
         return self.scorer(record)

@@ -42,7 +42,7 @@ from agent_swarm.swarm.backend import Completion, ModelRequest
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError, ErrorType, ToolError
 from agent_swarm.swarm.function_backend import FunctionBackend, call
-from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, SubagentResult, Task
+from agent_swarm.swarm.records import EpisodeRecord, SubagentResult, Task
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from agent_swarm.workloads.splits import pool_splits
@@ -446,32 +446,24 @@ class BfclWorkload(Workload):
         if len(set(names)) != len(names):
             raise ConfigError(f"BFCL item {item.id} has functions whose tool names collide: {names}")
         tools = tuple(_recorder(log, f) for f in item.functions)
-        agent = AgentDefinition(
-            name=AGENT,
-            tools=tuple(names),
-            system_prompt="You make function calls. Make exactly the call(s) your task asks for, with the "
-            "right argument values, then report the call(s) you made in one line.",
-        )
-        if mode == "swarm":
-            instructions = (
-                f"A sub-agent type '{AGENT}' is predefined with all the request's functions. When the request "
-                "needs several independent calls, assign each call to its own instance (all assign_task calls "
-                "in one message). When it needs a single call, make it yourself directly."
-            )
-        else:
-            instructions = (
-                "You are a function-calling assistant. Work alone: make every call the request needs "
-                "yourself (independent calls may go in one message), then say which calls you made."
-            )
+        instructions: dict[Mode, str] = {
+            "swarm": f"A sub-agent type '{AGENT}' is predefined with all the request's functions. When the request "
+            "needs several independent calls, assign each call to its own instance (all assign_task calls "
+            "in one message). When it needs a single call, make it yourself directly.",
+            "single": "You are a function-calling assistant. Work alone: make every call the request needs "
+            "yourself (independent calls may go in one message), then say which calls you made.",
+        }
 
         def scorer(record: EpisodeRecord) -> Score:
             return score_calls(record, item)
 
-        return Episode(
-            task=task,
-            mode=mode,
+        return Episode.one_agent(
+            task,
+            mode,
             tools=tools,
-            agents=(agent,),
+            agent=AGENT,
+            system_prompt="You make function calls. Make exactly the call(s) your task asks for, with the "
+            "right argument values, then report the call(s) you made in one line.",
             instructions=instructions,
             scorer=scorer,
             config=SwarmConfig(max_critical_steps=12, max_subagent_steps=4),

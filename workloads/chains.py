@@ -23,7 +23,7 @@ from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.verifiers.match import ExactArgs, exact_verdict
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
-from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report, research_episode
+from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report
 
 __all__ = ["Chain", "Hop", "chain_episode", "chain_gold", "follow"]
 
@@ -135,11 +135,12 @@ def chain_episode(task: Task, mode: Mode, *, tools: tuple[Tool, ...], swarm: str
         )
 
     b = len(task.metadata["labels"])
-    return research_episode(
+    return Episode.one_agent(
         task,
         mode,
         tools=tools,
-        researcher="You answer one look-up question by following references through a document "
+        agent=AGENT,
+        system_prompt="You answer one look-up question by following references through a document "
         "collection with the search and open tools (check document titles). Report the facts you found "
         "as 'name: value' lines.",
         instructions={

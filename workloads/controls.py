@@ -38,7 +38,7 @@ from agent_swarm.workloads.research import FICTION, SWARM_NOTE, research_tools, 
 from agent_swarm.workloads.splits import key_split, split_rng
 from agent_swarm.workloads.starter import KINDS as STARTER_KINDS
 from agent_swarm.workloads.starter import fact_items, fact_question, score_answer
-from agent_swarm.workloads.wide import WIDE_RESEARCHER, own_hit, research_episode
+from agent_swarm.workloads.wide import AGENT, WIDE_RESEARCHER, own_hit
 
 __all__ = [
     "CONTROL_KINDS",
@@ -248,11 +248,12 @@ def control_episode(task: Task, mode: Mode) -> Episode:
     """The episode of a control: no tools for a fact or a sum, ``search``/``open`` for a look-up (and the
     researcher sub-agent type, which it should not need)."""
     if task.metadata["control"] == "lookup":
-        return research_episode(
+        return Episode.one_agent(
             task,
             mode,
             tools=research_tools(task),
-            researcher=WIDE_RESEARCHER,
+            agent=AGENT,
+            system_prompt=WIDE_RESEARCHER,
             instructions={"swarm": SWARM_NOTE, "single": _SINGLE_LOOKUP},
             scorer=_scorer(task),
             config=SwarmConfig(max_critical_steps=8, max_subagent_steps=8, max_subagents_per_stage=8),

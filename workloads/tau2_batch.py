@@ -42,7 +42,7 @@ from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError, ToolError
 from agent_swarm.swarm.function_backend import FunctionBackend, call
 from agent_swarm.swarm.messages import ToolMessage
-from agent_swarm.swarm.records import AgentDefinition, Task
+from agent_swarm.swarm.records import Task
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Score, Workload, tool_messages, user_text
 from agent_swarm.workloads.splits import check_split, pool_splits
@@ -432,26 +432,22 @@ class Tau2BatchWorkload(Workload):
         kn = Tau2BatchKnobs.model_validate(task.metadata.get("knobs", {"domain": dom.name}))
         db = dom.new_db()
         tools = dom.tools(db)
-        agent = AgentDefinition(name=dom.agent, system_prompt=_agent_prompt(dom), tools=tuple(t.name for t in tools))
-        if mode == "swarm":
-            instructions = (
-                f"A sub-agent type '{dom.agent}' is predefined: a {dom.name} customer-service agent with all "
-                f"{dom.name} tools and the {dom.name} policy. The tickets are independent: assign each ticket to "
-                f"its own instance with assign_task(agent='{dom.agent}', task=<the ticket id and full ticket "
-                "text>), all in one message, then answer with the table from their reports."
-            )
-        else:
-            instructions = (
-                f"You are a customer-service agent of {dom.business[0]}. Work alone: handle every ticket "
-                f"yourself with the {dom.name} tools, one tool call at a time, then answer with the table.\n\n"
-                f"# Policy\n{dom.policy()}"
-            )
+        instructions: dict[Mode, str] = {
+            "swarm": f"A sub-agent type '{dom.agent}' is predefined: a {dom.name} customer-service agent with all "
+            f"{dom.name} tools and the {dom.name} policy. The tickets are independent: assign each ticket to "
+            f"its own instance with assign_task(agent='{dom.agent}', task=<the ticket id and full ticket "
+            "text>), all in one message, then answer with the table from their reports.",
+            "single": f"You are a customer-service agent of {dom.business[0]}. Work alone: handle every ticket "
+            f"yourself with the {dom.name} tools, one tool call at a time, then answer with the table.\n\n"
+            f"# Policy\n{dom.policy()}",
+        }
         budget = kn.k * (kn.max_actions + 2) + 4
-        return Episode(
-            task=task,
-            mode=mode,
+        return Episode.one_agent(
+            task,
+            mode,
             tools=tools,
-            agents=(agent,),
+            agent=dom.agent,
+            system_prompt=_agent_prompt(dom),
             instructions=instructions,
             scorer=lambda record: _score(db, tickets),
             config=SwarmConfig(

@@ -11,8 +11,8 @@ answered as one markdown table"; ``deep-lookup`` shares the researcher and the e
 * :func:`table_scorer` — the strict table scorer (:func:`agent_swarm.swarm.verifiers.table.score_table`): metric
   item-F1 over the looked-up cells (keys excluded), row-F1 and success in the details, one item per
   gold cell;
-* :func:`research_episode` — the episode of a search task: the ``researcher`` sub-agent type, the
-  instructions of each mode, the workload's budgets;
+* :func:`wide_episode` — the episode of a wide table task: the researcher sub-agent type
+  (:meth:`~agent_swarm.workloads.base.Episode.one_agent`), the instructions of each mode, the budgets;
 * :func:`wide_gold` — the gold policies of a wide table task in both modes: swarm (one researcher per
   entity, all in one stage, then the table) and single (search, open, read, entity after entity).
 """
@@ -28,7 +28,7 @@ from agent_swarm.swarm.backend import Completion, ModelRequest
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.function_backend import FunctionBackend, call
 from agent_swarm.swarm.messages import ToolMessage
-from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord, Task
+from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.verifiers.table import ColumnRule, score_table
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
@@ -43,7 +43,6 @@ __all__ = [
     "Kind",
     "own_hit",
     "parse_report",
-    "research_episode",
     "rx",
     "table_scorer",
     "wide_config",
@@ -153,37 +152,14 @@ def wide_config(n_labels: int) -> SwarmConfig:
     )
 
 
-def research_episode(
-    task: Task,
-    mode: Mode,
-    *,
-    tools: tuple[Tool, ...],
-    researcher: str,
-    instructions: Mapping[Mode, str],
-    scorer: Callable[[EpisodeRecord], Score],
-    config: SwarmConfig,
-) -> Episode:
-    """The episode of a search-corpus task: a ``researcher`` sub-agent type with every tool (its system
-    prompt ``researcher``), the instructions of ``mode``, the scorer and the budgets."""
-    agent = AgentDefinition(name=AGENT, tools=tuple(t.name for t in tools), system_prompt=researcher)
-    return Episode(
-        task=task,
-        mode=mode,
-        tools=tools,
-        agents=(agent,),
-        instructions=instructions[mode],
-        scorer=scorer,
-        config=config,
-    )
-
-
 def wide_episode(task: Task, mode: Mode, tools: tuple[Tool, ...], swarm_instructions: str) -> Episode:
     """The episode of a wide table task (its verifier arguments hold the gold table)."""
-    return research_episode(
+    return Episode.one_agent(
         task,
         mode,
         tools=tools,
-        researcher=WIDE_RESEARCHER,
+        agent=AGENT,
+        system_prompt=WIDE_RESEARCHER,
         instructions={"swarm": swarm_instructions, "single": WIDE_SINGLE},
         scorer=table_scorer(task.verifier_args),
         config=wide_config(len(task.metadata["labels"])),

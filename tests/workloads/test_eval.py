@@ -17,12 +17,14 @@ from agent_swarm.orchestrator.eval_raw import read_raw
 from agent_swarm.orchestrator.rollout.collection import collect_rollouts
 from agent_swarm.orchestrator.rollout.config import RolloutConfig
 from agent_swarm.swarm.backend import Completion
+from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import BackendError, UnknownNameError
 from agent_swarm.swarm.events import Event, StageStarted
 from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.rl.rewards import ParallelReward, r_parallel
 from agent_swarm.swarm.testing import FunctionBackend
-from agent_swarm.workloads import episode_for, get_workload, workload_names
+from agent_swarm.tools.registry import Tool
+from agent_swarm.workloads import Episode, Score, episode_for, get_workload, workload_names
 
 runner = CliRunner()
 
@@ -63,6 +65,32 @@ def test_the_package_exports_the_workload_interface_without_the_gold_policy_help
         ]
     )
     assert not hasattr(workloads, "user_text") and not hasattr(workloads, "tool_messages")
+
+
+def test_a_one_agent_episode_gives_its_agent_every_tool_and_the_modes_instructions() -> None:
+    def look(q: str) -> str:
+        return q
+
+    def read(doc: str) -> str:
+        return doc
+
+    tools = (Tool(look), Tool(read))
+    config = SwarmConfig(max_critical_steps=5)
+    for mode in ("swarm", "single"):
+        ep = Episode.one_agent(
+            Task(id="t", prompt="p"),
+            mode,
+            tools=tools,
+            agent="reader",
+            system_prompt="You read.",
+            instructions={"swarm": "delegate", "single": "alone"},
+            scorer=lambda record: Score(metric=1.0, success=True),
+            config=config,
+        )
+        assert ep.tools == tools and ep.config is config and ep.mode == mode
+        assert ep.instructions == {"swarm": "delegate", "single": "alone"}[mode]
+        (agent,) = ep.agents
+        assert (agent.name, agent.tools, agent.system_prompt) == ("reader", ("look", "read"), "You read.")
 
 
 def test_registry_knows_every_workload_and_fails_loudly_on_unknown_names() -> None:

@@ -34,6 +34,7 @@ from agent_swarm.orchestrator.cli.options import (
     BaseUrlOpt,
     EpisodeLimitOptions,
     KnobOpt,
+    LatencyOpt,
     ModelOpt,
     NoSubagentCacheOpt,
     SubagentBackendOpt,
@@ -187,9 +188,7 @@ class EvalOptions(EpisodeLimitOptions, _EvalChoice):
             help="model backends: tokens per turn [default: as swarm run, or --config's]",
         ),
     ] = None
-    latency: Annotated[
-        float, typer.Option("--latency", min=0.0, metavar="SECONDS", help="scripted: simulated seconds per model call")
-    ] = 0.0
+    latency: LatencyOpt = 0.0
     concurrent_episodes: Annotated[
         int,
         typer.Option(

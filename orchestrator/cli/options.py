@@ -32,6 +32,7 @@ __all__ = [
     "EpisodeTimeoutOpt",
     "JsonOpt",
     "KnobOpt",
+    "LatencyOpt",
     "MaxConcurrencyOpt",
     "MaxCriticalStepsOpt",
     "MaxSubagentStepsOpt",
@@ -214,6 +215,9 @@ AdapterOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+LatencyOpt = Annotated[
+    float, typer.Option("--latency", min=0.0, metavar="SECONDS", help="scripted: simulated seconds per model call")
+]
 KnobOpt = Annotated[
     list[str] | None,
     typer.Option(

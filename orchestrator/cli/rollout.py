@@ -36,6 +36,7 @@ from agent_swarm.orchestrator.cli.options import (
     BaseUrlOpt,
     EpisodeLimitOptions,
     KnobOpt,
+    LatencyOpt,
     ModelOpt,
     NoSubagentCacheOpt,
     SubagentBackendOpt,
@@ -343,9 +344,7 @@ class RolloutOptions(EpisodeLimitOptions, _RolloutChoice):
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", metavar="N", min=1, help="model backends: tokens per turn")
     ] = None
-    latency: Annotated[
-        float, typer.Option("--latency", metavar="SECONDS", min=0.0, help="scripted: simulated seconds per model call")
-    ] = 0.0
+    latency: LatencyOpt = 0.0
     parquet: Annotated[bool, typer.Option("--parquet", help="also write OUT/trajectories.parquet")] = False
     json_out: Annotated[bool, typer.Option("--json", help="print the summary as JSON on stdout")] = False
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False

@@ -13,6 +13,14 @@ worktree of the commit before a change), run the same way in the same invocation
 
 The arms take turns run by run, so a change of the machine's load weighs on both alike.
 
+``--resident N`` measures the resident engine instead (``swarm serve``, docs/serve.md): in one cache, a
+first run (assembling the model and its prefix state; not reported), then ``swarm serve`` with the same
+environment, then N warm README runs that attach to it (``resident``) alternating with N that start
+their own engine (``in-process``: ``[backend] resident = false``), and ``swarm serve --stop``::
+
+    flock /work/heavy.lock python bench/bench_first_answer.py --resident 3 \\
+        --out bench/results/first_answer_resident.json
+
 It also measures the physical floor of this machine: the model's prefill and single-stream decode
 tokens/s at the thread count the runs use, and the import time of the CLI. Raw results go to
 ``--out`` as JSON (commit, model sha256, load average before and after, every run's answer, status,
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -50,17 +59,33 @@ def _git(root: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def _run(
-    root: Path, task: str, cache: Path, out: Path, args: argparse.Namespace, extra_path: list[str]
-) -> dict[str, Any]:
-    """One ``swarm run`` process of the checkout at ``root``; its wall time and record."""
+def _env(root: Path, cache: Path, args: argparse.Namespace) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root), *extra_path])
+    env["PYTHONPATH"] = os.pathsep.join([str(root), *args.extra_path])
     env["SWARM_CACHE_DIR"] = str(cache)
     env["SWARM_LOCAL_THREADS"] = str(args.threads)
+    if getattr(args, "layout", None):  # the resident comparison pins the slots both arms run
+        env["SWARM_LOCAL_SLOTS"], env["SWARM_LOCAL_CTX"] = (str(n) for n in args.layout)
+    return env
+
+
+SWARM = [sys.executable, "-c", "from agent_swarm.orchestrator.cli import main; main()"]
+
+
+def _run(
+    root: Path,
+    task: str,
+    cache: Path,
+    out: Path,
+    args: argparse.Namespace,
+    extra_path: list[str],
+    config: Path | None = None,
+) -> dict[str, Any]:
+    """One ``swarm run`` process of the checkout at ``root`` (with ``config``, ``-c``); its wall time and record."""
+    env = _env(root, cache, args)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-c", "from agent_swarm.orchestrator.cli import main; main()", "run", task, *BUDGET]
-    cmd += ["-m", args.model, "-q", "-o", str(out), "--no-trace-file"]
+    cmd = [*SWARM, "run", task, *BUDGET, "-m", args.model, "-q", "-o", str(out), "--no-trace-file"]
+    cmd += ["-c", str(config)] if config is not None else []
     started = time.perf_counter()
     try:
         proc = subprocess.run(
@@ -118,6 +143,50 @@ def _runs(arms: dict[str, Path], args: argparse.Namespace, work: Path, save: Cal
             save(row)
 
 
+def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[str, Any]], None]) -> None:
+    """The warm README command with ``swarm serve`` running (``resident``) against starting its own
+    engine (``in-process``), alternating, in one cache that a first run filled.
+
+    Both arms run the slots and context a default run plans now, pinned: an automatic plan sizes them
+    from the free memory, which the resident engine itself takes, and a prefix state is kept per layout."""
+    from agent_swarm.swarm.backends.local import LocalEngine
+
+    planned = LocalEngine(args.model, slots=16, fit_slots=True, ctx_per_slot=None, threads=args.threads)
+    print(f"layout pinned for both arms: {planned.plan()}", flush=True)
+    args.layout = (planned.slots, planned.ctx_per_slot)
+    cache = work / "cache"
+    configs = {}
+    for arm, attach in (("in-process", "false"), ("resident", "true")):
+        configs[arm] = work / f"{arm}.toml"
+        configs[arm].write_text(f"[backend]\nresident = {attach}\n", encoding="utf-8")
+    first = _run(ROOT, README_TASK, cache, work / "first", args, args.extra_path, configs["in-process"])
+    print(f"first run (fills the cache, not reported): {first['process_wall_s']:.1f}s", flush=True)
+    env = _env(ROOT, cache, args)
+    started = time.perf_counter()
+    serve = subprocess.run(
+        [*SWARM, "serve", "-m", args.model, "-c", str(configs["resident"]), "--idle", "600"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    serve_s = round(time.perf_counter() - started, 3)
+    print(f"swarm serve: {serve_s}s: {serve.stdout.strip()} {serve.stderr.strip()[-500:]}", flush=True)
+    if serve.returncode != 0:
+        raise SystemExit("swarm serve failed; see above")
+    try:
+        for i in range(args.resident):
+            for arm in ("in-process", "resident"):
+                row = _run(ROOT, README_TASK, cache, work / arm / f"out{i}", args, args.extra_path, configs[arm])
+                row.update(arm=arm, commit=_git(ROOT, "rev-parse", "HEAD"), scenario="readme", kind="warm", run=i)
+                row["serve_start_s"], row["layout"] = serve_s, list(args.layout)
+                print(f"{arm:>10} readme warm  process {row['process_wall_s']:7.2f}s  {row.get('status')}", flush=True)
+                save(row)
+    finally:
+        subprocess.run([*SWARM, "serve", "--stop"], cwd=ROOT, env=env, check=False)
+
+
 def _floor(args: argparse.Namespace) -> dict[str, Any]:
     """Prefill and single-stream decode tokens/s of the model on this machine at ``args.threads``."""
     import httpx
@@ -165,18 +234,39 @@ def _summary(runs: list[dict[str, Any]], floor: dict[str, Any]) -> dict[str, Any
     for r in runs:
         key = f"{r['arm']}/{r['scenario']}/{r['kind']}"
         out.setdefault(key, []).append(r["process_wall_s"])
-    # The floor of a warm README run: load the model, compute what was not cached, decode what was decoded.
-    warm = [r for r in runs if r["arm"] == "after" and r["kind"] == "warm" and r["scenario"] == "readme"]
-    if warm and warm[-1].get("timings"):
-        t = warm[-1]["timings"]
-        out["after/readme/warm floor_s"] = round(
-            floor["cli_import_s"]
-            + floor["model_load_s"]
-            + t["prefill_tokens"] / floor["prefill_tok_s"]
-            + t["decode_tokens"] / floor["decode_tok_s"],
-            2,
-        )
+    # The floor of a warm README run: load the model (unless a resident engine has it loaded), compute
+    # what was not cached, decode what was decoded.
+    for arm in ("after", "in-process", "resident"):
+        warm = [r for r in runs if r["arm"] == arm and r["kind"] == "warm" and r["scenario"] == "readme"]
+        if warm and warm[-1].get("timings"):
+            t = warm[-1]["timings"]
+            load = 0.0 if arm == "resident" else floor["model_load_s"]
+            out[f"{arm}/readme/warm floor_s"] = round(
+                floor["cli_import_s"]
+                + load
+                + t["prefill_tokens"] / floor["prefill_tok_s"]
+                + t["decode_tokens"] / floor["decode_tok_s"],
+                2,
+            )
     return out
+
+
+def _paired(result: dict[str, Any]) -> list[str]:
+    """The resident comparison: each pair's in-process minus resident wall time, and against the 10 s target."""
+    walls: dict[tuple[str, int], float] = {(r["arm"], r["run"]): r["process_wall_s"] for r in result["runs"]}
+    pairs = sorted(i for arm, i in walls if arm == "resident" and ("in-process", i) in walls)
+    if not pairs:
+        return []
+    diffs = [walls[("in-process", i)] - walls[("resident", i)] for i in pairs]
+    resident = sorted(walls[("resident", i)] for i in pairs)
+    n, wins = len(diffs), sum(d > 0 for d in diffs)
+    p = min(1.0, 2 * sum(math.comb(n, k) for k in range(max(wins, n - wins), n + 1)) / 2**n)
+    median = resident[n // 2] if n % 2 else (resident[n // 2 - 1] + resident[n // 2]) / 2
+    return [
+        f"paired (n = {n}): in-process minus resident {', '.join(f'{d:.1f}' for d in diffs)} s; "
+        f"resident faster in {wins}/{n} (two-sided sign test p = {p:.3f})",
+        f"target 10 s: resident median {median:.1f} s, {median - 10:+.1f} s from it",
+    ]
 
 
 def report(result: dict[str, Any]) -> str:
@@ -199,6 +289,7 @@ def report(result: dict[str, Any]) -> str:
         walls = sorted(r["process_wall_s"] for r in rows)
         each = ", ".join(f"{r['process_wall_s']:.1f}" for r in rows)
         lines.append(f"{arm:<7}{scenario:<8}{kind:<7}{len(rows):>2}  {each:<30}{walls[len(walls) // 2]:>7.1f}")
+    lines += _paired(result)
     lines.append("breakdown of each run (seconds; tokens):")
     for r in result["runs"]:
         t = r.get("timings")
@@ -222,6 +313,7 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="a checkout of the code before the change (the 'before' arm)")
     ap.add_argument("--model", default=None, help="local model (default: the best installed, as swarm run picks)")
     ap.add_argument("--threads", type=int, default=None, help="decode threads for every run (default: free cores now)")
+    ap.add_argument("--resident", type=int, default=0, help="N: the resident-engine comparison instead (see above)")
     ap.add_argument("--warm", type=int, default=2, help="warm README runs per arm")
     ap.add_argument("--wide", type=int, default=1, help="warm wide-task runs per arm")
     ap.add_argument("--run-timeout", type=float, default=300.0)
@@ -264,7 +356,10 @@ def main() -> None:
     arms = {"before": args.before.resolve()} if args.before is not None else {}
     arms["after"] = ROOT
     with tempfile.TemporaryDirectory(prefix="swarm-bench-") as tmp:
-        _runs(arms, args, Path(tmp), save)
+        if args.resident:
+            _resident_runs(args, Path(tmp), save)
+        else:
+            _runs(arms, args, Path(tmp), save)
     print(report(result))
     print(f"raw results: {args.out}; the table again: python bench/bench_first_answer.py --report {args.out}")
 

@@ -14,9 +14,10 @@ worktree of the commit before a change), run the same way in the same invocation
 The arms take turns run by run, so a change of the machine's load weighs on both alike.
 
 ``--resident N`` measures the resident engine instead (``swarm serve``, docs/serve.md): in one cache, a
-first run (assembling the model and its prefix state; not reported), then ``swarm serve`` with the same
-environment, then N warm README runs that attach to it (``resident``) alternating with N that start
-their own engine (``in-process``: ``[backend] resident = false``), and ``swarm serve --stop``::
+first run (assembling the model and its prefix state; not reported), then N pairs of warm README runs
+in alternating order: one that attaches to a ``swarm serve`` started with the same environment just
+before it and stopped after it (``resident``; the serve start is timed apart), and one that starts its
+own engine (``in-process``: ``[backend] resident = false``)::
 
     flock /work/heavy.lock python bench/bench_first_answer.py --resident 3 \\
         --out bench/results/first_answer_resident.json
@@ -144,11 +145,13 @@ def _runs(arms: dict[str, Path], args: argparse.Namespace, work: Path, save: Cal
 
 
 def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[str, Any]], None]) -> None:
-    """The warm README command with ``swarm serve`` running (``resident``) against starting its own
-    engine (``in-process``), alternating, in one cache that a first run filled.
+    """The warm README command attached to ``swarm serve`` (``resident``) against starting its own
+    engine (``in-process``), in pairs whose order alternates, in one cache that a first run filled.
 
-    Both arms run the slots and context a default run plans now, pinned: an automatic plan sizes them
-    from the free memory, which the resident engine itself takes, and a prefix state is kept per layout."""
+    One engine at a time, as a user has it: the resident engine is started before each resident run
+    (timed apart, ``serve_start_s``) and stopped after it. Both arms run the slots and context a default
+    run plans now, pinned: a prefix state is kept per layout, and two engines of the default layout
+    (16 slots of 32,768 tokens: 14 GiB of KV cache each) do not fit this machine's memory at once."""
     from agent_swarm.swarm.backends.local import LocalEngine
 
     planned = LocalEngine(args.model, slots=16, fit_slots=True, ctx_per_slot=None, threads=args.threads)
@@ -162,29 +165,30 @@ def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[st
     first = _run(ROOT, README_TASK, cache, work / "first", args, args.extra_path, configs["in-process"])
     print(f"first run (fills the cache, not reported): {first['process_wall_s']:.1f}s", flush=True)
     env = _env(ROOT, cache, args)
+    for i in range(args.resident):
+        for arm in ("in-process", "resident") if i % 2 == 0 else ("resident", "in-process"):
+            serve_s = _serve(env, configs[arm], args.model) if arm == "resident" else None
+            try:
+                row = _run(ROOT, README_TASK, cache, work / arm / f"out{i}", args, args.extra_path, configs[arm])
+            finally:
+                if arm == "resident":
+                    subprocess.run([*SWARM, "serve", "--stop"], cwd=ROOT, env=env, check=False)
+            row.update(arm=arm, commit=_git(ROOT, "rev-parse", "HEAD"), scenario="readme", kind="warm", run=i)
+            row["serve_start_s"], row["layout"] = serve_s, list(args.layout)
+            print(f"{arm:>10} readme warm  process {row['process_wall_s']:7.2f}s  {row.get('status')}", flush=True)
+            save(row)
+
+
+def _serve(env: dict[str, str], config: Path, model: str) -> float:
+    """Start ``swarm serve`` (waits until it serves); the seconds that took."""
     started = time.perf_counter()
-    serve = subprocess.run(
-        [*SWARM, "serve", "-m", args.model, "-c", str(configs["resident"]), "--idle", "600"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    serve_s = round(time.perf_counter() - started, 3)
-    print(f"swarm serve: {serve_s}s: {serve.stdout.strip()} {serve.stderr.strip()[-500:]}", flush=True)
+    cmd = [*SWARM, "serve", "-m", model, "-c", str(config), "--idle", "600"]
+    serve = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    took = round(time.perf_counter() - started, 3)
+    print(f"swarm serve: {took}s: {serve.stdout.strip()} {serve.stderr.strip()[-500:]}", flush=True)
     if serve.returncode != 0:
         raise SystemExit("swarm serve failed; see above")
-    try:
-        for i in range(args.resident):
-            for arm in ("in-process", "resident"):
-                row = _run(ROOT, README_TASK, cache, work / arm / f"out{i}", args, args.extra_path, configs[arm])
-                row.update(arm=arm, commit=_git(ROOT, "rev-parse", "HEAD"), scenario="readme", kind="warm", run=i)
-                row["serve_start_s"], row["layout"] = serve_s, list(args.layout)
-                print(f"{arm:>10} readme warm  process {row['process_wall_s']:7.2f}s  {row.get('status')}", flush=True)
-                save(row)
-    finally:
-        subprocess.run([*SWARM, "serve", "--stop"], cwd=ROOT, env=env, check=False)
+    return took
 
 
 def _floor(args: argparse.Namespace) -> dict[str, Any]:
@@ -262,7 +266,11 @@ def _paired(result: dict[str, Any]) -> list[str]:
     n, wins = len(diffs), sum(d > 0 for d in diffs)
     p = min(1.0, 2 * sum(math.comb(n, k) for k in range(max(wins, n - wins), n + 1)) / 2**n)
     median = resident[n // 2] if n % 2 else (resident[n // 2 - 1] + resident[n // 2]) / 2
+    rows = [r for r in result["runs"] if r["arm"] == "resident"]
+    attached = sum(bool(r.get("timings")) and r["timings"]["startup_s"] < 2.0 for r in rows)
+    starts = ", ".join(f"{r['serve_start_s']:.1f}" for r in rows if r.get("serve_start_s") is not None)
     return [
+        f"resident runs attached (engine start under 2 s): {attached}/{len(rows)}; swarm serve took {starts} s",
         f"paired (n = {n}): in-process minus resident {', '.join(f'{d:.1f}' for d in diffs)} s; "
         f"resident faster in {wins}/{n} (two-sided sign test p = {p:.3f})",
         f"target 10 s: resident median {median:.1f} s, {median - 10:+.1f} s from it",
@@ -284,11 +292,11 @@ def report(result: dict[str, Any]) -> str:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in result["runs"]:
         groups.setdefault((r["arm"], r["scenario"], r["kind"]), []).append(r)
-    lines.append(f"{'arm':<7}{'task':<8}{'cache':<7}{'n':>2}  {'process wall s (each run)':<30}{'median':>7}")
+    lines.append(f"{'arm':<11}{'task':<8}{'cache':<7}{'n':>2}  {'process wall s (each run)':<30}{'median':>7}")
     for (arm, scenario, kind), rows in groups.items():
         walls = sorted(r["process_wall_s"] for r in rows)
         each = ", ".join(f"{r['process_wall_s']:.1f}" for r in rows)
-        lines.append(f"{arm:<7}{scenario:<8}{kind:<7}{len(rows):>2}  {each:<30}{walls[len(walls) // 2]:>7.1f}")
+        lines.append(f"{arm:<11}{scenario:<8}{kind:<7}{len(rows):>2}  {each:<30}{walls[len(walls) // 2]:>7.1f}")
     lines += _paired(result)
     lines.append("breakdown of each run (seconds; tokens):")
     for r in result["runs"]:

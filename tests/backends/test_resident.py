@@ -222,6 +222,7 @@ def test_swarm_serve_status_and_stop(model: Path) -> None:
         assert r.exit_code == 2 and "already running" in r.output
         r = runner.invoke(app, ["serve", "--stop"])
         assert r.exit_code == 0 and f"stopped the resident engine (pid {proc.pid}, tiny)" in r.stdout, r.output
+        ResidentServer.claim(d).release()  # --stop returned once the server let go of its lock
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0 and out.strip() == "stopped"
         assert read_state(d) is None and stop_resident(d) is None

@@ -378,7 +378,8 @@ def serve_engine(
 
 
 def stop_resident(directory: Path | None = None, *, timeout: float = 30.0) -> ResidentState | None:
-    """Send the live resident engine SIGTERM and wait until it is gone; its state, or ``None`` if none ran."""
+    """Send the live resident engine SIGTERM and wait until it has closed its engine (its server lock is
+    free); its state, or ``None`` if none ran."""
     d = directory or resident_dir()
     state = read_state(d)
     if state is None:
@@ -386,8 +387,9 @@ def stop_resident(directory: Path | None = None, *, timeout: float = 30.0) -> Re
     with contextlib.suppress(ProcessLookupError):
         os.kill(state.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while read_state(d) is not None:
+    while (fd := _try_lock(d / SERVER_LOCK)) is None:  # released once the engine is closed
         if time.monotonic() >= deadline:
             raise ConfigError(f"the resident engine (pid {state.pid}) did not stop within {timeout:.0f} s; kill it")
         time.sleep(0.1)
+    os.close(fd)
     return state

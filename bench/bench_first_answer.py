@@ -149,14 +149,16 @@ def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[st
     engine (``in-process``), in pairs whose order alternates, in one cache that a first run filled.
 
     One engine at a time, as a user has it: the resident engine is started before each resident run
-    (timed apart, ``serve_start_s``) and stopped after it. Both arms run the slots and context a default
-    run plans now, pinned: a prefix state is kept per layout, and two engines of the default layout
-    (16 slots of 32,768 tokens: 14 GiB of KV cache each) do not fit this machine's memory at once."""
+    (timed apart, ``serve_start_s``) and stopped after it. Both arms run the layout a default run plans
+    now: a shared KV cache as planned (its size does not depend on the free memory once that holds
+    it), else its slots and context pinned (a prefix state is kept per layout, and two engines of 16
+    own 32,768-token caches, 14 GiB each, do not fit this machine's memory at once)."""
     from agent_swarm.swarm.backends.local import LocalEngine
 
     planned = LocalEngine(args.model, slots=16, fit_slots=True, ctx_per_slot=None, threads=args.threads)
     print(f"layout pinned for both arms: {planned.plan()}", flush=True)
-    args.layout = (planned.slots, planned.ctx_per_slot)
+    args.layout = None if planned.pool else (planned.slots, planned.ctx_per_slot)
+    layout = [planned.slots, planned.ctx_per_slot, planned.pool]
     cache = work / "cache"
     configs = {}
     for arm, attach in (("in-process", "false"), ("resident", "true")):
@@ -174,7 +176,7 @@ def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[st
                 if arm == "resident":
                     subprocess.run([*SWARM, "serve", "--stop"], cwd=ROOT, env=env, check=False)
             row.update(arm=arm, commit=_git(ROOT, "rev-parse", "HEAD"), scenario="readme", kind="warm", run=i)
-            row["serve_start_s"], row["layout"] = serve_s, list(args.layout)
+            row["serve_start_s"], row["layout"] = serve_s, layout
             print(f"{arm:>10} readme warm  process {row['process_wall_s']:7.2f}s  {row.get('status')}", flush=True)
             save(row)
 

@@ -13,7 +13,14 @@ from typing import Any
 import anyio
 import pytest
 
-from agent_swarm.swarm.backends.local.prefix import MAX_FILES, PrefixCache, Slot, SlotPool, common_prefix
+from agent_swarm.swarm.backends.local.prefix import (
+    MAX_FILES,
+    CacheRoom,
+    PrefixCache,
+    Slot,
+    SlotPool,
+    common_prefix,
+)
 from agent_swarm.swarm.errors import BackendError
 
 PREFIX = tuple(range(100, 300))
@@ -180,10 +187,33 @@ def test_engines_of_other_kv_layouts_never_share_prefix_states(tmp_path: Path) -
     weights = tmp_path / "m.gguf"
     weights.write_bytes(b"weights")
 
-    def prefix_dir(slots: int, ctx: int) -> Path:
-        engine = LocalEngine(str(weights), slots=slots, ctx_per_slot=ctx)
+    def prefix_dir(slots: int, ctx: int, pool: int = 0) -> Path:
+        engine = LocalEngine(str(weights), slots=slots, ctx_per_slot=ctx, pool=pool)
         engine.path = weights
         return engine._prefix_dir()
 
     assert prefix_dir(4, 4096) == prefix_dir(4, 4096)
-    assert len({prefix_dir(4, 4096), prefix_dir(2, 4096), prefix_dir(4, 2048)}) == 3
+    layouts = {prefix_dir(4, 4096), prefix_dir(2, 4096), prefix_dir(4, 2048), prefix_dir(4, 4096, pool=8192)}
+    assert len(layouts) == 4
+
+
+def test_a_shared_kv_cache_starts_a_request_only_with_room_for_it() -> None:
+    room = CacheRoom(1000)
+    base, adapter = SlotPool(range(1, 4), room), SlotPool([0], room)  # two kinds share one cache
+    a = base.take((), tokens=600)
+    assert a is not None and room.used == 600
+    # a free slot, but not the room: the request waits (None), nothing is reserved for it
+    assert base.take((), tokens=500) is None and adapter.take((), tokens=500) is None and room.used == 600
+    b = adapter.take((), tokens=400)
+    assert b is not None and room.used == 1000
+    base.give(a)
+    assert room.used == 400 and a.reserved == 0
+    c = base.take((), tokens=50_000)  # more than the cache: all of it, once the rest is free
+    assert c is None
+    adapter.give(b)
+    c = base.take((), tokens=50_000)
+    assert c is not None and room.used == 1000 == c.reserved
+    base.give(c)
+    assert room.used == 0
+    with pytest.raises(ValueError, match="at least one token"):
+        CacheRoom(0)

@@ -50,6 +50,7 @@ def _state(model: Path, *, pid: int | None = None, request: EngineRequest = REQU
         request=request,
         slots=3,  # what the server resolved; an attached client adopts it
         ctx_per_slot=2048,
+        pool=4096,
         threads=2,
         context_note="2048 tokens per slot x 3 slots",
         engine_version=engine_version(),
@@ -77,7 +78,8 @@ def test_a_run_attaches_to_a_live_engine_of_the_same_file_and_settings(tmp_path:
     engine = _engine(model, d)
     note = engine.plan()
     assert engine.attached is not None and "attached to the resident engine" in note and str(os.getpid()) in note
-    assert (engine.slots, engine.ctx_per_slot) == (3, 2048)  # the server's layout
+    # the server's layout; its one client at a time counts the room of its shared cache
+    assert (engine.slots, engine.ctx_per_slot, engine.pool) == (3, 2048, 4096)
     assert client_attached(d)
     engine.close()
     assert not client_attached(d) and read_state(d) is not None  # the server goes on

@@ -165,7 +165,7 @@ class LocalBackend:
                 body["grammar"] = grammar
         prefix = await self._fixed_prefix(http, request, prompt_ids, continued)
         waiting = time.perf_counter()
-        async with self.engine.slot(bool(self.lora_scale), prompt_ids) as slot:
+        async with self.engine.slot(bool(self.lora_scale), prompt_ids, len(prompt_ids) + body["n_predict"]) as slot:
             queue_s = time.perf_counter() - waiting
             work = await self._prepare(http, slot, prefix, body.get("lora"))
             body["id_slot"] = slot.id
@@ -302,7 +302,7 @@ class LocalBackend:
             }
             if lora is not None:
                 probe["lora"] = lora
-            async with self.engine.slot(bool(self.lora_scale)) as slot:
+            async with self.engine.slot(bool(self.lora_scale), tokens=8) as slot:
                 probe["id_slot"] = slot.id
                 slot.held = ()  # the probe replaces what the slot held
                 data = await http.post_json("/completion", probe)

@@ -26,7 +26,7 @@ from agent_swarm.swarm.backends.local.catalogue import (
     resolve_model,
 )
 from agent_swarm.swarm.backends.local.cpu import default_threads
-from agent_swarm.swarm.backends.local.prefix import PrefixCache, Slot, SlotPool
+from agent_swarm.swarm.backends.local.prefix import CacheRoom, PrefixCache, Slot, SlotPool
 from agent_swarm.swarm.backends.local.resident import Attachment, EngineRequest, FileIdentity, attach
 from agent_swarm.swarm.backends.local.sizing import MIN_CONTEXT, auto_context
 from agent_swarm.swarm.errors import BackendError, ConfigError
@@ -58,9 +58,10 @@ class LocalEngine:
         model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
             installed model.
         slots: parallel sequences (size it to the sub-agent fan-out).
-        fit_slots: with ``ctx_per_slot=None``, start fewer than ``slots`` where the free memory cannot
-            give each the model's full context up to 32,768 tokens (``auto_context``); the
-            :attr:`slots` chosen are known after :meth:`plan` or :meth:`start`.
+        fit_slots: with ``ctx_per_slot=None``, the slots share one KV cache (:attr:`pool` tokens,
+            llama.cpp's unified cache), each able to hold the model's full context up to 32,768
+            tokens of it (``auto_context``): quick to start, and a request waits for room in it
+            (:meth:`slot`); the layout is known after :meth:`plan` or :meth:`start`.
         ctx_per_slot: context length of each slot in tokens; ``None`` sizes it at start from the
             model and the free memory (:func:`~agent_swarm.swarm.backends.local.sizing.auto_context`, at least
             8,192, at most the trained context), said in :attr:`context_note`.
@@ -81,6 +82,8 @@ class LocalEngine:
             engine attaches to it if it serves exactly this model file with settings asked alike (its
             slots and context are then the resident engine's, said in :attr:`context_note`), else it
             starts its own as without one. ``None`` (default) always starts its own.
+        pool: with ``ctx_per_slot`` set, the tokens of one KV cache all slots share, each slot
+            holding up to ``ctx_per_slot`` of it (0, the default: each slot has its own).
     """
 
     # What a start finds out and sets (the values before the first start; immutable, so shared safely).
@@ -120,11 +123,20 @@ class LocalEngine:
         prefix_cache: bool = True,
         fit_slots: bool = False,
         resident: Path | None = None,
+        pool: int = 0,
     ) -> None:
         if slots < 1:
             raise ConfigError(f"slots must be >= 1, got {slots}")
         if ctx_per_slot is not None and ctx_per_slot < 256:
             raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
+        if pool and (ctx_per_slot is None or pool < ctx_per_slot):
+            raise ConfigError(
+                f"pool={pool} tokens cannot hold one slot's context (ctx_per_slot={ctx_per_slot}); "
+                "set ctx_per_slot to at most the pool, or pool=0"
+            )
+        self.pool = pool
+        """Tokens of the KV cache all slots share (set, or planned with ``fit_slots``); 0: each slot
+        has its own (``slots x ctx_per_slot`` in all)."""
         self.requested = model
         self.request = EngineRequest(slots=slots, fit_slots=fit_slots, ctx=ctx_per_slot, threads=threads)
         """The settings as asked (a resident engine is used only when it was asked for alike)."""
@@ -136,7 +148,10 @@ class LocalEngine:
         self.auto_context = ctx_per_slot is None
         self.ctx_per_slot = MIN_CONTEXT if ctx_per_slot is None else ctx_per_slot
         """Each slot's context in tokens (with ``ctx_per_slot=None``: a floor until :meth:`start` sizes it)."""
-        self.context_note = "" if ctx_per_slot is None else f"{ctx_per_slot} tokens per slot x {slots} slots (set)"
+        shared = f" sharing a KV cache of {pool} tokens" if pool else ""
+        self.context_note = (
+            "" if ctx_per_slot is None else f"{ctx_per_slot} tokens per slot x {slots} slots{shared} (set)"
+        )
         """How :attr:`ctx_per_slot` was chosen (the run header and ``swarm doctor`` show it)."""
         self._planned = ctx_per_slot is not None
         self.fit_slots = fit_slots
@@ -199,7 +214,11 @@ class LocalEngine:
             first_base = self.adapter_slots if self.lora_adapters else 0
             # A new server's slots hold nothing; a resident one's may hold anything, which no request
             # assumes: a slot's prefix state is restored or computed unless this engine put it there.
-            self._pools = {True: SlotPool(range(first_base)), False: SlotPool(range(first_base, self.slots))}
+            room = CacheRoom(self.pool) if self.pool else None  # both kinds' requests share it
+            self._pools = {
+                True: SlotPool(range(first_base), room),
+                False: SlotPool(range(first_base, self.slots), room),
+            }
             self.tools_in_prompt = not _template_renders_tools(self.base_url)
             self.tool_tags = _tag_tokens(self.base_url)
             self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
@@ -218,7 +237,12 @@ class LocalEngine:
         p = xllamacpp.CommonParams()
         p.model.path = str(self.path)
         p.n_parallel = self.slots
-        p.n_ctx = self.slots * self.ctx_per_slot
+        if self.pool:  # one cache all slots share, each capped at its context (sizing.py)
+            p.kv_unified = True
+            p.n_ctx = self.pool
+            p.kv_unified_per_slot = self.ctx_per_slot
+        else:
+            p.n_ctx = self.slots * self.ctx_per_slot
         p.cpuparams.n_threads = self.threads
         p.cpuparams_batch.n_threads = self.threads
         p.use_jinja = True
@@ -246,9 +270,8 @@ class LocalEngine:
         if self.resident is not None and not self.lora_adapters and self.attached is None and self._server is None:
             self._attach(self.resident)
         if not self._planned:
-            keep = self.adapter_slots + 1 if self.lora_adapters else 1
-            plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots, keep=keep)
-            self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
+            plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots)
+            self.ctx_per_slot, self.context_note, self.pool = plan.ctx_per_slot, plan.note, plan.pool
             self._planned = True
 
     def _attach(self, directory: Path) -> None:
@@ -263,6 +286,7 @@ class LocalEngine:
         s = found.state
         self.attached = found
         self.slots, self.ctx_per_slot, self._threads, self._planned = s.slots, s.ctx_per_slot, s.threads, True
+        self.pool = s.pool  # its one client at a time counts the room of a shared cache, as its own
         self.context_note = f"{s.context_note}; attached to the resident engine of `swarm serve` (pid {s.pid})"
         self.resident_note = ""
 
@@ -302,20 +326,23 @@ class LocalEngine:
         version = importlib.metadata.version("xllamacpp")
         # and the KV layout: llama.cpp refuses a state written by an engine of other slot sizes
         # ("No available space in KV cache"), so engines of different layouts never share states
-        layout = f"{self.slots}x{self.ctx_per_slot}"
+        layout = f"{self.slots}x{self.ctx_per_slot}" + (f"-pool{self.pool}" if self.pool else "")
         return cache_dir() / "prefixes" / f"{model_sha[:32]}-xllamacpp{version}-{layout}"
 
     @contextlib.asynccontextmanager
-    async def slot(self, adapter: bool, prompt: Sequence[int] = ()) -> AsyncIterator[Slot]:
+    async def slot(self, adapter: bool, prompt: Sequence[int] = (), tokens: int = 0) -> AsyncIterator[Slot]:
         """A slot reserved for one request of this kind: of the free ones, the one whose KV cache
         shares the longest prefix with ``prompt``, else the least recently used. The caller sets
-        :attr:`Slot.held` to what the slot holds afterwards (a failed request leaves it unknown)."""
+        :attr:`Slot.held` to what the slot holds afterwards (a failed request leaves it unknown).
+        With a shared cache (:attr:`pool`), it waits until the requests under way leave room for
+        ``tokens`` (the request's prompt and completion)."""
         pool = self._pools[adapter and bool(self.lora_adapters)]
         while True:
-            slot = pool.take(prompt)
+            slot = pool.take(prompt, tokens)
             if slot is not None:
                 break
-            # Every slot of this kind is busy (several backends, maybe on other event loops, share it).
+            # Every slot of this kind is busy (several backends, maybe on other event loops, share
+            # it), or the shared cache is full.
             await anyio.sleep(0.01)
         try:
             yield slot

@@ -31,7 +31,7 @@ import anyio
 
 from agent_swarm.swarm.errors import BackendError
 
-__all__ = ["MIN_PREFIX_TOKENS", "PrefixCache", "PrefixWork", "Slot", "SlotPool", "common_prefix"]
+__all__ = ["MIN_PREFIX_TOKENS", "CacheRoom", "PrefixCache", "PrefixWork", "Slot", "SlotPool", "common_prefix"]
 
 MIN_PREFIX_TOKENS = 64
 """Shorter prefixes are prefilled every time (restoring them saves nothing worth a file)."""
@@ -64,27 +64,69 @@ class Slot:
     id: int
     held: tuple[int, ...] = ()
     used: float = 0.0
+    reserved: int = 0
+    """Tokens of the shared cache (:class:`CacheRoom`) its request under way reserved."""
+
+
+class CacheRoom:
+    """The tokens of one KV cache that all slots share (llama.cpp's unified cache), and how many the
+    requests under way reserved: a request starts only when its prompt and completion fit in the
+    rest. llama.cpp, out of room, drops idle slots' cached tokens and then ends running requests
+    with an error; reserved like this, it only ever needs the first."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"a shared KV cache holds at least one token, got {size}")
+        self.size = size
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, tokens: int) -> int | None:
+        """Reserve ``tokens`` (at most the whole cache); how many, or ``None`` where they do not fit now."""
+        need = min(max(tokens, 0), self.size)
+        with self._lock:
+            if self.used + need > self.size:
+                return None
+            self.used += need
+            return need
+
+    def release(self, tokens: int) -> None:
+        with self._lock:
+            self.used -= tokens
 
 
 class SlotPool:
-    """The free slots of one kind; :meth:`take` picks the one that suits a prompt best."""
+    """The free slots of one kind; :meth:`take` picks the one that suits a prompt best. With a
+    ``room`` (a shared KV cache, maybe shared with pools of other kinds), a slot is taken only with
+    room for its request."""
 
-    def __init__(self, ids: Iterable[int]) -> None:
+    def __init__(self, ids: Iterable[int], room: CacheRoom | None = None) -> None:
         self.free = [Slot(i) for i in ids]
+        self.room = room
         self._lock = threading.Lock()
 
-    def take(self, prompt: Sequence[int]) -> Slot | None:
+    def take(self, prompt: Sequence[int], tokens: int = 0) -> Slot | None:
         """The free slot with a cached prefix of ``prompt`` worth keeping (a chat template's few
         shared header tokens are not), else an empty one (nothing of value is overwritten), else the
-        least recently used; ``None`` when all are busy."""
+        least recently used, with ``tokens`` (the request's prompt and completion) of the shared
+        cache reserved; ``None`` when all are busy or the shared cache lacks the room now."""
         with self._lock:
             slot = max(self.free, key=lambda s: _rank(s, prompt), default=None)
-            if slot is not None:
-                self.free.remove(slot)
+            if slot is None:
+                return None
+            reserved = self.room.reserve(tokens) if self.room is not None else 0
+            if reserved is None:
+                return None
+            slot.reserved = reserved
+            self.free.remove(slot)
             return slot
 
     def give(self, slot: Slot) -> None:
+        """Return ``slot`` and the room its request reserved."""
         slot.used = time.monotonic()
+        if self.room is not None:
+            self.room.release(slot.reserved)
+        slot.reserved = 0
         with self._lock:
             self.free.append(slot)
 

@@ -114,6 +114,8 @@ class ResidentState(_Frozen):
     request: EngineRequest
     slots: int
     ctx_per_slot: int
+    pool: int = 0
+    """Tokens of the KV cache its slots share (0: each its own); the one client counts them."""
     threads: int
     context_note: str
     engine_version: str
@@ -318,6 +320,7 @@ class Servable(Protocol):
     path: Path | None
     slots: int
     ctx_per_slot: int
+    pool: int
     context_note: str
     request: EngineRequest
     resident: Path | None
@@ -359,6 +362,7 @@ def serve_engine(
             request=engine.request,
             slots=engine.slots,
             ctx_per_slot=engine.ctx_per_slot,
+            pool=engine.pool,
             threads=engine.threads,
             context_note=engine.context_note,
             engine_version=engine_version(),

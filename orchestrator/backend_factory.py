@@ -88,8 +88,8 @@ def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
 
 
 def _fit_slots(options: LocalOptions) -> bool:
-    # Slots nobody set (no [backend] slots, no SWARM_LOCAL_SLOTS) give way to context: fewer, each with
-    # the model's full context (sizing.py).
+    # Slots nobody set (no [backend] slots, no SWARM_LOCAL_SLOTS) share one KV cache, each able to hold
+    # the model's full context of it (sizing.py): quick to start; set slots get their own caches.
     return options.slots is None
 
 

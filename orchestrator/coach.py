@@ -2,7 +2,7 @@
 
 The engine (:mod:`agent_swarm.orchestrator.engine`) runs the protocol — turns, stages, admission, budgets — for the
 swarm arm (an orchestrator with sub-agents) and the single arm (``SwarmConfig.subagents = False``)
-alike. At four fixed points it asks its :class:`Coach`:
+alike. At five fixed points it asks its :class:`Coach`:
 
 - :meth:`Coach.before_turn` — the turn's tool choice, the notices the model reads first, whether it
   may propose several direct calls, and whether this is the episode's last turn (an :class:`Ending`:
@@ -13,6 +13,8 @@ alike. At four fixed points it asks its :class:`Coach`:
 - :meth:`Coach.after_stage` — what the model is shown for each call (a repeated failure or a repeat
   of a call that already returned says so), and the verdict: everything was already done, or the
   model is stuck repeating itself;
+- :meth:`Coach.review_answer` — whether a turn's answer goes back to the model once, with a notice
+  (a small model's table that names none of the items the task lists);
 - :attr:`Coach.subagents` — the :class:`~agent_swarm.subagents.coach.StepCoach` of its sub-agents.
 
 Its state lives in one :class:`CoachState` per episode (:meth:`Coach.start`). :class:`NoCoach` (capable
@@ -58,6 +60,7 @@ __all__ = [
     "TurnAdvice",
     "TurnView",
     "coach_for",
+    "listed_items",
     "lists_items",
     "one_part",
     "split_items",
@@ -137,6 +140,7 @@ class CoachState:
     direct: bool = False  # the last stage ran direct tool calls (not sub-agents)
     results: int = 0  # how many results (a tool's or a sub-agent's, not errors) the last stage returned
     looked: bool = False  # a stage ran its own tool calls (not sub-agents)
+    answer_reviewed: bool = False  # an answer was sent back once (:meth:`Coach.review_answer`)
     withheld: frozenset[str] = frozenset()  # tools withheld from the turn under review
     withheld_why: str = ""  # what a call to one of them is told
     stop: Ending | None = None  # a verdict: the next turn is the last one
@@ -170,6 +174,14 @@ tool calls) on a task of several parts. Without it, Qwen2.5-Coder-1.5B answered 
 with "Name: born (year) 1987, employer …" prose, or a table without the key column, after its four
 sub-agents' reports. After a stage of one result it is not told: a single agent running one call per turn,
 told so (in this or a neutral wording) after its first look-up, answered at once and invented the rest (dev)."""
+_NAMES_NOTICE = (
+    "Your answer names {named} of the {total} items the task lists ({items}). Answer the task again, in the "
+    "form it asks for, with each item written as the task gives it beside its own results."
+)
+"""Told a small model once when its answer to a task of several named items names at most half of them.
+Qwen2.5-Coder-1.5B wrote wide-research tables whose key column held a value instead of the entity
+(``| Pharmacist | b.landsou18@… |`` under ``| person | role | email |``), copied from sub-agents' reports
+that had no name column (dev seed 1); the scorer matches rows by their key, so every row was lost."""
 _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
@@ -204,6 +216,11 @@ class Coach:
     def after_stage(self, state: CoachState, outcomes: Sequence[CallOutcome]) -> list[str]:
         raise NotImplementedError
 
+    def review_answer(self, state: CoachState, answer: str, task: str) -> str | None:
+        """A notice that sends ``answer`` back to the model for one more turn, or ``None`` to accept it
+        (the engine asks only while the budget leaves a turn for it)."""
+        raise NotImplementedError
+
 
 class NoCoach(Coach):
     """Capable models: no tactics, only the guards every model gets.
@@ -235,6 +252,9 @@ class NoCoach(Coach):
             ending = Ending(EpisodeStatus.BUDGET_EXHAUSTED)
             return TurnAdvice("none", (_BUDGET_NOTICE[view.subagents],), ending=ending)
         return TurnAdvice("auto", parallel_tool_calls=view.subagents or self.parallel)
+
+    def review_answer(self, state: CoachState, answer: str, task: str) -> str | None:
+        return None
 
     def review(self, state: CoachState, calls: Sequence[ToolCall], view: ReviewView) -> dict[str, Refusal]:
         if not view.subagents:
@@ -347,6 +367,8 @@ class SmallModelCoach(NoCoach):
       choice until a stage has run its own calls or a sub-agent has run); with no tools anywhere it
       answers. With no tools of its own while sub-agents have some, it may delegate at once. (The 1.5B handed 40 % of
       one-fact controls to a sub-agent, and re-assigned the same look-up when a review refused it.)
+    - An answer to a task that lists named items, naming at most half of them, goes back once with a
+      notice to answer again with each item beside its results (its tables dropped the key column).
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~agent_swarm.subagents.coach.SmallModelStepCoach`).
     """
@@ -425,6 +447,20 @@ class SmallModelCoach(NoCoach):
             refused[runs[0].id] = (split_notice(view.task, agent or ""), ErrorType.SPLIT_TASK)
             state.must_act = state.split_nudged = True
         return refused
+
+    def review_answer(self, state: CoachState, answer: str, task: str) -> str | None:
+        if state.answer_reviewed:
+            return None
+        items = [i for i in listed_items(task) if any(ch.isalpha() for ch in i)]
+        if len(items) < 2:
+            return None
+        text = _folded(answer)
+        named = sum(_folded(i) in text for i in items)
+        if 2 * named > len(items):
+            return None
+        state.answer_reviewed = True
+        state.results, state.direct = 0, False  # the notice replaces the task-again notices of the last stage
+        return _NAMES_NOTICE.format(named=named, total=len(items), items=", ".join(items))
 
 
 def assignment_key(c: ToolCall, agents: Mapping[str, AgentDefinition]) -> tuple[str, str] | None:
@@ -595,6 +631,13 @@ def one_part(task: str) -> bool:
     return not lists_items(task)
 
 
+def listed_items(task: str) -> list[str]:
+    """The items of the longest list in ``task`` as written there (``[]`` when it lists none):
+    ``Find the capitals of India, Kenya and Chile.`` gives ``India``, ``Kenya``, ``Chile``."""
+    best = _longest_list(task)
+    return [] if best is None else best[1][1]
+
+
 def split_items(task: str, max_items: int = 8) -> list[str] | None:
     """One self-contained task per item of the longest list in ``task``, or ``None`` when no list of
     2 to ``max_items`` items is found: ``Find the capitals of India, Kenya and Chile.`` gives ``Find
@@ -612,6 +655,11 @@ def split_items(task: str, max_items: int = 8) -> list[str] | None:
     suffix = (f" {rest}" if rest else "") + mark + "".join(f" {s}" for s in per_item)
     prefix = _COUNT.sub(lambda m: f"{m[1]} " if m[1] else "", prefix)
     return [f"{prefix}{item}{suffix}".strip() for item in items]
+
+
+def _folded(text: str) -> str:
+    """``text`` for a loose containment test: lower case, quotes dropped, runs of spaces as one."""
+    return " ".join(re.sub(r"[\"“”‘’']", "", text).lower().split())
 
 
 def split_notice(task: str, agent: str) -> str:

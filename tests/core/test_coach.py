@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from agent_swarm.orchestrator import Orchestrator, SwarmConfig
-from agent_swarm.orchestrator.coach import _ASKS_FOR_SUBAGENTS, COACHES, NoCoach, SmallModelCoach, one_part
+from agent_swarm.orchestrator.coach import (
+    _ASKS_FOR_SUBAGENTS,
+    COACHES,
+    CoachState,
+    NoCoach,
+    SmallModelCoach,
+    listed_items,
+    one_part,
+)
 from agent_swarm.subagents.coach import (
     LAST_STEP_NOTICE,
     TASK_NOTICE,
@@ -348,14 +356,16 @@ async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stag
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
     again = f'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
     parts = ("When was Drari Robotics founded?", "When was Velo Foods founded?")
-    policy = ScriptedBackend([[call("assign_task", agent="worker", task=t) for t in parts], "| a | b |"], model=SMALL)
+    policy = ScriptedBackend(
+        [[call("assign_task", agent="worker", task=t) for t in parts], "| Drari Robotics | 1999 |"], model=SMALL
+    )
     workers = ScriptedBackend(["1999", "2004"], model=SMALL)
     await Orchestrator(policy, SwarmConfig(), subagent_backend=workers).run(task)
     policy.assert_consumed()
     assert notice(policy.calls[1]) == again
     # single-parallel: two direct results at once; then a stage of errors only is not followed by it
     turns = [[call("search", query="Drari Robotics"), call("search", query="Velo Foods")], [call("fetch", doc_id="v")]]
-    policy = ScriptedBackend([*turns, "| a | b |"], model=SMALL)
+    policy = ScriptedBackend([*turns, "| Drari Robotics | 1999 |"], model=SMALL)
     config = SwarmConfig(subagents=False, parallel_tool_calls=True)
     await Orchestrator(policy, config, tools=[search, fetch]).run(task)
     policy.assert_consumed()
@@ -367,11 +377,78 @@ async def test_one_result_of_a_task_of_several_parts_is_not_followed_by_the_task
     # Told "answer every part in the form asked" after its first look-up, the 1.5B single agent answered at
     # once and invented the other rows (dev).
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
-    turns: list[Turn] = [[call("search", query="Drari Robotics")], [call("search", query="Velo Foods")], "| a | b |"]
+    turns: list[Turn] = [
+        [call("search", query="Drari Robotics")],
+        [call("search", query="Velo Foods")],
+        "| Drari Robotics | 1999 |\n| Velo Foods | 2004 |",
+    ]
     policy = ScriptedBackend(turns, model=SMALL)
     await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
     policy.assert_consumed()
     assert all(isinstance(r.messages[-1], ToolMessage) for r in policy.calls[1:])
+
+
+WIDE = (
+    "Build a table of these 4 people: Brobron Landsou, Brubo Gurkrupend, Bago Distebe, Puschi Sadaisturk.\n"
+    "For each one give: role (occupation), email. Look everything up in the document collection with the search "
+    "and open tools; do not guess.\nAnswer with one markdown table with exactly these columns: | person | role | "
+    "email |, one row per person found, the person written exactly as given above."
+)
+KEYLESS = (
+    "| person | role | email |\n|---|---|---|\n| Pharmacist | b.landsou18@quana.example |\n| Editor | p.s@k.example |"
+)
+NAMED = (
+    "| person | role | email |\n|---|---|---|\n| Brobron Landsou | pharmacist | b.l@q.example |\n"
+    "| “Puschi Sadaisturk” | editor | p.s@k.example |\n| BAGO  distebe | x | y |"
+)
+
+
+def test_an_answer_naming_at_most_half_of_the_listed_items_goes_back_once() -> None:
+    # Dev seed 1: the 1.5B's table put a value in the key column of every row (its sub-agents' reports
+    # had no name column), and the scorer, matching rows by key, gave it 0.
+    coach = SmallModelCoach()
+    assert listed_items(WIDE) == ["Brobron Landsou", "Brubo Gurkrupend", "Bago Distebe", "Puschi Sadaisturk"]
+    state = CoachState()
+    sent = coach.review_answer(state, KEYLESS, WIDE)
+    assert sent == (
+        "Your answer names 0 of the 4 items the task lists (Brobron Landsou, Brubo Gurkrupend, Bago Distebe, "
+        "Puschi Sadaisturk). Answer the task again, in the form it asks for, with each item written as the task "
+        "gives it beside its own results."
+    )
+    assert coach.review_answer(state, KEYLESS, WIDE) is None  # once per episode
+    # more than half the names (case, quotes and spacing aside) is enough: some may be missing from the collection
+    assert coach.review_answer(CoachState(), NAMED, WIDE) is None
+    assert coach.review_answer(CoachState(), NAMED.split("\n| BAGO")[0], WIDE) is not None  # 2 of 4
+    # a one-part task, a list of numbers only, and a capable model's coach: never sent back
+    assert coach.review_answer(CoachState(), "42", "What is 17 + 25?") is None
+    assert coach.review_answer(CoachState(), "42 and 12", "Compute 17 + 25 and 3 * 4.") is None
+    assert NoCoach().review_answer(CoachState(), KEYLESS, WIDE) is None
+
+
+@pytest.mark.parametrize("subagents", [True, False])
+async def test_both_arms_answer_again_when_the_answer_names_none_of_the_items(subagents: bool) -> None:
+    task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
+    turns: list[Turn] = [[call("search", query="Drari Robotics")], "| 1999 |\n| 2004 |", "| Drari Robotics | 1999 |"]
+    policy = ScriptedBackend(turns, model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
+    policy.assert_consumed()
+    assert notice(policy.calls[2]).startswith("Your answer names 0 of the 2 items the task lists (Drari Robotics, Velo")
+    assert isinstance(policy.calls[2].messages[-2], AssistantMessage)  # the answer sent back stays in view
+    assert policy.calls[2].messages[-2].content == "| 1999 |\n| 2004 |"
+    assert record.status is EpisodeStatus.COMPLETED and record.answer == "| Drari Robotics | 1999 |"
+    assert [s.kind for s in record.stages] == ["tools", "retry", "answer"]
+    assert record.dag.critical_steps == 3
+
+
+async def test_an_answer_is_not_sent_back_when_no_budget_is_left_for_another_turn() -> None:
+    task = "When were Drari Robotics and Velo Foods founded?"
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999, 2004"], model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=2), tools=[search]).run(task)
+    policy.assert_consumed()  # the last turn's answer is final, named or not
+    assert record.answer == "1999, 2004" and record.status is EpisodeStatus.BUDGET_EXHAUSTED
+    policy = ScriptedBackend(["1999, 2004"], model=SMALL)
+    record = await Orchestrator(policy, SwarmConfig(max_critical_steps=1)).run(task)
+    assert record.answer == "1999, 2004" and len(policy.calls) == 1
 
 
 async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_result() -> None:

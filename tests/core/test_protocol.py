@@ -523,7 +523,7 @@ async def test_a_small_model_handing_a_whole_list_to_one_subagent_is_told_once_t
 
 async def test_the_split_notice_is_given_once_and_an_unsplit_task_then_runs() -> None:
     task = "Compare Python and Rust."
-    policy = ScriptedBackend([[assign(task)], [assign(task)], "Rust is faster."], model=SMALL)
+    policy = ScriptedBackend([[assign(task)], [assign(task)], "Rust is faster than Python."], model=SMALL)
     workers = ScriptedBackend({"worker-1-0": ["Rust is faster."]})
     record = await Orchestrator(policy, subagent_backend=workers).run(task)
     policy.assert_consumed()
@@ -555,7 +555,7 @@ async def test_no_split_notice_where_nothing_lists_items_or_the_profile_trusts_t
 
     # Sub-agents hold a tool the orchestrator lacks, so a small model's one-part task may be delegated.
     config = SwarmConfig(orchestrator_tools=[], subagent_tools=["search"])
-    policy = ScriptedBackend([[assign(first)], "Paris"], model=model)
+    policy = ScriptedBackend([[assign(first)], "France: Paris. Japan: Tokyo."], model=model)
     workers = ScriptedBackend(["Paris"])
     record = await Orchestrator(policy, config, tools=[search], subagent_backend=workers).run(task)
     assert record.stages[0].width == width and record.status is EpisodeStatus.COMPLETED

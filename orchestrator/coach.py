@@ -14,7 +14,7 @@ alike. At five fixed points it asks its :class:`Coach`:
   of a call that already returned says so), and the verdict: everything was already done, or the
   model is stuck repeating itself;
 - :meth:`Coach.review_answer` — whether a turn's answer goes back to the model once, with a notice
-  (a small model's table that names none of the items the task lists);
+  (a small model's table that names at most half of the items the task lists);
 - :attr:`Coach.subagents` — the :class:`~agent_swarm.subagents.coach.StepCoach` of its sub-agents.
 
 Its state lives in one :class:`CoachState` per episode (:meth:`Coach.start`). :class:`NoCoach` (capable
@@ -175,10 +175,10 @@ with "Name: born (year) 1987, employer …" prose, or a table without the key co
 sub-agents' reports. After a stage of one result it is not told: a single agent running one call per turn,
 told so (in this or a neutral wording) after its first look-up, answered at once and invented the rest (dev)."""
 _NAMES_NOTICE = (
-    "Your answer names {named} of the {total} items the task lists ({items}). Answer the task again, in the "
+    "Your table names {named} of the {total} items the task lists ({items}). Answer the task again, in the "
     "form it asks for, with each item written as the task gives it beside its own results."
 )
-"""Told a small model once when its answer to a task of several named items names at most half of them.
+"""Told a small model once when its table answering a task of several named items names at most half of them.
 Qwen2.5-Coder-1.5B wrote wide-research tables whose key column held a value instead of the entity
 (``| Pharmacist | b.landsou18@… |`` under ``| person | role | email |``), copied from sub-agents' reports
 that had no name column (dev seed 1); the scorer matches rows by their key, so every row was lost."""
@@ -218,7 +218,7 @@ class Coach:
 
     def review_answer(self, state: CoachState, answer: str, task: str) -> str | None:
         """A notice that sends ``answer`` back to the model for one more turn, or ``None`` to accept it
-        (the engine asks only while the budget leaves a turn for it)."""
+        (the engine never asks about a last turn's answer: no budget is left for another)."""
         raise NotImplementedError
 
 
@@ -367,8 +367,8 @@ class SmallModelCoach(NoCoach):
       choice until a stage has run its own calls or a sub-agent has run); with no tools anywhere it
       answers. With no tools of its own while sub-agents have some, it may delegate at once. (The 1.5B handed 40 % of
       one-fact controls to a sub-agent, and re-assigned the same look-up when a review refused it.)
-    - An answer to a task that lists named items, naming at most half of them, goes back once with a
-      notice to answer again with each item beside its results (its tables dropped the key column).
+    - A table answering a task that lists named items, naming at most half of them, goes back once with
+      a notice to answer again with each item beside its results (its tables dropped the key column).
     - Its sub-agents, and a single agent, call a tool first, answer on their last step, and run one
       call per turn (:class:`~agent_swarm.subagents.coach.SmallModelStepCoach`).
     """
@@ -452,8 +452,8 @@ class SmallModelCoach(NoCoach):
         if state.answer_reviewed:
             return None
         items = [i for i in listed_items(task) if any(ch.isalpha() for ch in i)]
-        if len(items) < 2:
-            return None
+        if len(items) < 2 or _TABLE_ROW.search(answer) is None:
+            return None  # prose is left alone: a bare "done" after tool calls, "Paris and Tokyo"
         text = _folded(answer)
         named = sum(_folded(i) in text for i in items)
         if 2 * named > len(items):
@@ -655,6 +655,9 @@ def split_items(task: str, max_items: int = 8) -> list[str] | None:
     suffix = (f" {rest}" if rest else "") + mark + "".join(f" {s}" for s in per_item)
     prefix = _COUNT.sub(lambda m: f"{m[1]} " if m[1] else "", prefix)
     return [f"{prefix}{item}{suffix}".strip() for item in items]
+
+
+_TABLE_ROW = re.compile(r"^\s*\|.*\|", re.M)  # a markdown table row
 
 
 def _folded(text: str) -> str:

@@ -616,8 +616,8 @@ class Orchestrator:
             return _Retry(c.parse_error) if failure is None else _Fail(failure, ErrorType.MODEL_OUTPUT)
         if not c.tool_calls:
             st.messages.append(AssistantMessage(content=c.text))
-            again = self.coach.review_answer(st.coaching, c.text, st.task.prompt) if st.critical_left > 0 else None
-            if again is not None:  # sent back once: the next turn answers again, told why
+            again = self.coach.review_answer(st.coaching, c.text, st.task.prompt)
+            if again is not None:  # sent back (a last turn never is: it has an ending): it answers again, told why
                 st.messages.append(UserMessage(content=again))
                 return _Retry(again)
             return _Answer(clean_answer(c.text), EpisodeStatus.COMPLETED)

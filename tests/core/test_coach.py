@@ -403,7 +403,7 @@ NAMED = (
 )
 
 
-def test_an_answer_naming_at_most_half_of_the_listed_items_goes_back_once() -> None:
+def test_a_table_naming_at_most_half_of_the_listed_items_goes_back_once() -> None:
     # Dev seed 1: the 1.5B's table put a value in the key column of every row (its sub-agents' reports
     # had no name column), and the scorer, matching rows by key, gave it 0.
     coach = SmallModelCoach()
@@ -411,7 +411,7 @@ def test_an_answer_naming_at_most_half_of_the_listed_items_goes_back_once() -> N
     state = CoachState()
     sent = coach.review_answer(state, KEYLESS, WIDE)
     assert sent == (
-        "Your answer names 0 of the 4 items the task lists (Brobron Landsou, Brubo Gurkrupend, Bago Distebe, "
+        "Your table names 0 of the 4 items the task lists (Brobron Landsou, Brubo Gurkrupend, Bago Distebe, "
         "Puschi Sadaisturk). Answer the task again, in the form it asks for, with each item written as the task "
         "gives it beside its own results."
     )
@@ -422,17 +422,20 @@ def test_an_answer_naming_at_most_half_of_the_listed_items_goes_back_once() -> N
     # a one-part task, a list of numbers only, and a capable model's coach: never sent back
     assert coach.review_answer(CoachState(), "42", "What is 17 + 25?") is None
     assert coach.review_answer(CoachState(), "42 and 12", "Compute 17 + 25 and 3 * 4.") is None
+    # prose is left alone, named or not: a bare "done" after tool calls, "Paris and Tokyo"
+    assert coach.review_answer(CoachState(), "Pharmacist, b.landsou18@quana.example", WIDE) is None
+    assert coach.review_answer(CoachState(), "Paris and Tokyo", "Find the capitals of France and Japan.") is None
     assert NoCoach().review_answer(CoachState(), KEYLESS, WIDE) is None
 
 
 @pytest.mark.parametrize("subagents", [True, False])
-async def test_both_arms_answer_again_when_the_answer_names_none_of_the_items(subagents: bool) -> None:
+async def test_both_arms_answer_again_when_the_table_names_none_of_the_items(subagents: bool) -> None:
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
     turns: list[Turn] = [[call("search", query="Drari Robotics")], "| 1999 |\n| 2004 |", "| Drari Robotics | 1999 |"]
     policy = ScriptedBackend(turns, model=SMALL)
     record = await Orchestrator(policy, SwarmConfig(subagents=subagents), tools=[search]).run(task)
     policy.assert_consumed()
-    assert notice(policy.calls[2]).startswith("Your answer names 0 of the 2 items the task lists (Drari Robotics, Velo")
+    assert notice(policy.calls[2]).startswith("Your table names 0 of the 2 items the task lists (Drari Robotics, Velo")
     assert isinstance(policy.calls[2].messages[-2], AssistantMessage)  # the answer sent back stays in view
     assert policy.calls[2].messages[-2].content == "| 1999 |\n| 2004 |"
     assert record.status is EpisodeStatus.COMPLETED and record.answer == "| Drari Robotics | 1999 |"
@@ -442,13 +445,13 @@ async def test_both_arms_answer_again_when_the_answer_names_none_of_the_items(su
 
 async def test_an_answer_is_not_sent_back_when_no_budget_is_left_for_another_turn() -> None:
     task = "When were Drari Robotics and Velo Foods founded?"
-    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "1999, 2004"], model=SMALL)
+    policy = ScriptedBackend([[call("search", query="Drari Robotics")], "| 1999 |\n| 2004 |"], model=SMALL)
     record = await Orchestrator(policy, SwarmConfig(max_critical_steps=2), tools=[search]).run(task)
     policy.assert_consumed()  # the last turn's answer is final, named or not
-    assert record.answer == "1999, 2004" and record.status is EpisodeStatus.BUDGET_EXHAUSTED
-    policy = ScriptedBackend(["1999, 2004"], model=SMALL)
+    assert record.answer == "| 1999 |\n| 2004 |" and record.status is EpisodeStatus.BUDGET_EXHAUSTED
+    policy = ScriptedBackend(["| 1999 |\n| 2004 |"], model=SMALL)
     record = await Orchestrator(policy, SwarmConfig(max_critical_steps=1)).run(task)
-    assert record.answer == "1999, 2004" and len(policy.calls) == 1
+    assert record.answer == "| 1999 |\n| 2004 |" and len(policy.calls) == 1
 
 
 async def test_a_small_models_subagent_is_told_its_task_again_after_a_tool_result() -> None:

@@ -8,13 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_swarm.swarm.backends.local import cache_dir
-from agent_swarm.swarm.backends.local.sizing import (
-    FULL_CONTEXT,
-    MIN_CONTEXT,
-    POOL_CONTEXT,
-    auto_context,
-    gguf_shape,
-)
+from agent_swarm.swarm.backends.local.sizing import FULL_CONTEXT, MIN_CONTEXT, auto_context, gguf_shape
 from agent_swarm.swarm.errors import ConfigError
 
 GiB = 2**30
@@ -64,23 +58,21 @@ def test_each_slot_gets_what_the_memory_holds_within_the_trained_context(tmp_pat
     assert auto_context(short, 2, available=64 * GiB).ctx_per_slot == 2048  # nor over the trained context
 
 
-def test_slots_nobody_set_share_one_cache_each_holding_a_full_context(tmp_path: Path) -> None:
+def test_slots_nobody_set_give_way_to_a_full_context(tmp_path: Path) -> None:
     path = _gguf(tmp_path / "m.gguf", QWEN_1_5B)
-    # 13 GiB free: 16 own caches would get 22,528 tokens each; sharing one, each holds the full 32 k
+    # 13 GiB free: 16 slots would get 9.75 GiB / (16 x 28 KiB) = 22,848 tokens each; 11 slots get the full 32 k
     asked = auto_context(path, 16, available=13 * GiB)
-    assert (asked.slots, asked.ctx_per_slot, asked.pool) == (16, 22528, 0)
-    shared = auto_context(path, 16, available=13 * GiB, fit_slots=True)
-    assert (shared.slots, shared.ctx_per_slot, shared.pool) == (16, FULL_CONTEXT, POOL_CONTEXT)
-    assert "16 slots sharing a KV cache of 65536 tokens" in shared.note and "1.75 GiB" in shared.note
-    # little memory: the pool is what it holds, one slot's context at least; never under the floor
-    tight = auto_context(path, 16, available=int(1.5 * GiB), fit_slots=True)  # 1.125 GiB / 28 KiB
-    assert (tight.slots, tight.ctx_per_slot, tight.pool) == (16, FULL_CONTEXT, 41984)
-    tiny = auto_context(path, 16, available=1 * GiB, fit_slots=True)  # 0.75 GiB / 28 KiB = 28,086
-    assert (tiny.ctx_per_slot, tiny.pool) == (27648, 27648)
-    floor = auto_context(path, 3, available=GiB // 8, fit_slots=True)
-    assert (floor.slots, floor.ctx_per_slot, floor.pool) == (3, MIN_CONTEXT, MIN_CONTEXT)
+    assert asked.slots == 16 and asked.ctx_per_slot == 22528
+    fitted = auto_context(path, 16, available=13 * GiB, fit_slots=True)
+    assert (fitted.slots, fitted.ctx_per_slot) == (11, FULL_CONTEXT)
+    assert "11 slots (16 asked: fewer, so each holds 32768)" in fitted.note
+    roomy = auto_context(path, 16, available=22 * GiB, fit_slots=True)  # this machine idle: all 16 fit
+    assert (roomy.slots, roomy.ctx_per_slot) == (16, FULL_CONTEXT) and "asked" not in roomy.note
+    assert auto_context(path, 4, available=13 * GiB, fit_slots=True).slots == 4  # never more than asked
+    tiny = auto_context(path, 16, available=1 * GiB, fit_slots=True, keep=3)  # never under keep
+    assert (tiny.slots, tiny.ctx_per_slot) == (3, 9216)  # 0.75 GiB / (3 x 28 KiB), to 1,024
     short = _gguf(tmp_path / "s.gguf", {**QWEN_1_5B, "qwen2.context_length": 4096})  # full = the trained 4,096
-    assert auto_context(short, 16, available=1 * GiB, fit_slots=True).ctx_per_slot == 4096
+    assert auto_context(short, 16, available=1 * GiB, fit_slots=True).slots == 6  # 0.75 GiB / 112 MiB
 
 
 @pytest.mark.integration
@@ -92,20 +84,15 @@ def test_the_installed_1_5b_gets_at_least_32k_per_slot_here() -> None:
     assert auto_context(path, 8, available=13 * GiB).ctx_per_slot >= 32768
     # the default engine (16 slots asked, nobody set them) keeps 32 k per slot with 13 GiB free
     fitted = auto_context(path, 16, available=13 * GiB, fit_slots=True)
-    assert fitted.ctx_per_slot >= 32768 and fitted.slots == 16 and fitted.pool >= 32768
+    assert fitted.ctx_per_slot >= 32768 and fitted.slots >= 8
 
 
 def test_the_engine_starts_the_slots_its_plan_chose(tmp_path: Path) -> None:
     from agent_swarm.swarm.backends.local import LocalEngine
 
     path = _gguf(tmp_path / "m.gguf", QWEN_1_5B)  # nothing loads: plan() reads the metadata only
-    fitted = LocalEngine(str(path), slots=64, ctx_per_slot=None, fit_slots=True)  # 56 GiB as own caches
-    assert "sharing a KV cache" in fitted.plan() and fitted.slots == 64 and fitted.ctx_per_slot == FULL_CONTEXT
-    assert FULL_CONTEXT <= fitted.pool <= POOL_CONTEXT
+    fitted = LocalEngine(str(path), slots=64, ctx_per_slot=None, fit_slots=True)  # 56 GiB of KV
+    assert "64 asked" in fitted.plan() and fitted.slots < 64 and fitted.ctx_per_slot == FULL_CONTEXT
     asked = LocalEngine(str(path), slots=64, ctx_per_slot=None)
     asked.plan()
-    assert asked.slots == 64 and asked.ctx_per_slot < FULL_CONTEXT and asked.pool == 0
-    pinned = LocalEngine(str(path), slots=4, ctx_per_slot=4096, pool=8192)
-    assert pinned.plan() == "4096 tokens per slot x 4 slots sharing a KV cache of 8192 tokens (set)"
-    with pytest.raises(ConfigError, match="cannot hold one slot's context"):
-        LocalEngine(str(path), slots=4, ctx_per_slot=4096, pool=2048)
+    assert asked.slots == 64 and asked.ctx_per_slot < FULL_CONTEXT

@@ -58,10 +58,11 @@ class LocalEngine:
         model: a name from :data:`LOCAL_MODELS`, a path to a ``.gguf`` file, or ``None`` for the best
             installed model.
         slots: parallel sequences (size it to the sub-agent fan-out).
-        fit_slots: with ``ctx_per_slot=None``, the slots share one KV cache (:attr:`pool` tokens,
-            llama.cpp's unified cache), each able to hold the model's full context up to 32,768
-            tokens of it (``auto_context``): quick to start, and a request waits for room in it
-            (:meth:`slot`); the layout is known after :meth:`plan` or :meth:`start`.
+        fit_slots: with ``ctx_per_slot=None``, start fewer than ``slots`` where the free memory cannot
+            give each its own cache of the model's full context up to 32,768 tokens (``auto_context``);
+            the :attr:`slots` chosen are known after :meth:`plan` or :meth:`start`. (A shared cache,
+            ``pool``, starts faster but llama.cpp then clears idle slots, so every turn of a
+            conversation is prefilled again: ``docs/local-speed.md``.)
         ctx_per_slot: context length of each slot in tokens; ``None`` sizes it at start from the
             model and the free memory (:func:`~agent_swarm.swarm.backends.local.sizing.auto_context`, at least
             8,192, at most the trained context), said in :attr:`context_note`.
@@ -270,8 +271,9 @@ class LocalEngine:
         if self.resident is not None and not self.lora_adapters and self.attached is None and self._server is None:
             self._attach(self.resident)
         if not self._planned:
-            plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots)
-            self.ctx_per_slot, self.context_note, self.pool = plan.ctx_per_slot, plan.note, plan.pool
+            keep = self.adapter_slots + 1 if self.lora_adapters else 1
+            plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots, keep=keep)
+            self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
             self._planned = True
 
     def _attach(self, directory: Path) -> None:

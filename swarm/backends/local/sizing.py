@@ -7,16 +7,18 @@ much context as three quarters of the memory available now (less the model file)
 the context the model was trained with and rounded down to 1,024 tokens; never less than
 :data:`MIN_CONTEXT`. The shape is read from the GGUF file's metadata (:func:`gguf_shape`).
 
-With ``fit_slots`` (the default engine when nobody set the slots), every asked-for slot can hold
-:data:`FULL_CONTEXT` (or the trained context, if shorter) but the slots share one KV cache of
-:data:`POOL_CONTEXT` tokens (llama.cpp's unified cache; ``ContextPlan.pool``) instead of each having
-its own. llama.cpp clears the whole cache when it allocates it, touching every page: 16 own caches of
-32,768 tokens are 14 GiB on the 1.5B and took 16.4 s at every engine start on this machine, against
-2.1 s for one shared 32,768-token cache (``bench/results/kv_start.json``). The engine waits to start a
-request until the cache has room for its prompt and completion (``LocalEngine.slot``), so a full
-cache delays a request, never fails or truncates it; the outputs are the same ids and logprobs as with
-separate caches (``tests/backends/test_kv_pool_engine.py``). Where the memory cannot hold even one
-full context, each slot gets what it holds (never less than :data:`MIN_CONTEXT`) and the pool is that.
+With ``fit_slots`` (the default engine when nobody set the slots), context comes before width: where
+the memory cannot give every asked-for slot :data:`FULL_CONTEXT` (or the trained context, if shorter),
+the engine starts fewer slots that each get it. On this 24 GiB machine with 13 GiB free, 16 slots of
+the 1.5B would get 19,456 tokens each and a sub-agent reading a few documents overflows; 9 slots get
+32,768. Two cores decode no faster with more than about eight sequences at once, and the sub-agents
+beyond the slots wait unstarted (their time limit counts their own work only).
+
+Each slot keeps its own cache. One cache the slots share (``LocalEngine(pool=…)``, llama.cpp's unified
+cache) starts in 2.7 s instead of 16–35 s (llama.cpp zeroes the whole cache when it allocates it;
+``bench/results/kv_start.json``), but llama.cpp then clears every idle slot at each new request, so
+a conversation's next turn is prefilled again from its start (948 tokens instead of 223 on the README
+command's second turn, ``bench/results/first_answer_pool.json``): it is not the default.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ MIN_CONTEXT = 8192
 FULL_CONTEXT = 32768
 """The per-slot context ``fit_slots`` keeps (issue 29: at least 32 k for the 1.5B on this machine)."""
 POOL_CONTEXT = 65536
-"""The tokens of the KV cache ``fit_slots`` slots share: two full contexts (1.75 GiB on the 1.5B)."""
+"""A shared cache's size measured against separate ones (``bench/bench_kv_*.py``): two full contexts."""
 MEMORY_SHARE = 0.75
 """The share of the available memory the KV cache and the model may take."""
 
@@ -69,9 +71,9 @@ class ContextPlan:
     ctx_per_slot: int
     note: str
     slots: int
-    """The slots to start (as asked)."""
+    """The slots to start: as asked, or fewer with ``fit_slots``."""
     pool: int = 0
-    """Tokens of the one KV cache all slots share (``fit_slots``); 0: each slot has its own."""
+    """Tokens of one KV cache all slots share; 0 (every automatic plan): each slot has its own."""
 
 
 def _read(f: BinaryIO, fmt: str) -> int | float | bool:
@@ -139,35 +141,30 @@ def available_memory() -> int | None:
     return None
 
 
-def auto_context(path: Path, slots: int, available: int | None = None, *, fit_slots: bool = False) -> ContextPlan:
+def auto_context(
+    path: Path, slots: int, available: int | None = None, *, fit_slots: bool = False, keep: int = 1
+) -> ContextPlan:
     """Each of ``slots`` slots' context for the model at ``path`` (see the module docstring);
-    ``available``: bytes of free memory (default: :func:`available_memory`). ``fit_slots``: the slots
-    share one KV cache, each able to hold :data:`FULL_CONTEXT` of it."""
+    ``available``: bytes of free memory (default: :func:`available_memory`). ``fit_slots``: start fewer
+    slots (never under ``keep``) where ``slots`` cannot each hold :data:`FULL_CONTEXT`."""
     shape = gguf_shape(path)
     free = available if available is not None else available_memory()
     if free is None:
         ctx = min(MIN_CONTEXT, shape.context_length)
         return ContextPlan(ctx, f"{ctx} tokens per slot (free memory unknown; trained {shape.context_length})", slots)
     room = max(0, int(free * MEMORY_SHARE) - path.stat().st_size)
-    held = f"{shape.kv_bytes_per_token // 1024} KiB/token of {free / 2**30:.1f} GiB available"
+    asked = slots
     if fit_slots:
-        return _pooled(shape, slots, room // shape.kv_bytes_per_token // 1024 * 1024, held)
+        full = min(FULL_CONTEXT, shape.context_length)
+        slots = max(keep, min(slots, room // (full * shape.kv_bytes_per_token)))
     fits = room // (slots * shape.kv_bytes_per_token) // 1024 * 1024
     ctx = max(min(fits, shape.context_length), min(MIN_CONTEXT, shape.context_length))
     kv = ctx * slots * shape.kv_bytes_per_token / 2**30
-    note = f"{ctx} tokens per slot x {slots} slots (trained {shape.context_length}; KV cache {kv:.1f} GiB at {held})"
+    fewer = f" ({asked} asked: fewer, so each holds {min(FULL_CONTEXT, shape.context_length)})" if slots < asked else ""
+    note = (
+        f"{ctx} tokens per slot x {slots} slots{fewer} (trained {shape.context_length}; KV cache {kv:.1f} GiB at "
+        f"{shape.kv_bytes_per_token // 1024} KiB/token of {free / 2**30:.1f} GiB available)"
+    )
     return ContextPlan(ctx, note, slots)
 
 
-def _pooled(shape: ModelShape, slots: int, fits: int, held: str) -> ContextPlan:
-    """``slots`` slots of up to the full context sharing one cache of at most :data:`POOL_CONTEXT`
-    tokens, within the ``fits`` tokens the memory holds."""
-    floor = min(MIN_CONTEXT, shape.context_length)
-    ctx = max(min(fits, FULL_CONTEXT, shape.context_length), floor)
-    pool = max(ctx, min(fits, POOL_CONTEXT))
-    kv = pool * shape.kv_bytes_per_token / 2**30
-    note = (
-        f"{ctx} tokens per slot x {slots} slots sharing a KV cache of {pool} tokens (trained "
-        f"{shape.context_length}; {kv:.2f} GiB at {held})"
-    )
-    return ContextPlan(ctx, note, slots, pool)

@@ -166,5 +166,3 @@ def auto_context(
         f"{shape.kv_bytes_per_token // 1024} KiB/token of {free / 2**30:.1f} GiB available)"
     )
     return ContextPlan(ctx, note, slots)
-
-

@@ -126,18 +126,10 @@ class LocalEngine:
         resident: Path | None = None,
         pool: int = 0,
     ) -> None:
-        if slots < 1:
-            raise ConfigError(f"slots must be >= 1, got {slots}")
-        if ctx_per_slot is not None and ctx_per_slot < 256:
-            raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
-        if pool and (ctx_per_slot is None or pool < ctx_per_slot):
-            raise ConfigError(
-                f"pool={pool} tokens cannot hold one slot's context (ctx_per_slot={ctx_per_slot}); "
-                "set ctx_per_slot to at most the pool, or pool=0"
-            )
+        _check_layout(slots, ctx_per_slot, pool)
         self.pool = pool
-        """Tokens of the KV cache all slots share (set, or planned with ``fit_slots``); 0: each slot
-        has its own (``slots x ctx_per_slot`` in all)."""
+        """Tokens of the KV cache all slots share (set; never planned); 0: each slot has its own
+        (``slots x ctx_per_slot`` in all)."""
         self.requested = model
         self.request = EngineRequest(slots=slots, fit_slots=fit_slots, ctx=ctx_per_slot, threads=threads)
         """The settings as asked (a resident engine is used only when it was asked for alike)."""
@@ -382,6 +374,19 @@ class LocalEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_layout(slots: int, ctx_per_slot: int | None, pool: int) -> None:
+    """A KV layout llama.cpp can start, else a :class:`ConfigError` that says what to set."""
+    if slots < 1:
+        raise ConfigError(f"slots must be >= 1, got {slots}")
+    if ctx_per_slot is not None and ctx_per_slot < 256:
+        raise ConfigError(f"ctx_per_slot must be >= 256 tokens, got {ctx_per_slot}")
+    if pool and (ctx_per_slot is None or pool < ctx_per_slot):
+        raise ConfigError(
+            f"pool={pool} tokens cannot hold one slot's context (ctx_per_slot={ctx_per_slot}); "
+            "set ctx_per_slot to at most the pool, or pool=0"
+        )
 
 
 def _read_grammars(directory: Path) -> dict[str, bool]:

@@ -5,6 +5,7 @@ SIGTERM, and ``swarm serve --status/--stop``. The real engine: test_resident_eng
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -230,4 +231,5 @@ def test_swarm_serve_status_and_stop(model: Path) -> None:
         assert read_state(d) is None and stop_resident(d) is None
     finally:
         proc.kill()
+        shutil.rmtree(d, ignore_errors=True)  # the test cache holds no model or engine state after it
         proc.communicate()

@@ -72,8 +72,6 @@ class ContextPlan:
     note: str
     slots: int
     """The slots to start: as asked, or fewer with ``fit_slots``."""
-    pool: int = 0
-    """Tokens of one KV cache all slots share; 0 (every automatic plan): each slot has its own."""
 
 
 def _read(f: BinaryIO, fmt: str) -> int | float | bool:

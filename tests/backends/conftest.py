@@ -31,6 +31,17 @@ def smol_engine() -> Iterator[LocalEngine]:
 
 
 @pytest.fixture
+def small_model() -> str:
+    """The smallest real model the real-engine tests can load here: the 0.5B, else SmolLM2 (or skip)."""
+    if not engine_available():
+        pytest.skip("needs xllamacpp")
+    for name in ("qwen2.5-coder-0.5b", "smollm2-135m"):
+        if model_available(name):
+            return name
+    pytest.skip("needs the 0.5B or SmolLM2 model wheels")
+
+
+@pytest.fixture
 async def smol(smol_engine: LocalEngine) -> AsyncIterator[LocalBackend]:
     """A backend on the shared engine (its HTTP connection belongs to this test's event loop)."""
     async with LocalBackend(engine=smol_engine) as backend:

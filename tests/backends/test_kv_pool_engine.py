@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
-from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine, engine_available, model_available
+from agent_swarm.swarm.backends.local import LocalBackend, LocalEngine
 from agent_swarm.swarm.messages import UserMessage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -24,15 +24,6 @@ QUESTIONS = (
 )
 # Sampled (not greedy), so that the logprobs are the real distribution's, not 0.
 SAMPLING = SamplingParams(temperature=0.8, max_tokens=24, seed=11)
-
-
-def _model() -> str:
-    if not engine_available():
-        pytest.skip("needs xllamacpp")
-    for name in ("qwen2.5-coder-0.5b", "smollm2-135m"):
-        if model_available(name):
-            return name
-    pytest.skip("needs the 0.5B or SmolLM2 model wheels")
 
 
 async def _answers(engine: LocalEngine, together: bool) -> list[Completion]:
@@ -54,9 +45,11 @@ async def _answers(engine: LocalEngine, together: bool) -> list[Completion]:
     return [c for c in out if c is not None]
 
 
-async def test_a_shared_cache_gives_the_same_ids_and_logprobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_shared_cache_gives_the_same_ids_and_logprobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_model: str
+) -> None:
     monkeypatch.setenv("SWARM_CACHE_DIR", str(tmp_path))
-    model = _model()
+    model = small_model
     own = await _answers(LocalEngine(model, slots=4, ctx_per_slot=1024, threads=2, prefix_cache=False), False)
     pooled = LocalEngine(model, slots=4, ctx_per_slot=1024, pool=1024, threads=2, prefix_cache=False)
     shared = await _answers(pooled, False)
@@ -65,7 +58,9 @@ async def test_a_shared_cache_gives_the_same_ids_and_logprobs(tmp_path: Path, mo
         assert a.logprobs  # sampled: real logprobs were compared
 
 
-async def test_requests_beyond_the_shared_cache_wait_for_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_requests_beyond_the_shared_cache_wait_for_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_model: str
+) -> None:
     """Unreserved, llama.cpp ends every running request of a full cache with HTTP 500 "Context size
     has been exceeded." (bench/README.md); reserved, the request that does not fit waits. (Requests
     decoded together are not compared with one-at-a-time answers: llama.cpp's arithmetic depends on
@@ -73,7 +68,7 @@ async def test_requests_beyond_the_shared_cache_wait_for_room(tmp_path: Path, mo
     monkeypatch.setenv("SWARM_CACHE_DIR", str(tmp_path))
     # 1,024 tokens shared: the two requests with the document (about 550 tokens each with their
     # completion) do not fit at once
-    pooled = LocalEngine(_model(), slots=4, ctx_per_slot=1024, pool=1024, threads=2, prefix_cache=False)
+    pooled = LocalEngine(small_model, slots=4, ctx_per_slot=1024, pool=1024, threads=2, prefix_cache=False)
     shared = await _answers(pooled, True)
     assert all(c.token_ids and c.finish_reason in ("stop", "length") for c in shared)
     waits = [c.timings.queue_s for c in shared if c.timings is not None]

@@ -12,8 +12,6 @@ from agent_swarm.swarm.backends.local import (
     LocalBackend,
     LocalEngine,
     default_threads,
-    engine_available,
-    model_available,
 )
 from agent_swarm.swarm.messages import SystemMessage, UserMessage
 
@@ -28,15 +26,6 @@ def _request(question: str) -> ModelRequest:
     return ModelRequest(messages=(SystemMessage(content=SYSTEM), UserMessage(content=question)), sampling=SAMPLING)
 
 
-def _model() -> str:
-    if not engine_available():
-        pytest.skip("needs xllamacpp")
-    for name in ("qwen2.5-coder-0.5b", "smollm2-135m"):
-        if model_available(name):
-            return name
-    pytest.skip("needs the 0.5B or SmolLM2 model wheels")
-
-
 async def _run(model: str, *questions: str, prefix_cache: bool = True) -> list[Completion]:
     engine = LocalEngine(model, slots=2, ctx_per_slot=1024, threads=default_threads(), prefix_cache=prefix_cache)
     async with LocalBackend(engine=engine, owns_engine=True) as backend:
@@ -44,10 +33,10 @@ async def _run(model: str, *questions: str, prefix_cache: bool = True) -> list[C
 
 
 async def test_a_restored_prefix_gives_the_same_ids_and_logprobs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_model: str
 ) -> None:
     monkeypatch.setenv("SWARM_CACHE_DIR", str(tmp_path))  # a cold cache (the model is assembled into it)
-    model = _model()
+    model = small_model
     cold, other = await _run(model, "What is 2+2?", "Name a prime number.")
     assert cold.timings is not None and other.timings is not None
     # Cold: the whole prompt computed (the fixed prefix alone first, then the rest), nothing restored.

@@ -713,7 +713,9 @@ async def run_eval(
     ``resume=True`` continues the run ``run_id``. ``on_start(resumed, to_run, configs)`` is called before
     the first episode (the configs of :func:`plan_configs`).
     """
-    arms = _checked(arms, samples, concurrent_episodes, needs_root=resume and (out_dir is None or run_id is None))
+    arms = _checked(
+        arms, samples, concurrent_episodes, run_id, needs_root=resume and (out_dir is None or run_id is None)
+    )
     over = dict(overrides or {})
     configs = plan_configs(workload, tasks, arms, base_config, over)
     await check_budgets(workload, tasks, configs)
@@ -793,7 +795,9 @@ def _run_of(
     )
 
 
-def _checked(arms: Sequence[str], samples: int, concurrent: int, *, needs_root: bool) -> tuple[str, ...]:
+def _checked(
+    arms: Sequence[str], samples: int, concurrent: int, run_id: str | None, *, needs_root: bool
+) -> tuple[str, ...]:
     """The arms, without repeats; bad arguments are ConfigErrors."""
     out = tuple(dict.fromkeys(arms))
     if not out or any(a not in ARMS for a in out):
@@ -804,6 +808,8 @@ def _checked(arms: Sequence[str], samples: int, concurrent: int, *, needs_root: 
         raise ConfigError(f"concurrent_episodes must be at least 1, got {concurrent}")
     if needs_root:
         raise ConfigError("resuming needs the results directory and the run id (--out and --run-id)")
+    if run_id is not None and (run_id in ("", ".", "..") or Path(run_id).name != run_id or "\\" in run_id):
+        raise ConfigError(f"a run id names one folder under the results directory (no '/' or '..'), got {run_id!r}")
     return out
 
 

@@ -33,6 +33,8 @@ class RecordWriter:
     ``root`` defaults to :func:`agent_swarm.orchestrator.store.records_dir` (``$SWARM_RECORDS_DIR``, else the user
     data directory), which ``swarm traces list`` reads from any working directory. ``annotate`` returns
     metadata merged into a record before it is written. ``records`` and ``paths`` hold what was written.
+    A record that cannot be written (a full disk, a folder removed mid-run) never ends the run: it stays
+    in ``records``, and ``failures`` maps its episode id to the reason.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class RecordWriter:
         self._annotate = annotate
         self.records: list[EpisodeRecord] = []
         self.paths: dict[str, Path] = {}
+        self.failures: dict[str, str] = {}
 
     def __call__(self, event: Event) -> None:
         if not isinstance(event, EpisodeFinished):
@@ -54,4 +57,7 @@ class RecordWriter:
         if extra:
             record = record.model_copy(update={"metadata": {**record.metadata, **extra}})
         self.records.append(record)
-        self.paths[record.episode_id] = write_episode(record, self.root)
+        try:
+            self.paths[record.episode_id] = write_episode(record, self.root)
+        except OSError as exc:
+            self.failures[record.episode_id] = f"{exc.strerror or type(exc).__name__} ({exc.filename or self.root})"

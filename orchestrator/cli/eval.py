@@ -2,7 +2,8 @@
 
 Registered on the main app in :mod:`agent_swarm.orchestrator.cli`. ``--backend gold`` plays the workload's gold
 scripted policy (no model); any other backend name is resolved like ``swarm run`` does. Exit codes:
-0 done, 1 some episodes crashed, 2 bad input, 130 interrupted (finished episodes stay on disk).
+0 done, 1 some episodes crashed or a model server cannot be reached, 2 bad input, 130 interrupted
+(finished episodes stay on disk).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from agent_swarm.orchestrator.cli.options import (
     parse_knobs,
     warn_cache_bypass,
 )
+from agent_swarm.orchestrator.cli.preflight import unreachable_servers, writable_dir
 from agent_swarm.orchestrator.cli.progress import terminal_progress
 from agent_swarm.orchestrator.cli.settings import Settings, command_options
 from agent_swarm.orchestrator.cli.telemetry_setup import Tracing, TracingOptions, start_tracing
@@ -281,6 +283,14 @@ def eval_command(ctx: typer.Context, **given: Any) -> None:
         raise typer.Exit(_print_report(o.report_dirs, o.curve_knob))
     try:
         job, backends = _resolve(o, seed_typed=_typed(ctx, "seed"))
+    except UserError as exc:
+        raise _fail(exc) from None
+    if problems := anyio.run(unreachable_servers, backends(job.tasks[0], arm_mode(job.arms[0]))):
+        for p in problems:  # every episode would fail the same way, after the backend's retries
+            err.print(f"[red]error:[/red] model server {escape(p)}; check --base-url and that the server is up")
+        raise typer.Exit(1)
+    try:
+        writable_dir(o.out, "--out")
     except UserError as exc:
         raise _fail(exc) from None
     rid = o.run_id or f"{job.wl.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"

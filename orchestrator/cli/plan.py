@@ -152,7 +152,7 @@ def _demo_plan(req: RunRequest, c: _Common) -> RunPlan:
     from agent_swarm.orchestrator.demo import DEMO_TASKS
     from agent_swarm.orchestrator.demo import demo as make_demo
 
-    name = req.demo if req.demo is not None else task_text(req.task or "")
+    name = req.demo if req.demo is not None else task_text(req.task) if req.task is not None else ""
     if name not in DEMO_TASKS:
         raise UserError(
             f"the scripted backend only plays the built-in demo tasks ({', '.join(sorted(DEMO_TASKS))}); "
@@ -182,7 +182,7 @@ def _task_plan(req: RunRequest, c: _Common) -> RunPlan:
     if req.task_file is not None:
         tasks, _ = load_task_file(req.task_file, on_malformed="fail")
     else:
-        tasks = [Task(id="cli", prompt=task_text(req.task or ""))]
+        tasks = [Task(id="cli", prompt=task_text(req.task or ""))]  # make_plan: exactly one source
     reward = _reward_config(c.extras.get("reward"))
     if reward is None and any(t.verifier for t in tasks):
         reward = RewardConfig()  # tasks that name a verifier get scored
@@ -291,6 +291,8 @@ def _model_backends(
 def task_text(task: str) -> str:
     """The TASK argument; ``-`` reads it from standard input (``echo task | swarm run -``)."""
     if task != "-":
+        if not task.strip():
+            raise UserError('the TASK argument is empty; give the task in words: swarm run "your task"')
         return task
     text = sys.stdin.read().strip()
     if not text:

@@ -1,6 +1,8 @@
-"""Checks a command makes once before its first episode: is each model server reachable at all?
+"""Checks a command makes once before its first episode: can it write where its results go, and is
+each model server reachable at all?
 
-A server that refuses connections would otherwise fail every episode after the backend's retries
+An output folder that cannot be written would otherwise fail only when the first record is written,
+after the model's work. A server that refuses connections would otherwise fail every episode after the backend's retries
 (several seconds per task, per retry); one ``GET /v1/models`` per distinct server answers in
 milliseconds. Only "could not connect" fails the check: any HTTP answer (401, 404) means a server is
 there, and the episodes report what it says.
@@ -8,14 +10,18 @@ there, and the episodes report what it says.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 
 import httpx
 
 from agent_swarm.swarm.backend import ModelBackend
 from agent_swarm.swarm.backends.openai_http import OpenAIBackend
+from agent_swarm.swarm.errors import UserError
 
-__all__ = ["PROBE_TIMEOUT_S", "unreachable_servers"]
+__all__ = ["PROBE_TIMEOUT_S", "unreachable_servers", "writable_dir"]
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -43,3 +49,17 @@ async def unreachable_servers(backends: Iterable[ModelBackend | None]) -> list[s
             if problem is not None:
                 problems.append(problem)
     return problems
+
+
+def writable_dir(path: Path, option: str) -> Path:
+    """Create ``path`` (and its parents) and check a file can be written in it; :class:`UserError`
+    naming ``option`` and the reason otherwise. Returns ``path``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".swarm-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"cannot write results to {path} ({reason}); choose a writable folder with {option}") from None
+    return path

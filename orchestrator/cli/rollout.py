@@ -45,6 +45,7 @@ from agent_swarm.orchestrator.cli.options import (
     warn_cache_bypass,
 )
 from agent_swarm.orchestrator.cli.plan import workload_knobs
+from agent_swarm.orchestrator.cli.preflight import writable_dir
 from agent_swarm.orchestrator.cli.progress import terminal_progress
 from agent_swarm.orchestrator.cli.settings import Settings, command_options
 from agent_swarm.orchestrator.environment import environment
@@ -402,6 +403,7 @@ def rollout(**given: Any) -> None:
     o = RolloutOptions(**given)
     try:
         job = _resolve(o)
+        writable_dir(o.out, "--out")
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None

@@ -57,7 +57,7 @@ from agent_swarm.orchestrator.cli.options import (
     parse_knobs,
 )
 from agent_swarm.orchestrator.cli.plan import RunPlan, RunRequest, make_plan, workload_knobs
-from agent_swarm.orchestrator.cli.preflight import unreachable_servers
+from agent_swarm.orchestrator.cli.preflight import unreachable_servers, writable_dir
 from agent_swarm.orchestrator.cli.settings import Settings, command_options
 from agent_swarm.orchestrator.cli.telemetry_setup import (
     DEFAULT_TRACED_SUBAGENTS,
@@ -400,6 +400,11 @@ def execute(
     """Run the plan's tasks one after another and print each record in ``output`` form; the exit code."""
     if not _servers_reachable(plan):
         return 1
+    try:
+        writable_dir(out, "--out")
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
     live_enabled = not quiet and err.is_terminal and not environment().ci
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
@@ -439,6 +444,8 @@ def execute(
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in writer.records:
         _print_record(r, str(writer.paths.get(r.episode_id, "")), output, plan.tools_note)
+    for episode_id, why in writer.failures.items():
+        err.print(f"[yellow]warning:[/yellow] the record of episode {episode_id} was not written: {escape(why)}")
     return _exit_code(writer.records, writer.paths, interrupted)
 
 
@@ -569,7 +576,8 @@ def _print_record(r: EpisodeRecord, path: str, output: Output, tools_note: str |
 def _exit_code(records: list[EpisodeRecord], paths: dict[str, Path], interrupted: bool) -> int:
     """130 interrupted, 1 when an episode failed (said on stderr too), else 0."""
     if interrupted:
-        where = f"; record written to {paths[records[-1].episode_id]}" if records else ""
+        path = paths.get(records[-1].episode_id) if records else None
+        where = f"; record written to {path}" if path is not None else ""
         err.print(f"[yellow]interrupted[/yellow]{escape(where)}")
         return 130
     bad = NO_ANSWER

@@ -252,3 +252,54 @@ def test_an_index_far_past_what_can_be_generated_is_refused_at_once(tmp_path: Pa
     result = runner.invoke(app, _gold(tmp_path, "--index", "99999999", "-p"))
     assert result.exit_code == 2 and "at most 100000" in result.stderr
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("task", ["", "   \n"])
+def test_an_empty_task_is_bad_input_in_one_line(tmp_path: Path, task: str) -> None:
+    result = runner.invoke(app, ["run", "-m", "x.gguf", task, "-o", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    assert result.stderr.strip() == 'error: the TASK argument is empty; give the task in words: swarm run "your task"'
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--demo", "capitals", "-q"],
+        ["eval", "-w", "starter", "-b", "gold", "-n", "1", "-q"],
+        ["rollout", "-w", "starter", "-b", "gold", "-n", "1", "-k", "2", "-q"],
+    ],
+)
+def test_an_output_folder_that_cannot_be_written_is_bad_input_before_any_episode(
+    tmp_path: Path, command: list[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a folder under a regular file cannot be made, whoever runs the test
+    out = blocker / "records"
+    result = runner.invoke(app, [*command, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    said = " ".join(result.stderr.split())
+    assert f"error: cannot write results to {out}" in said and "choose a writable folder with --out" in said
+
+
+def test_swarm_eval_probes_an_unreachable_server_once_and_runs_no_episode(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    out = tmp_path / "results"
+    t0 = time.monotonic()
+    args = ["eval", "-w", "starter", "-b", "openai", "--base-url", url, "-m", "x", "-n", "3", "-o", str(out), "-q"]
+    result = runner.invoke(app, args)
+    assert time.monotonic() - t0 < 5  # not the backend's retries for each of 6 episodes
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("could not be reached") == 1 and "check --base-url" in result.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("run_id", ["../elsewhere", "a/b", "..", "."])
+def test_a_run_id_is_one_folder_name(tmp_path: Path, run_id: str) -> None:
+    out = tmp_path / "results"
+    args = ["eval", "-w", "starter", "-b", "gold", "-n", "1", "-q", "-o", str(out), "--run-id", run_id]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "a run id names one folder under the results directory" in " ".join(result.stderr.split())
+    assert not (tmp_path / "elsewhere").exists() and not (out / "a").exists()

@@ -64,3 +64,13 @@ async def test_the_live_view_attaches_to_a_library_run_as_the_readme_shows(tmp_p
         record = await orch.run("2+2?")
     assert record.answer == "4" and (tmp_path / record.episode_id / "episode.json").is_file()
     assert "orchestrator:" in console.export_text()
+
+
+def test_a_record_that_cannot_be_written_is_kept_and_said_not_raised(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    writer = RecordWriter(blocker / "records")  # cannot be made: a regular file is in the way
+    record = Orchestrator(ScriptedBackend(["4"]), SwarmConfig(), observers=[writer]).run_sync("2+2?")
+    assert record.answer == "4"
+    assert writer.records == [record] and writer.paths == {}
+    assert list(writer.failures) == [record.episode_id] and "a-file" in writer.failures[record.episode_id]

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from opentelemetry.trace import TracerProvider
@@ -210,6 +210,27 @@ class _StagePlan:
     discarded: list[SubagentResult] = field(default_factory=list)  # hedged backups that lost
 
 
+def _checked_backend(backend: object, name: str) -> ModelBackend:
+    """``backend`` if it is a model backend (``.model`` and an async ``.complete``); else a one-line UserError."""
+    if isinstance(getattr(backend, "model", None), str) and callable(getattr(backend, "complete", None)):
+        return cast("ModelBackend", backend)
+    raise UserError(
+        f"{name} must be a model backend (a .model name and an async .complete(request)), got {type(backend).__name__}"
+        "; build one with agent_swarm.orchestrator.build_backends or use agent_swarm.swarm.testing.ScriptedBackend"
+    )
+
+
+def _checked_task(task: object) -> Task:
+    """A :class:`Task` from a task or its text; an empty text or another type is a one-line UserError."""
+    if isinstance(task, Task):
+        return task
+    if not isinstance(task, str):
+        raise UserError(f"task must be a str or a Task, got {type(task).__name__}")
+    if not task.strip():
+        raise UserError("task is empty; give the task in words")
+    return Task(prompt=task)
+
+
 class Orchestrator:
     """Runs episodes: ``record = await Orchestrator(backend).run("task")``.
 
@@ -237,10 +258,14 @@ class Orchestrator:
         reward_fn: RewardFn | None = None,
         placement: SubagentPlacement | None = None,
     ) -> None:
-        self.backend = backend
+        self.backend = _checked_backend(backend, "backend")
+        if config is not None and not isinstance(config, SwarmConfig):
+            raise UserError(
+                f"config must be a SwarmConfig, got {type(config).__name__}; build one with SwarmConfig(**settings)"
+            )
         self.config = config or SwarmConfig()
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
-        self.subagent_backend = subagent_backend or backend
+        self.subagent_backend = _checked_backend(subagent_backend, "subagent_backend") if subagent_backend else backend
         self.subagent_backends: dict[str, ModelBackend] = dict(subagent_backends or {})
         self.subagent_backends.setdefault(self.subagent_backend.model, self.subagent_backend)
         self.telemetry = telemetry or Telemetry(tracer_provider, capture_content=capture_content)
@@ -342,8 +367,7 @@ class Orchestrator:
         cancellation propagates; so is the partial record of an episode the runtime fails on before
         the exception propagates.
         """
-        if isinstance(task, str):
-            task = Task(prompt=task)
+        task = _checked_task(task)
         if len(task.prompt) > LARGE_TASK_CHARS and (note := large_task_warning(task)):
             warnings.warn(LargeInputWarning(note), stacklevel=2)
         st = self._new_episode(task, episode_id or uuid.uuid4().hex[:16], subagent_limit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -74,3 +75,26 @@ def test_a_record_that_cannot_be_written_is_kept_and_said_not_raised(tmp_path: P
     assert record.answer == "4"
     assert writer.records == [record] and writer.paths == {}
     assert list(writer.failures) == [record.episode_id] and "a-file" in writer.failures[record.episode_id]
+
+
+_NONE: Any = None
+_DICT: Any = {"max_critical_steps": 3}
+_TEXT: Any = "m"
+_INT: Any = 123
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: Orchestrator(_NONE, SwarmConfig()), "^backend must be a model backend .* got NoneType;"),
+        (lambda: Orchestrator(ScriptedBackend(["4"]), _DICT), "config must be a SwarmConfig, got dict"),
+        (lambda: Orchestrator(ScriptedBackend(["4"]), subagent_backend=_TEXT), "subagent_backend must be a model"),
+        (lambda: Orchestrator(ScriptedBackend(["4"])).run_sync(""), "task is empty"),
+        (lambda: Orchestrator(ScriptedBackend(["4"])).run_sync("  \n"), "task is empty"),
+        (lambda: Orchestrator(ScriptedBackend(["4"])).run_sync(_INT), "task must be a str or a Task, got int"),
+    ],
+)
+def test_library_misuse_is_one_user_error_naming_the_argument(make: Any, says: str) -> None:
+    with pytest.raises(UserError, match=says) as caught:
+        make()
+    assert "\n" not in str(caught.value)

@@ -26,8 +26,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agent_swarm.swarm.errors import ConfigError
 from agent_swarm.swarm.records import AgentDefinition
 
@@ -106,6 +104,8 @@ def _definition(meta: dict[str, Any], body: str, path: Path) -> AgentDefinition:
 
 
 def _yaml(text: str, where: str) -> Any:
+    import yaml  # only when an agent file is read: most runs find none
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

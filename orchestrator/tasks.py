@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError, TaskFileError, UnknownNameError, validation_problems
 from agent_swarm.swarm.records import Task
-from agent_swarm.swarm.verifiers import validate_verifier_args
 
 __all__ = [
     "CONFIG_TABLES",
@@ -205,6 +204,8 @@ def _task_problem(task: Task, seen: set[str], workload: str | None) -> str | Non
         )
     if task.verifier is None:
         return None
+    from agent_swarm.swarm.verifiers import validate_verifier_args  # only for tasks that name a verifier
+
     try:
         validate_verifier_args(task.verifier, task.verifier_args)
     except (UnknownNameError, ConfigError) as exc:

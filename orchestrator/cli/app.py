@@ -12,31 +12,97 @@ or timed out, 2 bad input (missing task file, invalid config, unknown backend), 
 
 from __future__ import annotations
 
+import importlib
 import json
 import signal
 import sys
-from typing import Annotated
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from agent_swarm.orchestrator.cli.agents import agents_app
-from agent_swarm.orchestrator.cli.doctor import doctor
-from agent_swarm.orchestrator.cli.eval import eval_command
-from agent_swarm.orchestrator.cli.init import init
-from agent_swarm.orchestrator.cli.mcp import mcp_app
-from agent_swarm.orchestrator.cli.models import models
-from agent_swarm.orchestrator.cli.rollout import rollout
-from agent_swarm.orchestrator.cli.run import run
-from agent_swarm.orchestrator.cli.serve import serve
 from agent_swarm.orchestrator.cli.telemetry_setup import claim_global_provider
-from agent_swarm.orchestrator.cli.traces import traces_app
-from agent_swarm.orchestrator.cli.train import train_app
 from agent_swarm.orchestrator.process import GC_THRESHOLD, tune_gc
 from agent_swarm.swarm import __version__
 
-__all__ = ["GC_THRESHOLD", "app", "main", "optional_value", "tune_gc"]
+__all__ = ["COMMANDS", "GC_THRESHOLD", "app", "main", "optional_value", "tune_gc"]
+
+COMMANDS: Mapping[str, str] = {
+    "run": "agent_swarm.orchestrator.cli.run:run",
+    "rollout": "agent_swarm.orchestrator.cli.rollout:rollout",
+    "eval": "agent_swarm.orchestrator.cli.eval:eval_command",
+    "models": "agent_swarm.orchestrator.cli.models:models",
+    "doctor": "agent_swarm.orchestrator.cli.doctor:doctor",
+    "init": "agent_swarm.orchestrator.cli.init:init",
+    "serve": "agent_swarm.orchestrator.cli.serve:serve",
+    "version": "agent_swarm.orchestrator.cli.app:version",
+    "demo-list": "agent_swarm.orchestrator.cli.app:demo_list",
+    "traces": "agent_swarm.orchestrator.cli.traces:traces_app",
+    "agents": "agent_swarm.orchestrator.cli.agents:agents_app",
+    "mcp": "agent_swarm.orchestrator.cli.mcp:mcp_app",
+    "train": "agent_swarm.orchestrator.cli.train:train_app",
+}
+"""Every command in ``--help`` order: name -> ``module:attribute`` (a command function or a ``typer.Typer``
+group), imported only when that command is looked up. ``swarm run`` then imports ``run``'s module and
+what it uses, not every other command's (``eval``'s workloads, ``train``'s trainer, ``traces``' HTML page)."""
+
+
+class _Commands(MutableMapping[str, Any]):
+    """A group's click commands by name, each built on first access (``swarm --help`` builds them all)."""
+
+    def __init__(self, built: dict[str, Any], load: Callable[[str], Any]) -> None:
+        self._built = built
+        self._load = load
+
+    def _names(self) -> list[str]:
+        return [*COMMANDS, *(n for n in self._built if n not in COMMANDS)]
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = self._load(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built or name in COMMANDS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+def _build(name: str) -> Any:
+    """The click command of ``COMMANDS[name]``, built as ``app.command``/``app.add_typer`` would build it."""
+    module, attribute = COMMANDS[name].split(":")
+    target = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group, whose commands in :data:`COMMANDS` are imported when looked up."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands(dict(self.commands), _build)
+
 
 app = typer.Typer(
+    cls=_LazyGroup,
     name="swarm",
     help="Run parallel agent swarms, inspect their traces, collect rollouts and train the orchestrator.\n\n"
     'Start with `swarm run --demo capitals` (no model needed), then `swarm run "your task"`; '
@@ -45,17 +111,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-app.add_typer(traces_app, name="traces")
-app.add_typer(agents_app, name="agents")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(train_app, name="train")
-app.command("run")(run)
-app.command("rollout")(rollout)
-app.command("eval")(eval_command)
-app.command("models")(models)
-app.command("doctor")(doctor)
-app.command("init")(init)
-app.command("serve")(serve)
 
 
 def _print_version(value: bool) -> None:
@@ -74,7 +129,6 @@ def _main(
     """The options every command shares (``--version``)."""
 
 
-@app.command()
 def version() -> None:
     """Print the version (also: swarm --version).
 
@@ -86,7 +140,6 @@ def version() -> None:
     typer.echo(f"agent-swarm {__version__}")
 
 
-@app.command("demo-list")
 def demo_list(
     json_out: Annotated[bool, typer.Option("--json", help="one JSON object per demo on stdout")] = False,
 ) -> None:

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -635,6 +634,8 @@ def summary_table(record: EpisodeRecord, path: str | None = None, *, tools: str 
     t.add_row("status", record.status.value)
     given = given_answer(record)
     answer = given if given is not None else f"(none: the episode {record.status.value})"
+    from rich.markdown import Markdown  # markdown-it, for the one answer of the summary table
+
     t.add_row("answer", Markdown(answer if len(answer) < 2000 else answer[:2000] + " …"))
     if record.error:
         t.add_row("error", Text(record.error, style="red"))

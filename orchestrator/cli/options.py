@@ -19,7 +19,6 @@ from rich.console import Console
 
 from agent_swarm.orchestrator.budgets import budget_overrides
 from agent_swarm.swarm.backend import SamplingParams
-from agent_swarm.swarm.backends.replay_cache import deterministic_sampling
 from agent_swarm.swarm.errors import UserError
 
 __all__ = [
@@ -283,7 +282,11 @@ def parse_knobs(items: list[str]) -> dict[str, Any]:
 
 def warn_cache_bypass(console: Console, extras: dict[str, Any], sampling: SamplingParams) -> None:
     """Tell a user whose sub-agent cache is on that every sub-agent call would pass it by, if so."""
-    if not extras.get("backend", {}).get("subagent_cache") or deterministic_sampling(sampling):
+    if not extras.get("backend", {}).get("subagent_cache"):
+        return
+    from agent_swarm.swarm.backends.replay_cache import deterministic_sampling  # only with the cache on
+
+    if deterministic_sampling(sampling):
         return
     console.print(
         "[yellow]warning:[/yellow] the sub-agent cache keeps deterministic calls only, and sub-agents sample at "

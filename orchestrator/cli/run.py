@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TextIO
 
 import anyio
 import typer
@@ -75,8 +75,10 @@ from agent_swarm.swarm.errors import LargeInputWarning, UserError
 from agent_swarm.swarm.events import EpisodeFinished, Event
 from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.tracing import Telemetry
-from agent_swarm.tools.mcp import MCPConfig, load_mcp_config
 from agent_swarm.tools.registry import Tool, ToolRegistry, Toolset
+
+if TYPE_CHECKING:
+    from agent_swarm.tools.mcp import MCPConfig
 
 __all__ = ["Output", "RunPlan", "engine_header", "execute", "json_summary", "run"]
 
@@ -325,11 +327,19 @@ def run(**given: Any) -> None:
         output = options.output()
         tracing = options.tracing()
         plan = make_plan(options.request(out))
-        mcp = load_mcp_config(options.mcp_config) if options.mcp_config is not None else None
+        mcp = _mcp_config(options.mcp_config)
     except UserError as exc:
         raise _fail(str(exc)) from None
     code = execute(plan, out=out, output=output, quiet=options.quiet, tracing=tracing, events=options.events, mcp=mcp)
     raise typer.Exit(code)
+
+
+def _mcp_config(path: Path | None) -> MCPConfig | None:
+    if path is None:
+        return None
+    from agent_swarm.tools.mcp import load_mcp_config  # the MCP client, only for runs that connect servers
+
+    return load_mcp_config(path)
 
 
 class _EventWriter:

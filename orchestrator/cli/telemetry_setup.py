@@ -32,12 +32,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -51,6 +50,9 @@ from agent_swarm.orchestrator.store import episode_dir
 from agent_swarm.swarm import __version__
 from agent_swarm.swarm.errors import ConfigError
 from agent_swarm.swarm.tracing import Telemetry, attr
+
+if TYPE_CHECKING:
+    from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
 
 __all__ = [
     "CONTENT_BATCH_SIZE",
@@ -216,6 +218,11 @@ class _RoutingExporter(SpanExporter):
     most :data:`ENCODE_CHUNK` spans (one JSON line each)."""
 
     def __init__(self, files: EpisodeTraceFiles) -> None:
+        # Imported here, with the first trace file: the exporter's package loads the SDK's metrics (40 ms),
+        # which a run without a trace file (`--no-trace-file`) never needs.
+        from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
+
+        self._exporter = FileSpanExporter
         self._files = files
         self._open: dict[str, FileSpanExporter] = {}
 
@@ -238,7 +245,7 @@ class _RoutingExporter(SpanExporter):
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.touch(mode=0o600)  # private to the user, like episode.json (prompts, answers)
-                    exporter = self._open[eid] = FileSpanExporter(path)
+                    exporter = self._open[eid] = self._exporter(path)
                 except OSError as exc:
                     self._files.errors.append(f"cannot write {path}: {exc}")
                     ok = False

@@ -65,7 +65,6 @@ from agent_swarm.swarm.errors import ConfigError, UnknownNameError
 from agent_swarm.swarm.records import AgentStatus, EpisodeRecord, RewardRecord, SubagentResult, Task
 from agent_swarm.swarm.registry import Registry
 from agent_swarm.swarm.subtasks import task_content
-from agent_swarm.swarm.verifiers import VerifierContext, get_verifier, validate_verifier_args, verify
 
 __all__ = [
     "ADVANTAGES",
@@ -434,6 +433,9 @@ class PARLReward:
         self.workspace = workspace
         self.context = dict(context or {})
         if self.config.default_verifier is not None:
+            # Imported with the first reward: a run without one never needs the verifiers.
+            from agent_swarm.swarm.verifiers import get_verifier
+
             get_verifier(self.config.default_verifier)  # fail at construction, not per episode
 
     def lambdas(self, step: int | None = None) -> tuple[float, float]:
@@ -449,6 +451,8 @@ class PARLReward:
         args = task.verifier_args if task.verifier else self.config.default_verifier_args
         if record.answer is None:
             return 0.0, name, {}, f"episode ended without an answer (status {record.status.value})"
+        from agent_swarm.swarm.verifiers import VerifierContext, validate_verifier_args, verify
+
         ctx = VerifierContext(prompt=task.prompt, judge=self.judge, workspace=self.workspace, extra=self.context)
         try:
             parsed = validate_verifier_args(name, args)

@@ -44,7 +44,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from agent_swarm.orchestrator.cluster._ray import RayCluster, check_actors, check_fits, kill_all, pickled_size
 from agent_swarm.orchestrator.cluster.slots import LeasingActor, start_leasing_actors, start_slot_pool
 from agent_swarm.orchestrator.rollout.episodes import EpisodeJob, EpisodeOutcome, episode_crash
-from agent_swarm.orchestrator.rollout.executors import Deliver, EpisodeRunner
+from agent_swarm.orchestrator.rollout.executors import Deliver, EpisodeBatch, EpisodeRunner
 from agent_swarm.swarm.errors import ClusterError, ErrorType
 
 __all__ = ["RayExecutor"]
@@ -375,14 +375,7 @@ class RayExecutor:
         )
         return [_Actor(i, key, h) for i, (key, h) in enumerate(zip(keys, handles, strict=True))]
 
-    async def run(
-        self,
-        runner: EpisodeRunner,
-        jobs: Sequence[EpisodeJob],
-        deliver: Deliver,
-        *,
-        max_concurrent: int,
-    ) -> None:
+    async def run(self, batch: EpisodeBatch) -> None:
         from agent_swarm.orchestrator.cluster._ray import require_ray
 
         ray = require_ray(asyncio_for="RayExecutor")
@@ -395,15 +388,15 @@ class RayExecutor:
             if self.cluster_limits:
                 pool_name, pool = start_slot_pool()
                 handles.append(pool)
-            actors = await self._start_actors(ray, runner, n_actors, pool_name)
+            actors = await self._start_actors(ray, batch.runner, n_actors, pool_name)
             handles += [a.handle for a in actors]
             started_cpu = {a.key: (await a.handle.usage.remote())["cpu_s"] for a in actors}
             if self.on_started is not None:
                 self.on_started([a.handle for a in actors])
             sched = _Scheduler(
-                ray, actors, pool, deliver, self.max_attempts, self.restart_timeout_s, self.linger_s, self.stats
+                ray, actors, pool, batch.deliver, self.max_attempts, self.restart_timeout_s, self.linger_s, self.stats
             )
-            await sched.run(jobs, max_concurrent)
+            await sched.run(batch.jobs, batch.max_concurrent)
             if pool is not None:
                 self.stats["limits"] = await pool.stats.remote()
             # CPU each actor spent on this run's episodes (start-up excluded), and its memory now.

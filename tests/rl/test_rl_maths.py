@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 from agent_swarm.swarm.rl.losses import (  # noqa: E402
     LOSSES,
+    LossInputs,
     LossParams,
     gather_logprobs,
     k2_squared_loss,
@@ -127,7 +128,7 @@ def test_k25_loss_and_gradient_match_loop_reference(seed: int) -> None:
     lp, old, adv, mask = _batch(seed)
     params = LossParams(alpha=-0.5, beta=0.4, tau=0.05)
     t_lp, t_old, t_adv, t_mask = _tensors(lp, old, adv, mask)
-    out = k25_loss(t_lp, t_old, t_adv, t_mask, params)
+    out = k25_loss(LossInputs(t_lp, t_old, t_adv, t_mask), params)
     assert out.loss.item() == pytest.approx(_k25_ref(lp, old, adv, mask, params), abs=1e-6)
     out.loss.backward()
     ref = _k25_grad_ref(lp, old, adv, mask, params)
@@ -143,7 +144,8 @@ def test_k25_masks_out_of_range_tokens_whatever_the_advantage_sign() -> None:
     for a in (1.0, -1.0):
         lp = torch.tensor([[-1.0, -1.0, -1.0]], dtype=torch.float64, requires_grad=True)
         old = torch.tensor([[-1.1, -2.0, 0.0]], dtype=torch.float64)
-        out = k25_loss(lp, old, torch.tensor([a], dtype=torch.float64), torch.ones(1, 3, dtype=torch.float64), params)
+        inputs = LossInputs(lp, old, torch.tensor([a], dtype=torch.float64), torch.ones(1, 3, dtype=torch.float64))
+        out = k25_loss(inputs, params)
         out.loss.backward()
         assert lp.grad is not None
         assert lp.grad[0, 0].item() != 0.0
@@ -156,12 +158,12 @@ def test_k25_num_tokens_makes_micro_batches_sum_to_the_full_batch_gradient() -> 
     lp, old, adv, mask = _batch(3, b=6)
     params = LossParams(tau=0.1)
     full = _tensors(lp, old, adv, mask)
-    k25_loss(*full, params).loss.backward()
+    k25_loss(LossInputs(*full), params).loss.backward()
     n = sum(sum(r) for r in mask)
     grads = []
     for sl in (slice(0, 3), slice(3, 6)):
         part = _tensors(lp[sl], old[sl], adv[sl], mask[sl])
-        k25_loss(*part, params, num_tokens=n).loss.backward()
+        k25_loss(LossInputs(*part, num_tokens=n), params).loss.backward()
         grads.append(part[0].grad)
     assert full[0].grad is not None
     assert torch.allclose(torch.cat(grads), full[0].grad, atol=1e-12)
@@ -171,7 +173,7 @@ def test_k2_squared_loss_matches_loop_reference() -> None:
     lp, old, adv, mask = _batch(4)
     params = LossParams(tau=0.3)
     t = _tensors(lp, old, adv, mask)
-    out = k2_squared_loss(*t, params)
+    out = k2_squared_loss(LossInputs(*t), params)
     errs = []
     for i in range(len(lp)):
         if not any(mask[i]):
@@ -185,7 +187,7 @@ def test_ppo_clip_matches_loop_reference() -> None:
     lp, old, adv, mask = _batch(5)
     params = LossParams(clip_low=0.2, clip_high=0.28)
     t = _tensors(lp, old, adv, mask)
-    out = ppo_clip_loss(*t, params)
+    out = ppo_clip_loss(LossInputs(*t), params)
     total, n = 0.0, 0
     for i in range(len(lp)):
         for j in range(len(lp[i])):
@@ -200,7 +202,8 @@ def test_on_policy_k25_gradient_is_the_policy_gradient() -> None:
     # With π_θ = π_old the ratio is 1 and the penalty's gradient is 0: grad = −A/N per token.
     lp = torch.tensor([[-0.5, -1.5], [-2.0, -0.1]], dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([0.5, -0.25], dtype=torch.float64)
-    k25_loss(lp, lp.detach().clone(), adv, torch.ones(2, 2, dtype=torch.float64), LossParams(tau=1.0)).loss.backward()
+    on_policy = LossInputs(lp, lp.detach().clone(), adv, torch.ones(2, 2, dtype=torch.float64))
+    k25_loss(on_policy, LossParams(tau=1.0)).loss.backward()
     assert lp.grad is not None
     assert torch.allclose(lp.grad, torch.tensor([[-0.125, -0.125], [0.0625, 0.0625]], dtype=torch.float64))
 
@@ -210,13 +213,13 @@ def test_losses_registry_and_shape_errors() -> None:
     with pytest.raises(UnknownNameError, match="known: k2, k25, ppo_clip"):
         LOSSES.get("grpo")
     with pytest.raises(ConfigError, match="one per sequence"):
-        k25_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3), LossParams())
+        LossInputs(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3))
     with pytest.raises(ValueError, match="alpha"):
         LossParams(alpha=0.1)
 
 
 def test_each_registered_loss_has_the_loss_signature_and_its_own_name_and_doc() -> None:
-    params = ["logprobs", "old_logprobs", "advantages", "mask", "params", "num_tokens"]
+    params = ["inputs", "params"]
     for name, fn in (("k25", k25_loss), ("k2", k2_squared_loss), ("ppo_clip", ppo_clip_loss)):
         assert LOSSES.get(name) is fn
         assert list(inspect.signature(fn).parameters) == params
@@ -228,7 +231,7 @@ def test_each_registered_loss_has_the_loss_signature_and_its_own_name_and_doc() 
 def test_empty_mask_gives_zero_loss_not_nan() -> None:
     z = torch.zeros(2, 3, requires_grad=True)
     for name in LOSSES.names:
-        out = LOSSES.get(name)(z, torch.zeros(2, 3), torch.ones(2), torch.zeros(2, 3), LossParams(), None)
+        out = LOSSES.get(name)(LossInputs(z, torch.zeros(2, 3), torch.ones(2), torch.zeros(2, 3)), LossParams())
         assert out.loss.item() == 0.0
 
 

@@ -61,7 +61,7 @@ from agent_swarm.swarm.backends.token_engine import TokenOutput as EngineOutput
 from agent_swarm.swarm.backends.transformers_backend import TransformersBackend
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.rl.export import read_trajectories
-from agent_swarm.swarm.rl.losses import LossParams, k25_loss
+from agent_swarm.swarm.rl.losses import LossInputs, LossParams, k25_loss
 from agent_swarm.swarm.rl.rewards import PARLReward, RewardConfig, Schedule
 from agent_swarm.workloads import get_workload
 
@@ -305,7 +305,7 @@ def test_swarm_k25_is_registered_in_verl_and_equals_our_k25_loss() -> None:
     new = (old + torch.randn(b, t) * 0.8).requires_grad_(True)
     mask = (torch.rand(b, t) > 0.3).float()
     adv = torch.tensor([0.7, -0.4, 0.1])
-    ours = k25_loss(new, old, adv, mask, LossParams())
+    ours = k25_loss(LossInputs(new, old, adv, mask), LossParams())
     (g_ours,) = torch.autograd.grad(ours.loss, new)
     cfg = OmegaConf.create({"global_batch_info": {}})
     same = (

@@ -36,7 +36,7 @@ from verl.workers.utils.padding import left_right_2_no_padding
 
 from agent_swarm.orchestrator.rl import verl_loop
 from agent_swarm.swarm.errors import ConfigError
-from agent_swarm.swarm.rl.losses import LossParams, k25_loss
+from agent_swarm.swarm.rl.losses import LossInputs, LossParams, k25_loss
 
 RECIPE = Path(__file__).parents[2] / "examples" / "verl" / "run_main_ppo.sh"
 PROMPT, RESPONSE = 4, 6
@@ -158,8 +158,8 @@ def test_the_recipe_trains_swarm_k25_against_the_rollouts_logprobs(recipe_config
     actor_config = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     loss, metrics = ppo_loss(actor_config, {"log_probs": _model_log_probs(new)}, data)
 
-    against_rollout = k25_loss(new, rollout, advantages, mask.float(), LossParams())
-    against_recomputed = k25_loss(new, recomputed, advantages, mask.float(), LossParams())
+    against_rollout = k25_loss(LossInputs(new, rollout, advantages, mask.float()), LossParams())
+    against_recomputed = k25_loss(LossInputs(new, recomputed, advantages, mask.float()), LossParams())
     assert (
         abs(float(against_rollout.loss.detach() - against_recomputed.loss.detach())) > 0.05
     )  # the batch tells them apart

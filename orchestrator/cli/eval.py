@@ -32,15 +32,11 @@ from agent_swarm.orchestrator.cli.engines import engine_notes
 from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
     BackendOpt,
-    BaseUrlOpt,
     EpisodeLimitOptions,
     KnobOpt,
     LatencyOpt,
-    ModelOpt,
-    NoSubagentCacheOpt,
-    SubagentBackendOpt,
-    SubagentCacheOpt,
-    SubagentModelOpt,
+    ModelChoiceOptions,
+    SubagentCacheOptions,
     is_scripted,
     parse_knobs,
     warn_cache_bypass,
@@ -142,8 +138,8 @@ def _cache_cell(counts: dict[str, int]) -> str:
     )
 
 
-class _EvalChoice(BaseModel):
-    """``swarm eval``'s options up to ``--config``: the workload, arms, tasks, backends and config file."""
+class _EvalTasks(BaseModel):
+    """``swarm eval``'s first options: the workload, arms, backend kind and tasks."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -161,19 +157,20 @@ class _EvalChoice(BaseModel):
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="task-generation seed (and the sampling seed)")] = 0
     split: Annotated[str, typer.Option("--split", metavar="SPLIT", help=SPLIT_HELP)] = DEFAULT_SPLIT
     knob: KnobOpt = None
-    model: ModelOpt = None
-    base_url: BaseUrlOpt = None
-    subagent_backend: SubagentBackendOpt = None
-    subagent_model: SubagentModelOpt = None
+
+
+class _EvalChoice(ModelChoiceOptions, _EvalTasks):
+    """``swarm eval``'s options up to ``--config``: :class:`_EvalTasks`', the models, the config file."""
+
     config_file: Annotated[
         Path | None,
         typer.Option("--config", "-c", metavar="FILE", help="TOML/JSON config: [swarm] and [backend] tables"),
     ] = None
 
 
-class EvalOptions(EpisodeLimitOptions, _EvalChoice):
-    """``swarm eval``'s options as parsed: one field per option, in ``--help`` order (:class:`_EvalChoice`'s,
-    the episode limits, then these)."""
+class _EvalRun(EpisodeLimitOptions, _EvalChoice):
+    """``swarm eval``'s options up to ``--orchestrator-adapter``: :class:`_EvalChoice`'s, the episode limits,
+    then how the episodes run and report."""
 
     temperature: Annotated[
         float | None,
@@ -242,8 +239,11 @@ class EvalOptions(EpisodeLimitOptions, _EvalChoice):
     list_workloads: Annotated[bool, typer.Option("--list", help="list workloads and their knobs")] = False
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no line per finished episode on stderr")] = False
     orchestrator_adapter: AdapterOpt = None
-    subagent_cache: SubagentCacheOpt = None
-    no_subagent_cache: NoSubagentCacheOpt = False
+
+
+class EvalOptions(SubagentCacheOptions, _EvalRun):
+    """``swarm eval``'s options as parsed: one field per option, in ``--help`` order (:class:`_EvalRun`'s,
+    then the sub-agent cache's)."""
 
     def settings(self, *, seed_typed: bool) -> Settings:
         """The config file, flags and environment resolved once: ``--seed`` is the task seed and the greedy
@@ -255,7 +255,7 @@ class EvalOptions(EpisodeLimitOptions, _EvalChoice):
             seed=self.seed if seed_typed else None,
             greedy_seed=self.seed,
             adapter=self.orchestrator_adapter,
-            cache=(self.subagent_cache, self.no_subagent_cache),
+            cache=self,
         )
 
 

@@ -5,13 +5,20 @@ Across the three commands: ``-n/--num-tasks`` is a number of tasks, ``-t/--tasks
 ``-k/--group-size`` episodes per task (rollout), ``--knob`` a workload knob, ``--max-concurrency``
 sub-agents running at once, ``--concurrent-episodes`` episodes running at once, ``-b scripted`` a
 scripted policy (no model: the built-in demo, or a workload's gold policy; ``gold`` is the same).
+
+Options that travel together are declared once, as groups (frozen pydantic models whose fields are typer
+options): :class:`ModelChoiceOptions` (the models after ``--backend``), :class:`BackendChoiceOptions`
+(``--backend`` and those), :class:`EpisodeLimitOptions` and :class:`SubagentCacheOptions`. A command's
+options model takes a group by inheriting it: pydantic lists the fields of the bases last one first, then
+the class's own, so ``class Options(Group, FirstOptions)`` puts the group after ``FirstOptions``' fields and
+before its own, in ``--help`` as in the model (:func:`~agent_swarm.orchestrator.cli.settings.command_options`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import BaseModel, ConfigDict
@@ -24,6 +31,7 @@ from agent_swarm.swarm.errors import UserError
 __all__ = [
     "SCRIPTED",
     "AdapterOpt",
+    "BackendChoiceOptions",
     "BackendOpt",
     "BaseUrlOpt",
     "ConfigOpt",
@@ -36,10 +44,12 @@ __all__ = [
     "MaxCriticalStepsOpt",
     "MaxSubagentStepsOpt",
     "MaxTokensOpt",
+    "ModelChoiceOptions",
     "ModelOpt",
     "NoSubagentCacheOpt",
     "SubagentBackendOpt",
     "SubagentCacheOpt",
+    "SubagentCacheOptions",
     "SubagentModelOpt",
     "SubagentTimeoutOpt",
     "TemperatureOpt",
@@ -228,11 +238,32 @@ KnobOpt = Annotated[
 ]
 
 
+class ModelChoiceOptions(BaseModel):
+    """The models a model command runs, after its ``--backend``: ``--model``, ``--base-url``,
+    ``--subagent-backend`` and ``--subagent-model`` (``swarm eval`` lists its ``--backend`` with the task
+    options, so it takes this group alone; ``run`` and ``rollout`` take :class:`BackendChoiceOptions`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: ModelOpt = None
+    base_url: BaseUrlOpt = None
+    subagent_backend: SubagentBackendOpt = None
+    subagent_model: SubagentModelOpt = None
+
+
+class _BackendKind(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    backend: BackendOpt = "local"
+
+
+class BackendChoiceOptions(ModelChoiceOptions, _BackendKind):
+    """``--backend`` and then :class:`ModelChoiceOptions`: the backend flags
+    (:class:`~agent_swarm.orchestrator.cli.settings.BackendFlags`) in the order ``run`` and ``rollout`` list them."""
+
+
 class EpisodeLimitOptions(BaseModel):
-    """The episode limits ``swarm eval`` and ``swarm rollout`` take, in this ``--help`` order, as fields of
-    their options models. A command puts them after the options it lists first by inheriting them before
-    the model holding those (``class Options(EpisodeLimitOptions, FirstOptions)``): pydantic orders the
-    fields of the bases last one first, then the class's own."""
+    """The episode limits ``swarm eval`` and ``swarm rollout`` take, in this ``--help`` order."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -241,6 +272,24 @@ class EpisodeLimitOptions(BaseModel):
     max_subagent_steps: MaxSubagentStepsOpt = None
     max_concurrency: MaxConcurrencyOpt = None
     episode_timeout: EpisodeTimeoutOpt = None
+
+
+class SubagentCacheOptions(BaseModel):
+    """``--subagent-cache DIR`` and ``--no-subagent-cache``, as ``eval``, ``rollout`` and ``train`` take them:
+    one choice (:meth:`cache_choice`) that :meth:`Settings.resolve
+    <agent_swarm.orchestrator.cli.settings.Settings.resolve>` puts in the config's ``[backend]`` table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subagent_cache: SubagentCacheOpt = None
+    no_subagent_cache: NoSubagentCacheOpt = False
+
+    def cache_choice(self) -> Path | Literal["off"] | None:
+        """The directory, ``"off"``, or ``None`` (neither given: the config's stands); both given is a
+        :class:`UserError`."""
+        if self.subagent_cache is not None and self.no_subagent_cache:
+            raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
+        return "off" if self.no_subagent_cache else self.subagent_cache
 
 
 def episode_overrides(

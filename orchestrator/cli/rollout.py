@@ -32,16 +32,11 @@ from rich.text import Text
 from agent_swarm.orchestrator.backend_factory import build_backends, with_subagent_cache
 from agent_swarm.orchestrator.cli.eval import backend_resolver
 from agent_swarm.orchestrator.cli.options import (
-    BackendOpt,
-    BaseUrlOpt,
+    BackendChoiceOptions,
     EpisodeLimitOptions,
     KnobOpt,
     LatencyOpt,
-    ModelOpt,
-    NoSubagentCacheOpt,
-    SubagentBackendOpt,
-    SubagentCacheOpt,
-    SubagentModelOpt,
+    SubagentCacheOptions,
     warn_cache_bypass,
 )
 from agent_swarm.orchestrator.cli.plan import workload_knobs
@@ -247,8 +242,8 @@ def _read_tasks(o: RolloutOptions) -> tuple[list[Task], list[Any]]:
     return task_list, problems
 
 
-class _RolloutChoice(BaseModel):
-    """``swarm rollout``'s options up to ``--config``: the output, tasks, groups, reward, backends and config file."""
+class _RolloutTasks(BaseModel):
+    """``swarm rollout``'s first options: the output, tasks, groups and reward."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -321,11 +316,12 @@ class _RolloutChoice(BaseModel):
         ),
     ] = None
     parallel_target: Annotated[int | None, typer.Option("--parallel-target", metavar="N", min=1)] = None
-    backend: BackendOpt = "local"
-    model: ModelOpt = None
-    base_url: BaseUrlOpt = None
-    subagent_backend: SubagentBackendOpt = None
-    subagent_model: SubagentModelOpt = None
+
+
+class _RolloutChoice(BackendChoiceOptions, _RolloutTasks):
+    """``swarm rollout``'s options up to ``--config``: :class:`_RolloutTasks`', the backends, the rubric
+    judge and the config file."""
+
     judge_model: Annotated[
         str | None,
         typer.Option("--judge-model", metavar="MODEL", help="model for rubric verifiers (same backend kind)"),
@@ -335,9 +331,9 @@ class _RolloutChoice(BaseModel):
     ] = None
 
 
-class RolloutOptions(EpisodeLimitOptions, _RolloutChoice):
-    """``swarm rollout``'s options as parsed: one field per option, in ``--help`` order
-    (:class:`_RolloutChoice`'s, the episode limits, then these)."""
+class _RolloutRun(EpisodeLimitOptions, _RolloutChoice):
+    """``swarm rollout``'s options up to ``--ray-actors``: :class:`_RolloutChoice`'s, the episode limits, then
+    sampling, output and where the episodes run."""
 
     temperature: Annotated[
         float | None, typer.Option("--temperature", metavar="T", min=0.0, help="model backends: sampling temperature")
@@ -368,8 +364,12 @@ class RolloutOptions(EpisodeLimitOptions, _RolloutChoice):
             help="episode actors, one event loop each (default: one per cluster CPU)",
         ),
     ] = None
-    subagent_cache: SubagentCacheOpt = None
-    no_subagent_cache: NoSubagentCacheOpt = False
+
+
+class RolloutOptions(SubagentCacheOptions, _RolloutRun):
+    """``swarm rollout``'s options as parsed: one field per option, in ``--help`` order (:class:`_RolloutRun`'s,
+    the sub-agent cache's, then this one)."""
+
     keep_infra_failures: Annotated[
         bool,
         typer.Option(
@@ -382,8 +382,7 @@ class RolloutOptions(EpisodeLimitOptions, _RolloutChoice):
     def settings(self) -> Settings:
         """The config file, flags and environment resolved once; ``--seed`` is the run seed (each sample's
         sampling seed derives from it), not a sampling flag."""
-        cache = (self.subagent_cache, self.no_subagent_cache)
-        return Settings.resolve(self, "rollout", quiet=self.quiet or self.json_out, cache=cache)
+        return Settings.resolve(self, "rollout", quiet=self.quiet or self.json_out, cache=self)
 
 
 @command_options(RolloutOptions)

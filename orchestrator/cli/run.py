@@ -38,8 +38,7 @@ from agent_swarm.orchestrator.cli.live import (
 )
 from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
-    BackendOpt,
-    BaseUrlOpt,
+    BackendChoiceOptions,
     BudgetOpt,
     ConfigOpt,
     EpisodeTimeoutOpt,
@@ -48,9 +47,6 @@ from agent_swarm.orchestrator.cli.options import (
     MaxCriticalStepsOpt,
     MaxSubagentStepsOpt,
     MaxTokensOpt,
-    ModelOpt,
-    SubagentBackendOpt,
-    SubagentModelOpt,
     SubagentTimeoutOpt,
     TemperatureOpt,
     WorkloadOpt,
@@ -90,8 +86,8 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-class RunOptions(BaseModel):
-    """``swarm run``'s options as parsed: one field per option, in ``--help`` order."""
+class _RunTask(BaseModel):
+    """``swarm run``'s first options: the task (text, file or demo)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -112,11 +108,12 @@ class RunOptions(BaseModel):
         str | None,
         typer.Option("--demo", metavar="NAME", help="run a built-in SCRIPTED demo task (no model): capitals, budget"),
     ] = None
-    backend: BackendOpt = "local"
-    model: ModelOpt = None
-    base_url: BaseUrlOpt = None
-    subagent_backend: SubagentBackendOpt = None
-    subagent_model: SubagentModelOpt = None
+
+
+class RunOptions(BackendChoiceOptions, _RunTask):
+    """``swarm run``'s options as parsed: one field per option, in ``--help`` order (:class:`_RunTask`'s, the
+    backends, then these)."""
+
     config_file: ConfigOpt = None
     max_critical_steps: MaxCriticalStepsOpt = None
     budget: BudgetOpt = None

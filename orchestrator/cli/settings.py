@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_swarm.orchestrator.cli.backend_spec import BackendSpec
 from agent_swarm.orchestrator.cli.discovery import resolve_config
-from agent_swarm.orchestrator.cli.options import episode_overrides, is_scripted
+from agent_swarm.orchestrator.cli.options import SubagentCacheOptions, episode_overrides, is_scripted
 from agent_swarm.orchestrator.cli.sampling import SamplingStart, resolve_sampling, with_sampling
 from agent_swarm.orchestrator.tasks import CONFIG_TABLES, load_config
 from agent_swarm.swarm.backend import SamplingParams
@@ -49,7 +49,6 @@ __all__ = [
     "CommandRules",
     "ModelOptions",
     "Settings",
-    "cache_choice",
     "command_options",
     "config_from",
 ]
@@ -145,14 +144,6 @@ class BackendFlags:
         return is_scripted(self.kind)
 
 
-def cache_choice(directory: Path | None, off: bool) -> Path | Literal["off"] | None:
-    """``--subagent-cache DIR`` / ``--no-subagent-cache`` in every command that takes them: the directory,
-    ``"off"``, or ``None`` (neither given: the config's stands); both given is a :class:`UserError`."""
-    if directory is not None and off:
-        raise UserError("--subagent-cache DIR and --no-subagent-cache contradict each other; give one")
-    return "off" if off else directory
-
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     """What a command resolved from its config file, flags and environment, once (:meth:`resolve`)."""
@@ -182,13 +173,13 @@ class Settings:
         seed: int | None = None,
         greedy_seed: int | None = None,
         adapter: str | None = None,
-        cache: tuple[Path | None, bool] = (None, False),
+        cache: SubagentCacheOptions | None = None,
         **more: Any,
     ) -> Settings:
         """Resolve ``options`` for ``command``: ``seed`` is the sampling seed as given, ``adapter`` and
-        ``cache`` the flags that set ``[backend]`` keys, ``more`` the command's own config overrides (by
-        field). A config file found rather than given is named on stderr unless ``quiet``; anything a user
-        must fix raises :class:`UserError`."""
+        ``cache`` (the command's :class:`SubagentCacheOptions`) the flags that set ``[backend]`` keys, ``more``
+        the command's own config overrides (by field). A config file found rather than given is named on stderr
+        unless ``quiet``; anything a user must fix raises :class:`UserError`."""
         overrides = episode_overrides(
             options.budget,
             max_critical_steps=options.max_critical_steps,
@@ -197,7 +188,7 @@ class Settings:
             episode_timeout=options.episode_timeout,
             **more,
         )
-        choice = cache_choice(*cache)
+        choice = None if cache is None else cache.cache_choice()
         path = resolve_config(options.config_file, quiet=quiet)
         tables = COMMANDS[command].tables
         base, extras = (None, {}) if path is None else load_config(path, tables=tables, command=_name(command))

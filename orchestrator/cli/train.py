@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from agent_swarm.orchestrator.rl.config import TrainConfig
 
 from agent_swarm.orchestrator.cli.discovery import resolve_config
-from agent_swarm.orchestrator.cli.options import NoSubagentCacheOpt, SubagentCacheOpt
-from agent_swarm.orchestrator.cli.settings import cache_choice, command_options
+from agent_swarm.orchestrator.cli.options import SubagentCacheOptions
+from agent_swarm.orchestrator.cli.settings import command_options
 from agent_swarm.swarm.errors import UserError
 
 __all__ = ["TrainOptions", "TrainSettings", "train_app", "training_config"]
@@ -68,15 +68,15 @@ def training_config(given: Path | None) -> Path:
 class TrainSettings:
     """What ``swarm train`` resolved from its options once: the training config file (found as every
     command finds its config) and the sub-agent cache flags
-    (:func:`~agent_swarm.orchestrator.cli.settings.cache_choice`,
-    as ``eval`` and ``rollout`` read them)."""
+    (:meth:`~agent_swarm.orchestrator.cli.options.SubagentCacheOptions.cache_choice`, as ``eval`` and
+    ``rollout`` read them)."""
 
     config_file: Path
     subagent_cache: Path | Literal["off"] | None
 
 
-class TrainOptions(BaseModel):
-    """``swarm train``'s options as parsed: one field per option, in ``--help`` order."""
+class _TrainChoice(BaseModel):
+    """``swarm train``'s own options: the training config and what of it to override."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -84,13 +84,15 @@ class TrainOptions(BaseModel):
     steps: Annotated[int | None, typer.Option(help="override the config's total steps")] = None
     run_dir: Annotated[Path | None, typer.Option(help="override the config's run directory")] = None
     progress: Annotated[bool, typer.Option(help="show a progress bar")] = True
-    subagent_cache: SubagentCacheOpt = None
-    no_subagent_cache: NoSubagentCacheOpt = False
+
+
+class TrainOptions(SubagentCacheOptions, _TrainChoice):
+    """``swarm train``'s options as parsed: one field per option, in ``--help`` order (its own, then the
+    sub-agent cache's)."""
 
     def settings(self) -> TrainSettings:
         """The config file and the cache flags, resolved once (:class:`UserError` for bad input)."""
-        choice = cache_choice(self.subagent_cache, self.no_subagent_cache)
-        return TrainSettings(training_config(self.config), choice)
+        return TrainSettings(training_config(self.config), self.cache_choice())
 
 
 def _need_rl() -> None:

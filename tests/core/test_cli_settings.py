@@ -11,10 +11,15 @@ from pydantic import BaseModel
 
 from agent_swarm.orchestrator.cli import app
 from agent_swarm.orchestrator.cli.eval import EvalOptions
-from agent_swarm.orchestrator.cli.options import EpisodeLimitOptions
+from agent_swarm.orchestrator.cli.options import (
+    BackendChoiceOptions,
+    EpisodeLimitOptions,
+    ModelChoiceOptions,
+    SubagentCacheOptions,
+)
 from agent_swarm.orchestrator.cli.rollout import RolloutOptions
 from agent_swarm.orchestrator.cli.run import RunOptions
-from agent_swarm.orchestrator.cli.settings import COMMANDS, BackendFlags, Settings, cache_choice
+from agent_swarm.orchestrator.cli.settings import COMMANDS, BackendFlags, Settings
 from agent_swarm.orchestrator.cli.train import TrainOptions
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError, UserError
@@ -47,11 +52,25 @@ def test_the_shared_episode_limits_stand_between_config_and_temperature(model: t
     ]
 
 
+@pytest.mark.parametrize(("name", "model"), MODELS)
+def test_each_option_group_stands_together_in_every_command_that_takes_it(name: str, model: type[BaseModel]) -> None:
+    names = list(model.model_fields)
+    groups = (BackendChoiceOptions, ModelChoiceOptions, EpisodeLimitOptions, SubagentCacheOptions)
+    taken = [g for g in groups if issubclass(model, g)]
+    assert taken, f"swarm {name} takes no shared option group"
+    for group in taken:
+        fields = list(group.model_fields)
+        at = names.index(fields[0])
+        assert names[at : at + len(fields)] == fields, f"swarm {name}: {group.__name__} split"
+
+
 def test_resolve_reads_the_file_once_with_the_commands_tables_and_puts_the_backend_flags_in(tmp_path: Path) -> None:
     cfg = tmp_path / "swarm.toml"
     cfg.write_text('[swarm]\nmax_critical_steps = 5\n[backend]\nsubagent_cache = "file-cache"\n')
-    options = RolloutOptions(out=tmp_path, config_file=cfg, max_subagent_steps=3, temperature=0.5)
-    s = Settings.resolve(options, "rollout", adapter="none", cache=(None, True))
+    options = RolloutOptions(
+        out=tmp_path, config_file=cfg, max_subagent_steps=3, temperature=0.5, no_subagent_cache=True
+    )
+    s = Settings.resolve(options, "rollout", adapter="none", cache=options)
     assert s.config_file == cfg and s.base == SwarmConfig(max_critical_steps=5)
     assert s.extras == {"backend": {"orchestrator_adapter": "none"}}  # --no-subagent-cache drops the file's
     assert (s.config().max_critical_steps, s.config().max_subagent_steps) == (5, 3)
@@ -69,8 +88,12 @@ def test_a_library_caller_builds_settings_without_a_command_line() -> None:
     assert config.max_critical_steps == 4 and config.orchestrator_sampling.temperature == 0.0
 
 
-def test_the_cache_flags_are_one_choice_in_every_command() -> None:
-    assert cache_choice(Path("c"), False) == Path("c") and cache_choice(None, True) == "off"
-    assert cache_choice(None, False) is None
+@pytest.mark.parametrize("model", [EvalOptions, RolloutOptions, TrainOptions])
+def test_the_cache_flags_are_one_choice_in_every_command(model: type[SubagentCacheOptions], tmp_path: Path) -> None:
+    def choice(**flags: object) -> object:
+        return model(**({"out": tmp_path} if model is RolloutOptions else {}), **flags).cache_choice()
+
+    assert choice(subagent_cache=Path("c")) == Path("c") and choice(no_subagent_cache=True) == "off"
+    assert choice() is None
     with pytest.raises(UserError, match="contradict each other"):
-        cache_choice(Path("c"), True)
+        choice(subagent_cache=Path("c"), no_subagent_cache=True)

@@ -73,14 +73,6 @@ __all__ = [
     "with_subagent_cache",
 ]
 
-BACKEND_TABLE_KEYS = frozenset(
-    key
-    for options in (LocalOptions, HTTPOptions, VLLMEngineOptions, TransformersOptions, ScriptedOptions, SharedOptions)
-    for key in options.model_fields
-) | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
-"""The keys a config file's ``[backend]`` table may hold (which kind takes which:
-:mod:`agent_swarm.orchestrator.backend_options`)."""
-
 
 def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
     # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
@@ -308,6 +300,20 @@ def _build_scripted(
 
 
 _SHARED = frozenset(SharedOptions.model_fields)
+
+BACKEND_TABLE_KEYS = (
+    frozenset(
+        key
+        for entry in map(BACKENDS.get, BACKENDS)
+        for options in (entry.options, entry.in_process or entry.options)
+        for key in options.model_fields
+    )
+    | _SHARED
+    | {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
+)
+"""The keys a config file's ``[backend]`` table may hold: what the built-in kinds above take (which kind
+takes which: :mod:`agent_swarm.orchestrator.backend_options`), the keys every kind takes, and the named ones."""
+
 _ROLES = ("orchestrator", "sub-agents")
 
 

@@ -20,7 +20,6 @@ from agent_swarm.orchestrator.backend_options import (
     LocalOptions,
     ScriptedOptions,
     SharedOptions,
-    TransformersOptions,
     VLLMEngineOptions,
 )
 from agent_swarm.orchestrator.cli import app
@@ -49,10 +48,12 @@ def test_the_kinds_and_their_models_are_the_registry() -> None:
     assert backend_option_keys("vllm") == set(VLLMEngineOptions.model_fields) == set()
     assert backend_option_keys("transformers") == {"device", "dtype"}
     assert backend_option_keys("scripted") == set(ScriptedOptions.model_fields) == set()
-    # the config file's [backend] keys: every kind's options, the shared ones and the named ones, no hints
-    union = set().union(LocalOptions.model_fields, HTTPOptions.model_fields, TransformersOptions.model_fields)
+    # the config file's [backend] keys: what the registered kinds take, with or without a URL, the shared
+    # ones and the named ones, no hints
+    taken = set().union(*(backend_option_keys(kind, url) for kind in BACKENDS.names for url in (None, URL)))
     named = {"kind", "model", "base_url", "subagent_backend", "subagent_model"}
-    assert set(BACKEND_TABLE_KEYS) == union | set(SharedOptions.model_fields) | named
+    assert set(BACKEND_TABLE_KEYS) == taken | set(SharedOptions.model_fields) | named
+    assert {"slots", "api_key", "device", "dtype"} <= BACKEND_TABLE_KEYS
     assert not {"fanout", "progress"} & BACKEND_TABLE_KEYS
 
 

@@ -908,20 +908,24 @@ class Orchestrator:
         index, runs = plan.index, plan.runs
         call_of = {run.agent_id: c.id for c, run in runs}
 
+        # Called per sub-agent: events are built only for observers, without a closure per call.
         def started(run: SubagentRun) -> None:
-            self._emit_lazy(
-                lambda: SubagentStarted(
-                    agent_id=run.agent_id, name=run.definition.name, task=run.task, step_cap=run.step_cap
+            if self.observers:
+                self._emit(
+                    SubagentStarted(
+                        agent_id=run.agent_id, name=run.definition.name, task=run.task, step_cap=run.step_cap
+                    )
                 )
-            )
 
         def finished(run: SubagentRun, result: SubagentResult) -> None:
             done[call_of[run.agent_id]] = result
-            self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+            if self.observers:
+                self._emit(SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
 
         def discarded(run: SubagentRun, result: SubagentResult) -> None:
             plan.discarded.append(result)
-            self._emit_lazy(lambda: SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
+            if self.observers:
+                self._emit(SubagentFinished(agent_id=run.agent_id, status=result.status, result=result))
 
         placement, hedge, local = self.placement, self.config.hedge, [run for _, run in runs]
         if placement is None or not placement.takes(len(runs)):

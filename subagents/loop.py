@@ -418,7 +418,16 @@ class SubagentRun:
             return self._malformed(started, completion)
         if not completion.tool_calls:
             return self._answer(started, completion)
-        return await self._act(started, completion)
+        # The step's tool calls the coach lets through run here, not in a coroutine of their own: one
+        # awaitable less between the task and the tool on every step.
+        calls, held = self._propose(completion)
+        try:
+            results = await run_tool_calls(calls, self._tools, self._ctx, rt.telemetry, rt.clock)
+        except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
+            self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
+            raise
+        self._observe(started, completion, results, held)
+        return _CONTINUE
 
     def _spend(self, usage: Usage) -> None:
         """Count one model call's tokens against this agent and its budget share."""
@@ -469,25 +478,24 @@ class SubagentRun:
             return replace(request, messages=tuple(self.messages), tool_choice="none")
         return replace(request, messages=tuple(self.messages)) if fit.cuts else request
 
-    async def _act(self, started: float, completion: Completion) -> _Next:
-        """Run the step's tool calls the coach lets through and show every result to the model."""
-        rt = self.rt
-        self.messages.append(AssistantMessage(content=completion.text, tool_calls=completion.tool_calls))
+    def _propose(self, completion: Completion) -> tuple[Sequence[ToolCall], Mapping[str, tuple[str, str]]]:
+        """Add the step's tool calls to the transcript; the calls to run, and those the coach holds back."""
         calls = completion.tool_calls
-        held = rt.coach.review(calls)
-        try:
-            results = await run_tool_calls(
-                [c for c in calls if c.id not in held] if held else calls,
-                self._tools,
-                self._ctx,
-                rt.telemetry,
-                rt.clock,
-            )
-        except anyio.get_cancelled_exc_class():  # the model call's tokens are spent: keep the step
-            self._record(started, completion, error=_INTERRUPTED.format("while its tool calls ran"))
-            raise
+        self.messages.append(AssistantMessage(content=completion.text, tool_calls=calls))
+        held = self.rt.coach.review(calls)
+        return ([c for c in calls if c.id not in held] if held else calls), held
+
+    def _observe(
+        self,
+        started: float,
+        completion: Completion,
+        results: list[ToolResult],
+        held: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """Show every result of the step's calls to the model (held-back calls answered "not run"), and
+        record the step."""
         if held:
-            results = _with_held(calls, results, held, rt.clock())
+            results = _with_held(completion.tool_calls, results, held, self.rt.clock())
         for r in results:
             content = r.content
             if r.is_error and r.call.id not in held:  # a repeated failure is named so
@@ -500,7 +508,6 @@ class SubagentRun:
                 ToolMessage(tool_call_id=r.call.id, name=r.call.name, content=content, is_error=r.is_error)
             )
         self._record(started, completion, tuple(results))
-        return _CONTINUE
 
 
 def _with_held(

@@ -45,3 +45,36 @@ async def test_standalone_run_completes_and_reports() -> None:
     backend.assert_consumed()
     assert result.status is AgentStatus.COMPLETED and result.report == "three" and result.steps == 2
     assert [m.role for m in result.transcript] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+@tool
+async def explode(text: str) -> str:
+    """Raise for any input."""
+    raise ValueError(f"no {text}")
+
+
+async def test_one_call_turns_give_the_same_results_with_and_without_spans() -> None:
+    # One call per turn skips the span layer when telemetry is off: every ending must stay a result.
+    from agent_swarm.subagents.turns import run_tool_calls
+    from agent_swarm.tools.registry import ToolContext
+
+    tools = {"add": add, "explode": explode}
+    turns = [
+        [call("add", id="a", a=1, b=2)],
+        [call("explode", id="a", text="x")],
+        [call("missing", id="a")],
+        [call("add", id="a", a="one", b=2)],
+        [call("explode", id="a", text="y"), call("add", id="b", a=2, b=2)],  # several: concurrent, in order
+    ]
+    seen = []
+    for telemetry in (Telemetry(enabled=False), Telemetry(enabled=True)):
+        for calls in turns:
+            results = await run_tool_calls(calls, tools, ToolContext(), telemetry, lambda: 0.0)
+            seen.append([(r.call.name, r.content, r.is_error, r.error_type) for r in results])
+    off, on = seen[: len(turns)], seen[len(turns) :]
+    assert off == on
+    assert off[0] == [("add", "3", False, None)]
+    assert off[1][0][2] and "raised ValueError: no x" in off[1][0][1]
+    assert off[2][0][2] and "unknown tool 'missing'" in off[2][0][1]
+    assert off[3][0][2] and "invalid arguments for tool 'add'" in off[3][0][1]
+    assert [(name, ok) for name, _, ok, _ in off[4]] == [("explode", True), ("add", False)]

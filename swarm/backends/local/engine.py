@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -30,6 +30,9 @@ from agent_swarm.swarm.backends.local.prefix import CacheRoom, PrefixCache, Slot
 from agent_swarm.swarm.backends.local.resident import Attachment, EngineRequest, FileIdentity, attach
 from agent_swarm.swarm.backends.local.sizing import MIN_CONTEXT, auto_context
 from agent_swarm.swarm.errors import BackendError, ConfigError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["EngineStartup", "LocalEngine"]
 
@@ -212,8 +215,7 @@ class LocalEngine:
                 True: SlotPool(range(first_base), room),
                 False: SlotPool(range(first_base, self.slots), room),
             }
-            self.tools_in_prompt = not _template_renders_tools(self.base_url)
-            self.tool_tags = _tag_tokens(self.base_url)
+            self.tools_in_prompt, self.tool_tags = _template_facts(self.base_url)
             self.prefixes = PrefixCache.open(prefix_dir) if prefix_dir is not None else None
             self.grammars = _read_grammars(prefix_dir) if prefix_dir is not None else {}
             done = time.perf_counter()
@@ -404,30 +406,33 @@ def _lora_info(xllamacpp: Any, path: Path) -> Any:
     return info
 
 
-def _template_renders_tools(base_url: str) -> bool:
-    """Whether the model's chat template renders a ``tools`` list (SmolLM2's does not)."""
+def _template_facts(base_url: str) -> tuple[bool, tuple[str | int, str | int]]:
+    """Whether tools go in the system prompt, and the tool-call tags, asked of a started server through one
+    client (each client builds a TLS context, about 20 ms, which plain HTTP to loopback never uses)."""
     import httpx
 
+    with httpx.Client(timeout=30) as client:
+        return not _template_renders_tools(client, base_url), _tag_tokens(client, base_url)
+
+
+def _template_renders_tools(client: httpx.Client, base_url: str) -> bool:
+    """Whether the model's chat template renders a ``tools`` list (SmolLM2's does not)."""
     probe = "swarm_probe_tool_7f3a"
     body = {
         "messages": [{"role": "user", "content": "hi"}],
         "tools": [{"type": "function", "function": {"name": probe, "parameters": {"type": "object"}}}],
     }
-    with httpx.Client(timeout=30) as client:
-        resp = client.post(f"{base_url}/apply-template", json=body)
+    resp = client.post(f"{base_url}/apply-template", json=body)
     if resp.status_code != 200:
         raise BackendError(f"llama.cpp /apply-template failed with HTTP {resp.status_code}: {resp.text[:200]}")
     return probe in str(resp.json().get("prompt", ""))
 
 
-def _tag_tokens(base_url: str) -> tuple[str | int, str | int]:
+def _tag_tokens(client: httpx.Client, base_url: str) -> tuple[str | int, str | int]:
     """The hermes tool-call tags as token ids when the tokenizer has each as one token, else text."""
-    import httpx
-
     tags: list[str | int] = []
-    with httpx.Client(timeout=30) as client:
-        for tag in ("<tool_call>", "</tool_call>"):
-            resp = client.post(f"{base_url}/tokenize", json={"content": tag, "parse_special": True})
-            ids = resp.json().get("tokens") if resp.status_code == 200 else None
-            tags.append(ids[0] if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int) else tag)
+    for tag in ("<tool_call>", "</tool_call>"):
+        resp = client.post(f"{base_url}/tokenize", json={"content": tag, "parse_special": True})
+        ids = resp.json().get("tokens") if resp.status_code == 200 else None
+        tags.append(ids[0] if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], int) else tag)
     return tags[0], tags[1]

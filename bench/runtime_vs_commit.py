@@ -90,23 +90,37 @@ def report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def peers_report(data: dict[str, Any]) -> str:
+def peers_report(data: dict[str, Any], ratio_to: str | None = None) -> str:
     """The table of a peer-suite run (its ``raw.json``: ``run_suite.py --out DIR``): per implementation
-    and N, median [range] over the repetitions of wall/ideal (latency variant) and CPU µs per sub-agent
-    step (0-latency variant)."""
+    and N, median [range] over the repetitions of wall/ideal and CPU µs per sub-agent step (latency
+    variant), and CPU µs per step of the 0-latency variant; with ``ratio_to``, each median over that
+    implementation's."""
     meta = data["meta"]
     lines = [
         f"peer suite, {meta['reps']} reps, started {meta['started']}, load {meta['load_before']} -> "
         f"{meta['load_after']}",
-        f"{'implementation':<22} {'N':>5} {'wall/ideal 20 ms':>24} {'CPU us/step 0 ms':>24} {'n':>3}",
+        f"{'implementation':<22} {'N':>5} {'wall/ideal 20 ms':>24} {'CPU us/step 20 ms':>24} "
+        f"{'CPU us/step 0 ms':>24} {'n':>3}",
     ]
+    medians: dict[tuple[str, int], list[float]] = {}
     for impl in meta["impls"]:
         for n in sorted({r["n"] for r in data["records"] if r["impl"] == impl}):
-            rs = [r for r in data["records"] if r["impl"] == impl and r["n"] == n]
-            wall = [r["wall_s"] / r["ideal_s"] for r in rs if r["variant"] == "lat"]
-            cpu = [1e6 * r["cpu_s"] / r["steps"] for r in rs if r["variant"] == "zero"]
-            cells = [f"{statistics.median(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-" for xs in (wall, cpu)]
-            lines.append(f"{impl:<22} {n:>5} {cells[0]:>24} {cells[1]:>24} {len(wall):>3}")
+            rs = [r for r in data["records"] if r["impl"] == impl and r["n"] == n and "wall_s" in r]
+            lat = [r for r in rs if r["variant"] == "lat"]
+            columns = (
+                [r["wall_s"] / r["ideal_s"] for r in lat],
+                [1e6 * r["cpu_s"] / r["steps"] for r in lat],
+                [1e6 * r["cpu_s"] / r["steps"] for r in rs if r["variant"] == "zero"],
+            )
+            medians[impl, n] = [statistics.median(xs) if xs else float("nan") for xs in columns]
+            cells = [f"{statistics.median(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-" for xs in columns]
+            lines.append(f"{impl:<22} {n:>5} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24} {len(lat):>3}")
+    if ratio_to is not None:
+        lines.append(f"medians over {ratio_to}'s (wall/ideal 20 ms, CPU 20 ms, CPU 0 ms):")
+        for (impl, n), ms in medians.items():
+            ref = medians.get((ratio_to, n))
+            if ref is not None and impl != ratio_to:
+                lines.append(f"  {impl:<20} {n:>5} " + " ".join(f"{m / r:.3f}" for m, r in zip(ms, ref, strict=True)))
     return "\n".join(lines)
 
 
@@ -119,12 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--report", type=Path, help="print the table of a results file and exit")
     p.add_argument("--peers", type=Path, help="print the table of a peer-suite raw.json and exit")
+    p.add_argument("--ratio-to", help="with --peers: also each median over this implementation's")
     args = p.parse_args(argv)
     if args.report:
         print(report(json.loads(args.report.read_text())))
         return 0
     if args.peers:
-        print(peers_report(json.loads(args.peers.read_text())))
+        print(peers_report(json.loads(args.peers.read_text()), args.ratio_to))
         return 0
     if args.base is None or args.head is None or args.out is None:
         p.error("--base, --head and --out are needed to run (or --report FILE)")

@@ -270,7 +270,8 @@ class Tool:
         except ValidationError as exc:
             problems = validation_problems(exc, "(arguments)")
             raise ToolError(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        kwargs: dict[str, Any] = parsed.__dict__.copy()  # exactly the fields: the model forbids extras
+        # Exactly the fields (the model forbids extras); the instance is dropped here, so its dict is ours.
+        kwargs: dict[str, Any] = parsed.__dict__
         return kwargs
 
     async def invoke(self, arguments: Mapping[str, Any], ctx: ToolContext) -> str:

@@ -564,7 +564,11 @@ class Orchestrator:
         final = advice.ending is not None
         request = self._request(st, advice)
         started = st.clock()
-        completion = await call_model(self.backend, request, self.telemetry, st.messages)
+        completion: Completion | Exception
+        try:
+            completion = await call_model(self.backend, request, self.telemetry, st.messages)
+        except Exception as exc:  # a failed generation is an outcome of the turn (below)
+            completion = exc
         st.charge(1)
         if isinstance(completion, Exception):
             failed = f"{type(completion).__name__}: {completion}"

@@ -403,11 +403,11 @@ class SubagentRun:
         except anyio.get_cancelled_exc_class():
             self._record(started, None, error=_INTERRUPTED.format("during its model call"))
             raise
-        if isinstance(completion, Exception):  # a failing model is this agent's failure, never its siblings'
-            kind = ErrorType.of(completion)
-            self._record(started, None, error=f"{kind}: {completion}")
-            what = "model call failed" if isinstance(completion, BackendError) else "model backend raised"
-            return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {completion}", kind)
+        except Exception as exc:  # a failing model is this agent's failure, never its siblings'
+            kind = ErrorType.of(exc)
+            self._record(started, None, error=f"{kind}: {exc}")
+            what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
+            return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
         if self._exhausted is not None:  # its last turn: whatever it says is its report
             self.messages.append(AssistantMessage(content=completion.text))
             self._record(started, completion)

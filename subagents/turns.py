@@ -10,7 +10,7 @@ owns them: each loop decides what a failed call or a spent retry means for its o
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 
@@ -59,27 +59,36 @@ def repeat_notice(error: str) -> str:
     )
 
 
-async def call_model(
+def call_model(
     backend: ModelBackend, request: ModelRequest, telemetry: Telemetry, messages: Sequence[Message]
-) -> Completion | Exception:
-    """One generation inside its ``chat`` span, for the orchestrator and sub-agent loops alike.
+) -> Awaitable[Completion]:
+    """One generation, inside its ``chat`` span when telemetry is on, for the orchestrator and sub-agent
+    loops alike: await it.
 
-    A backend that raises is returned as its exception (recorded on the span): what a failed call
-    means is the calling loop's decision. Cancellation propagates. ``messages``: the list the
-    request's messages were taken from (the span reads it only when content capture is on).
+    A backend that raises raises here (recorded on the span): what a failed call means is the calling
+    loop's decision. Cancellation propagates. ``messages``: the list the request's messages were taken
+    from (the span reads it only when content capture is on). With telemetry off this is the backend's
+    own ``complete`` awaitable: no coroutine of ours between a loop and its model on every step.
     """
     if not telemetry.enabled:  # what the null span would do, without entering it
-        try:
-            return await backend.complete(request)
-        except Exception as exc:
-            return exc
+        return backend.complete(request)
+    return _chat(backend, request, telemetry, messages)
+
+
+async def _chat(
+    backend: ModelBackend, request: ModelRequest, telemetry: Telemetry, messages: Sequence[Message]
+) -> Completion:
     with telemetry.chat(model=backend.model, backend=backend, sampling=request.sampling, messages=messages) as span:
         try:
             completion = await backend.complete(request)
-        except Exception as exc:
+        except Exception as exc:  # recorded as the span's failure; raised outside it, which ends as before
             span.fail(type(exc).__name__, str(exc))
-            return exc
-        telemetry.completion(span, completion)
+            failed: Exception | None = exc
+        else:
+            telemetry.completion(span, completion)
+            failed = None
+    if failed is not None:
+        raise failed
     return completion
 
 

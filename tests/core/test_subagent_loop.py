@@ -78,3 +78,46 @@ async def test_one_call_turns_give_the_same_results_with_and_without_spans() -> 
     assert off[2][0][2] and "unknown tool 'missing'" in off[2][0][1]
     assert off[3][0][2] and "invalid arguments for tool 'add'" in off[3][0][1]
     assert [(name, ok) for name, _, ok, _ in off[4]] == [("explode", True), ("add", False)]
+
+
+async def test_a_raising_model_is_a_result_with_and_without_spans() -> None:
+    # With telemetry off the loops await the backend's own coroutine: a raise must still end the
+    # sub-agent (or the episode) as a recorded failure, the same in both modes.
+    from agent_swarm.orchestrator import Orchestrator, SwarmConfig
+    from agent_swarm.swarm.errors import BackendUnavailableError
+
+    def boom(_: ModelRequest) -> Completion:
+        raise RuntimeError("model crashed")
+
+    seen: list[tuple[object, ...]] = []
+    for telemetry in (Telemetry(enabled=False), Telemetry(enabled=True)):
+        for failure in (boom, BackendUnavailableError("server returned 503")):
+            backend = ScriptedBackend([[call("add", a=1, b=2)], failure])
+            rt = SubagentRuntime(backend=backend, tools={"add": add}, telemetry=telemetry)
+            run = SubagentRun(
+                definition=AgentDefinition(name="w", system_prompt="p", tools=("add",)),
+                task="t",
+                agent_id="w-0",
+                stage=0,
+                step_cap=4,
+                timeout_s=5,
+                rt=rt,
+            )
+            r = await run.run()
+            seen.append((r.status, r.error, r.error_type, r.steps, r.step_records[-1].error))
+        policy = ScriptedBackend([boom])
+        record = await Orchestrator(
+            policy, SwarmConfig(), subagent_backend=ScriptedBackend(["done"]), telemetry=telemetry
+        ).run("go")
+        seen.append((record.status, record.error, record.error_type, len(record.turns), record.dag.critical_steps))
+    off, on = seen[:3], seen[3:]
+    assert off == on
+    assert off[0] == (
+        AgentStatus.FAILED,
+        "model backend raised: RuntimeError: model crashed",
+        "RuntimeError",
+        2,
+        "RuntimeError: model crashed",
+    )
+    assert off[1][:2] == (AgentStatus.FAILED, "model call failed: BackendUnavailableError: server returned 503")
+    assert "model crashed" in str(off[2][1])

@@ -408,6 +408,7 @@ class SubagentRun:
             self._record(started, None, error=f"{kind}: {exc}")
             what = "model call failed" if isinstance(exc, BackendError) else "model backend raised"
             return _Fail(AgentStatus.FAILED, f"{what}: {kind}: {exc}", kind)
+        del request  # its message tuple need not live through the tool calls' awaits (fewer objects the GC sees)
         if self._exhausted is not None:  # its last turn: whatever it says is its report
             self.messages.append(AssistantMessage(content=completion.text))
             self._record(started, completion)

@@ -110,21 +110,39 @@ class SubagentRuntime:
     coach: StepCoach = field(default_factory=NoStepCoach)
     # The context window in tokens (the config's context_tokens); None: what the backend says, if anything.
     context_tokens: int | None = None
-    # Tool allow-list -> (tools, specs), shared by every instance of a sub-agent type.
-    _granted: dict[tuple[str, ...], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(default_factory=dict)
+    # (tool allow-list, sub-agent timeout) -> (tools, specs), shared by every instance of a sub-agent type.
+    _granted: dict[tuple[tuple[str, ...], float | None], tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]] = field(
+        default_factory=dict
+    )
     # The context window the steps fit their prompts to: context_tokens, else the backend's (read once).
     window: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window", self.context_tokens or context_window(self.backend))
 
-    def granted(self, names: tuple[str, ...]) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
-        """The tools an allow-list grants here and their specs (built once per allow-list)."""
-        hit = self._granted.get(names)
+    def granted(
+        self, names: tuple[str, ...], within: float | None = None
+    ) -> tuple[Mapping[str, Tool], tuple[ToolSpec, ...]]:
+        """The tools an allow-list grants here and their specs (built once per allow-list and timeout).
+
+        ``within``: the timeout of the sub-agent that calls them. A tool whose own timeout is no
+        shorter runs without one: the sub-agent's deadline (at most ``within`` after it started, so no
+        later than any call's own) always ends the call first, as its timeout, so a cancel scope and an
+        event-loop timer per call would buy nothing.
+        """
+        key = (names, within)
+        hit = self._granted.get(key)
         if hit is None:
-            tools = {n: self.tools[n] for n in names if n in self.tools}
-            hit = self._granted[names] = (tools, tuple(t.spec for t in tools.values()))
+            tools = {n: _under(self.tools[n], within) for n in names if n in self.tools}
+            hit = self._granted[key] = (tools, tuple(t.spec for t in tools.values()))
         return hit
+
+
+def _under(tool: Tool, within: float | None) -> Tool:
+    """``tool`` as a sub-agent with timeout ``within`` runs it (see :meth:`SubagentRuntime.granted`)."""
+    if within is None or tool.timeout_s is None or tool.timeout_s < within:
+        return tool
+    return tool.replace(timeout_s=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +214,7 @@ class SubagentRun:
     def __post_init__(self) -> None:
         self.messages = [_system_message(self.definition.system_prompt), UserMessage(content=self.task)]
         self.steps = []
-        self._tools, self._tool_specs = self.rt.granted(self.definition.tools)
+        self._tools, self._tool_specs = self.rt.granted(self.definition.tools, self.timeout_s)
         self._ctx = ToolContext(episode_id=self.rt.episode_id, agent_id=self.agent_id, workspace=self.rt.workspace)
 
     async def run(self) -> SubagentResult:

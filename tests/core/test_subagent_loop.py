@@ -121,3 +121,33 @@ async def test_a_raising_model_is_a_result_with_and_without_spans() -> None:
     )
     assert off[1][:2] == (AgentStatus.FAILED, "model call failed: BackendUnavailableError: server returned 503")
     assert "model crashed" in str(off[2][1])
+
+
+async def test_a_tool_timeout_no_shorter_than_the_sub_agents_ends_it_as_its_own_timeout() -> None:
+    # A tool whose timeout is no shorter than its sub-agent's runs without a deadline of its own (the
+    # sub-agent's always comes first): the ending must be what it was with one, the sub-agent's timeout;
+    # a shorter tool timeout still ends only the call, and the sub-agent goes on.
+    from agent_swarm.tools import Tool
+
+    async def stall() -> str:
+        """Never returns in time."""
+        await anyio.sleep(5)
+        return "late"
+
+    def runner(tool_timeout: float) -> SubagentRun:
+        backend = ScriptedBackend([[call("stall")], "gave up on it"])
+        tools = {"stall": Tool(stall, timeout_s=tool_timeout)}
+        rt = SubagentRuntime(backend=backend, tools=tools, telemetry=Telemetry(enabled=False))
+        definition = AgentDefinition(name="w", system_prompt="p", tools=("stall",))
+        return SubagentRun(definition=definition, task="t", agent_id="w-0", stage=0, step_cap=4, timeout_s=0.3, rt=rt)
+
+    with anyio.fail_after(3):
+        for tool_timeout in (0.3, 60.0):
+            r = await runner(tool_timeout).run()
+            assert r.status is AgentStatus.TIMEOUT and r.error_type == "TimeoutError", tool_timeout
+            assert r.steps == 1 and "interrupted while its tool calls ran" in (r.step_records[0].error or "")
+            assert r.error == "sub-agent timed out after 0.3s (1 steps done)"
+        r = await runner(0.05).run()
+    assert r.status is AgentStatus.COMPLETED and r.report == "gave up on it"
+    failed = r.step_records[0].tool_results[0]
+    assert failed.is_error and failed.content == "error: tool 'stall' timed out after 0.05s; try a smaller input"

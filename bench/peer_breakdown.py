@@ -288,6 +288,14 @@ def report(data: dict[str, Any]) -> str:
                     xs = [r["cpu_us_per_step"] for r in rs if r["variant"] == row]
                 cells.append(f"{cell(xs):>22}")
         lines.append(f"{row:<22} " + " ".join(cells))
+    lines.append(f"wall/ideal at 20 ms: {'variant':<22} " + " ".join(f"{name:>22}" for name in data["trees"]))
+    for variant in VARIANTS:
+        walls = []
+        for name in data["trees"]:
+            rs = [r for r in data["records"] if r["tree"] == name and r["variant"] == variant and r["latency_s"]]
+            xs = [r["wall_s"] / r["ideal_s"] for r in rs]
+            walls.append(f"{statistics.median(xs):.3f} [{min(xs):.3f}, {max(xs):.3f}]" if xs else "-")
+        lines.append(f"{'':<20} {variant:<22} " + " ".join(f"{w:>22}" for w in walls))
     return "\n".join(lines)
 
 

@@ -233,3 +233,47 @@ def test_swarm_serve_status_and_stop(model: Path) -> None:
         proc.kill()
         shutil.rmtree(d, ignore_errors=True)  # the test cache holds no model or engine state after it
         proc.communicate()
+
+
+class _Engine:
+    """A servable engine with no model: records what ``serve_engine`` asks of it, in order."""
+
+    name = "fake"
+    slots, ctx_per_slot, pool, context_note = 4, 4096, 0, ""
+    request = REQUEST
+    resident: Path | None = None
+    lora_adapters: tuple[Path, ...] = ()
+    threads = 2
+    base_url = "http://127.0.0.1:1"
+
+    def __init__(self, path: Path) -> None:
+        self.path: Path | None = path
+        self.calls: list[str] = []
+
+    def start(self) -> _Engine:
+        self.calls.append("start")
+        return self
+
+    def warm_up(self) -> None:
+        self.calls.append("warm_up")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    def model_sha256(self) -> str:
+        return "0" * 64
+
+
+def test_the_engine_is_warmed_up_before_clients_may_attach(tmp_path: Path, model: Path) -> None:
+    """The first request of a new llama.cpp server sets up its grammar engine (0.7-1.1 s); ``swarm serve``
+    pays it before it publishes its state, so no client's first turn waits for it."""
+    from agent_swarm.swarm.backends.local.resident import serve_engine
+
+    engine, stop = _Engine(model), threading.Event()
+
+    def ready(state: ResidentState) -> None:
+        engine.calls.append("published")
+        stop.set()
+
+    assert serve_engine(engine, 60, directory=tmp_path, stop=stop, ready=ready, poll_s=0.01) == "stopped"
+    assert engine.calls == ["start", "warm_up", "published", "close"]

@@ -248,6 +248,21 @@ class LocalEngine:
             p.slot_save_path = f"{prefix_dir}/"
         return xllamacpp.Server(p)
 
+    def warm_up(self) -> None:
+        """Decode one grammar-constrained token on the started server (best effort). llama.cpp sets up
+        its grammar engine (llguidance) at the first constrained request of a process, 0.7-1.1 s
+        measured, which is else part of the first turn that a run waits for; ``swarm serve`` pays it
+        before it says it is ready. What the slot holds afterwards no request assumes."""
+        import httpx
+
+        from agent_swarm.swarm.backend import ToolSpec
+        from agent_swarm.swarm.backends.toolparse import action_grammar
+
+        grammar = action_grammar([ToolSpec(name="warm_up")], allow_answer=False)
+        body = {"prompt": "Hi", "n_predict": 1, "temperature": 0.0, "cache_prompt": False, "grammar": grammar}
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(timeout=120) as client:
+            client.post(f"{self.base_url}/completion", json=body)
+
     def plan(self) -> str:
         """Find the model (assembling it on first use) and size each slot's context, without loading
         anything; how, in one line (the run header and ``swarm doctor`` show it). The size is chosen

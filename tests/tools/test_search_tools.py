@@ -120,3 +120,44 @@ def test_tau2_corpus_files_ship_with_license() -> None:
     here = TAU2_DOCUMENTS.parent
     assert "MIT License" in (here / "LICENSE").read_text()
     assert "tau2-bench" in (here / "SOURCE.md").read_text()
+
+
+_COMPANY = (
+    "Venkreaba Shipping is a shipping company founded in 1958 and headquartered in Brukemouth. "
+    "Its chief executive is Seli Kirkse. The company employs 36 people, and its shares trade under "
+    "the ticker NRAY. Its best-known product is the Gouxte Y25."
+)
+
+
+def test_a_snippet_never_cuts_a_value_in_two() -> None:
+    # 245 characters: a snippet cut at a fixed width showed "the Gouxte Y2…", which agents copied.
+    ix = SearchIndex(Corpus([Document(id="company/v", title="Venkreaba Shipping (company)", text=_COMPANY)]))
+    (hit,) = ix.search("Venkreaba Shipping")
+    assert hit.snippet == _COMPANY  # short enough to show whole
+    long = _COMPANY + " " + " ".join(f"The company opened office number {i} in Brukemouth." for i in range(20))
+    ix = SearchIndex(Corpus([Document(id="company/v", title="Venkreaba Shipping (company)", text=long)]))
+    (hit,) = ix.search("Venkreaba Shipping best-known product")
+    assert "Its best-known product is the Gouxte Y25." in hit.snippet
+    assert hit.snippet.endswith(" …") and len(hit.snippet) <= 300 + 4
+
+
+def test_a_snippet_shows_whole_sentences_matching_the_query_first_in_document_order() -> None:
+    filler = " ".join(f"Filler sentence number {i} says nothing at all." for i in range(30))
+    text = f"Acme Corp makes anvils. {filler} Its chief executive is Wile Coyote. {filler}"
+    ix = SearchIndex(Corpus([Document(id="acme", title="Acme", text=text)]))
+    (hit,) = ix.search("Acme chief executive")
+    sentences = [s.strip() for s in hit.snippet.split("…") if s.strip()]
+    assert sentences[0].startswith("Acme Corp makes anvils.")  # document order
+    assert any(s.startswith("Its chief executive is Wile Coyote.") for s in sentences)
+    assert " … Its chief executive is Wile Coyote." in hit.snippet  # the gap is marked
+    words = set(text.split())
+    assert all(w in words for w in hit.snippet.split() if w != "…")  # nothing cut inside a word
+
+
+def test_one_sentence_longer_than_the_snippet_is_cut_between_words_around_the_match() -> None:
+    text = "intro " * 100 + "the target value here " + "tail " * 100
+    ix = SearchIndex(Corpus([Document(id="x", title="X", text=text)]))
+    (hit,) = ix.search("target")
+    assert "the target value here" in hit.snippet
+    assert hit.snippet.startswith("… ") and hit.snippet.endswith(" …")
+    assert {w for w in hit.snippet.split() if w != "…"} <= {"intro", "the", "target", "value", "here", "tail"}

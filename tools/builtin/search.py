@@ -141,12 +141,84 @@ def _read_jsonl(path: Path) -> Iterator[Document]:
             raise ConfigError(f"{path}:{no}: not a valid document ({where}: {first['msg']})") from None
 
 
-def _snippet(text: str, terms: Sequence[str], width: int = 240) -> str:
-    low = text.lower()
-    pos = min((i for t in terms if (i := low.find(t)) >= 0), default=0)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_SNIPPET_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "which",
+        "who",
+        "with",
+    ]
+)
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` as whole sentences (or lines), whitespace collapsed, empty pieces dropped."""
+    return [p for piece in _SENTENCE_END.split(text) if (p := " ".join(piece.split()))]
+
+
+def _snippet(text: str, terms: Sequence[str], width: int = 300) -> str:
+    """Whole sentences of ``text`` within ``width`` characters, never a word or a value cut in two:
+    first the sentences that hold the most query ``terms``, then the others in document order while
+    they fit; shown in document order, with "…" where sentences are left out. A single sentence
+    longer than ``width`` is cut at a word boundary around the first term it holds."""
+    parts = _sentences(text)
+    if not parts:
+        return ""
+    words = {t for t in terms if t not in _SNIPPET_STOPWORDS}
+    hits = [len(words & set(re.findall(r"\w\w+", p.lower()))) for p in parts]
+    order = sorted(range(len(parts)), key=lambda i: (-hits[i], i))
+    chosen: list[int] = []
+    used = 0
+    for i in order:
+        cost = len(parts[i]) + (1 if chosen else 0)
+        if used + cost <= width:
+            chosen.append(i)
+            used += cost
+    if not chosen:
+        return _cut_sentence(parts[order[0]], words, width)
+    chosen.sort()
+    out = "" if chosen[0] == 0 else "… "
+    for prev, i in zip([None, *chosen], chosen, strict=False):
+        out += parts[i] if prev is None else (" " if i == prev + 1 else " … ") + parts[i]
+    return out + ("" if chosen[-1] == len(parts) - 1 else " …")
+
+
+def _cut_sentence(sentence: str, words: set[str], width: int) -> str:
+    """A window of whole words of one long ``sentence``, around its first query word, marked with "…"."""
+    low = sentence.lower()
+    pos = min((i for w in words if (i := low.find(w)) >= 0), default=0)
     start = max(0, pos - width // 3)
-    piece = " ".join(text[start : start + width].split())
-    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
+    if start:
+        start = sentence.find(" ", start) + 1 or start
+    end = start + width
+    if end < len(sentence):
+        end = sentence.rfind(" ", start, end) if sentence.rfind(" ", start, end) > start else end
+    return ("… " if start else "") + sentence[start:end].strip() + (" …" if end < len(sentence) else "")
 
 
 class SearchIndex:

@@ -23,18 +23,18 @@ from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.verifiers.match import ExactArgs, exact_verdict
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
-from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, own_hit, parse_report
+from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, Title, own_hit, parse_report
 
 __all__ = ["Chain", "Hop", "chain_episode", "chain_gold", "follow"]
 
 
 @dataclass(frozen=True)
 class Hop:
-    """One link: search ``query(value)``, open the hit whose title starts with ``prefix(value)``, and
+    """One link: search ``query(value)``, open the hit titled as ``own_title(value)``, and
     ``read`` the next value from the opened text (None: the chain breaks)."""
 
     query: Callable[[str], str]
-    prefix: Callable[[str], str]
+    own_title: Callable[[str], Title]
     read: Callable[[str], str | None]
 
 
@@ -57,7 +57,7 @@ def follow(chain: Chain, label: str, seen: Sequence[ToolMessage]) -> tuple[Compl
     for hop in chain.hops:
         if len(seen) <= used:
             return Completion(tool_calls=(call("search", query=hop.query(value), k=5),)), None, used
-        doc = own_hit(seen[used], hop.prefix(value))
+        doc = own_hit(seen[used], hop.own_title(value))
         used += 1
         if doc is None:
             return None, None, used

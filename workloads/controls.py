@@ -282,7 +282,7 @@ def control_gold(task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolic
         if not seen:
             return Completion(tool_calls=(call("search", query=name, k=5),))
         if len(seen) == 1:
-            doc = own_hit(seen[0], FICTION[md["kind"]].title_prefix(name))
+            doc = own_hit(seen[0], FICTION[md["kind"]].own_title(name))
             return Completion(tool_calls=(call("open", doc_id=doc),)) if doc else Completion(text="NOT FOUND")
         value = FICTION[md["kind"]].attr(md["attr"]).parse(seen[-1].content) or "NOT FOUND"
         return Completion(text=f"{name}: {value}")

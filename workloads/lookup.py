@@ -45,6 +45,7 @@ from agent_swarm.workloads.wide import (
     EXACT_NUMBER,
     Attr,
     Kind,
+    Title,
     wide_episode,
     wide_gold,
     wide_prompt,
@@ -112,7 +113,7 @@ KINDS: dict[str, Kind] = {
         "retail customers",
         "retail customer",
         _full_name,
-        lambda label: f"{label} (retail user ",
+        lambda label: Title(f"{label} (retail user ", prefix=True),
         (
             Attr("user_id", lambda f: f["user_id"], _rx(r"\(user id ([^)]+)\)")),
             Attr("email", lambda f: f["email"], _rx(r"^Email: (\S+)")),
@@ -134,7 +135,7 @@ KINDS: dict[str, Kind] = {
         "airline customers",
         "airline customer",
         _full_name,
-        lambda label: f"{label} (airline user ",
+        lambda label: Title(f"{label} (airline user ", prefix=True),
         (
             Attr("user_id", lambda f: f["user_id"], _rx(r"\(user id ([^)]+)\)")),
             Attr("membership", lambda f: f["membership"], _rx(r", (\w+) member, born")),
@@ -151,7 +152,7 @@ KINDS: dict[str, Kind] = {
         "flights",
         "flight",
         lambda f: f["flight_number"],
-        lambda label: f"Flight {label} ",
+        lambda label: Title(f"Flight {label} ", prefix=True),
         (
             Attr("origin", lambda f: f["origin"], _rx(r" from (\w{3}) to \w{3}")),
             Attr("destination", lambda f: f["destination"], _rx(r" from \w{3} to (\w{3})")),
@@ -167,7 +168,7 @@ KINDS: dict[str, Kind] = {
         "store products",
         "product",
         lambda f: f["name"],
-        lambda label: f"{label} (product ",
+        lambda label: Title(f"{label} (product ", prefix=True),
         (
             Attr("product_id", lambda f: f["product_id"], _rx(r"\(product id (\d+)\)")),
             Attr("variants", lambda f: str(len(f["variants"])), _rx(r", (\d+) variants:"), _NUM, _COUNT),
@@ -466,8 +467,12 @@ DEEP_CHAIN = Chain(
         "Report 'first_order_total: <amount>'."
     ),
     hops=(
-        Hop(query=lambda name: name, prefix=KINDS["retail_user"].title_prefix, read=_match(_FIRST_ORDER)),
-        Hop(query=lambda order: f"Order {order}", prefix=lambda order: f"Order {order}", read=_match(_TOTAL)),
+        Hop(query=lambda name: name, own_title=KINDS["retail_user"].own_title, read=_match(_FIRST_ORDER)),
+        Hop(
+            query=lambda order: f"Order {order}",
+            own_title=lambda order: Title(f"Order {order}", prefix=True),
+            read=_match(_TOTAL),
+        ),
     ),
     largest=True,
     line=lambda name, total: f"{name}: first order total ${total:.2f}",

@@ -39,7 +39,7 @@ from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
 from agent_swarm.workloads.chains import Chain, Hop, chain_episode, chain_gold
 from agent_swarm.workloads.splits import key_split, split_rng
-from agent_swarm.workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, rx, wide_episode, wide_gold, wide_prompt
+from agent_swarm.workloads.wide import AGENT, EXACT_NUMBER, Attr, Kind, Title, rx, wide_episode, wide_gold, wide_prompt
 
 __all__ = [
     "FICTION",
@@ -65,7 +65,7 @@ def _kind(key: str, noun: str, entity: str, attrs: tuple[Attr, ...]) -> Kind:
         noun=noun,
         entity=entity,
         label=lambda f: str(f["name"]),
-        title_prefix=lambda label: f"{label} ({key})",
+        own_title=Title,
         attrs=attrs,
     )
 
@@ -260,8 +260,8 @@ FICTION_CHAIN = Chain(
         f"Find the birth year of the chief executive of the company '{label}'. Report 'ceo_born: <year>'."
     ),
     hops=(
-        Hop(query=lambda c: c, prefix=FICTION["company"].title_prefix, read=FICTION["company"].attr("ceo").parse),
-        Hop(query=lambda p: p, prefix=FICTION["person"].title_prefix, read=FICTION["person"].attr("born").parse),
+        Hop(query=lambda c: c, own_title=FICTION["company"].own_title, read=FICTION["company"].attr("ceo").parse),
+        Hop(query=lambda p: p, own_title=FICTION["person"].own_title, read=FICTION["person"].attr("born").parse),
     ),
     largest=False,
     line=lambda company, year: f"{company}: chief executive born {year:.0f}",

@@ -41,6 +41,7 @@ __all__ = [
     "WIDE_RESEARCHER",
     "Attr",
     "Kind",
+    "Title",
     "own_hit",
     "parse_report",
     "rx",
@@ -103,7 +104,7 @@ class Kind:
     noun: str  # plural, in the prompt ("retail customers")
     entity: str  # singular ("retail customer")
     label: Callable[[dict[str, Any]], str]
-    title_prefix: Callable[[str], str]  # the title of the entity's own document starts with this
+    own_title: Callable[[str], Title]  # how the entity's own document is titled
     attrs: tuple[Attr, ...]
 
     def attr(self, name: str) -> Attr:
@@ -169,10 +170,23 @@ def wide_episode(task: Task, mode: Mode, tools: tuple[Tool, ...], swarm_instruct
 # -- gold policies: search → open the entity's own document → read the attributes from its text ---------
 
 
-def own_hit(msg: ToolMessage, prefix: str) -> str | None:
-    """The id of the first search hit whose title starts with ``prefix`` (the entity's own document)."""
+@dataclass(frozen=True, slots=True)
+class Title:
+    """How an entity's own document is titled: ``text`` exactly, or (``prefix``) ``text`` and more
+    (``Jane Doe (retail user jane_doe_1)``). A fictional entity's record is titled by its name alone, so
+    a news item headlined "Acme Corp signs …" is not it."""
+
+    text: str
+    prefix: bool = False
+
+    def matches(self, title: str) -> bool:
+        return title.startswith(self.text) if self.prefix else title == self.text
+
+
+def own_hit(msg: ToolMessage, own: Title) -> str | None:
+    """The id of the first search hit titled as ``own`` (the entity's own document)."""
     hits = [] if msg.is_error else _HIT_RE.findall(msg.content)
-    return next((doc_id for doc_id, title in hits if title.startswith(prefix)), None)
+    return next((doc_id for doc_id, title in hits if own.matches(title)), None)
 
 
 def parse_report(text: str) -> dict[str, str] | None:
@@ -208,7 +222,7 @@ def _researcher(request: ModelRequest, kind: Kind, attrs: Sequence[str]) -> Comp
     if not seen:
         return Completion(tool_calls=(call("search", query=label, k=5),))
     if len(seen) == 1:
-        doc_id = own_hit(seen[0], kind.title_prefix(label))
+        doc_id = own_hit(seen[0], kind.own_title(label))
         if doc_id is None:
             return Completion(text=f"{kind.key}: {label}\n{NOT_FOUND}")
         return Completion(tool_calls=(call("open", doc_id=doc_id),))
@@ -236,7 +250,7 @@ def _single(request: ModelRequest, kind: Kind, labels: Sequence[str], attrs: Seq
     for label in labels:
         if pos >= len(seen):
             return Completion(tool_calls=(call("search", query=label, k=5),))
-        doc_id = own_hit(seen[pos], kind.title_prefix(label))
+        doc_id = own_hit(seen[pos], kind.own_title(label))
         pos += 1
         if doc_id is None:
             continue
@@ -253,9 +267,7 @@ def _single_parallel(request: ModelRequest, kind: Kind, labels: Sequence[str], a
     seen = tool_messages(request)
     if not seen:
         return Completion(tool_calls=tuple(call("search", query=label, k=5) for label in labels))
-    hits = [
-        (label, own_hit(m, kind.title_prefix(label))) for label, m in zip(labels, seen[: len(labels)], strict=False)
-    ]
+    hits = [(label, own_hit(m, kind.own_title(label))) for label, m in zip(labels, seen[: len(labels)], strict=False)]
     found = [(label, doc_id) for label, doc_id in hits if doc_id is not None]
     opened = seen[len(labels) :]
     if found and not opened:

@@ -9,6 +9,7 @@ summary, ``--json``, ``--json-summary`` or ``-p``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import warnings
@@ -341,24 +342,34 @@ def _mcp_config(path: Path | None) -> MCPConfig | None:
 
 class _EventWriter:
     """An observer appending each event as one JSON line, flushed at once (for tail -f / dashboards);
-    the path ``-`` is standard output."""
+    the path ``-`` is standard output. A write that fails (a full disk) stops the file, never the run:
+    ``failure`` says why, and the CLI warns once the run is over."""
 
     def __init__(self, path: Path) -> None:
         self._own = str(path) != "-"
+        self._path = path
         self._f: TextIO = path.open("a", encoding="utf-8") if self._own else sys.stdout
+        self.failure: str | None = None
 
     def __call__(self, event: Event) -> None:
-        f = self._f
+        if self.failure is not None:
+            return
         if isinstance(event, EpisodeFinished):  # the full record is in episode.json; keep lines small
-            line = {"type": event.type, "episode_id": event.record.episode_id, "status": event.record.status.value}
-            f.write(json.dumps(line) + "\n")
+            line = json.dumps(
+                {"type": event.type, "episode_id": event.record.episode_id, "status": event.record.status.value}
+            )
         else:
-            f.write(event.model_dump_json(exclude={"result"}) + "\n")
-        f.flush()
+            line = event.model_dump_json(exclude={"result"})
+        try:
+            self._f.write(line + "\n")
+            self._f.flush()
+        except OSError as exc:
+            self.failure = f"events to {self._path} stopped at event {event.type}: {exc.strerror or exc}"
 
     def close(self) -> None:
         if self._own:
-            self._f.close()
+            with contextlib.suppress(OSError):  # what could not be flushed was said in ``failure``
+                self._f.close()
 
 
 Output = Literal["human", "json", "summary", "print"]
@@ -447,6 +458,8 @@ def execute(
         for f in (events_out, mcp_log):
             if f is not None:
                 f.close()
+        if events_out is not None and events_out.failure is not None:
+            err.print(f"[yellow]warning:[/yellow] {escape(events_out.failure)}", soft_wrap=True)
         for warning in telemetry.shutdown():
             err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     for r in writer.records:

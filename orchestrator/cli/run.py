@@ -416,13 +416,8 @@ def execute(
     mcp: MCPConfig | None = None,
 ) -> int:
     """Run the plan's tasks one after another and print each record in ``output`` form; the exit code."""
-    if not _servers_reachable(plan):
-        return 1
-    try:
-        writable_dir(out, "--out")
-    except UserError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+    if (code := _preflight(plan, out)) is not None:
+        return code
     live_enabled = not quiet and err.is_terminal and not environment().ci
     telemetry = start_tracing(
         tracing or TracingOptions(), out=out, note=None if quiet else lambda n: err.print(f"[dim]{escape(n)}[/dim]")
@@ -518,6 +513,19 @@ def _mcp_log(out: Path) -> TextIO:
     """MCP servers' own logs go to a file so they never garble the live view."""
     out.mkdir(parents=True, exist_ok=True)
     return (out / "mcp-servers.log").open("a", encoding="utf-8")
+
+
+def _preflight(plan: RunPlan, out: Path) -> int | None:
+    """The exit code when the run cannot start (1: a model server unreachable, 2: ``out`` not writable),
+    said on stderr; ``None`` when it can."""
+    if not _servers_reachable(plan):
+        return 1
+    try:
+        writable_dir(out, "--out")
+    except UserError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    return None
 
 
 def _servers_reachable(plan: RunPlan) -> bool:

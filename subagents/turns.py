@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 
 import anyio
 
@@ -144,27 +145,22 @@ async def run_tool_calls(
 ) -> list[ToolResult]:
     """Execute one turn's tool calls; several run concurrently. Results keep the calls' order."""
     if len(calls) != 1:
-        return await _concurrently(calls, tools, ctx, telemetry, clock)
+        return await _concurrently([partial(_tool_call, c, tools, ctx, telemetry, clock) for c in calls])
     if not telemetry.enabled:  # the common turn: one call, no span (one coroutine less per step)
         return [await execute_tool(calls[0], tools, ctx, clock)]
     return [await _tool_call(calls[0], tools, ctx, telemetry, clock)]
 
 
-async def _concurrently(
-    calls: Sequence[ToolCall],
-    tools: Mapping[str, Tool],
-    ctx: ToolContext,
-    telemetry: Telemetry,
-    clock: Callable[[], float],
-) -> list[ToolResult]:
-    # Apart from run_tool_calls: a closure's variables are cells made at every call of its function,
-    # and one call per turn is the common case.
-    results: list[ToolResult | None] = [None] * len(calls)
+async def _concurrently(runs: Sequence[Callable[[], Awaitable[ToolResult]]]) -> list[ToolResult]:
+    """Each of ``runs`` in one task group; the results in their order. Apart from run_tool_calls: a
+    closure's variables are cells made at every call of its function, and one call per turn is the
+    common case."""
+    results: list[ToolResult | None] = [None] * len(runs)
 
-    async def one(i: int, c: ToolCall) -> None:
-        results[i] = await _tool_call(c, tools, ctx, telemetry, clock)
+    async def one(i: int, run: Callable[[], Awaitable[ToolResult]]) -> None:
+        results[i] = await run()
 
     async with anyio.create_task_group() as tg:
-        for i, c in enumerate(calls):
-            tg.start_soon(one, i, c)
+        for i, run in enumerate(runs):
+            tg.start_soon(one, i, run)
     return [r for r in results if r is not None]

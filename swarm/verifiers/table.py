@@ -26,8 +26,10 @@ The steps, in order:
    naming several keys counts for none, and an entry for a name not in the gold (``- Mia Park: …``,
    ``customer: Mia Park``) is a predicted row matching nothing (a list dodges no precision penalty);
 2. normalise column names (strip, lower-case, remove spaces), apply ``column_aliases``, else match a
-   required column without ``_``/``-``, ``*`` and a parenthesised hint (``User ID``); if the
-   response's column set differs from the required one, everything scores 0;
+   required column without ``_``/``-``, ``*`` and a parenthesised hint (``User ID``); a name still
+   unmatched is aligned, where unambiguous, to the one unmatched required column it holds as whole
+   words (``Company Name``); if the response's column set differs from the required one, everything
+   scores 0;
 3. rewrite response key values through ``key_aliases``; reject listed cells (above); preprocess every
    cell per column (``norm_str``, ``extract_number``, ``norm_date``, ``extract_time``); drop rows with
    duplicate keys on both sides (the response's disagreeing cells rejected); a response row whose
@@ -363,6 +365,22 @@ class _Spec:
         hits = [c for c in self.required if _loose(c) == loose]
         return hits[0] if len(hits) == 1 else n
 
+    def columns_of(self, header: Sequence[str]) -> list[str]:
+        """A response header as required columns: each name by :meth:`column_of`; then, as WideSearch's
+        column alignment would, a name left over that holds exactly one unmatched required column as
+        whole words (``Company Name``, ``Flagship Product``), where no other left-over name holds it. A
+        name holding two required columns (``CEO / Flagship``) or none (``Name`` for ``company``) stays
+        an extra column."""
+        names = [self.column_of(h) for h in header]
+        left = [i for i, n in enumerate(names) if n not in self.required]
+        free = [c for c in self.required if c not in names]
+        holds = {i: [c for c in free if _holds_words(header[i], c)] for i in left}
+        for i in left:
+            hit = holds[i]
+            if len(hit) == 1 and sum(hit[0] in holds[j] for j in left) == 1:
+                names[i] = hit[0]
+        return names
+
     def gold_id(self, row: Mapping[str, str]) -> str:
         return " / ".join(str(row.get(k, "")) for k in self.keys)
 
@@ -379,6 +397,14 @@ def _unwrap(cell: str, *, url: bool = False) -> str:
 
 def _loose(name: str) -> str:
     return re.sub(r"[\s_\-*`]+", "", re.sub(r"\(.*?\)", "", str(name)).lower())
+
+
+def _holds_words(name: str, column: str) -> bool:
+    """Whether ``name``'s words hold the required ``column`` as a run of whole words (``Company Name``
+    holds ``company``, ``Year Founded`` holds ``yearfounded``; ``CEOs`` does not hold ``ceo``)."""
+    words = re.findall(r"[a-z0-9]+", re.sub(r"\(.*?\)", "", str(name)).lower())
+    target = column.replace("_", "").replace("-", "")
+    return any("".join(words[a:b]) == target for a in range(len(words)) for b in range(a + 1, len(words) + 1))
 
 
 def _check_spec(required: list[str], keys: list[str], rules: Mapping[str, ColumnRule]) -> None:
@@ -510,11 +536,12 @@ def _response_table(
             rows = _list_rows(response, spec)
             return (list(spec.required), rows) if rows else None
         header, body = parsed
-        resp_header = [spec.column_of(h) for h in header]
+        resp_header = spec.columns_of(header)
         return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
-    resp_rows: list[dict[str, Any]] = [
-        {spec.column_of(k): "" if v is None else str(v) for k, v in row.items()} for row in response
-    ]
+    resp_rows: list[dict[str, Any]] = []
+    for row in response:
+        cols = spec.columns_of(list(row))
+        resp_rows.append({c: "" if v is None else str(v) for c, v in zip(cols, row.values(), strict=True)})
     return (list(resp_rows[0]) if resp_rows else list(spec.required)), resp_rows
 
 

@@ -62,6 +62,31 @@ BAD: list[tuple[str, float]] = [
     ),
     # a list naming both keys on each line: nothing is attributed
     ("Ava Lopez and Liam Chen: Denver, Austin, 3, 1", 0.0),
+    # one column holding two asked ones: not aligned to either, so the columns differ
+    (
+        "| customer | email / city | orders |\n|---|---|---|\n"
+        "| Ava Lopez | ava.lopez1234@example.com / Denver | 3 |\n"
+        "| Liam Chen | liam.chen5678@example.com / Austin | 1 |",
+        0.0,
+    ),
+    # a key column under a name that holds no asked column (the task asks for exactly its columns)
+    (RIGHT.replace("| customer |", "| Name |"), 0.0),
+    # two names left over for one missing column: no alignment by elimination
+    (
+        RIGHT.replace("| customer | email |", "| Name | Alias | email |")
+        .replace("| Ava Lopez |", "| Ava Lopez | A |")
+        .replace("| Liam Chen |", "| Liam Chen | L |")
+        .replace("|---|", "|---|---|", 1),
+        0.0,
+    ),
+    # an extra column whose name holds an asked one that is already there
+    (
+        RIGHT.replace("| customer |", "| customer | customer email |")
+        .replace("| Ava Lopez |", "| Ava Lopez | x |")
+        .replace("| Liam Chen |", "| Liam Chen | y |")
+        .replace("|---|", "|---|---|", 1),
+        0.0,
+    ),
 ]
 
 # (answer, expected item F1)
@@ -82,6 +107,13 @@ GOOD: list[tuple[str, float]] = [
     # the header as people write it
     (
         RIGHT.replace("| customer | email | city | orders |", "| Customer | E-mail | **City** | Orders (how many) |"),
+        1.0,
+    ),
+    # headers in other words, aligned as WideSearch's column alignment would, by whole words
+    (
+        RIGHT.replace(
+            "| customer | email | city | orders |", "| Customer Name | Email Address | City | Number of Orders |"
+        ),
         1.0,
     ),
     # a bullet list with labels: Liam's labelled email counts; Ava's unlabelled pair is not 3 values (P 1/3, R 1/6)

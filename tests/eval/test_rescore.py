@@ -1,0 +1,37 @@
+"""experiments/rescore.py scores committed answers again with today's scorers (here: a dev run whose one
+table headed ``| Company Name | CEO | Flagship Product |`` was scored 0 before the column alignment)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from agent_swarm.orchestrator.eval_raw import read_raw
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "experiments/results/yardstick-dev/snippet-titles-dev/wr4-dev-s2-v2-after"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("rescore", ROOT / "experiments/rescore.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rescore"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_only_the_renamed_header_changes_and_a_written_run_reads_back(tmp_path: Path) -> None:
+    rescore = _script()
+    pairs = rescore.rescore(RUN)
+    changed = {old.episode_id: (old.metric, new.metric) for old, new in pairs if old.metric != new.metric}
+    assert changed == {"wide-research-dev-s2-9-swarm": (0.0, 1.0)}
+    new = next(n for old, n in pairs if old.episode_id == "wide-research-dev-s2-9-swarm")
+    assert new.success and new.items is not None and set(new.items.values()) == {1.0}
+    assert "error" not in new.scores or new.scores["error"] is None
+    written = rescore._write(RUN, pairs, tmp_path)
+    rows, _ = read_raw(written / "episodes.jsonl.gz")
+    assert [r.metric for r in rows] == [n.metric for _, n in pairs]
+    assert (written / "manifest.json").is_file() and (written / "rescored.json").is_file()

@@ -63,6 +63,7 @@ __all__ = [
     "listed_items",
     "lists_items",
     "one_part",
+    "split_calls",
     "split_items",
     "split_notice",
 ]
@@ -81,6 +82,7 @@ class TurnView:
     has_tools: bool  # tools of its own: direct ones, or (swarm) ones it can grant
     last: bool  # the critical-step budget leaves this turn only: it must answer
     direct_tools: bool = False  # tools it calls itself (not only ones it can grant)
+    agents: tuple[str, ...] = ()  # the sub-agent types it may assign tasks to, in the prompt's order
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,14 @@ _NAMES_NOTICE = (
 Qwen2.5-Coder-1.5B wrote wide-research tables whose key column held a value instead of the entity
 (``| Pharmacist | b.landsou18@… |`` under ``| person | role | email |``), copied from sub-agents' reports
 that had no name column (dev seed 1); the scorer matches rows by their key, so every row was lost."""
+_SPLIT_FIRST = (
+    "This task lists several items. Sub-agents run in parallel: give each item its own assign_task call, "
+    "all in one message, each task complete on its own. For this task, send these calls in one message:\n{calls}"
+)
+"""Shown a small orchestrator before its first turn on a task that lists items. Without it,
+Qwen2.5-Coder-1.5B handed the whole list to one sub-agent on the first turn of every wide-research task
+(dev seed 3: 10 of 10), which the split refusal sent back with these calls: a turn (about 11 s and a
+critical step) spent on every such episode."""
 _ANSWER_ITSELF = 'Answer this yourself now, in plain text: "{task}"'
 """Told a small orchestrator whose one-part task nobody has tools for (delegation withheld). Without it,
 Qwen2.5-Coder-1.5B under the team-lead prompt answered "Who wrote the book Dracula?" with "1897." and
@@ -354,7 +364,9 @@ class SmallModelCoach(NoCoach):
     - The first turn must act (``tool_choice="required"``) where acting is needed: the task lists
       several items (swarm: one sub-agent each), or the agent has tools (else a small model answers
       from its own weak recall). A one-fact question without tools may be answered directly.
-    - A whole list task handed to one sub-agent is refused once, with the calls to send instead
+    - Before a swarm's first turn on a list task that does not ask for sub-agents in words it is shown
+      one ``assign_task`` call per item, to the first sub-agent type listed (:func:`split_calls`); a
+      whole list task handed to one sub-agent is still refused once, with the calls to send instead
       (:func:`split_notice`); the next turn must act.
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
@@ -397,7 +409,20 @@ class SmallModelCoach(NoCoach):
             return TurnAdvice("auto", (*advice.notices, notice), advice.parallel_tool_calls, withheld=state.withheld)
         if not self._must_act(state, view):
             return advice
-        return TurnAdvice("required", advice.notices, advice.parallel_tool_calls)
+        split = self._split_first(view)
+        notices = (*advice.notices, split) if split else advice.notices
+        return TurnAdvice("required", notices, advice.parallel_tool_calls)
+
+    @staticmethod
+    def _split_first(view: TurnView) -> str:
+        """On the first turn of a swarm whose task lists items and does not say how to use sub-agents:
+        the calls that give each item its own sub-agent (the first type the prompt lists), shown before
+        it acts; else ``""`` (a task that asks for sub-agents in words already says how, and the calls
+        would cost their prefill: the README command's)."""
+        if not (view.subagents and view.agents and view.stages == 0) or _ASKS_FOR_SUBAGENTS.search(view.task):
+            return ""
+        calls = split_calls(view.task, view.agents[0])
+        return _SPLIT_FIRST.format(calls=calls) if calls else ""
 
     @staticmethod
     def _again(state: CoachState, task: str) -> str:
@@ -665,14 +690,20 @@ def _folded(text: str) -> str:
     return " ".join(re.sub(r"[\"“”‘’']", "", text).lower().split())
 
 
+def split_calls(task: str, agent: str) -> str:
+    """One ``assign_task`` call per item of the list in ``task`` to ``agent``, a JSON object a line
+    (:func:`split_items`); ``""`` when no list can be read from the task."""
+    parts = split_items(task)
+    if parts is None:
+        return ""
+    return "\n".join(
+        json.dumps({"name": ASSIGN, "arguments": {"agent": agent, "task": p}}, ensure_ascii=False) for p in parts
+    )
+
+
 def split_notice(task: str, agent: str) -> str:
     """The refusal of a whole list task given to one sub-agent, with the calls to send instead when
     the list can be read from the task (small models copy a concrete call far better than they
     follow a description)."""
-    parts = split_items(task)
-    if parts is None:
-        return SPLIT_NOTICE
-    calls = "\n".join(
-        json.dumps({"name": ASSIGN, "arguments": {"agent": agent, "task": p}}, ensure_ascii=False) for p in parts
-    )
-    return f"{SPLIT_NOTICE}\nFor this task, send these calls in one message:\n{calls}"
+    calls = split_calls(task, agent)
+    return f"{SPLIT_NOTICE}\nFor this task, send these calls in one message:\n{calls}" if calls else SPLIT_NOTICE

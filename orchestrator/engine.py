@@ -506,6 +506,7 @@ class Orchestrator:
             has_tools=self._has_tools,
             last=last,
             direct_tools=bool(self._direct),
+            agents=tuple(st.agents),
         )
         advice = self.coach.before_turn(st.coaching, view)
         if last and (advice.ending is None or (why and advice.ending.status is EpisodeStatus.BUDGET_EXHAUSTED)):

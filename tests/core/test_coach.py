@@ -32,7 +32,7 @@ from agent_swarm.subagents.coach import (
 from agent_swarm.swarm.backend import ModelRequest
 from agent_swarm.swarm.errors import ConfigError, ErrorType
 from agent_swarm.swarm.messages import AssistantMessage, ToolMessage, UserMessage
-from agent_swarm.swarm.records import EpisodeStatus
+from agent_swarm.swarm.records import AgentDefinition, EpisodeStatus
 from agent_swarm.swarm.testing import ScriptedBackend, Turn, call
 from agent_swarm.tools import tool
 
@@ -202,6 +202,36 @@ async def test_a_small_model_still_must_act_first_on_a_list_task(task: str) -> N
     workers = ScriptedBackend({"worker-0-0": ["a"], "worker-0-1": ["b"]})
     record = await Orchestrator(policy, subagent_backend=workers).run(task)
     assert policy.calls[0].tool_choice == "required" and record.stages[0].width == 2
+
+
+async def test_a_small_orchestrator_is_shown_one_call_per_item_before_its_first_turn_only() -> None:
+    # The 1.5B handed the whole list to one sub-agent first in every wide-research task (dev seed 3: 10 of
+    # 10); the split refusal then showed it these calls, a turn later.
+    task = "Find the founding years of Drari Robotics and Velo Foods."
+    first = [call("assign_task", agent="researcher", task=f"Find the founding years of {c}.") for c in ("x", "y")]
+    policy = ScriptedBackend([first, "done"], model=SMALL)
+    workers = ScriptedBackend(["1999", "2004"], model=SMALL)
+    researcher = AgentDefinition(name="researcher", system_prompt="look it up")
+    record = await Orchestrator(policy, agents=[researcher], subagent_backend=workers).run(task)
+    policy.assert_consumed()
+    shown_first = notice(policy.calls[0])
+    assert shown_first.startswith("This task lists several items.")
+    calls = [json.loads(line) for line in shown_first.splitlines()[1:]]
+    assert calls == [
+        {"name": "assign_task", "arguments": {"agent": "researcher", "task": f"Find the founding years of {c}."}}
+        for c in ("Drari Robotics", "Velo Foods")
+    ]
+    assert "This task lists several items." not in notice(policy.calls[1])
+    assert [s.width for s in record.stages] == [2, 0]
+    # the single arm, a one-part task and a task that says how to use sub-agents are shown no calls
+    single = ScriptedBackend(["done"], model=SMALL)
+    await Orchestrator(single, SwarmConfig(subagents=False)).run(task)
+    one = ScriptedBackend(["Jane Austen"], model=SMALL)
+    await Orchestrator(one).run("Who wrote the book Pride and Prejudice?")
+    told = ScriptedBackend(["done"], model=SMALL)
+    await Orchestrator(told).run(task + " Give each company to its own sub-agent.")
+    for backend in (single, one, told):
+        assert not any("This task lists" in str(m.content) for m in backend.calls[0].messages)
 
 
 @pytest.mark.parametrize("task", ["Who wrote the book Pride and Prejudice?", "Who wrote 'War and Peace'?"])

@@ -18,15 +18,18 @@ body, so a test can check what the model was shown (system prompt, tools).
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import itertools
 import json
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -181,3 +184,20 @@ def script_server(policy: Policy) -> Iterator[ScriptServer]:
 def openai_script() -> Callable[[Policy], Any]:
     """``with openai_script(policy) as srv: ... srv.url ...``"""
     return script_server
+
+
+@pytest.fixture(scope="session")
+def repo_script() -> Callable[[str], ModuleType]:
+    """Load a script of the repository that is not a package (``experiments/rescore.py``) as a module,
+    registered in ``sys.modules`` under its stem (dataclasses look their module up while built)."""
+
+    def load(path: str) -> ModuleType:
+        where = Path(__file__).resolve().parents[1] / path
+        spec = importlib.util.spec_from_file_location(where.stem, where)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[where.stem] = module
+        spec.loader.exec_module(module)
+        return module
+
+    return load

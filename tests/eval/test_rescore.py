@@ -3,8 +3,7 @@ table headed ``| Company Name | CEO | Flagship Product |`` was scored 0 before t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -14,17 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "experiments/results/yardstick-dev/snippet-titles-dev/wr4-dev-s2-v2-after"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rescore", ROOT / "experiments/rescore.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rescore"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_only_the_renamed_header_changes_and_a_written_run_reads_back(tmp_path: Path) -> None:
-    rescore = _script()
+def test_only_the_renamed_header_changes_and_a_written_run_reads_back(
+    tmp_path: Path, repo_script: Callable[[str], ModuleType]
+) -> None:
+    rescore = repo_script("experiments/rescore.py")
     pairs = rescore.rescore(RUN)
     changed = {old.episode_id: (old.metric, new.metric) for old, new in pairs if old.metric != new.metric}
     assert changed == {"wide-research-dev-s2-9-swarm": (0.0, 1.0)}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,13 +25,8 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 @pytest.fixture(scope="module")
-def pf() -> Any:
-    spec = importlib.util.spec_from_file_location("parl_fetch", EXPERIMENTS / "parl_fetch.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["parl_fetch"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def pf(repo_script: Callable[[str], ModuleType]) -> Any:
+    return repo_script("experiments/parl_fetch.py")
 
 
 async def _fetch(pf: Any, task: str) -> str:

@@ -376,7 +376,7 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     assert len(system.content) < len(DEFAULT_SYSTEM_PROMPT) + 60
     # The worked examples: a one-fact question answered directly in one step, then a list task: one
     # turn of two parallel assign_task calls, their reports, the answer.
-    direct, example = first.messages[1:3], first.messages[3:-1]
+    direct, example = first.messages[1:3], first.messages[3:-2]
     assert isinstance(direct[0], UserMessage) and "?" in direct[0].content
     assert isinstance(direct[1], AssistantMessage) and direct[1].content and not direct[1].tool_calls
     assert isinstance(example[1], AssistantMessage) and [c.name for c in example[1].tool_calls] == [
@@ -385,7 +385,9 @@ async def test_a_small_model_gets_the_short_prompt_a_worked_example_and_must_act
     ]
     assert {c.arguments["agent"] for c in example[1].tool_calls} == {WORKER}
     assert isinstance(example[-1], AssistantMessage) and not example[-1].tool_calls
-    assert first.messages[-1] == UserMessage(content="the real task: Peru and Chile")
+    assert first.messages[-2] == UserMessage(content="the real task: Peru and Chile")
+    split = first.messages[-1]  # a list task: the calls that give each item its own sub-agent
+    assert isinstance(split, UserMessage) and split.content.startswith("This task lists several items.")
     assert first.tool_choice == "required" and policy.calls[1].tool_choice == "auto"
     assert {t.name for t in first.tools} >= {"create_subagent", "assign_task"}
     assert next(t for t in first.tools if t.name == "assign_task").description == PROFILES["small"].assign_description

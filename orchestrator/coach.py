@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent_swarm.orchestrator.admission import ASSIGN, CREATE, resolve_agent
+from agent_swarm.orchestrator.prompts import WORKER
 from agent_swarm.subagents.coach import (
     NoStepCoach,
     Refusal,
@@ -365,9 +366,10 @@ class SmallModelCoach(NoCoach):
       several items (swarm: one sub-agent each), or the agent has tools (else a small model answers
       from its own weak recall). A one-fact question without tools may be answered directly.
     - Before a swarm's first turn on a list task that does not ask for sub-agents in words it is shown
-      one ``assign_task`` call per item, to the first sub-agent type listed (:func:`split_calls`); a
-      whole list task handed to one sub-agent is still refused once, with the calls to send instead
-      (:func:`split_notice`); the next turn must act.
+      one ``assign_task`` call per item, to its one defined sub-agent type or the worker
+      (:func:`split_calls`; with several defined types, none); a whole list task handed to one
+      sub-agent is still refused once, with the calls to send instead (:func:`split_notice`); the next
+      turn must act.
     - Copies of one task within a turn run once (a small model loops on the same call to its cap).
     - After its own tool calls on a one-part task, it is asked the question again: answer it now if the
       results answer it (a small model otherwise keeps calling tools, or loses the question).
@@ -416,12 +418,16 @@ class SmallModelCoach(NoCoach):
     @staticmethod
     def _split_first(view: TurnView) -> str:
         """On the first turn of a swarm whose task lists items and does not say how to use sub-agents:
-        the calls that give each item its own sub-agent (the first type the prompt lists), shown before
-        it acts; else ``""`` (a task that asks for sub-agents in words already says how, and the calls
-        would cost their prefill: the README command's)."""
+        the calls that give each item its own sub-agent (the one type a user or workload defined, else
+        the built-in worker), shown before it acts; else ``""``: with several defined types, and where
+        the task asks for sub-agents in words (it says how already, and the calls would cost their
+        prefill: the README command's)."""
         if not (view.subagents and view.agents and view.stages == 0) or _ASKS_FOR_SUBAGENTS.search(view.task):
             return ""
-        calls = split_calls(view.task, view.agents[0])
+        own = [a for a in view.agents if a != WORKER]  # the types a user or workload defined
+        if len(own) > 1:
+            return ""  # which type suits is the model's choice: the refusal names the calls for the one it picks
+        calls = split_calls(view.task, own[0] if own else WORKER)
         return _SPLIT_FIRST.format(calls=calls) if calls else ""
 
     @staticmethod

@@ -230,7 +230,10 @@ async def test_a_small_orchestrator_is_shown_one_call_per_item_before_its_first_
     await Orchestrator(one).run("Who wrote the book Pride and Prejudice?")
     told = ScriptedBackend(["done"], model=SMALL)
     await Orchestrator(told).run(task + " Give each company to its own sub-agent.")
-    for backend in (single, one, told):
+    two_types = ScriptedBackend(["done"], model=SMALL)
+    coder = AgentDefinition(name="coder", system_prompt="write code")
+    await Orchestrator(two_types, agents=[coder, researcher]).run(task)
+    for backend in (single, one, told, two_types):
         assert not any("This task lists" in str(m.content) for m in backend.calls[0].messages)
 
 

@@ -93,11 +93,7 @@ def main() -> None:
         for arm, rows in sorted(anyio.run(_arm_rows, run).items()):
             sent = [r for r in rows if r[3] != (r[0].answer or "")]
             p = paired([b for _, b, _, _ in rows], [f for _, _, f, _ in rows])
-            print(
-                f"| {run.name} | {arm} | {p.n} | {len(sent)} | {p.mean_a:.3f} | {p.mean_b:.3f} | {p.diff:+.3f} "
-                f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] | {p.wins}/{p.losses}/{p.ties} | {p.sign_p:.3g} "
-                f"| {p.wilcoxon_p:.3g} |"
-            )
+            print(f"| {run.name} | {arm} | {p.n} | {len(sent)} | {p.cells()} |")
             back += [
                 f"- {run.name} {arm} {r.task_id}: {b:.2f} → {f:.2f}"
                 for r, b, f, _ in sorted(sent, key=lambda s: s[0].task_id)

@@ -64,9 +64,7 @@ def main() -> None:
     )
     print("|---:|---:|---:|---|---|---:|---:|---|---|---|")
     print(
-        f"| {p.n} | {p.mean_a:.3f} | {p.mean_b:.3f} | {p.diff:+.3f} [{p.ci_low:+.3f}, {p.ci_high:+.3f}] "
-        f"| {p.wins}/{p.losses}/{p.ties} | {p.sign_p:.3g} | {p.wilcoxon_p:.3g} "
-        f"| {share(a)}/{share(b)} | {med(_tokens, a):.0f}/{med(_tokens, b):.0f} "
+        f"| {p.n} | {p.cells()} | {share(a)}/{share(b)} | {med(_tokens, a):.0f}/{med(_tokens, b):.0f} "
         f"| {med(_wall, a):.0f}/{med(_wall, b):.0f} |"
     )
 

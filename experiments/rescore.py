@@ -99,11 +99,7 @@ def main() -> None:
         for arm in sorted({old.arm for old, _ in pairs}):
             mine = [(old, new) for old, new in pairs if old.arm == arm]
             p = paired([old.metric for old, _ in mine], [new.metric for _, new in mine])
-            print(
-                f"| {run.name} | {arm} | {p.n} | {p.mean_a:.3f} | {p.mean_b:.3f} | {p.diff:+.3f} "
-                f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}] | {p.wins}/{p.losses}/{p.ties} | {p.sign_p:.3g} "
-                f"| {p.wilcoxon_p:.3g} |"
-            )
+            print(f"| {run.name} | {arm} | {p.n} | {p.cells()} |")
         changed += [
             f"- {run.name} {old.episode_id}: {old.metric:.3f} → {new.metric:.3f}"
             for old, new in pairs

@@ -59,6 +59,13 @@ class Paired:
     wilcoxon_method: str
     headline: bool
 
+    def cells(self) -> str:
+        """``mean a | mean b | diff [CI] | W/L/T | sign p | Wilcoxon p``: the cells of a markdown row."""
+        return (
+            f"{self.mean_a:.3f} | {self.mean_b:.3f} | {self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}] "
+            f"| {self.wins}/{self.losses}/{self.ties} | {self.sign_p:.3g} | {self.wilcoxon_p:.3g}"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Spread:

@@ -105,6 +105,8 @@ def test_paired_counts_and_headline_flag() -> None:
     assert p.diff == pytest.approx((1.0 + 0.5 - 0.2) / 5) and p.mean_b - p.mean_a == pytest.approx(p.diff)
     assert p.ci_low <= p.diff <= p.ci_high
     assert not p.headline and p.sign_p == pytest.approx(1.0)
+    cells = p.cells().split(" | ")
+    assert cells[:2] == ["0.340", "0.600"] and cells[2].startswith("+0.260 [") and cells[3:5] == ["2/1/2", "1"]
     big = paired([0.0] * HEADLINE_MIN_N, [1.0] * HEADLINE_MIN_N, resamples=200)
     assert big.headline and big.sign_p < 1e-8 and big.wilcoxon_p < 1e-8
     with pytest.raises(ValueError, match="same tasks"):

@@ -75,7 +75,22 @@ def test_list_includes_eval_and_rollout_episodes(tmp_path: Path) -> None:
     r = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(root), "-q", "--no-trace-file"])
     assert r.exit_code == 0, r.output
     ev = runner.invoke(
-        app, ["eval", "-w", "wide-lookup", "--split", "train", "-b", "gold", "-n", "1", "--mode", "swarm", "--out", str(root / "eval")]
+        app,
+        [
+            "eval",
+            "-w",
+            "wide-lookup",
+            "--split",
+            "train",
+            "-b",
+            "gold",
+            "-n",
+            "1",
+            "--mode",
+            "swarm",
+            "--out",
+            str(root / "eval"),
+        ],
     )
     assert ev.exit_code == 0, ev.output
     tasks = tmp_path / "tasks.jsonl"

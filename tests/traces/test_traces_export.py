@@ -21,10 +21,10 @@ from agent_swarm.orchestrator.cli.telemetry_setup import (
     resolve_otlp,
     start_tracing,
 )
-from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.orchestrator.demo import demo
 from agent_swarm.orchestrator.engine import Orchestrator
 from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ConfigError
 from agent_swarm.swarm.records import EpisodeRecord
 from agent_swarm.swarm.testing import FunctionBackend, call

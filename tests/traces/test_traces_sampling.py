@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler, SamplingResult
 
 from agent_swarm.orchestrator.cli.telemetry_setup import TRACE_FILE, TracingOptions, WideStageSampler, start_tracing
-from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.orchestrator.engine import Orchestrator
 from agent_swarm.swarm.backend import Completion, ModelRequest
+from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.records import AgentDefinition, EpisodeRecord
 from agent_swarm.swarm.testing import FunctionBackend, call
 from agent_swarm.swarm.tracing import Telemetry

@@ -18,9 +18,9 @@ import anyio
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.orchestrator.engine import Orchestrator
 from agent_swarm.swarm.backend import Completion, ModelRequest, SamplingParams
+from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import BackendUnavailableError, ToolError
 from agent_swarm.swarm.events import EpisodeFinished, Event
 from agent_swarm.swarm.messages import ToolMessage, UserMessage

@@ -74,7 +74,7 @@ def test_list_includes_eval_and_rollout_episodes(tmp_path: Path) -> None:
     root = tmp_path / "traces"
     r = runner.invoke(app, ["run", "--demo", "capitals", "-o", str(root), "-q", "--no-trace-file"])
     assert r.exit_code == 0, r.output
-    eval_args = "eval -w wide-lookup --split train -b gold -n 1 --mode swarm".split()
+    eval_args = ["eval", "-w", "wide-lookup", "--split", "train", "-b", "gold", "-n", "1", "--mode", "swarm"]
     ev = runner.invoke(app, [*eval_args, "--out", str(root / "eval")])
     assert ev.exit_code == 0, ev.output
     tasks = tmp_path / "tasks.jsonl"

@@ -68,6 +68,16 @@ def rescore(run: Path) -> list[tuple[RawEpisode, RawEpisode]]:
     return anyio.run(_rescore, run)
 
 
+def check_out(runs: list[Path], out: Path) -> None:
+    """Refuse (one line, before anything is read or written) an ``--out`` that would write a run over
+    itself: ``out/<run name>`` is the run's own folder."""
+    for run in runs:
+        if (out / run.name).resolve() == run.resolve():
+            raise SystemExit(
+                f"rescore: --out {out} would overwrite the run {run} with its rescored copy; give another folder"
+            )
+
+
 def _write(run: Path, pairs: list[tuple[RawEpisode, RawEpisode]], out: Path) -> Path:
     dest = out / run.name
     dest.mkdir(parents=True, exist_ok=True)
@@ -88,10 +98,15 @@ def main() -> None:
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--out", type=Path, help="write each run, rescored, under this folder")
     args = ap.parse_args()
+    if args.out is not None:
+        check_out(args.runs, args.out)
     print("| run | arm | n | recorded | rescored | rescored − recorded [95 % CI] | W/L/T | sign p | Wilcoxon p |")
     print("|---|---|---:|---:|---:|---|---|---:|---:|")
     changed: list[str] = []
     for run in args.runs:
+        if not (run / "episodes.jsonl.gz").exists():
+            print(f"| {run.name} | (no episodes.jsonl.gz: not a run, not rescored) | | | | | | | |")
+            continue
         if not (run / "tasks.jsonl.gz").exists() and not (run / "tasks.jsonl").exists():
             print(f"| {run.name} | (no tasks file: not rescored) | | | | | | | |")
             continue

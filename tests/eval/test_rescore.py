@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from agent_swarm.orchestrator.eval_raw import read_raw
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,3 +29,14 @@ def test_only_the_renamed_header_changes_and_a_written_run_reads_back(
     rows, _ = read_raw(written / "episodes.jsonl.gz")
     assert [r.metric for r in rows] == [n.metric for _, n in pairs]
     assert (written / "manifest.json").is_file() and (written / "rescored.json").is_file()
+
+
+def test_an_out_folder_that_would_write_a_run_over_itself_is_refused_before_anything_is_written(
+    tmp_path: Path, repo_script: Callable[[str], ModuleType]
+) -> None:
+    rescore = repo_script("experiments/rescore.py")
+    before = (RUN / "episodes.jsonl.gz").read_bytes()
+    with pytest.raises(SystemExit, match="would overwrite the run"):
+        rescore.check_out([RUN], RUN.parent)
+    assert (RUN / "episodes.jsonl.gz").read_bytes() == before
+    rescore.check_out([RUN], tmp_path)  # another folder is fine

@@ -506,7 +506,7 @@ class OpenAIBackend:
         parse_error: str | None = None
         known = [t.name for t in request.tools]
         if not calls and parse_error is None and request.tools and request.tool_choice != "none" and text:
-            parsed = parse_tool_calls(text, known)
+            parsed = parse_tool_calls(text, known, truncated=choice.get("finish_reason") == "length")
             calls = list(parsed.tool_calls)
             parse_error = parsed.parse_error
             if calls or parsed.answer is not None:

@@ -147,7 +147,7 @@ class ChatTokens:
         calls: tuple[Any, ...] = ()
         parse_error = None
         if request.tools and request.tool_choice != "none":
-            parsed = parse_tool_calls(text, [t.name for t in request.tools])
+            parsed = parse_tool_calls(text, [t.name for t in request.tools], truncated=finish == "length")
             calls, parse_error = parsed.tool_calls, parsed.parse_error
             if calls:
                 text = parsed.text

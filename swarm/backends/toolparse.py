@@ -141,6 +141,24 @@ def _bare_objects(text: str) -> list[tuple[int, int, Any]]:
     return out
 
 
+def _json_values(body: str) -> tuple[list[Any], json.JSONDecodeError | None]:
+    """The JSON values in ``body``, one after another with only whitespace between them (several
+    calls in one ``<tool_call>`` block, a line each, as small models copy a list of calls), and the
+    error where reading stopped short of the end (``None`` when all of ``body`` was read)."""
+    values: list[Any] = []
+    i = 0
+    while True:
+        while i < len(body) and body[i].isspace():
+            i += 1
+        if i == len(body) and values:
+            return values, None
+        try:
+            value, i = _DECODER.raw_decode(body, i)
+        except json.JSONDecodeError as exc:
+            return values, exc
+        values.append(value)
+
+
 def _mentions_call(text: str) -> bool:
     return bool(re.search(r'"(name|tool)"\s*:', text)) and bool(re.search(r'"(arguments|parameters|args)"\s*:', text))
 
@@ -195,19 +213,20 @@ def _parse_tagged(text: str, known_tools: Collection[str] | None, truncated: boo
         if fenced:
             body = fenced.group(1).strip()
         cut_off = truncated and i == len(matches) - 1 and not m.group(0).rstrip().endswith("</tool_call>")
-        if cut_off and not calls:
+        values, broken = _json_values(body)
+        if cut_off and not (calls or values):
             return ParsedOutput(text, (), f"the tool call was cut off before it was complete: {_clip(body)}")
-        try:
-            calls.extend(_calls_from_value(json.loads(body)))
-        except json.JSONDecodeError as exc:
-            if cut_off:
-                break
+        if broken is not None and not cut_off:
             return ParsedOutput(
                 text,
                 (),
-                f"the JSON inside <tool_call>…</tool_call> is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
+                f"the JSON inside <tool_call>…</tool_call> is invalid ({broken.msg} at char {broken.pos}): "
+                f"{_clip(body)}",
             )
-        except (ValueError, ModelOutputError) as exc:  # JSON syntax, or not a call's shape
+        try:
+            for value in values:
+                calls.extend(_calls_from_value(value))
+        except (ValueError, ModelOutputError) as exc:  # not a call's shape
             if cut_off:
                 break
             return ParsedOutput(text, (), f"{exc}: {_clip(body)}")

@@ -163,7 +163,7 @@ class VLLMEngineBackend:
         if o.logprobs is not None:
             lps = tuple(float(step[tid].logprob) for step, tid in zip(o.logprobs, ids, strict=True))
         raw = text = o.text
-        calls, parse_error = self._tool_calls(request, text)
+        calls, parse_error = self._tool_calls(request, text, truncated=o.finish_reason == "length")
         if calls:
             text = _strip_calls(text)
         finish: FinishReason = "tool_calls" if calls else ("length" if o.finish_reason == "length" else "stop")
@@ -185,14 +185,16 @@ class VLLMEngineBackend:
         self.memory.remember(request.messages, completion, raw, eog)
         return completion
 
-    def _tool_calls(self, request: ModelRequest, text: str) -> tuple[tuple[ToolCall, ...], str | None]:
+    def _tool_calls(
+        self, request: ModelRequest, text: str, *, truncated: bool
+    ) -> tuple[tuple[ToolCall, ...], str | None]:
         if not request.tools or request.tool_choice == "none":
             return (), None
         if self._parser_cls is not None and "<tool_call>" in text:
             calls = self._vllm_parse(request, text)
             if calls:
                 return calls, None
-        parsed = parse_tool_calls(text, [t.name for t in request.tools])
+        parsed = parse_tool_calls(text, [t.name for t in request.tools], truncated=truncated)
         return parsed.tool_calls, parsed.parse_error
 
     def _vllm_parse(self, request: ModelRequest, text: str) -> tuple[ToolCall, ...]:

@@ -256,6 +256,21 @@ async def test_fenced_json_in_content_is_parsed_when_the_server_parser_found_not
     assert c.text == "Calling it." and c.finish_reason == "tool_calls"
 
 
+async def test_an_unfinished_call_in_content_is_dropped_only_when_the_server_cut_the_output() -> None:
+    text = (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "argu'
+    )
+    cut = vllm_body(message={"role": "assistant", "content": text, "tool_calls": []}, finish_reason="length")
+    b, _ = backend(lambda r: httpx.Response(200, json=cut), flavour="vllm")
+    c = await b.complete(REQ)
+    assert [t.arguments for t in c.tool_calls] == [{"city": "Paris"}] and c.parse_error is None
+    whole = vllm_body(message={"role": "assistant", "content": text, "tool_calls": []}, finish_reason="stop")
+    b, _ = backend(lambda r: httpx.Response(200, json=whole), flavour="vllm")
+    c = await b.complete(REQ)
+    assert c.tool_calls == () and c.parse_error is not None and "invalid" in c.parse_error
+
+
 async def test_history_with_tool_calls_and_results_goes_over_the_wire() -> None:
     b, seen = backend(lambda r: httpx.Response(200, json=vllm_body()), flavour="openai")
     call = ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})

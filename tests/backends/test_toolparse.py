@@ -177,3 +177,21 @@ def test_several_call_objects_in_one_fence_are_several_calls() -> None:
     # Text between the objects is not a list of calls: still the error the model is told about.
     broken = parse_tool_calls('```json\n{"name": "math_gcd", "arguments": {}} and {"name": "x"}\n```', ["math_gcd"])
     assert broken.tool_calls == () and broken.parse_error is not None and "invalid" in broken.parse_error
+
+
+def test_several_call_objects_in_one_tag_are_several_calls() -> None:
+    # SmolLM2 copied the coach's split calls (a JSON object a line) into one <tool_call> block.
+    a = '{"name": "assign_task", "arguments": {"agent": "w", "task": "a"}}'
+    b = '{"name": "assign_task", "arguments": {"agent": "w", "task": "b"}}'
+    out = parse_tool_calls(f"<tool_call>\n{a}\n{b}\n</tool_call>", KNOWN)
+    assert out.parse_error is None and [c.arguments["task"] for c in out.tool_calls] == ["a", "b"]
+    # words between the objects are no list of calls; an empty block is no call
+    for raw in (f"<tool_call>{a} then {b}</tool_call>", "<tool_call></tool_call>"):
+        broken = parse_tool_calls(raw, KNOWN)
+        assert broken.tool_calls == () and broken.parse_error is not None and "invalid" in broken.parse_error
+    # cut at the token limit inside the second object: the first stands; not cut, the model hears of it
+    cut_text = f'<tool_call>\n{a}\n{{"name": "assign_task", "arguments": {{"agent": "w", "task": "b'
+    cut = parse_tool_calls(cut_text, KNOWN, truncated=True)
+    assert cut.parse_error is None and [c.arguments["task"] for c in cut.tool_calls] == ["a"]
+    whole = parse_tool_calls(cut_text, KNOWN)
+    assert whole.tool_calls == () and whole.parse_error is not None and "invalid" in whole.parse_error

@@ -140,6 +140,16 @@ async def test_tool_calls_are_parsed_and_the_end_token_is_kept(tiny_dir: Path) -
     assert stop.text == "on it" and stop.finish_reason == "stop"
 
 
+async def test_a_call_cut_at_the_token_limit_is_dropped_and_the_calls_before_it_stand(tiny_dir: Path) -> None:
+    second = CALL.replace("part 1", "part 2")
+    b = _scripted(tiny_dir, lambda prompt: CALL + "\n" + second)
+    whole = len(b.tokenizer(CALL + "\n" + second, add_special_tokens=False)["input_ids"])
+    sampling = GREEDY.model_copy(update={"max_tokens": whole - 4})  # cut inside the second call
+    c = await b.complete(ModelRequest(messages=tuple(_prompt("go")), tools=TOOLS, sampling=sampling))
+    assert len(c.token_ids or ()) == whole - 4 and c.parse_error is None
+    assert [x.arguments["task"] for x in c.tool_calls] == ["part 1"] and c.finish_reason == "tool_calls"
+
+
 async def test_concurrent_requests_are_batched_and_each_gets_its_own_output(tiny_dir: Path) -> None:
     b = _scripted(tiny_dir, lambda prompt: prompt.split("user\n")[-1].split("<|im_end|>")[0].upper())
     outs: dict[int, str] = {}

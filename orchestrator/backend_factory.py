@@ -80,8 +80,9 @@ def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
 
 
 def _fit_slots(options: LocalOptions) -> bool:
-    # Slots nobody set (no [backend] slots, no SWARM_LOCAL_SLOTS) share one KV cache, each able to hold
-    # the model's full context of it (sizing.py): quick to start; set slots get their own caches.
+    # Slots nobody set (no [backend] slots, no SWARM_LOCAL_SLOTS): where the memory cannot give each its
+    # own cache of the model's full context (up to 32,768 tokens), fewer start (sizing.py); set slots start
+    # as set.
     return options.slots is None
 
 

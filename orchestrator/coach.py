@@ -542,9 +542,10 @@ _ASKS_FOR_SUBAGENTS = re.compile(r"\bsub-?agents?\b|create_subagent|assign_task|
 _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zip, orders."
 
 
-# One name, not a list: a title in quotes ("'War and Peace'"), or a run of names right after a singular
-# head noun ("the book Pride and Prejudice", "the company Procter & Gamble"); a plural head ("the books
-# Emma and Dracula") or a preposition ("the capitals of France and Japan") keeps its list.
+# One name, not a list: a title in quotes ("'War and Peace'"), a run of names right after a singular
+# head noun ("the book Pride and Prejudice", "the company Procter & Gamble"), or after a singular head and
+# "of" in a question with a singular verb ("What is the capital of Trinidad and Tobago?"); a plural head
+# ("the books Emma and Dracula", "What are the capitals of France and Japan?") keeps its list.
 _QUOTED = re.compile(r"(?<!\w)([\"“‘'])[^\"“”‘’']*?[\"”’'](?!\w)")
 _GLUE = "\x00"  # joins a quoted title's words (not whitespace to str.split)
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that"})
@@ -562,6 +563,14 @@ def _singular_head(words: Sequence[str]) -> bool:
     if not head.isalpha() or not head.islower() or head in _NOT_HEADS or head in _PLURAL:
         return False
     return head in _SINGULAR or not head.endswith("s") or head.endswith(_SINGULAR_S)
+
+
+def _singular_of(words: Sequence[str]) -> bool:
+    """Whether ``words`` end in ``… is/was the <singular noun> of``: one thing of one name follows
+    (``What is the capital of Trinidad and Tobago?``), where ``What are the capitals of`` lists."""
+    if len(words) < 4 or words[-1].lower() != "of" or not _singular_head(words[:-1]):
+        return False
+    return any(w.lower() in ("is", "was") or w.lower().endswith(("'s", "’s")) for w in words[:-3])
 
 
 def lists_items(text: str) -> bool:
@@ -603,8 +612,8 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
     listed = head.rfind(":") >= 0 and 0 < len(words) <= 4 and 0 < len(rwords) <= 4  # "elements: tin and zinc"
     if not middle and not (run and last) and not listed:
         return None  # "X and Y" is a list only of names, numbers or quoted words ("write code and test it" is not)
-    if not middle and run and _singular_head(left.split()[: -len(run)]):
-        return None  # one title: "the book Pride and Prejudice"
+    if not middle and run and (_singular_head(before := left.split()[: -len(run)]) or _singular_of(before)):
+        return None  # one title or name: "the book Pride and Prejudice", "is the capital of Trinidad and Tobago"
     sizes = sorted(len(p.split()) for p in middle) or [len(rwords)]
     k = sizes[len(sizes) // 2]
     first = " ".join(run or words[-k:])

@@ -237,7 +237,14 @@ async def test_a_small_orchestrator_is_shown_one_call_per_item_before_its_first_
         assert not any("This task lists" in str(m.content) for m in backend.calls[0].messages)
 
 
-@pytest.mark.parametrize("task", ["Who wrote the book Pride and Prejudice?", "Who wrote 'War and Peace'?"])
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Who wrote the book Pride and Prejudice?",
+        "Who wrote 'War and Peace'?",
+        "What is the capital of Trinidad and Tobago?",
+    ],
+)
 async def test_a_title_with_and_is_one_fact_not_a_list(task: str) -> None:
     # Not forced to act: the small model may answer the one fact itself.
     policy = ScriptedBackend(["Jane Austen"], model=SMALL)

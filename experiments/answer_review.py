@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
-import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from agent_swarm.orchestrator.eval_raw import RawEpisode, read_raw
+from agent_swarm.orchestrator.eval_raw import RawEpisode, read_raw, read_records
 from agent_swarm.orchestrator.eval_stats import paired
 from agent_swarm.swarm.verifiers.registry import verify
 
@@ -34,21 +31,6 @@ def _tasks(run: Path) -> dict[str, dict[str, Any]]:
     path = run / "tasks.jsonl.gz"
     text = gzip.decompress(path.read_bytes()).decode() if path.exists() else (run / "tasks.jsonl").read_text()
     return {t["id"]: t for t in map(json.loads, text.splitlines())}
-
-
-def _records(run: Path) -> Iterator[dict[str, Any]]:
-    """Every ``episode.json`` of the run's traces."""
-    folder = run / "episodes"
-    if folder.is_dir():
-        for path in sorted(folder.glob("*/*/episode.json")):
-            yield json.loads(path.read_text())
-        return
-    with tarfile.open(run / "traces.tar.gz") as tar:
-        for member in tar:
-            if member.name.endswith("/episode.json"):
-                blob = tar.extractfile(member)
-                if blob is not None:
-                    yield json.load(io.TextIOWrapper(blob, encoding="utf-8"))
 
 
 def _first_answer(record: dict[str, Any]) -> str | None:
@@ -68,7 +50,7 @@ async def _arm_rows(run: Path) -> dict[str, list[tuple[RawEpisode, float, float,
     rows, _ = read_raw(run / "episodes.jsonl.gz")
     by_id = {r.episode_id: r for r in rows}
     out: dict[str, list[tuple[RawEpisode, float, float, str]]] = {}
-    for record in _records(run):
+    for record in read_records(run):
         raw = by_id.get(record["episode_id"])
         if raw is None:
             continue

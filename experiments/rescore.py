@@ -3,15 +3,18 @@
     python experiments/rescore.py RUN_DIR [RUN_DIR ...] [--out DIR]
 
 Each directory is a ``swarm eval`` run: ``episodes.jsonl.gz`` and ``tasks.jsonl.gz`` (or ``tasks.jsonl``).
-Each recorded answer is scored again by its task's own verifier (for the table, starter and controls
-workloads the one that gives ``r_perf``; run at the commit that made a run, it gives the recorded
-metric), so a scorer change is measured on the answers models already gave, paired by episode, without
-running a model. Prints per run and arm: n, the recorded mean metric, the rescored mean and the paired comparison
-(bootstrap CI, sign and Wilcoxon tests), then every episode whose score changed. ``--out DIR`` writes
+Each recorded answer is scored again by its task's own verifier (the table scorer of the wide
+workloads), or, for a task without one (starter, controls), by its workload's scorer on the episode's
+full record from the run's traces (``traces.tar.gz`` or ``episodes/``): the scorer that gives ``r_perf``.
+Run at the commit that made a run it gives the recorded metric, so a scorer change is measured on the
+answers models already gave, paired by episode, without running a model. Prints per run and arm: n,
+the recorded mean metric, the rescored mean and the paired comparison (bootstrap CI, sign and Wilcoxon
+tests), then every episode whose score changed. ``--out DIR`` writes
 each run again under ``DIR/<run name>`` (raw rows with the new metric, success, items and scores; the
 manifest, tasks and traces copied; ``rescored.json`` says by which commit), which ``swarm eval
 --report`` and ``experiments/paired_runs.py`` read like any run. A crashed episode, or a task
-without a verifier (scored from the whole record, as BFCL is), keeps its row.
+without a verifier whose record is not in the traces or that this code can no longer build (a task of an
+older corpus generator), keeps its row.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ import gzip
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from agent_swarm.orchestrator.eval_raw import RawEpisode, code_state, read_raw, write_raw
+from agent_swarm.orchestrator.eval_raw import RawEpisode, code_state, read_raw, read_records, write_raw
 from agent_swarm.orchestrator.eval_stats import paired
-from agent_swarm.swarm.records import Task
+from agent_swarm.swarm.errors import ConfigError
+from agent_swarm.swarm.records import EpisodeRecord, Task
 from agent_swarm.swarm.verifiers.registry import Verdict, verify
+from agent_swarm.workloads.base import Mode, episode_for
 
 
 def _tasks(run: Path) -> dict[str, Task]:
@@ -49,17 +55,40 @@ def _rescored(raw: RawEpisode, verdict: Verdict) -> RawEpisode:
     )
 
 
+def _by_workload(raw: RawEpisode, task: Task, records: dict[str, dict[str, Any]]) -> RawEpisode:
+    """``raw`` scored by its task's workload (tasks without a verifier: starter, controls), from the
+    episode's full record in the run's traces; unchanged where the record is missing."""
+    record = records.get(raw.episode_id)
+    if record is None or not task.metadata.get("workload"):
+        return raw
+    mode: Mode = "single" if raw.mode == "single" else "swarm"
+    try:
+        episode = episode_for(task, mode)
+    except ConfigError:  # a task this code can no longer build (an older corpus generator's)
+        return raw
+    score = episode.score(EpisodeRecord.model_validate(record))
+    details = json.loads(json.dumps(score.details, default=str))
+    per_item = details.get("per_item")
+    items = {str(k): float(v) for k, v in per_item.items()} if isinstance(per_item, dict) else raw.items
+    return raw.model_copy(update={"metric": score.metric, "success": score.success, "items": items, "scores": details})
+
+
 async def _rescore(run: Path) -> list[tuple[RawEpisode, RawEpisode]]:
     tasks = _tasks(run)
     rows, _ = read_raw(run / "episodes.jsonl.gz")
+    records: dict[str, dict[str, Any]] = {}
+    if any(tasks[r.task_id].verifier is None for r in rows):
+        records = {r["episode_id"]: r for r in read_records(run)}
     out: list[tuple[RawEpisode, RawEpisode]] = []
     for raw in rows:
         task = tasks[raw.task_id]
-        if raw.status == "crashed" or task.verifier is None:
+        if raw.status == "crashed":
             out.append((raw, raw))
-            continue
-        verdict = await verify(task.verifier, raw.answer or "", task.verifier_args or {})
-        out.append((raw, _rescored(raw, verdict)))
+        elif task.verifier is None:
+            out.append((raw, _by_workload(raw, task, records)))
+        else:
+            verdict = await verify(task.verifier, raw.answer or "", task.verifier_args or {})
+            out.append((raw, _rescored(raw, verdict)))
     return out
 
 

@@ -8,19 +8,22 @@ finished episode; a torn last member (a kill mid-write) is skipped on reading an
 run resumes (:func:`read_raw`). ``gzip``/``zcat`` read the file as one stream.
 
 :func:`settings_diff` names the keys where two runs' settings differ: a resumed run must match.
+:func:`read_records` reads a run's full episode records (its traces), which some scorers need.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import os
 import platform
 import subprocess
+import tarfile
 import tempfile
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ __all__ = [
     "file_sha256",
     "read_manifest",
     "read_raw",
+    "read_records",
     "settings_diff",
     "write_manifest",
     "write_raw",
@@ -259,6 +263,24 @@ def _norm(value: Any) -> Any:
     if value is _MISSING:
         return value
     return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def read_records(run: Path) -> Iterator[dict[str, Any]]:
+    """Every episode record (``episode.json``, as a dict) of an eval run: from its ``episodes/`` folder,
+    else from its packed ``traces.tar.gz`` (the committed form); none when it has neither."""
+    folder = run / "episodes"
+    if folder.is_dir():
+        for path in sorted(folder.glob("*/*/episode.json")):
+            yield json.loads(path.read_text(encoding="utf-8"))
+        return
+    if not (run / "traces.tar.gz").is_file():
+        return
+    with tarfile.open(run / "traces.tar.gz") as tar:
+        for member in tar:
+            if member.name.endswith("/episode.json"):
+                blob = tar.extractfile(member)
+                if blob is not None:
+                    yield json.load(io.TextIOWrapper(blob, encoding="utf-8"))
 
 
 def file_sha256(path: Path) -> str:

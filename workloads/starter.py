@@ -493,12 +493,15 @@ def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]
     """Units of text per key index (item keys first), and whether the answer names any key at all.
 
     A segment naming one key is that key's; one naming several is paired in order when it reads
-    "keys … values" (or the reverse), else cut into clauses, and a clause still naming several keys
-    is cut at each mention (the text up to the next mention belongs to the key it starts with). A
-    hedging segment that names no key (``France: Paris. Or Rome.``) belongs to the keys before it."""
+    "keys … values" (or the reverse), else cut into clauses (never inside a key: ``War and Peace``), and
+    a clause still naming several keys is cut at each mention (the text up to the next mention belongs
+    to the key it starts with). A hedging segment that names no key (``France: Paris. Or Rome.``)
+    belongs to the keys before it; so do the segments under a key named alone with no value, up to the
+    next key (``**Israel**:`` then ``- Currency: shekel``)."""
     out: dict[int, list[str]] = {}
     named = False
     last: list[int] = []
+    heading: int | None = None  # a key named alone with no value: the lines under it are its own
     for seg in segments(answer):
         if _QUESTION.match(seg):  # the question restated ("What are the capitals of France and Japan?")
             continue
@@ -507,6 +510,10 @@ def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]
         if not ids and hedged(seg):
             for k in last:
                 out.setdefault(k, []).append(seg)
+        elif not ids and heading is not None:
+            out.setdefault(heading, []).append(seg)
+        if ids:
+            heading = ids[0] if len(ids) == 1 and not facts.value_ids(seg) else None
         last = ids or last
         if len(ids) == 1:
             out.setdefault(ids[0], []).append(seg)
@@ -516,14 +523,23 @@ def _attributed(answer: str, facts: _Facts) -> tuple[dict[int, list[str]], bool]
             for k, value in pairs:
                 out.setdefault(k, []).append(f"{value}?" if hedged(seg) else value)
             continue
-        for clause in clauses(seg) if ids else ():
-            spans = _spans(fold(clause), facts.keys)
-            folded = fold(clause)
-            for n, (start, _, k) in enumerate(spans):
-                end = spans[n + 1][0] if n + 1 < len(spans) else len(folded)
-                piece = folded[0 if n == 0 else start : end]
+        for clause in clauses(seg, facts.keys) if ids else ():
+            for k, piece in _pieces(clause, facts):
                 out.setdefault(k, []).append(f"{piece}?" if hedged(clause) else piece)
     return out, named
+
+
+def _pieces(clause: str, facts: _Facts) -> list[tuple[int, str]]:
+    """``(key, text)`` per key mention of a clause: from each mention to the next (the first from the
+    clause's start), folded with the kind's case kept (``the symbol for zinc is Zn``)."""
+    kept = fold(clause, case_sensitive=facts.case_sensitive)
+    folded = kept.casefold()
+    text = kept if len(kept) == len(folded) else folded  # casefold lengthened it (ß): case is lost
+    spans = _spans(folded, facts.keys)
+    return [
+        (k, text[0 if n == 0 else start : spans[n + 1][0] if n + 1 < len(spans) else len(text)])
+        for n, (start, _, k) in enumerate(spans)
+    ]
 
 
 def _positional(units: Sequence[str], n: int, value_of: Callable[[str], list[Any]]) -> list[Any] | None:
@@ -592,15 +608,22 @@ def _arithmetic_units(
 
 def _score_arithmetic(answer: str, items: Sequence[dict[str, Any]]) -> list[bool]:
     """Per item: a unit names its expression (``61 * 77``, ``61 × 77``, ``61 times 77``) or starts with
-    its two operands, holds its value, and no number but the operands and the value; else, with no
-    expression named anywhere, one number per unit in the asked order."""
+    its two operands (or sits under a line naming it alone), holds its value, and no number but the
+    operands and the value; else, with no expression named anywhere, one number per unit in the asked
+    order."""
     patterns = [_expression(it["key"]) for it in items]
     operands = [tuple(float(x) for x in it["key"].split()[::2]) for it in items]
     values = [float(it["answer"][0]) for it in items]
     units: dict[int, list[str]] = {}
     last: list[int] = []
+    heading: int | None = None  # an expression named alone with no result: the lines under it are its own
     for part in map(_operators, segments(answer)):
         found = _arithmetic_units(part, patterns, operands)
+        if found:
+            (i, unit), *more = found
+            heading = None if more or any(x not in operands[i] for x in _numbers(unit)) else i
+        elif heading is not None and not hedged(part):
+            found = [(heading, part)]  # "**61 * 77**:" then "- Answer: 4697"
         for i, unit in found or [(i, part) for i in last if hedged(part)]:  # "= 4697. Or 4700." is 61 * 77's
             units.setdefault(i, []).append(unit)
         last = [i for i, _ in found] or last

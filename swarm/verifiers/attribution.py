@@ -12,20 +12,21 @@ Units, from coarse to fine:
   a spaced `` / ``, and sentence ends (``.``, ``!``, ``?`` before a space or the end, but not after
   an initial: ``J. R. R. Tolkien`` stays whole);
 * :func:`clauses` — a segment cut at commas and at the word ``and`` (used when a segment names
-  several keys: ``France: Paris, Japan: Tokyo``).
+  several keys: ``France: Paris, Japan: Tokyo``), never inside a key (``War and Peace``).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 __all__ = ["clauses", "find_all", "fold", "hedged", "segments"]
 
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+")
 # A cut: ';', a spaced slash, or a sentence end (not after a lone capital, i.e. an initial).
 _SEGMENT_CUT = re.compile(r";|\s/\s|(?<!\b[A-Z][.!?])(?<=[.!?])(?=\s|$)")
-_CLAUSE_CUT = re.compile(r",(?!\d{3}\b)|\band\b|&")
+_CLAUSE_CUT = re.compile(r"(,(?!\d{3}\b)|\band\b|&)")  # captured: a cut inside a whole phrase is undone
 # Whole words, not inside an identifier, an e-mail address or a host name ("ava.or@x.com", "www.or.at").
 _HEDGE_WORDS = re.compile(
     r"(?<![\w@.\-])(?:or|maybe|perhaps|possibly|probably|either|alternatively|unsure|not sure|uncertain|might be|"
@@ -64,9 +65,23 @@ def segments(text: str) -> list[str]:
     return out
 
 
-def clauses(segment: str) -> list[str]:
-    """A segment cut at commas (not thousands separators) and at the word ``and``."""
-    return [c for c in _CLAUSE_CUT.split(segment) if c.strip()]
+def clauses(segment: str, whole: Sequence[str] = ()) -> list[str]:
+    """A segment cut at commas (not thousands separators) and at the word ``and``, but never inside a
+    mention of one of ``whole`` (folded phrases: a title key such as ``War and Peace``)."""
+    bits = _CLAUSE_CUT.split(segment)
+    out = [bits[0]]
+    for cut, text in zip(bits[1::2], bits[2::2], strict=True):
+        joined = out[-1] + cut + text
+        if whole and _mentions(joined, whole) > _mentions(out[-1], whole) + _mentions(text, whole):
+            out[-1] = joined
+        else:
+            out.append(text)
+    return [c for c in out if c.strip()]
+
+
+def _mentions(text: str, phrases: Sequence[str]) -> int:
+    folded = fold(text)
+    return sum(len(find_all(folded, p)) for p in phrases)
 
 
 def hedged(unit: str) -> bool:

@@ -1,6 +1,7 @@
 """Slots sharing one KV cache (llama.cpp's unified cache, ``LocalEngine(pool=...)``; not the default
-plan's layout, which gives each slot its own) on the real engine: the same ids and logprobs as slots with their own caches, one
-request at a time and several at once, and requests beyond the cache's room wait instead of failing."""
+plan's layout, which gives each slot its own) on the real engine: the same ids and logprobs as slots
+with their own caches, one request at a time and several at once, and requests beyond the cache's room
+wait instead of failing."""
 
 from __future__ import annotations
 

@@ -51,6 +51,9 @@ ATTACKS: dict[str, Callable[[Items, str], str]] = {
         f"{it['key']}: {_value(items[(i + 1) % len(items)])}" for i, it in enumerate(items)
     ),
     "all values, no keys": lambda items, kind: " ".join([_value(it) for it in items] + [_other(items, kind, 0)]),
+    "a heading with every value under it": lambda items, kind: "\n".join(
+        f"**{it['key']}**:\n" + "\n".join(f"- {_value(x)}" for x in items) for it in items
+    ),
     "a second answer later": lambda items, kind: "\n".join(
         [f"{it['key']}: {_value(it)}" for it in items]
         + [f"{it['key']}: {_other(items, kind, i)}" for i, it in enumerate(items)]
@@ -71,6 +74,15 @@ BENIGN: dict[str, Callable[[Items, str], str]] = {
         + ", respectively."
     ),
     "numbered": lambda items, kind: "\n".join(f"{n}. {it['key']} - {_value(it)}" for n, it in enumerate(items, 1)),
+    # one sentence of clauses, each key with its value (case kept for symbols; titles hold "and")
+    "clauses of one sentence": lambda items, kind: (
+        ", while ".join(f"the answer for {it['key']} is {_value(it)}" for it in items[:-1])
+        + f", and the answer for {items[-1]['key']} is {_value(items[-1])}."
+    ),
+    # a heading per key, its value on the lines under it
+    "headings with details": lambda items, kind: "\n".join(
+        f"{n}. **{it['key']}**:\n   - Answer: {_value(it)}\n   - Source: memory" for n, it in enumerate(items, 1)
+    ),
 }
 
 
@@ -88,7 +100,7 @@ def test_attacks_on_the_gold_answer_score_no_item(attack: str) -> None:
         assert not any(score_answer(answer, items, kind)), (attack, kind, answer)
 
 
-SHARING = {"every value to every key", "values swapped round"}
+SHARING = {"every value to every key", "values swapped round", "a heading with every value under it"}
 
 
 def _distinct(items: Items) -> bool:

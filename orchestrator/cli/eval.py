@@ -9,6 +9,7 @@ scripted policy (no model); any other backend name is resolved like ``swarm run`
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import sys
 import threading
@@ -386,10 +387,13 @@ def _run_job(
     """Run the evaluation (checking and recording a test seed in ``ledger``), print the report; the exit code."""
     wl, split, seed, knobs, rid = job.wl, job.split, job.seed, job.knobs, run_id
     scope = wl.knobs(knobs).model_dump(mode="json")  # a test seed is burnt for these tasks' knobs only
+    burn: Callable[[], None] | None = None
     try:
         if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):
             check_fresh_test_seed(ledger, wl.name, seed, scope)
-        report = _execute(job, backends, out=out, run_id=rid, resume=resume)
+            # burnt when its episodes start, not when it ends: a run stopped half-way has used its tasks too
+            burn = functools.partial(record_test_seed, ledger, wl.name, seed, report=str(out / rid), knobs=scope)
+        report = _execute(job, backends, out=out, run_id=rid, resume=resume, started=burn)
     except KeyboardInterrupt:
         err.print(
             f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out / rid))}; continue with "
@@ -492,10 +496,21 @@ class _ArmTraces:
                 err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
 
 
-def _execute(job: _EvalJob, backends: BackendResolver, *, out: Path, run_id: str, resume: bool) -> EvalReport:
-    """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode."""
+def _execute(
+    job: _EvalJob,
+    backends: BackendResolver,
+    *,
+    out: Path,
+    run_id: str,
+    resume: bool,
+    started: Callable[[], None] | None = None,
+) -> EvalReport:
+    """Run the evaluation with a banner, a k/N line per episode with an ETA, and a trace per episode;
+    ``started`` is called once the run directory is open, before the first episode."""
 
     def on_start(resumed: int, todo: int, configs: Configs) -> None:
+        if started is not None:
+            started()
         _banner(job, run_id, resumed, todo, configs)
 
     telemetry = _ArmTraces(out / run_id)

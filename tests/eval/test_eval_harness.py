@@ -319,6 +319,33 @@ def test_a_terminated_cli_run_keeps_its_episodes_and_resumes(tmp_path: Path) -> 
     assert rows[: len(kept)] == kept  # the finished episodes were not run again
 
 
+def test_a_test_seed_is_burnt_when_its_run_starts_not_when_it_ends(tmp_path: Path) -> None:
+    """A test run stopped half-way (SIGTERM, as `timeout` sends) has used its seed: another run of it is
+    refused, and only its own --resume goes on."""
+    ledger = tmp_path / "test_seeds.jsonl"
+    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "--latency", "0.3", "-n", "4", "--mode", "single"]
+    args += ["--split", "test", "--seed", "9", "-o", str(tmp_path), "--test-seed-ledger", str(ledger), "-q"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args, "--run-id", "t"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    raw = tmp_path / "t" / RAW_FILE
+    deadline = time.monotonic() + 60
+    while not (raw.exists() and read_raw(raw)[0]) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert [json.loads(line)["seed"] for line in ledger.read_text().splitlines()] == [9]
+    other = runner.invoke(app, [*args, "--run-id", "u"])
+    assert other.exit_code == 2 and "already used" in " ".join(other.output.split())
+    resumed = runner.invoke(app, [*args, "--run-id", "t", "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(ledger.read_text().splitlines()) == 1
+
+
 async def test_a_config_field_added_by_a_later_commit_does_not_stop_a_resume(tmp_path: Path) -> None:
     wl = get_workload("bfcl-parallel")
     tasks = wl.tasks(2, seed=0)

@@ -295,20 +295,27 @@ def test_provenance_names_the_model_and_adapter_files(tmp_path: Path) -> None:
     assert scripted.model_sha256 is None and scripted.backend == "gold"
 
 
-def test_a_terminated_cli_run_keeps_its_episodes_and_resumes(tmp_path: Path) -> None:
-    """SIGTERM (as `timeout` sends) mid-run: exit 130 with the resume hint; --resume runs the rest once."""
-    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "--latency", "0.3", "-n", "4", "--mode", "single"]
-    args += ["-o", str(tmp_path), "--run-id", "t", "-q"]
+def _terminated_after_an_episode(args: list[str], raw: Path) -> str:
+    """``swarm eval ARGS`` in a process of its own, sent SIGTERM (as `timeout` sends) once ``raw`` holds
+    an episode; asserts it exits 130 and returns its stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    raw = tmp_path / "t" / RAW_FILE
     deadline = time.monotonic() + 60
     while not (raw.exists() and read_raw(raw)[0]) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
+    return stderr
+
+
+def test_a_terminated_cli_run_keeps_its_episodes_and_resumes(tmp_path: Path) -> None:
+    """SIGTERM (as `timeout` sends) mid-run: exit 130 with the resume hint; --resume runs the rest once."""
+    args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "--latency", "0.3", "-n", "4", "--mode", "single"]
+    args += ["-o", str(tmp_path), "--run-id", "t", "-q"]
+    raw = tmp_path / "t" / RAW_FILE
+    stderr = _terminated_after_an_episode(args, raw)
     assert "--run-id t --resume" in " ".join(stderr.split())
     kept = read_raw(raw)[0]
     assert 1 <= len(kept) < 4
@@ -325,19 +332,7 @@ def test_a_test_seed_is_burnt_when_its_run_starts_not_when_it_ends(tmp_path: Pat
     ledger = tmp_path / "test_seeds.jsonl"
     args = ["eval", "-w", "bfcl-parallel", "-b", "gold", "--latency", "0.3", "-n", "4", "--mode", "single"]
     args += ["--split", "test", "--seed", "9", "-o", str(tmp_path), "--test-seed-ledger", str(ledger), "-q"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", *args, "--run-id", "t"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    raw = tmp_path / "t" / RAW_FILE
-    deadline = time.monotonic() + 60
-    while not (raw.exists() and read_raw(raw)[0]) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    _terminated_after_an_episode([*args, "--run-id", "t"], tmp_path / "t" / RAW_FILE)
     assert [json.loads(line)["seed"] for line in ledger.read_text().splitlines()] == [9]
     other = runner.invoke(app, [*args, "--run-id", "u"])
     assert other.exit_code == 2 and "already used" in " ".join(other.output.split())

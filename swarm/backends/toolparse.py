@@ -265,22 +265,16 @@ def _fenced_calls(
         body = m.group(1).strip()
         if not body.startswith(("{", "[")):
             continue
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError as exc:
-            # Several calls one after another in one fence (a 1.5B wrote two math_gcd objects so):
-            # read them as a list when nothing but whitespace lies between them.
-            objects = _bare_objects(body) if exc.msg == "Extra data" else []
-            if objects and not _cut(body, [(a, b) for a, b, _ in objects]):
-                value = [v for _, _, v in objects]
-            elif _mentions_call(body):
-                return ParsedOutput(
-                    text,
-                    (),
-                    f"the fenced tool-call JSON is invalid ({exc.msg} at char {exc.pos}): {_clip(body)}",
-                )
-            else:
+        # Several calls one after another in one fence (a 1.5B wrote two math_gcd objects so) are a
+        # list when nothing but whitespace lies between them.
+        values, broken = _json_values(body)
+        if broken is not None:
+            if not _mentions_call(body):
                 continue
+            return ParsedOutput(
+                text, (), f"the fenced tool-call JSON is invalid ({broken.msg} at char {broken.pos}): {_clip(body)}"
+            )
+        value = values[0] if len(values) == 1 else values
         if _looks_like_call(value, known_tools):
             try:
                 calls.extend(_calls_from_value(value))

@@ -19,7 +19,9 @@ same score is the RL reward (``r_perf``) and a policy learns whatever it pays fo
 The steps, in order:
 
 1. take the first `````markdown`` block of the response, else the lines from the first to the last
-   line containing ``|``; drop separator rows; the first row is the header. With no table at all, a
+   line containing ``|``; drop separator rows; the first row is the header, unless it is data (as
+   wide as the required columns, naming none of them, its key cells in the asked order a gold row's
+   keys): then the table has no header and its columns are the required ones in order. With no table at all, a
    *list* answer is read (one key column only): a line naming one gold key starts that key's entry,
    whose ``label: value`` fields (``email: x``, ``number of orders: 3``) or exactly one unlabelled
    value per looked-up column in the asked order (``Ava Lopez: x, Denver, 3``) are its cells; a line
@@ -525,8 +527,20 @@ def _other_entry(line: str, spec: _Spec) -> str | None:
     return None
 
 
+def _headerless(header: Sequence[str], spec: _Spec, key_map: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether a response table has no header row: its first row is as wide as the required columns,
+    names none of them, and read in the asked order its key cells are a gold row's keys. (Read in any
+    other order its cells land in the wrong columns and score 0, as they should.)"""
+    if len(header) != len(spec.required) or any(spec.column_of(h) in spec.required for h in header):
+        return False
+    first = dict(zip(spec.required, header, strict=True))
+    keys = _prep_row(spec, first, key_map, is_resp=True)
+    gold = (_prep_row(spec, g, {}, is_resp=False) for g in spec.gold_rows)
+    return any(all(keys[k] == g[k] for k in spec.keys) for g in gold)
+
+
 def _response_table(
-    response: str | Sequence[Mapping[str, Any]], spec: _Spec
+    response: str | Sequence[Mapping[str, Any]], spec: _Spec, key_map: Mapping[str, Mapping[str, str]]
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
     """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the
     text (a markdown table, else a list naming the gold keys)."""
@@ -536,6 +550,8 @@ def _response_table(
             rows = _list_rows(response, spec)
             return (list(spec.required), rows) if rows else None
         header, body = parsed
+        if _headerless(header, spec, key_map):  # the first row is data, the columns in the asked order
+            header, body = list(spec.required), [header, *body]
         resp_header = spec.columns_of(header)
         return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
     resp_rows: list[dict[str, Any]] = []
@@ -626,7 +642,11 @@ def score_table(
     with the wrong columns scores 0 with ``error`` set; bad arguments raise :class:`ConfigError`.
     """
     spec = _spec(gold, key_columns, columns, rules, column_aliases)
-    table = _response_table(response, spec)
+    key_map = {
+        norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
+        for col, m in (key_aliases or {}).items()
+    }
+    table = _response_table(response, spec, key_map)
     if table is None:
         return TableScore(gold_rows=len(spec.gold_rows), error="no markdown table found in the response")
     resp_header, resp_rows = table
@@ -639,10 +659,6 @@ def score_table(
             error=f"response columns {sorted(got)} differ from the required {sorted(want)}"
             f" (missing {sorted(want - got)}, extra {sorted(got - want)})",
         )
-    key_map = {
-        norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
-        for col, m in (key_aliases or {}).items()
-    }
     gold_rows = _gold_by_key(spec)
     claims = _claims(spec, resp_rows, key_map, gold_rows)
     p_rows = _dedup(claims, spec.keys, conflicts=True)

@@ -79,6 +79,19 @@ BAD: list[tuple[str, float]] = [
         .replace("|---|", "|---|---|", 1),
         0.0,
     ),
+    # a table without a header row, its columns in another order than the asked one: cells land in the
+    # wrong columns
+    (
+        "| Ava Lopez | Denver | 3 | ava.lopez1234@example.com |\n"
+        "| Liam Chen | Austin | 1 | liam.chen5678@example.com |",
+        0.0,
+    ),
+    # a first row of data whose key is no gold key: not taken for a headerless table
+    (
+        "| Mia Park | ava.lopez1234@example.com | Denver | 3 |\n|---|---|---|---|\n"
+        "| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |",
+        0.0,
+    ),
     # an extra column whose name holds an asked one that is already there
     (
         RIGHT.replace("| customer |", "| customer | customer email |")
@@ -116,6 +129,14 @@ GOOD: list[tuple[str, float]] = [
         ),
         1.0,
     ),
+    # no header row: the first row is data, the columns in the asked order (with or without a separator)
+    (RIGHT.removeprefix(HEADER), 1.0),
+    (
+        "| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |\n|---|---|---|---|\n"
+        "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
+        1.0,
+    ),
+    ("| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |", 2 / 3),  # one of two rows: P 1, R 1/2
     # a bullet list with labels: Liam's labelled email counts; Ava's unlabelled pair is not 3 values (P 1/3, R 1/6)
     ("- Ava Lopez: email ava.lopez1234@example.com, city Denver\n- Liam Chen: email: liam.chen5678@example.com", 2 / 9),
     (

@@ -376,7 +376,10 @@ def _recorder(log: CallLog, fn: Mapping[str, Any]) -> Tool:
         missing = [p for p in required if p not in arguments]
         if unknown or missing:
             raise ToolError(f"call recorded but malformed: unknown parameters {unknown}, missing required {missing}")
-        return json.dumps({"recorded": bfcl_name, "arguments": arguments, "call_number": len(log.calls)})
+        # The result depends on the call alone: a call made again returns what it returned before, so the
+        # coach's repeat detection sees it (a running count made every result new, and a single agent
+        # sent the same calls to its budget), and a frozen sub-agent's result does not depend on its siblings.
+        return json.dumps({"recorded": bfcl_name, "arguments": arguments})
 
     return Tool(
         record,

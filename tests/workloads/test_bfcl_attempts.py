@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from agent_swarm.orchestrator.engine import Orchestrator
-from agent_swarm.orchestrator.eval import episode_config
+from agent_swarm.orchestrator.eval import arm_config, episode_config
 from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
 from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.errors import ErrorType
 from agent_swarm.swarm.messages import ToolCall
-from agent_swarm.swarm.records import EpisodeRecord, Task
+from agent_swarm.swarm.records import EpisodeRecord, EpisodeStatus, Task
 from agent_swarm.swarm.testing import FunctionBackend, call
 from agent_swarm.workloads import get_workload
 from agent_swarm.workloads.base import Mode, Score, tool_messages, user_text
@@ -160,6 +162,32 @@ async def test_an_unparsed_call_counts_and_matches_nothing() -> None:
     _rec, s = await _run(FunctionBackend(single), None, mode="single")
     n = len(GOLD)
     assert s.details["emitted_calls"] == n + 1 and s.details["call_precision"] == n / (n + 1) and not s.success
+
+
+@pytest.mark.parametrize("profile", ["default", "small"])
+async def test_a_single_agent_sending_the_same_calls_again_is_stopped_before_its_budget(profile: str) -> None:
+    # Every turn the same parallel calls (a 1.5B on a test task sent them 11 times, to its budget of 12):
+    # a call made again returns what it did, so the repeat guard ends the episode after max_repeats
+    # turns of repeats, with the answer turn; each call sent still counts.
+    shown: list[str] = []
+
+    def policy(request: ModelRequest) -> Completion:
+        shown[:] = [m.content for m in tool_messages(request)]
+        if request.tool_choice == "none":
+            return Completion(text="I called " + ", ".join(n for n, _ in GOLD))
+        return Completion(tool_calls=tuple(call(n, **a) for n, a in GOLD))
+
+    ep = WL.episode(TASK, "single")
+    cfg = arm_config(ep, "single-parallel", SwarmConfig(prompt_profile=profile))
+    rec = await Orchestrator(FunctionBackend(policy), cfg, tools=ep.tools, reward_fn=ep.reward).run(TASK)
+    s = ep.score(rec)
+    calling = [t for t in rec.turns if t.tool_calls]
+    assert rec.status == EpisodeStatus.COMPLETED and rec.answer.startswith("I called"), (rec.status, rec.answer)
+    assert len(calling) == 3 < cfg.max_critical_steps - 1  # the first turn, then two turns of repeats
+    first, repeated = shown[: len(GOLD)], shown[len(GOLD) :]  # what the answer turn saw
+    assert not any("already made" in c for c in first)
+    assert len(repeated) == 2 * len(GOLD) and all(c.startswith("You already made exactly this call") for c in repeated)
+    assert s.details["emitted_calls"] == 3 * len(GOLD) and s.details["call_precision"] == pytest.approx(1 / 3)
 
 
 def test_the_task_has_several_gold_calls() -> None:

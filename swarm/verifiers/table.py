@@ -54,7 +54,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
@@ -527,20 +527,24 @@ def _other_entry(line: str, spec: _Spec) -> str | None:
     return None
 
 
-def _headerless(header: Sequence[str], spec: _Spec, key_map: Mapping[str, Mapping[str, str]]) -> bool:
+def _headerless(
+    header: Sequence[str], spec: _Spec, key_map: Mapping[str, Mapping[str, str]], gold_keys: Container[tuple[str, ...]]
+) -> bool:
     """Whether a response table has no header row: its first row is as wide as the required columns,
-    names none of them, and read in the asked order its key cells are a gold row's keys. (Read in any
-    other order its cells land in the wrong columns and score 0, as they should.)"""
+    names none of them, and read in the asked order its key cells are a gold row's keys (``gold_keys``,
+    prepared as :func:`_gold_by_key` keys them). Read in any other order its cells land in the wrong
+    columns and score 0, as they should."""
     if len(header) != len(spec.required) or any(spec.column_of(h) in spec.required for h in header):
         return False
-    first = dict(zip(spec.required, header, strict=True))
-    keys = _prep_row(spec, first, key_map, is_resp=True)
-    gold = (_prep_row(spec, g, {}, is_resp=False) for g in spec.gold_rows)
-    return any(all(keys[k] == g[k] for k in spec.keys) for g in gold)
+    first = _prep_row(spec, dict(zip(spec.required, header, strict=True)), key_map, is_resp=True)
+    return tuple(first[k] for k in spec.keys) in gold_keys
 
 
 def _response_table(
-    response: str | Sequence[Mapping[str, Any]], spec: _Spec, key_map: Mapping[str, Mapping[str, str]]
+    response: str | Sequence[Mapping[str, Any]],
+    spec: _Spec,
+    key_map: Mapping[str, Mapping[str, str]],
+    gold_keys: Container[tuple[str, ...]],
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
     """(header, rows) of the response with aliased, normalised column names; ``None``: no table in the
     text (a markdown table, else a list naming the gold keys)."""
@@ -550,7 +554,7 @@ def _response_table(
             rows = _list_rows(response, spec)
             return (list(spec.required), rows) if rows else None
         header, body = parsed
-        if _headerless(header, spec, key_map):  # the first row is data, the columns in the asked order
+        if _headerless(header, spec, key_map, gold_keys):  # the first row is data, the columns in the asked order
             header, body = list(spec.required), [header, *body]
         resp_header = spec.columns_of(header)
         return resp_header, [dict(zip(resp_header, r, strict=True)) for r in body]
@@ -646,7 +650,8 @@ def score_table(
         norm_column(col): {_preprocess(a, ("norm_str",)): g for a, g in m.items()}
         for col, m in (key_aliases or {}).items()
     }
-    table = _response_table(response, spec, key_map)
+    gold_rows = _gold_by_key(spec)
+    table = _response_table(response, spec, key_map, gold_rows)
     if table is None:
         return TableScore(gold_rows=len(spec.gold_rows), error="no markdown table found in the response")
     resp_header, resp_rows = table
@@ -659,7 +664,6 @@ def score_table(
             error=f"response columns {sorted(got)} differ from the required {sorted(want)}"
             f" (missing {sorted(want - got)}, extra {sorted(got - want)})",
         )
-    gold_rows = _gold_by_key(spec)
     claims = _claims(spec, resp_rows, key_map, gold_rows)
     p_rows = _dedup(claims, spec.keys, conflicts=True)
     return _compare(spec, p_rows, list(gold_rows.values())).model_copy(

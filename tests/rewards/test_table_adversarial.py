@@ -136,6 +136,12 @@ GOOD: list[tuple[str, float]] = [
         "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
         1.0,
     ),
+    # ... its key cell dressed as code: freed of markdown before it is matched to a gold key
+    (
+        "| `Ava Lopez` | ava.lopez1234@example.com | Denver | 3 |\n"
+        "| Liam Chen | liam.chen5678@example.com | Austin | 1 |",
+        1.0,
+    ),
     ("| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |", 2 / 3),  # one of two rows: P 1, R 1/2
     # a bullet list with labels: Liam's labelled email counts; Ava's unlabelled pair is not 3 values (P 1/3, R 1/6)
     ("- Ava Lopez: email ava.lopez1234@example.com, city Denver\n- Liam Chen: email: liam.chen5678@example.com", 2 / 9),

@@ -92,6 +92,9 @@ BAD: list[tuple[str, float]] = [
         "| Ava Lopez | ava.lopez1234@example.com | Denver | 3 |",
         0.0,
     ),
+    # a table without a header row that leaves out an asked column: its first row is not data of the
+    # asked width, so it is read as a header naming no asked column
+    ("| Ava Lopez | Denver | 3 |\n| Liam Chen | Austin | 1 |", 0.0),
     # an extra column whose name holds an asked one that is already there
     (
         RIGHT.replace("| customer |", "| customer | customer email |")
@@ -250,3 +253,13 @@ def test_a_row_that_says_not_found_claims_nothing() -> None:
     assert guessed.item_precision == pytest.approx(2 / 3) and not guessed.success
     names_only = score(HEADER + "| Ava Lopez | n/a | n/a | n/a |\n| Liam Chen |  |  |  |")
     assert names_only.item_f1 == 0.0 and names_only.abstained_rows == 2
+
+
+def test_a_header_row_whose_key_cell_is_also_a_gold_key_is_still_the_header() -> None:
+    # a word list keyed by the word, one of whose words is "word": the header row names the asked columns,
+    # so it is the header even though its key cell is a gold key (read as data it would add a second,
+    # conflicting row for "word" and reject that cell)
+    gold = [{"word": "word", "meaning": "a unit of language"}, {"word": "fish", "meaning": "an animal"}]
+    answer = "| word | meaning |\n|---|---|\n| word | a unit of language |\n| fish | an animal |"
+    s = score_table(answer, gold, key_columns=["word"])
+    assert s.item_f1 == 1.0 and s.success, s

@@ -16,7 +16,9 @@ Kenya?"). The answer is free text; each item is checked on its own:
   while a key's line is never spoiled by another key's line (``Germany: Berlin`` after the items);
 * "keys … values" in one sentence (``The capitals of France and Japan are Paris and Tokyo``) pair
   in order; an answer that names no key at all counts only as exactly one value per unit, in the
-  asked order (``Paris\nTokyo``, ``4697, 5600``);
+  asked order (``Paris\nTokyo``, ``4697, 5600``), or as exactly one unit per item, in that order,
+  where some unit holds no value the kind lists (``George Bernard Shaw, Mark Twain``: the first is
+  wrong, the second right);
 * the metric is the fraction of items right; success is every item right.
 
 Splits: every third item of each kind is held out for ``test``; tasks are drawn from the split's
@@ -556,6 +558,22 @@ def _positional(units: Sequence[str], n: int, value_of: Callable[[str], list[Any
     return found if len(found) == n else None
 
 
+def _one_per_unit(units: Sequence[str], n: int, value_of: Callable[[str], list[Any]]) -> list[Any] | None:
+    """Answers given in the asked order without their keys, one unit each, some of them no value the
+    scorer knows (``George Bernard Shaw, Mark Twain`` for Madame Bovary and Tom Sawyer: Shaw is no
+    author it lists): exactly ``n`` units, none hedged or holding two values; each unit's value, or
+    None where it holds none (that item is wrong, the others are still read in order)."""
+    if len(units) != n:
+        return None
+    found = []
+    for unit in units:
+        values = value_of(unit)
+        if len(values) > 1 or hedged(unit):
+            return None
+        found.append(values[0] if values else None)
+    return found
+
+
 def _score_text(answer: str, items: Sequence[dict[str, Any]], spec: _Kind) -> list[bool]:
     item_keys = [_key(it["key"]) for it in items]
     cs = spec.case_sensitive
@@ -569,7 +587,14 @@ def _score_text(answer: str, items: Sequence[dict[str, Any]], spec: _Kind) -> li
     if named:
         return [facts.verdict(i, units.get(i, [])) for i in range(len(items))]
     parts = [c for seg in segments(answer) for c in clauses(seg)]
-    found = _positional(parts, len(items), lambda u: [facts.values[j] for j in facts.value_ids(u)])
+
+    def value_of(unit: str) -> list[str]:
+        return [facts.values[j] for j in facts.value_ids(unit)]
+
+    found = _positional(parts, len(items), value_of)
+    if found is None:  # as many units as items, one of them a value the kinds do not list
+        listed = [p for p in parts if p.strip(" .,;!") and not (p.rstrip().endswith(":") and not value_of(p))]
+        found = _one_per_unit(listed, len(items), value_of)  # a heading ("Here they are:") is no unit
     return [found is not None and found[i] in facts.own[i] for i in range(len(items))]
 
 

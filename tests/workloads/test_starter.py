@@ -284,3 +284,33 @@ async def test_gold_policies_ignore_the_small_profiles_worked_example(name: str)
     rec = await o.run(task)
     assert rec.reward is not None and rec.reward.r_perf == 1.0, (rec.answer, rec.reward)
     assert max(rec.dag.stage_widths) >= 2
+
+
+AUTHORS_4 = [
+    {"key": k, "answer": list(_KIND["author"].facts[k])}
+    for k in ("Madame Bovary", "The Adventures of Tom Sawyer", "Dracula", "Oliver Twist")
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "right"),
+    [
+        # one unit per item in the asked order, two of them authors the kind does not list: read in order
+        # (all four were scored wrong: the in-order reading wanted every unit to hold a known value)
+        ("George Bernard Shaw, Mark Twain, George Orwell, Charles Dickens.", [False, True, False, True]),
+        (
+            "Here are the authors:\nGeorge Bernard Shaw, Mark Twain, George Orwell, Charles Dickens.",
+            [False, True, False, True],
+        ),
+        ("Gustave Flaubert, Somebody Else, Bram Stoker, Charles Dickens.", [True, False, True, True]),
+        # not one unit per item: nothing is attributed
+        ("George Bernard Shaw, Mark Twain, George Orwell, Charles Dickens, Bram Stoker.", [False] * 4),
+        ("George Bernard Shaw, Mark Twain, Charles Dickens.", [False] * 4),
+        ("Somebody, Mark Twain, George Orwell, Charles Dickens, and more.", [False] * 4),
+        # a hedged unit or one holding two values spoils the reading
+        ("Shaw or Flaubert, Mark Twain, George Orwell, Charles Dickens.", [False] * 4),
+        ("George Bernard Shaw, Mark Twain Charles Dickens, George Orwell, Bram Stoker.", [False] * 4),
+    ],
+)
+def test_one_unit_per_item_in_the_asked_order_is_read_in_order(answer: str, right: list[bool]) -> None:
+    assert score_answer(answer, AUTHORS_4, "author") == right

@@ -303,6 +303,12 @@ AUTHORS_4 = [
             [False, True, False, True],
         ),
         ("Gustave Flaubert, Somebody Else, Bram Stoker, Charles Dickens.", [True, False, True, True]),
+        ("Gustave Flaubert, Mark Twain, X, Charles Dickens.", [True, True, False, True]),  # "X" is a unit
+        ("George Bernard Shaw, Mark Twain, George Orwell, Charles Dickens, ...", [False, True, False, True]),
+        (
+            "Here are the authors: \nGeorge Bernard Shaw, Mark Twain, George Orwell, Charles Dickens",
+            [False, True, False, True],
+        ),
         # not one unit per item: nothing is attributed
         ("George Bernard Shaw, Mark Twain, George Orwell, Charles Dickens, Bram Stoker.", [False] * 4),
         ("George Bernard Shaw, Mark Twain, Charles Dickens.", [False] * 4),

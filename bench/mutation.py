@@ -93,6 +93,7 @@ MODULES: dict[str, tuple[str, list[str], list[str]]] = {
                 "_respectively",
                 "_attributed",
                 "_positional",
+                "_one_per_unit",
                 "_score_text",
                 "_expression",
                 "_operators",

@@ -8,14 +8,11 @@ scripted policy (no model); any other backend name is resolved like ``swarm run`
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import signal
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +27,7 @@ from rich.text import Text
 
 from agent_swarm.orchestrator.adapters import resolve_orchestrator_adapter
 from agent_swarm.orchestrator.cli.engines import engine_notes
+from agent_swarm.orchestrator.cli.interrupt import run_until_stopped
 from agent_swarm.orchestrator.cli.options import (
     AdapterOpt,
     BackendOpt,
@@ -540,28 +538,9 @@ def _execute(
         )
 
     try:
-        with _sigterm_as_interrupt():
-            return anyio.run(main)
+        return run_until_stopped(main)
     finally:
         telemetry.shutdown()
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``timeout``, a scheduler) stops the run as Ctrl-C does: finished episodes kept, traces
-    flushed, exit 130 and the resume hint (outside the main thread signals cannot be caught: no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_report(dirs: list[Path], knob: str | None = None) -> int:

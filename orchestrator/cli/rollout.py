@@ -12,7 +12,6 @@ again), or no episode succeeded, 2 bad input, 130 interrupted (re-run to resume)
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import anyio
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
@@ -31,6 +29,7 @@ from rich.text import Text
 
 from agent_swarm.orchestrator.backend_factory import build_backends, with_subagent_cache
 from agent_swarm.orchestrator.cli.eval import backend_resolver
+from agent_swarm.orchestrator.cli.interrupt import run_until_stopped
 from agent_swarm.orchestrator.cli.options import (
     BackendChoiceOptions,
     EpisodeLimitOptions,
@@ -526,15 +525,14 @@ def _collect(job: _RolloutJob, *, out: Path, quiet: bool) -> RolloutSummary:
             executor=job.executor,
         )
 
-    # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the summary
-    # are on disk, and a re-run resumes.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     for note in filter(None, map(large_task_warning, job.tasks)):
         err.print(f"[yellow]warning:[/yellow] {escape(note)}", soft_wrap=True)
     try:
         with progress, warnings.catch_warnings():
             warnings.simplefilter("ignore", LargeInputWarning)  # said above, once per task
-            return anyio.run(main)
+            # SIGTERM (a scheduler's stop, `timeout`) ends the run like Ctrl-C: finished episodes and the
+            # summary are on disk, and a re-run resumes.
+            return run_until_stopped(main)
     except KeyboardInterrupt:
         err.print(
             f"[yellow]interrupted[/yellow]; finished episodes are in {escape(str(out))}; "
@@ -545,8 +543,6 @@ def _collect(job: _RolloutJob, *, out: Path, quiet: bool) -> RolloutSummary:
     except UserError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _finish(summary: RolloutSummary, out: Path, *, parquet: bool, json_out: bool, kept: bool) -> int:

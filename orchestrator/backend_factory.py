@@ -75,8 +75,11 @@ __all__ = [
 
 
 def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
-    # One slot per parallel sub-agent (capped: each slot reserves its own context memory).
-    return options.slots or min(hints.fanout or 8, 16)
+    # One slot per parallel sub-agent, capped where more would decode no faster (each slot reserves its
+    # own context memory, which llama.cpp clears at start: cpu.py slot_cap).
+    from agent_swarm.swarm.backends.local.cpu import slot_cap
+
+    return options.slots or min(hints.fanout or 8, slot_cap())
 
 
 def _fit_slots(options: LocalOptions) -> bool:

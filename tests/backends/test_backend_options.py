@@ -25,6 +25,7 @@ from agent_swarm.orchestrator.backend_options import (
 from agent_swarm.orchestrator.cli import app
 from agent_swarm.orchestrator.cli.backend_spec import BackendSpec
 from agent_swarm.swarm.backends.local import LocalBackend
+from agent_swarm.swarm.backends.local.cpu import slot_cap
 from agent_swarm.swarm.backends.openai_http import LaunchRamp, OpenAIBackend
 from agent_swarm.swarm.errors import ConfigError
 
@@ -149,7 +150,8 @@ def test_hints_do_not_trip_a_kind_that_has_no_use_for_them() -> None:
     one = build_backend("openai", "m", URL, fanout=12, progress=seen.append)
     assert isinstance(one, OpenAIBackend)
     local, _ = build_backends("local", "smollm2-135m", fanout=12)
-    assert isinstance(local, LocalBackend) and local.engine.slots == 12 and local.engine.fit_slots
+    # a slot per parallel sub-agent, no more than the cores decode at once (4 per core, cpu.slot_cap)
+    assert isinstance(local, LocalBackend) and local.engine.slots == min(12, slot_cap()) and local.engine.fit_slots
     scripted, _ = build_backends("scripted", fanout=12, progress=seen.append)
     assert scripted.model
 
@@ -251,3 +253,14 @@ def test_a_config_file_option_the_kind_does_not_take_fails_the_command(tmp_path:
     result = CliRunner().invoke(app, ["run", "-c", str(cfg), "-q", "hello"])
     assert result.exit_code != 0
     assert "slots = 4 is not taken by backend kind 'openai', only by local" in result.output.replace("\n", " ")
+
+
+def test_automatic_slots_stop_at_four_per_core_and_at_sixteen() -> None:
+    assert [slot_cap(c) for c in (1, 2, 3, 4, 64)] == [4, 8, 12, 16, 16]
+    wide, _ = build_backends("local", "smollm2-135m", fanout=64)
+    assert isinstance(wide, LocalBackend) and wide.engine.slots == slot_cap() <= 16
+    narrow, _ = build_backends("local", "smollm2-135m", fanout=2)
+    assert isinstance(narrow, LocalBackend) and narrow.engine.slots == 2
+    # slots that are set are not capped: a user may know their machine
+    pinned, _ = build_backends("local", "smollm2-135m", slots=24, fanout=64)
+    assert isinstance(pinned, LocalBackend) and pinned.engine.slots == 24

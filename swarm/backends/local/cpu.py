@@ -7,7 +7,13 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["busy_cores", "default_threads"]
+__all__ = ["MAX_SLOTS", "SLOTS_PER_CORE", "busy_cores", "default_threads", "slot_cap"]
+
+MAX_SLOTS = 16
+"""The most slots an automatic plan starts (each reserves its own KV cache)."""
+SLOTS_PER_CORE = 4
+"""Requests decoding at once per core beyond which a CPU decodes no more tokens per second (measured
+on 2 cores: bench/README.md, "Decode throughput")."""
 
 
 def default_threads(cpus: int | None = None, load: float | None = None) -> int:
@@ -24,6 +30,16 @@ def default_threads(cpus: int | None = None, load: float | None = None) -> int:
     if load is None:
         load = busy_cores()
     return max(1, min(cpus, math.floor(cpus - load + 0.5)))
+
+
+def slot_cap(cpus: int | None = None) -> int:
+    """The most slots an automatic plan starts on a machine with ``cpus`` cores (read from the system
+    when not given): :data:`SLOTS_PER_CORE` per core, at most :data:`MAX_SLOTS`. More would decode no
+    faster, and each slot's own cache is memory that llama.cpp clears at every engine start (16 slots of
+    32,768 tokens are 14 GiB on the 1.5B, 27-29 s of a cold start on 2 cores); the sub-agents beyond the
+    slots wait unstarted."""
+    cpus = cpus or os.cpu_count() or 2
+    return max(1, min(MAX_SLOTS, SLOTS_PER_CORE * cpus))
 
 
 def busy_cores(interval: float = 0.25, stat: Path = Path("/proc/stat")) -> float:

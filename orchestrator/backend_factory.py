@@ -75,8 +75,8 @@ __all__ = [
 
 
 def _local_slots(options: LocalOptions, hints: BackendHints) -> int:
-    # One slot per parallel sub-agent, capped where more would decode no faster (each slot reserves its
-    # own context memory, which llama.cpp clears at start: cpu.py slot_cap).
+    # One slot per parallel sub-agent, at most four per core (each slot reserves its own context memory,
+    # which llama.cpp clears at every start: cpu.py slot_cap weighs the start against wide stages).
     from agent_swarm.swarm.backends.local.cpu import slot_cap
 
     return options.slots or min(hints.fanout or 8, slot_cap())

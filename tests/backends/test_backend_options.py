@@ -150,7 +150,7 @@ def test_hints_do_not_trip_a_kind_that_has_no_use_for_them() -> None:
     one = build_backend("openai", "m", URL, fanout=12, progress=seen.append)
     assert isinstance(one, OpenAIBackend)
     local, _ = build_backends("local", "smollm2-135m", fanout=12)
-    # a slot per parallel sub-agent, no more than the cores decode at once (4 per core, cpu.slot_cap)
+    # a slot per parallel sub-agent, at most 4 per core (cpu.slot_cap)
     assert isinstance(local, LocalBackend) and local.engine.slots == min(12, slot_cap()) and local.engine.fit_slots
     scripted, _ = build_backends("scripted", fanout=12, progress=seen.append)
     assert scripted.model

@@ -12,8 +12,9 @@ __all__ = ["MAX_SLOTS", "SLOTS_PER_CORE", "busy_cores", "default_threads", "slot
 MAX_SLOTS = 16
 """The most slots an automatic plan starts (each reserves its own KV cache)."""
 SLOTS_PER_CORE = 4
-"""Requests decoding at once per core beyond which a CPU decodes no more tokens per second (measured
-on 2 cores: bench/README.md, "Decode throughput")."""
+"""Automatic slots per core: on 2 cores, 8 slots start the 1.5B's engine 20-25 s sooner than 16 (their
+own KV caches are memory llama.cpp clears at start), while 16 requests at once decode 1.31x the
+tokens/s of 8 (bench/README.md, "Slots and the engine start")."""
 
 
 def default_threads(cpus: int | None = None, load: float | None = None) -> int:
@@ -34,10 +35,11 @@ def default_threads(cpus: int | None = None, load: float | None = None) -> int:
 
 def slot_cap(cpus: int | None = None) -> int:
     """The most slots an automatic plan starts on a machine with ``cpus`` cores (read from the system
-    when not given): :data:`SLOTS_PER_CORE` per core, at most :data:`MAX_SLOTS`. More would decode no
-    faster, and each slot's own cache is memory that llama.cpp clears at every engine start (16 slots of
-    32,768 tokens are 14 GiB on the 1.5B, 27-29 s of a cold start on 2 cores); the sub-agents beyond the
-    slots wait unstarted."""
+    when not given): :data:`SLOTS_PER_CORE` per core, at most :data:`MAX_SLOTS`. Each slot's own cache is
+    memory llama.cpp clears at every engine start (16 slots of 32,768 tokens are 14 GiB on the 1.5B:
+    27-33 s of a start on 2 cores, against 7-8 s for 8); the sub-agents beyond the slots wait unstarted,
+    so a stage wider than the slots runs in waves (its decoding about a quarter slower at 16 wide than
+    with 16 slots). Set slots are not capped."""
     cpus = cpus or os.cpu_count() or 2
     return max(1, min(MAX_SLOTS, SLOTS_PER_CORE * cpus))
 

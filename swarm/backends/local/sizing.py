@@ -11,9 +11,10 @@ With ``fit_slots`` (the default engine when nobody set the slots), context comes
 the memory cannot give every asked-for slot :data:`FULL_CONTEXT` (or the trained context, if shorter),
 the engine starts fewer slots that each get it. On this 24 GiB machine with 13 GiB free, 16 slots of
 the 1.5B would get 19,456 tokens each and a sub-agent reading a few documents overflows; 9 slots get
-32,768. The sub-agents beyond the slots wait unstarted (their time limit counts their own work only);
-on 2 cores, 16 requests at once decode 1.31× the tokens/s of 8 (bench/README.md, "Decode throughput"),
-so fewer slots are a cost, paid only where the memory leaves no choice.
+32,768. The sub-agents beyond the slots wait unstarted (their time limit counts their own work only).
+The slots asked for are at most four per core (``cpu.slot_cap``): 8 on 2 cores start 20-25 s sooner
+than 16, and 16 requests at once decode 1.31× the tokens/s of 8 (bench/README.md, "Slots and the engine
+start").
 
 Each slot keeps its own cache. One cache the slots share (``LocalEngine(pool=…)``, llama.cpp's unified
 cache) starts in 2.7 s instead of 16–35 s (llama.cpp zeroes the whole cache when it allocates it;

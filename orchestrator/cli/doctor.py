@@ -103,7 +103,9 @@ def _context(name: str) -> str:
     try:
         orch, _ = build_backends("local", name, fanout=SwarmConfig().max_subagents_per_stage)
         assert isinstance(orch, LocalBackend)
-        return f"; context {orch.engine.plan()}; slots: one per sub-agent a default stage runs at once"
+        return (
+            f"; context {orch.engine.plan()}; slots: one per sub-agent a default stage runs at once, at most 4 per core"
+        )
     except ConfigError as exc:
         return f"; context not sized: {exc}"
 

@@ -15,7 +15,9 @@ from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["SLOTS_WHY", "engine_notes"]
 
-SLOTS_WHY = "slots: one per sub-agent a stage runs at once ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
+SLOTS_WHY = (
+    "slots: one per sub-agent a stage runs at once, at most 4 per core ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
+)
 
 
 def engine_notes(backends: Iterable[object]) -> list[str]:

@@ -17,6 +17,7 @@ from agent_swarm.orchestrator.cli.plan import RunRequest, make_plan
 from agent_swarm.orchestrator.cli.run import engine_header
 from agent_swarm.orchestrator.cli.settings import BackendFlags, Settings
 from agent_swarm.swarm.backends.local import LocalBackend, engine_available, model_available
+from agent_swarm.swarm.backends.local.cpu import slot_cap
 
 runner = CliRunner()
 MODEL = "smollm2-135m"
@@ -45,9 +46,10 @@ def test_doctor_says_the_context_plan_of_a_default_run(tmp_path: Path, monkeypat
     detail = _doctor_row(f"model {MODEL}")
     m = PLAN.search(detail)
     assert m is not None, detail
-    # the slots a default `swarm run` starts: one per sub-agent of a stage (max_subagents_per_stage 16)
-    assert (int(m[1]), int(m[2])) == (8192, 16)
-    assert "slots: one per sub-agent a default stage runs at once" in detail
+    # the slots a default `swarm run` starts: one per sub-agent of a stage (max_subagents_per_stage 16), at
+    # most 4 per core (8 on this 2-core machine)
+    assert (int(m[1]), int(m[2])) == (8192, min(16, slot_cap()))
+    assert "slots: one per sub-agent a default stage runs at once, at most 4 per core" in detail
     monkeypatch.setenv("SWARM_LOCAL_SLOTS", "3")  # what the run would use, the doctor shows
     m = PLAN.search(_doctor_row(f"model {MODEL}"))
     assert m is not None and int(m[2]) == 3
@@ -60,7 +62,8 @@ def test_the_run_header_is_the_plan_the_engine_starts_with(monkeypatch: pytest.M
     (line,) = engine_header(plan)
     assert line.startswith(f"local engine {MODEL}: 8192 tokens per slot x 2 slots (trained 8192; KV cache")
     assert line.endswith(
-        "slots: one per sub-agent a stage runs at once ([backend] slots or SWARM_LOCAL_SLOTS sets them)"
+        "slots: one per sub-agent a stage runs at once, at most 4 per core "
+        "([backend] slots or SWARM_LOCAL_SLOTS sets them)"
     )
     backend = plan.kit(0).backend
     assert isinstance(backend, LocalBackend) and not backend.engine.started  # planned, not loaded

@@ -519,6 +519,7 @@ def _memory(per_life: list[list[dict[str, Any]]], args: argparse.Namespace) -> l
     """Per rollout process: RSS, fds, threads and tasks over its life (the figures; checks are in
     :func:`soak_check.check_resources`)."""
     memory = []
+    fan_out = soak_check.fan_out_kinds(per_life, args.fanout)  # a stage's sub-agents, one task each
     for run_samples in per_life:
         warm = [s for s in run_samples if s["up_s"] >= args.warmup_s]
 
@@ -534,9 +535,7 @@ def _memory(per_life: list[list[dict[str, Any]]], args: argparse.Namespace) -> l
                 "fds_slope_per_min_after_warmup": _round(_slope([(s["up_s"], s["fds"]) for s in warm])),
                 "threads_max": max(s["threads"] for s in run_samples),
                 "tasks_first_last_max": first_last_max("tasks"),
-                "subagent_tasks_max": max(
-                    (s["by_kind"].get("Orchestrator._subagent", 0) for s in run_samples), default=0
-                ),
+                "subagent_tasks_max": max(sum(s["by_kind"].get(k, 0) for k in fan_out) for s in run_samples),
             }
         )
     return memory
@@ -671,6 +670,7 @@ def _report(
         args.rss_min_minutes,
         _slope,
         args.concurrent_episodes,
+        args.fanout,
     )
     problems += retry_problems + hang_problems + status_problems + resource_problems
     problems += _trajectory_problems(keys, failures, trajectories, args.group_size)

@@ -24,9 +24,14 @@ reported with it (``kill -9 #2 at +57s``, ``the final SIGINT at +120s``, ``its s
 * **Flat resources.** In each process, after ``settle_s``: no task kind and no fd count whose floor in
   the last third of the samples is above its peak in the first third by more than what in-flight work
   explains (``concurrent`` episodes for a task kind, ``FD_SLACK`` for fds), and no task kind that never
-  fell and rose by ``RISE`` or more: a leak grows the floor, a 1,024-wide stage coming and going does
-  not. RSS's least-squares slope after ``warmup_s`` is at most ``rss_slope_max`` MB/min, in processes
-  that ran at least ``rss_min_minutes`` after warm-up (shorter ones are reported as unchecked).
+  fell and rose by ``RISE`` or more: a leak grows the floor. A kind that fell by more than half a
+  stage's width (``fanout``) between two samples of the run is a stage's sub-agents (one task each,
+  ending as they finish): its count is where a stage stood when sampled, 0 to ``concurrent`` × ``fanout``,
+  and says nothing of a leak (three samples in a stage's tail, then three in the next stage's middle,
+  would read as growth); such a kind is named in the report, not judged. A leaked task of that kind
+  would hold its stage's task group, and so its episode, open: the episode check sees that. RSS's
+  least-squares slope after ``warmup_s`` is at most ``rss_slope_max`` MB/min, in processes that ran at
+  least ``rss_min_minutes`` after warm-up (shorter ones are reported as unchecked).
 """
 
 from __future__ import annotations
@@ -231,6 +236,16 @@ def _grows(values: list[float], slack: float, monotone: bool = True) -> tuple[fl
     return (values[0], values[-1]) if never_fell and values[-1] - values[0] >= RISE else None
 
 
+def fan_out_kinds(per_life: list[list[dict[str, Any]]], fanout: int) -> set[str]:
+    """Task kinds that fell by more than ``fanout / 2`` between two consecutive samples of one process:
+    a stage's sub-agents finishing. A leaked kind never falls that far, its tasks do not end."""
+    kinds: set[str] = set()
+    for samples in per_life:
+        for a, b in itertools.pairwise(samples):
+            kinds |= {k for k, v in a["by_kind"].items() if v - b["by_kind"].get(k, 0) > fanout / 2}
+    return kinds
+
+
 def check_resources(
     per_life: list[list[dict[str, Any]]],
     settle_s: float,
@@ -239,15 +254,17 @@ def check_resources(
     rss_min_minutes: float,
     slope: Any,
     concurrent: int,
+    fanout: int,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Tasks by kind and fds flat per process after ``settle_s`` (a kind one per episode may differ by
-    ``concurrent`` between two moments; fds by ``FD_SLACK``, connections opening and closing); RSS
-    slope bounded after ``warmup_s``."""
+    ``concurrent`` between two moments; fds by ``FD_SLACK``, connections opening and closing; a stage's
+    sub-agents, :func:`fan_out_kinds`, are not judged); RSS slope bounded after ``warmup_s``."""
     problems: list[str] = []
     rows: list[dict[str, Any]] = []
+    fan_out = fan_out_kinds(per_life, fanout)
     for n, samples in enumerate(per_life):
         settled = [s for s in samples if s["up_s"] >= settle_s]
-        kinds = sorted({k for s in settled for k in s["by_kind"]})
+        kinds = sorted({k for s in settled for k in s["by_kind"]} - fan_out)
         grew = {k: g for k in kinds if (g := _grows([s["by_kind"].get(k, 0) for s in settled], concurrent))}
         if grew:
             problems.append(f"process {n}: tasks kept growing (kind: first-third peak, last-third floor): {grew}")
@@ -265,6 +282,7 @@ def check_resources(
             {
                 "process": n,
                 "settled_samples": len(settled),
+                "fan_out_kinds_not_judged": sorted(fan_out & {k for s in settled for k in s["by_kind"]}),
                 "rss_slope_checked_over_min": round(span, 1) if rss is not None else None,
             }
         )

@@ -25,6 +25,7 @@ from agent_swarm.swarm.backends.local import (
     model_available,
     resolve_model,
 )
+from agent_swarm.swarm.backends.local.cpu import slot_cap, usable_cores
 from agent_swarm.swarm.backends.openai_http import OpenAIBackend
 from agent_swarm.swarm.errors import ConfigError, UnknownNameError
 
@@ -104,11 +105,76 @@ def test_busy_cores_reads_the_cpu_now_not_the_last_minutes_load(tmp_path: Path) 
             return next(lines)
 
     busy = busy_cores(0.0, Stat())  # type: ignore[arg-type]
-    assert busy == pytest.approx((os.cpu_count() or 1) * 100 / 400)
+    assert busy == pytest.approx(usable_cores() * 100 / 400)
     # unreadable or garbled /proc/stat falls back to the load average, never raises
     stat.write_text("garbage\n")
     assert busy_cores(0.0, stat) >= 0.0
     assert busy_cores(0.0, tmp_path / "missing") >= 0.0
+
+
+def cgroup_root(tmp_path: Path, cgroup: str, files: dict[str, str]) -> Path:
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (tmp_path / "sys/fs/cgroup" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "sys/fs/cgroup" / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "files", "quota"),
+    [
+        # cgroup v2, docker --cpus=1.5 (rounded down), inside the container's namespace and seen from the host
+        ("0::/\n", {"cpu.max": "150000 100000\n"}, 1),
+        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "ci/cpu.max": "300000 100000\n"}, 3),
+        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "ci/cpu.max": "100000 100000\n"}, 1),
+        ("0::/ci/job\n", {"ci/job/cpu.max": "100000 100000\n", "ci/cpu.max": "300000 100000\n"}, 1),
+        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "cpu.max": "max 100000\n"}, None),
+        ("0::/\n", {"cpu.max": "a quarter\n"}, None),
+        # cgroup v1: the tightest of the cgroup and those above it; -1 is no quota
+        (
+            "4:memory:/x\n3:cpu,cpuacct:/kube/pod\n",
+            {
+                "cpu,cpuacct/kube/pod/cpu.cfs_quota_us": "-1\n",
+                "cpu,cpuacct/kube/pod/cpu.cfs_period_us": "100000\n",
+                "cpu,cpuacct/kube/cpu.cfs_quota_us": "200000\n",
+                "cpu,cpuacct/kube/cpu.cfs_period_us": "100000\n",
+            },
+            2,
+        ),
+        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 0),
+        ("garbled\n", {}, None),
+    ],
+)
+def test_usable_cores_are_the_affinity_at_most_the_cgroup_quota(
+    tmp_path: Path, cgroup: str, files: dict[str, str], quota: int | None
+) -> None:
+    # os.cpu_count() counts the host's cores: a 2-CPU container on a big host would decode on every host
+    # core's thread, each spinning at llama.cpp's barrier for a core its quota does not give it.
+    affinity = len(os.sched_getaffinity(0))
+    want = affinity if quota is None else max(1, min(affinity, quota))
+    assert usable_cores(cgroup_root(tmp_path, cgroup, files)) == want
+    assert usable_cores(tmp_path / "no-such-root") == affinity
+    assert 1 <= slot_cap() <= 4 * usable_cores() and default_threads(load=0.0) == usable_cores()
+
+
+def test_busy_cores_reads_the_cores_of_this_process_when_it_is_pinned_to_some(tmp_path: Path) -> None:
+    # Pinned to cores 2 and 3 (a cpuset): other work on cores 0 and 1 does not take them.
+    snapshots = iter(
+        [
+            "cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\ncpu1 0 0 0 0 0\ncpu2 0 0 0 0 0\ncpu3 0 0 0 0 0\n",
+            "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\ncpu1 200 0 0 0 0\ncpu2 100 0 0 100 0\ncpu3 0 0 0 200 0\n",
+        ]
+    )
+
+    class Stat:
+        def read_text(self) -> str:
+            return next(snapshots)
+
+    assert busy_cores(0.0, Stat(), cpus={2, 3}) == pytest.approx(usable_cores() * 100 / 400)  # type: ignore[arg-type]
+    snapshots = iter(["cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\n", "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\n"])
+    # a core of the set not listed: the share of all cores
+    assert busy_cores(0.0, Stat(), cpus={0, 5}) == pytest.approx(usable_cores() * 500 / 800)  # type: ignore[arg-type]
 
 
 def test_an_engine_measures_its_threads_when_it_starts_not_when_it_is_built() -> None:

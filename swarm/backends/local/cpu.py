@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 
-__all__ = ["MAX_SLOTS", "SLOTS_PER_CORE", "busy_cores", "default_threads", "slot_cap"]
+__all__ = ["MAX_SLOTS", "SLOTS_PER_CORE", "busy_cores", "default_threads", "slot_cap", "usable_cores"]
 
 MAX_SLOTS = 16
 """The most slots an automatic plan starts (each reserves its own KV cache)."""
@@ -27,7 +28,7 @@ def default_threads(cpus: int | None = None, load: float | None = None) -> int:
     load 14 (Qwen2.5-Coder-0.5B, 48 tokens): 4 tok/s with 1 thread, 0.3-0.5 tok/s with 2. On an
     idle machine every core is used.
     """
-    cpus = cpus or os.cpu_count() or 2
+    cpus = cpus or usable_cores()
     if load is None:
         load = busy_cores()
     return max(1, min(cpus, math.floor(cpus - load + 0.5)))
@@ -40,38 +41,122 @@ def slot_cap(cpus: int | None = None) -> int:
     27-33 s of a start on 2 cores, against 7-8 s for 8); the sub-agents beyond the slots wait unstarted,
     so a stage wider than the slots runs in waves (its decoding about a quarter slower at 16 wide than
     with 16 slots). Set slots are not capped."""
-    cpus = cpus or os.cpu_count() or 2
+    cpus = cpus or usable_cores()
     return max(1, min(MAX_SLOTS, SLOTS_PER_CORE * cpus))
 
 
-def busy_cores(interval: float = 0.25, stat: Path = Path("/proc/stat")) -> float:
-    """How many cores other work keeps busy now: non-idle CPU time over ``interval`` seconds of
-    ``/proc/stat``, else the 1-minute load average (other platforms), else 0.
+def usable_cores(root: Path = Path("/")) -> int:
+    """The cores this process may use: its CPU affinity (``taskset``, a cpuset), at most its cgroup's CPU
+    quota rounded down (``docker --cpus``, a Kubernetes limit; the tightest of its cgroup and the cgroups
+    above it, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), at least 1. ``os.cpu_count()`` counts the
+    host's cores: a 2-CPU container on a 64-core host would decode on 64 threads, each spinning at
+    llama.cpp's barrier for a core the quota does not give it. ``root`` is where ``/proc`` and ``/sys``
+    are read (tests)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota(root)
+    if quota is not None:
+        cores = min(cores, math.floor(quota))
+    return max(1, cores)
+
+
+def _cgroup_quota(root: Path) -> float | None:
+    """CPUs the cgroup quota allows this process (the least along its cgroup path), or ``None`` for no
+    quota or none readable."""
+    try:
+        lines = (root / "proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    quotas: list[float] = []
+    for line in lines:
+        if line.count(":") < 2:
+            continue
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2, one hierarchy
+            mounts, reader = [root / "sys/fs/cgroup"], _v2_quota
+        elif "cpu" in controllers.split(","):
+            mounts = [root / "sys/fs/cgroup" / name for name in (controllers, "cpu", "cpu,cpuacct")]
+            reader = _v1_quota
+        else:
+            continue
+        parts = [x for x in path.split("/") if x]
+        for mount in dict.fromkeys(mounts):
+            # the cgroup and each above it; inside a container's cgroup namespace the path is "/"
+            for depth in range(len(parts), -1, -1):
+                quota = reader(mount.joinpath(*parts[:depth]))
+                if quota is not None:
+                    quotas.append(quota)
+    return min(quotas) if quotas else None
+
+
+def _v2_quota(folder: Path) -> float | None:
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def _v1_quota(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota <= 0 or period <= 0 else quota / period
+
+
+def busy_cores(interval: float = 0.25, stat: Path = Path("/proc/stat"), cpus: Collection[int] | None = None) -> float:
+    """How many of this process's usable cores (:func:`usable_cores`) other work keeps busy now: the
+    non-idle share of CPU time over ``interval`` seconds of ``/proc/stat`` times those cores, else the
+    1-minute load average (other platforms), else 0. The share is of the cores in ``cpus`` (default: this
+    process's affinity, a container's cpuset) when ``/proc/stat`` lists each, else of all.
 
     Not the load average where /proc/stat exists: it is the last minute's, so a ``swarm run`` started
     right after another (whose two decode threads leave a load of 1-2 for a minute) read its
     predecessor as a busy core and decoded on one thread of an idle 2-core machine, at half speed.
     """
-    first = _cpu_times(stat)
+    if cpus is None:
+        try:
+            cpus = os.sched_getaffinity(0)
+        except (AttributeError, OSError):  # not on Linux
+            cpus = ()
+    first = _cpu_times(stat, cpus)
     if first is not None:
         time.sleep(interval)
-        second = _cpu_times(stat)
+        second = _cpu_times(stat, cpus)
         if second is not None and second[0] > first[0]:
             total, idle = second[0] - first[0], second[1] - first[1]
-            return (os.cpu_count() or 1) * (total - idle) / total
+            return usable_cores() * (total - idle) / total
     try:
         return os.getloadavg()[0]
     except OSError:  # not available on this platform
         return 0.0
 
 
-def _cpu_times(stat: Path) -> tuple[int, int] | None:
-    """(total, idle + iowait) jiffies of all cores from ``/proc/stat``'s first line, or ``None``."""
+def _cpu_times(stat: Path, cpus: Collection[int] = ()) -> tuple[int, int] | None:
+    """(total, idle + iowait) jiffies from ``/proc/stat``: summed over the lines of ``cpus`` when each is
+    there, else the first line's (all cores); ``None`` when unreadable."""
     try:
-        fields = stat.read_text().split("\n", 1)[0].split()
-        values = [int(v) for v in fields[1:9]]
-    except (OSError, ValueError, IndexError):
+        lines = stat.read_text().splitlines()
+    except OSError:
         return None
-    if fields[0] != "cpu" or len(values) < 5:
+    per_cpu = {fields[0]: times for line in lines if (fields := line.split()) and (times := _times(fields))}
+    wanted = [per_cpu.get(f"cpu{n}") for n in cpus]
+    if wanted and all(w is not None for w in wanted):
+        return sum(w[0] for w in wanted if w), sum(w[1] for w in wanted if w)
+    first = lines[0].split() if lines else []
+    return _times(first) if first and first[0] == "cpu" else None
+
+
+def _times(fields: list[str]) -> tuple[int, int] | None:
+    """(total, idle + iowait) of one ``cpu``/``cpuN`` line's fields, or ``None``."""
+    try:
+        values = [int(v) for v in fields[1:9]]
+    except ValueError:
+        return None
+    if not fields[0].startswith("cpu") or len(values) < 5:
         return None
     return sum(values), values[3] + values[4]

@@ -1,4 +1,5 @@
-"""One cgroup per sandbox run: memory and task limits for the whole run, every process included.
+"""One cgroup per sandbox run: memory and task limits for the whole run, every process included; and
+the CPU quota of our own cgroup (:func:`cpu_quota`), which the local engine's threads and slots obey.
 
 The kernel does the accounting (page cache, tmpfs and memfd pages included) and the enforcing; this
 module only finds where we may create a cgroup, makes one below our own, moves a process into it, reads
@@ -21,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CgroupStats", "RunCgroup", "available", "create"]
+__all__ = ["CgroupStats", "RunCgroup", "available", "cpu_quota", "create"]
 
 _lock = threading.Lock()
 _layout: dict[str, object] = {}
@@ -95,11 +96,11 @@ def _keyed(path: Path) -> dict[str, int]:
     return out
 
 
-def _mounts() -> tuple[Path | None, dict[str, Path]]:
-    """The cgroup2 mount point and the v1 mount point of each controller, from mountinfo."""
+def _mounts(proc: Path = Path("/proc/self")) -> tuple[Path | None, dict[str, Path]]:
+    """The cgroup2 mount point and the v1 mount point of each controller we use, from mountinfo."""
     v2: Path | None = None
     v1: dict[str, Path] = {}
-    with open("/proc/self/mountinfo") as f:
+    with open(proc / "mountinfo") as f:
         for line in f:
             left, _, right = line.partition(" - ")
             fstype, _, opts = [*right.split(), "", "", ""][:3]
@@ -108,20 +109,64 @@ def _mounts() -> tuple[Path | None, dict[str, Path]]:
                 v2 = point
             elif fstype == "cgroup":
                 for opt in opts.split(","):
-                    if opt in ("memory", "pids"):
+                    if opt in ("memory", "pids", "cpu"):
                         v1.setdefault(opt, point)
     return v2, v1
 
 
-def _own_paths() -> dict[str, str]:
+def _own_paths(proc: Path = Path("/proc/self")) -> dict[str, str]:
     """Our cgroup path per controller (``""`` is the v2 one), from /proc/self/cgroup."""
     out: dict[str, str] = {}
-    with open("/proc/self/cgroup") as f:
+    with open(proc / "cgroup") as f:
         for line in f:
             _, controllers, path = line.rstrip("\n").split(":", 2)
             for c in controllers.split(",") if controllers else [""]:
                 out[c] = path
     return out
+
+
+def cpu_quota(proc: Path = Path("/proc/self")) -> float | None:
+    """The CPUs our cgroup's quota allows (``docker --cpus``, a Kubernetes limit): the least over our
+    cgroup and those above it, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; ``None``
+    for no quota or no readable layout. ``proc`` is where ``mountinfo`` and ``cgroup`` are read (tests).
+
+    Our path is walked up to the mount point: inside a container's cgroup namespace it is ``/``, and a
+    mount whose root is our own cgroup holds its files at the mount point itself."""
+    try:
+        v2, v1 = _mounts(proc)
+        own = _own_paths(proc)
+    except (OSError, ValueError):
+        return None
+    places = []
+    if v2 is not None and "" in own:
+        places.append((v2, own[""], _v2_quota))
+    if "cpu" in v1:
+        places.append((v1["cpu"], own.get("cpu", "/"), _v1_quota))
+    quotas: list[float] = []
+    for mount, path, read in places:
+        parts = [x for x in path.split("/") if x]
+        for depth in range(len(parts), -1, -1):
+            quota = read(mount.joinpath(*parts[:depth]))
+            if quota is not None:
+                quotas.append(quota)
+    return min(quotas, default=None)
+
+
+def _v2_quota(folder: Path) -> float | None:
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" or int(period) <= 0 else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+def _v1_quota(folder: Path) -> float | None:
+    try:
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota <= 0 or period <= 0 else quota / period
 
 
 def _probe() -> tuple[dict[str, Path] | None, int, str]:

@@ -112,37 +112,48 @@ def test_busy_cores_reads_the_cpu_now_not_the_last_minutes_load(tmp_path: Path) 
     assert busy_cores(0.0, tmp_path / "missing") >= 0.0
 
 
-def cgroup_root(tmp_path: Path, cgroup: str, files: dict[str, str]) -> Path:
-    (tmp_path / "proc/self").mkdir(parents=True)
-    (tmp_path / "proc/self/cgroup").write_text(cgroup)
+def cgroup_proc(tmp_path: Path, cgroup: str, files: dict[str, str]) -> Path:
+    """A /proc/self whose mountinfo has a cgroup2 mount at tmp/v2 and a v1 cpu,cpuacct one at tmp/v1 (a
+    hybrid host), our cgroup file, and the cgroup files under those mounts."""
+    proc = tmp_path / "proc/self"
+    proc.mkdir(parents=True)
+    (proc / "mountinfo").write_text(
+        f"25 1 8:1 / / rw - ext4 /dev/root rw\n"
+        f"30 25 0:26 / {tmp_path}/v2 rw,nosuid - cgroup2 cgroup2 rw\n"
+        f"31 25 0:27 / {tmp_path}/v1 rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+    )
+    (proc / "cgroup").write_text(cgroup)
     for name, text in files.items():
-        (tmp_path / "sys/fs/cgroup" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "sys/fs/cgroup" / name).write_text(text)
-    return tmp_path
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return proc
 
 
 @pytest.mark.parametrize(
     ("cgroup", "files", "quota"),
     [
         # cgroup v2, docker --cpus=1.5 (rounded down), inside the container's namespace and seen from the host
-        ("0::/\n", {"cpu.max": "150000 100000\n"}, 1),
-        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "ci/cpu.max": "300000 100000\n"}, 3),
-        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "ci/cpu.max": "100000 100000\n"}, 1),
-        ("0::/ci/job\n", {"ci/job/cpu.max": "100000 100000\n", "ci/cpu.max": "300000 100000\n"}, 1),
-        ("0::/ci/job\n", {"ci/job/cpu.max": "max 100000\n", "cpu.max": "max 100000\n"}, None),
-        ("0::/\n", {"cpu.max": "a quarter\n"}, None),
+        ("0::/\n", {"v2/cpu.max": "150000 100000\n"}, 1),
+        ("0::/ci/job\n", {"v2/ci/job/cpu.max": "max 100000\n", "v2/ci/cpu.max": "300000 100000\n"}, 3),
+        ("0::/ci/job\n", {"v2/ci/job/cpu.max": "max 100000\n", "v2/ci/cpu.max": "100000 100000\n"}, 1),
+        ("0::/ci/job\n", {"v2/ci/job/cpu.max": "100000 100000\n", "v2/ci/cpu.max": "300000 100000\n"}, 1),
+        ("0::/ci/job\n", {"v2/ci/job/cpu.max": "max 100000\n", "v2/cpu.max": "max 100000\n"}, None),
+        ("0::/\n", {"v2/cpu.max": "a quarter\n"}, None),
+        ("0::/\n", {"v2/cpu.max": "100000 0\n"}, None),
         # cgroup v1: the tightest of the cgroup and those above it; -1 is no quota
         (
             "4:memory:/x\n3:cpu,cpuacct:/kube/pod\n",
             {
-                "cpu,cpuacct/kube/pod/cpu.cfs_quota_us": "-1\n",
-                "cpu,cpuacct/kube/pod/cpu.cfs_period_us": "100000\n",
-                "cpu,cpuacct/kube/cpu.cfs_quota_us": "200000\n",
-                "cpu,cpuacct/kube/cpu.cfs_period_us": "100000\n",
+                "v1/kube/pod/cpu.cfs_quota_us": "-1\n",
+                "v1/kube/pod/cpu.cfs_period_us": "100000\n",
+                "v1/kube/cpu.cfs_quota_us": "200000\n",
+                "v1/kube/cpu.cfs_period_us": "100000\n",
             },
             2,
         ),
-        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 0),
+        ("3:cpu,cpuacct:/\n", {"v1/cpu.cfs_quota_us": "50000\n", "v1/cpu.cfs_period_us": "100000\n"}, 0),
+        # the v2 path of a hybrid host holds no quota here, the v1 cpu hierarchy does
+        ("3:cpu,cpuacct:/d\n0::/d\n", {"v1/d/cpu.cfs_quota_us": "100000\n", "v1/d/cpu.cfs_period_us": "100000\n"}, 1),
         ("garbled\n", {}, None),
     ],
 )
@@ -153,8 +164,8 @@ def test_usable_cores_are_the_affinity_at_most_the_cgroup_quota(
     # core's thread, each spinning at llama.cpp's barrier for a core its quota does not give it.
     affinity = len(os.sched_getaffinity(0))
     want = affinity if quota is None else max(1, min(affinity, quota))
-    assert usable_cores(cgroup_root(tmp_path, cgroup, files)) == want
-    assert usable_cores(tmp_path / "no-such-root") == affinity
+    assert usable_cores(cgroup_proc(tmp_path, cgroup, files)) == want
+    assert usable_cores(tmp_path / "no-such-proc") == affinity
     assert 1 <= slot_cap() <= 4 * usable_cores() and default_threads(load=0.0) == usable_cores()
 
 

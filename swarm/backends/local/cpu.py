@@ -8,6 +8,8 @@ import time
 from collections.abc import Collection
 from pathlib import Path
 
+from agent_swarm.swarm._cgroup import cpu_quota
+
 __all__ = ["MAX_SLOTS", "SLOTS_PER_CORE", "busy_cores", "default_threads", "slot_cap", "usable_cores"]
 
 MAX_SLOTS = 16
@@ -45,67 +47,20 @@ def slot_cap(cpus: int | None = None) -> int:
     return max(1, min(MAX_SLOTS, SLOTS_PER_CORE * cpus))
 
 
-def usable_cores(root: Path = Path("/")) -> int:
+def usable_cores(proc: Path = Path("/proc/self")) -> int:
     """The cores this process may use: its CPU affinity (``taskset``, a cpuset), at most its cgroup's CPU
-    quota rounded down (``docker --cpus``, a Kubernetes limit; the tightest of its cgroup and the cgroups
-    above it, v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), at least 1. ``os.cpu_count()`` counts the
-    host's cores: a 2-CPU container on a 64-core host would decode on 64 threads, each spinning at
-    llama.cpp's barrier for a core the quota does not give it. ``root`` is where ``/proc`` and ``/sys``
-    are read (tests)."""
+    quota rounded down (``docker --cpus``, a Kubernetes limit: :func:`~agent_swarm.swarm._cgroup.cpu_quota`),
+    at least 1. ``os.cpu_count()`` counts the host's cores: a 2-CPU container on a 64-core host would
+    decode on 64 threads, each spinning at llama.cpp's barrier for a core the quota does not give it.
+    ``proc`` is where the cgroup layout is read (tests)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         cores = os.cpu_count() or 1
-    quota = _cgroup_quota(root)
+    quota = cpu_quota(proc)
     if quota is not None:
         cores = min(cores, math.floor(quota))
     return max(1, cores)
-
-
-def _cgroup_quota(root: Path) -> float | None:
-    """CPUs the cgroup quota allows this process (the least along its cgroup path), or ``None`` for no
-    quota or none readable."""
-    try:
-        lines = (root / "proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    quotas: list[float] = []
-    for line in lines:
-        if line.count(":") < 2:
-            continue
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # cgroup v2, one hierarchy
-            mounts, reader = [root / "sys/fs/cgroup"], _v2_quota
-        elif "cpu" in controllers.split(","):
-            mounts = [root / "sys/fs/cgroup" / name for name in (controllers, "cpu", "cpu,cpuacct")]
-            reader = _v1_quota
-        else:
-            continue
-        parts = [x for x in path.split("/") if x]
-        for mount in dict.fromkeys(mounts):
-            # the cgroup and each above it; inside a container's cgroup namespace the path is "/"
-            for depth in range(len(parts), -1, -1):
-                quota = reader(mount.joinpath(*parts[:depth]))
-                if quota is not None:
-                    quotas.append(quota)
-    return min(quotas) if quotas else None
-
-
-def _v2_quota(folder: Path) -> float | None:
-    try:
-        quota, period = (folder / "cpu.max").read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
-
-
-def _v1_quota(folder: Path) -> float | None:
-    try:
-        quota = int((folder / "cpu.cfs_quota_us").read_text())
-        period = int((folder / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return None if quota <= 0 or period <= 0 else quota / period
 
 
 def busy_cores(interval: float = 0.25, stat: Path = Path("/proc/stat"), cpus: Collection[int] | None = None) -> float:

@@ -9,7 +9,6 @@ orchestrator may call them itself and ``create_subagent`` may grant them (the ``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -72,9 +71,10 @@ def builtin_tools(names: Iterable[str], *, search_corpus: Path | None = None) ->
     out: list[Tool | Toolset] = []
     for name in names:
         if name == "python":
+            from agent_swarm.swarm.backends.local.cpu import usable_cores
             from agent_swarm.tools.builtin.python import python_tool
 
-            out.append(python_tool(max_concurrent=os.cpu_count() or 1))
+            out.append(python_tool(max_concurrent=usable_cores()))  # sandboxes at once: the cores we may use
         elif name == "files":
             from agent_swarm.tools.builtin.files import files_toolset
 

@@ -88,23 +88,26 @@ def test_default_threads_leave_busy_cores_to_the_jobs_holding_them() -> None:
     assert 1 <= default_threads() <= 1024
 
 
+class Snapshots:
+    """A /proc/stat that reads as each of ``texts`` in turn."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = iter(texts)
+
+    def read_text(self) -> str:
+        return next(self.texts)
+
+
 def test_busy_cores_reads_the_cpu_now_not_the_last_minutes_load(tmp_path: Path) -> None:
     # A run started right after another sees the load average its predecessor left (1-2 on 2 cores)
     # and decoded on one thread of an idle machine; /proc/stat over a short window does not.
     stat = tmp_path / "stat"
-    lines = iter(
-        [
-            "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3\n",
-            # 400 jiffies later: 100 of them busy (user 80 + system 20), 300 idle or iowait
-            "cpu  180 0 70 1290 20 0 0 0 0 0\ncpu0 1 2 3\n",
-        ]
+    snapshots = Snapshots(
+        "cpu  100 0 50 1000 10 0 0 0 0 0\ncpu0 1 2 3\n",
+        # 400 jiffies later: 100 of them busy (user 80 + system 20), 300 idle or iowait
+        "cpu  180 0 70 1290 20 0 0 0 0 0\ncpu0 1 2 3\n",
     )
-
-    class Stat:
-        def read_text(self) -> str:
-            return next(lines)
-
-    busy = busy_cores(0.0, Stat())  # type: ignore[arg-type]
+    busy = busy_cores(0.0, snapshots)  # type: ignore[arg-type]
     assert busy == pytest.approx(usable_cores() * 100 / 400)
     # unreadable or garbled /proc/stat falls back to the load average, never raises
     stat.write_text("garbage\n")
@@ -171,21 +174,14 @@ def test_usable_cores_are_the_affinity_at_most_the_cgroup_quota(
 
 def test_busy_cores_reads_the_cores_of_this_process_when_it_is_pinned_to_some(tmp_path: Path) -> None:
     # Pinned to cores 2 and 3 (a cpuset): other work on cores 0 and 1 does not take them.
-    snapshots = iter(
-        [
-            "cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\ncpu1 0 0 0 0 0\ncpu2 0 0 0 0 0\ncpu3 0 0 0 0 0\n",
-            "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\ncpu1 200 0 0 0 0\ncpu2 100 0 0 100 0\ncpu3 0 0 0 200 0\n",
-        ]
+    pinned = Snapshots(
+        "cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\ncpu1 0 0 0 0 0\ncpu2 0 0 0 0 0\ncpu3 0 0 0 0 0\n",
+        "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\ncpu1 200 0 0 0 0\ncpu2 100 0 0 100 0\ncpu3 0 0 0 200 0\n",
     )
-
-    class Stat:
-        def read_text(self) -> str:
-            return next(snapshots)
-
-    assert busy_cores(0.0, Stat(), cpus={2, 3}) == pytest.approx(usable_cores() * 100 / 400)  # type: ignore[arg-type]
-    snapshots = iter(["cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\n", "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\n"])
+    assert busy_cores(0.0, pinned, cpus={2, 3}) == pytest.approx(usable_cores() * 100 / 400)  # type: ignore[arg-type]
+    unlisted = Snapshots("cpu  0 0 0 0 0\ncpu0 0 0 0 0 0\n", "cpu  500 0 0 300 0\ncpu0 200 0 0 0 0\n")
     # a core of the set not listed: the share of all cores
-    assert busy_cores(0.0, Stat(), cpus={0, 5}) == pytest.approx(usable_cores() * 500 / 800)  # type: ignore[arg-type]
+    assert busy_cores(0.0, unlisted, cpus={0, 5}) == pytest.approx(usable_cores() * 500 / 800)  # type: ignore[arg-type]
 
 
 def test_an_engine_measures_its_threads_when_it_starts_not_when_it_is_built() -> None:

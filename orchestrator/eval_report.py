@@ -12,6 +12,9 @@ several runs is searched one level down) and prints, per workload, split and kno
   the mean difference with its bootstrap 95 % interval, wins/losses/ties, sign and Wilcoxon p-values,
   and n, marked *not a headline* under 30 tasks.
 
+``--summary`` prints one row per run instead (:func:`render_summary`): each arm's quality and median wall
+time, and the swarm against each single arm, paired over the run's tasks.
+
 The output depends on the raw files only (the bootstrap is seeded), so a committed report can be
 checked by regenerating it.
 """
@@ -48,6 +51,7 @@ __all__ = [
     "main",
     "render_curve",
     "render_report",
+    "render_summary",
 ]
 
 ARM_ORDER = ("swarm", "single-parallel", "single")
@@ -323,6 +327,71 @@ def render_report(runs: Sequence[RunData], *, seed: int = 0) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _short_knobs(knobs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v if not isinstance(v, list) else '+'.join(map(str, v))}" for k, v in sorted(knobs.items()))
+
+
+def _versus(swarm: Sequence[RawEpisode], other: Sequence[RawEpisode], seed: int) -> str:
+    """``swarm − other [CI], p`` over their common tasks (Wilcoxon), ``n = …`` below a headline."""
+    ta, tb = _per_task(swarm), _per_task(other)
+    common = [t for t in ta if t in tb]
+    if not common:
+        return "—"
+    p = paired([tb[t] for t in common], [ta[t] for t in common], seed=seed)
+    text = f"{p.diff:+.3f} [{p.ci_low:+.3f}, {p.ci_high:+.3f}], p = {p.wilcoxon_p:.2g}"
+    return text if p.headline else f"{text} (n = {p.n}: not a headline)"
+
+
+def render_summary(runs: Sequence[RunData], *, seed: int = 0) -> str:
+    """One markdown row per run: its workload, split, seed, knobs, model and tasks; each arm's quality
+    (the metric's mean) and median wall time; the swarm against single-parallel and against single, paired
+    over the tasks both ran (mean difference, bootstrap 95 % interval, Wilcoxon p). A run with an arm on
+    more than one model or adapter is a ConfigError: one column per arm cannot show it (the full report
+    can)."""
+    if not runs:
+        raise ConfigError("no runs to report")
+    arms = ARM_ORDER
+    lines = [
+        "# swarm eval summary",
+        "",
+        "| run | workload | split · seed | knobs | model | tasks | "
+        + " | ".join(arms)
+        + " | swarm − single-parallel | swarm − single | wall s, median (swarm / single-parallel / single) |",
+        "|---|---|---|---|---|---:|" + "---:|" * len(arms) + "---|---|---|",
+    ]
+    for run in runs:
+        by_arm: dict[str, list[RawEpisode]] = defaultdict(list)
+        for r in run.rows:
+            by_arm[r.arm].append(r)
+        conds = {_condition(r) for r in run.rows}
+        if len(conds) > len({c.arm for c in conds}):
+            raise ConfigError(
+                f"run {run.path} holds an arm on more than one model or adapter; --summary has one column "
+                "per arm: use the full report (swarm eval --report without --summary)"
+            )
+        model = " / ".join(dict.fromkeys(c.model for c in sorted(conds))) or "—"
+        quality = [f"{sum(r.metric for r in by_arm[a]) / len(by_arm[a]):.3f}" if by_arm[a] else "—" for a in arms]
+        walls = [f"{spread([r.wall_time_s for r in by_arm[a]]).median:.1f}" if by_arm[a] else "—" for a in arms]
+        versus = [_versus(by_arm["swarm"], by_arm[a], seed) if by_arm["swarm"] and by_arm[a] else "—" for a in arms[1:]]
+        m = run.manifest
+        lines.append(
+            f"| {run.path.name} | {m.workload} | {m.split} · {m.seed} | "
+            f"{_short_knobs(_knobs(run))} | {model} | {len({r.task_id for r in run.rows})} | "
+            + " | ".join(quality)
+            + f" | {' | '.join(versus)} | {' / '.join(walls)} |"
+        )
+    return "\n".join(
+        [
+            *lines,
+            "",
+            "Quality: the workload metric's mean over a run's episodes. A − B: paired over the tasks both arms "
+            "ran, percentile bootstrap 95 % interval (10,000 resamples, seeded), two-sided exact or normal "
+            "Wilcoxon p.",
+            "",
+        ]
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CurvePoint:
     """One arm at one value of a knob: medians over its episodes (quality: the mean)."""
@@ -386,18 +455,23 @@ def render_curve(runs: Sequence[RunData], knob: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agent_swarm.orchestrator.eval_report [--curve KNOB] DIR [DIR ...]``: print the report, or the curve
-    over a knob (exit 2 on bad input)."""
+    """``python -m agent_swarm.orchestrator.eval_report [--curve KNOB | --summary] DIR [DIR ...]``: print the
+    report, the curve over a knob, or one row per run (exit 2 on bad input)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    knob = None
+    knob, summary = None, False
     if args[:1] == ["--curve"] and len(args) >= 2:
         knob, args = args[1], args[2:]
+    elif args[:1] == ["--summary"]:
+        summary, args = True, args[1:]
     if not args or any(a.startswith("-") for a in args):
-        sys.stderr.write("usage: python -m agent_swarm.orchestrator.eval_report [--curve KNOB] RUN_DIR [RUN_DIR ...]\n")
+        sys.stderr.write(
+            "usage: python -m agent_swarm.orchestrator.eval_report [--curve KNOB | --summary] RUN_DIR [RUN_DIR ...]\n"
+        )
         return 2
     try:
         runs = load_runs([Path(a) for a in args])
-        sys.stdout.write(render_curve(runs, knob) if knob else render_report(runs))
+        text = render_curve(runs, knob) if knob else render_summary(runs) if summary else render_report(runs)
+        sys.stdout.write(text)
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

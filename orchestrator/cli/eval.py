@@ -56,7 +56,7 @@ from agent_swarm.orchestrator.eval import (
     write_tasks,
 )
 from agent_swarm.orchestrator.eval_raw import RAW_FILE, Provenance, code_state, file_sha256, read_raw
-from agent_swarm.orchestrator.eval_report import comparisons, load_runs, render_curve, render_report
+from agent_swarm.orchestrator.eval_report import comparisons, load_runs, render_curve, render_report, render_summary
 from agent_swarm.swarm.backend import SamplingParams
 from agent_swarm.swarm.backends.replay_cache import CachedBackend, ReplayCache
 from agent_swarm.swarm.config import SwarmConfig
@@ -231,6 +231,10 @@ class _EvalRun(EpisodeLimitOptions, _EvalChoice):
         str | None,
         typer.Option("--curve", metavar="KNOB", help="with --report: the curve over this knob (e.g. entities) instead"),
     ] = None
+    summary: Annotated[
+        bool,
+        typer.Option("--summary", help="with --report: one row per run (each arm's quality, swarm vs each single arm)"),
+    ] = False
     export_tasks: Annotated[
         Path | None, typer.Option("--export-tasks", metavar="FILE", help="write tasks as JSONL, exit")
     ] = None
@@ -279,7 +283,7 @@ def eval_command(ctx: typer.Context, **given: Any) -> None:
     if o.report_only or o.report_dirs:
         if not (o.report_only and o.report_dirs):
             raise _fail(UserError("--report reads run directories: swarm eval --report RUN_DIR [RUN_DIR ...]"))
-        raise typer.Exit(_print_report(o.report_dirs, o.curve_knob))
+        raise typer.Exit(_print_report(o.report_dirs, o.curve_knob, summary=o.summary))
     try:
         job, backends = _resolve(o, seed_typed=_typed(ctx, "seed"))
     except UserError as exc:
@@ -543,12 +547,14 @@ def _execute(
         telemetry.shutdown()
 
 
-def _print_report(dirs: list[Path], knob: str | None = None) -> int:
-    """``swarm eval --report DIR... [--curve KNOB]``: the markdown report (or curve) regenerated from raw
-    files (exit 2 on bad input)."""
+def _print_report(dirs: list[Path], knob: str | None = None, *, summary: bool = False) -> int:
+    """``swarm eval --report DIR... [--curve KNOB | --summary]``: the markdown report (or curve, or one row
+    per run) regenerated from raw files (exit 2 on bad input)."""
+    if knob and summary:
+        raise _fail(UserError("--curve and --summary are two views of a report: give one"))
     try:
         runs = load_runs(dirs)
-        text = render_curve(runs, knob) if knob else render_report(runs)
+        text = render_curve(runs, knob) if knob else render_summary(runs) if summary else render_report(runs)
     except UserError as exc:
         raise _fail(exc) from None
     sys.stdout.write(text)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from agent_swarm.orchestrator.cli import app
 from agent_swarm.orchestrator.eval_raw import RAW_FILE, read_raw, write_manifest, write_raw
-from agent_swarm.orchestrator.eval_report import curve, load_runs, main, render_curve, render_report
+from agent_swarm.orchestrator.eval_report import curve, load_runs, main, render_curve, render_report, render_summary
+from agent_swarm.swarm.errors import ConfigError
 
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+TEST_RUNS = [ROOT / "experiments/results" / d for d in ("yardstick-test", "width_curve", "adapter-05b-test")]
 runner = CliRunner()
 
 
@@ -111,3 +115,36 @@ def test_cli_reports_several_run_directories_at_once(tmp_path: Path) -> None:
     assert "runs: run1, run2" in r.stdout and "(repeats 1.000–1.000, 2 repeats; 0 of 4 tasks differ)" in r.stdout
     stray = runner.invoke(app, ["eval", *dirs])
     assert stray.exit_code == 2 and "--report reads run directories" in stray.output
+
+
+def test_the_committed_summary_of_every_test_run_regenerates_from_their_raw_files() -> None:
+    # experiments/results/SUMMARY.md: one row per committed test-split run; a run added without
+    # regenerating it fails here (the command is in experiments/README.md)
+    expected = (ROOT / "experiments/results/SUMMARY.md").read_text(encoding="utf-8")
+    assert render_summary(load_runs(TEST_RUNS)) == expected
+    row = next(line for line in expected.splitlines() if line.startswith("| bfcl-parallel-test-s2202-"))
+    assert "| 30 | 0.330 | 0.467 | 0.606 | -0.137 [-0.238, -0.027], p = 0.018 | -0.276 [-0.386, -0.162]" in row
+
+
+def test_a_summary_has_a_row_per_run_and_refuses_an_arm_on_two_models(tmp_path: Path) -> None:
+    src = load_runs([DATA / "report-fixture"])[0]
+    for i, shift in ((1, 0.0), (2, -0.5)):
+        root = tmp_path / f"run{i}"
+        root.mkdir()
+        write_manifest(root, src.manifest.model_copy(update={"run_id": f"run{i}"}))
+        write_raw(root / RAW_FILE, [r.model_copy(update={"metric": max(0.0, r.metric + shift)}) for r in src.rows])
+    text = render_summary(load_runs([tmp_path]))
+    rows = [line for line in text.splitlines() if line.startswith("| run")]
+    assert [r.split(" | ")[0] for r in rows[1:]] == ["| run1", "| run2"]  # the header, then one row per run
+    # the fixture: swarm 1 and single 0 on each of its 4 tasks (run2: swarm 0.5); swarm − single, paired
+    assert "| 1.000 | — | 0.000 | — | +1.000 [+1.000, +1.000], p = 0.12 (n = 4: not a headline) |" in rows[1]
+    assert "| 0.500 | — | 0.000 | — | +0.500 [+0.500, +0.500], p = 0.12 (n = 4: not a headline) |" in rows[2]
+    assert main(["--summary", str(tmp_path)]) == 0
+    cli = runner.invoke(app, ["eval", "--report", "--summary", str(tmp_path)])
+    assert cli.exit_code == 0 and cli.stdout == text
+    both = runner.invoke(app, ["eval", "--report", "--summary", "--curve", "entities", str(tmp_path)])
+    assert both.exit_code == 2 and "give one" in both.output
+    other = src.rows[0].provenance.model_copy(update={"model": "another-model"})
+    write_raw(tmp_path / "run2" / RAW_FILE, [*src.rows[1:], src.rows[0].model_copy(update={"provenance": other})])
+    with pytest.raises(ConfigError, match="an arm on more than one model"):
+        render_summary(load_runs([tmp_path / "run2"]))

@@ -182,8 +182,21 @@ def test_a_task_leaked_per_episode_or_a_growing_fd_count_fails_and_a_wide_stage_
     problems, _ = resources([short])
     assert len(problems) == 1 and "'Event.wait': (2, 4)" in problems[0]
     fds = samples(20, lambda i: {}, fds=lambda i: 80 + i)
-    problems, _ = resources([fds])
-    assert problems and "open fds kept growing" in problems[0]
+    problems, rows = resources([fds])
+    assert problems and "open fds kept growing" in problems[0] and rows[0]["fds_judged"] is True
+
+
+def test_fds_are_judged_only_with_five_settled_samples_per_third() -> None:
+    # fds follow the connections in flight: 16-50 within one process of the CI soak. Three samples in a
+    # lull, then three in a busy moment, are not a leak; fifteen against fifteen that grow are.
+    noisy = [30, 31, 29, 44, 35, 40, 38, 33, 40, 38, 50]  # 11 settled samples: 3 per third
+    short = samples(16, lambda i: {}, fds=lambda i: noisy[i - 5] if i >= 5 else 30)
+    problems, rows = resources([short])
+    assert problems == [] and rows[0]["fds_judged"] is False
+    assert sc._grows([float(x) for x in noisy], sc.FD_SLACK, monotone=False) == (31, 38)  # what it read before
+    growing = samples(20, lambda i: {}, fds=lambda i: 30 + 2 * i)  # 15 settled samples: 5 per third
+    problems, rows = resources([growing])
+    assert len(problems) == 1 and "open fds kept growing" in problems[0] and rows[0]["fds_judged"] is True
 
 
 def test_a_stage_sampled_in_its_tail_then_in_its_middle_is_not_a_leak_but_a_leak_past_half_a_stage_is() -> None:

@@ -135,7 +135,7 @@ def cpu_quota(proc: Path = Path("/proc/self")) -> float | None:
     try:
         v2, v1 = _mounts(proc)
         own = _own_paths(proc)
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):  # unreadable, or a line not in the kernel's format
         return None
     places = []
     if v2 is not None and "" in own:

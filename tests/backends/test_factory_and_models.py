@@ -169,6 +169,8 @@ def test_usable_cores_are_the_affinity_at_most_the_cgroup_quota(
     want = affinity if quota is None else max(1, min(affinity, quota))
     assert usable_cores(cgroup_proc(tmp_path, cgroup, files)) == want
     assert usable_cores(tmp_path / "no-such-proc") == affinity
+    (tmp_path / "proc/self/mountinfo").write_text("25 1\n")  # a line cut short: no quota read, no error
+    assert usable_cores(tmp_path / "proc/self") == affinity
     assert 1 <= slot_cap() <= 4 * usable_cores() and default_threads(load=0.0) == usable_cores()
 
 

@@ -274,7 +274,7 @@ def check_resources(
         if grew:
             problems.append(f"process {n}: tasks kept growing (kind: first-third peak, last-third floor): {grew}")
         fds_judged = len(settled) // 3 >= FD_MIN_THIRD
-        fds = fds_judged and _grows([s["fds"] for s in settled], FD_SLACK, monotone=False)  # the pool's connections
+        fds = _grows([s["fds"] for s in settled], FD_SLACK, monotone=False) if fds_judged else None  # connections
         if fds:
             problems.append(f"process {n}: open fds kept growing (first-third peak, last-third floor): {fds}")
         warm = [(s["up_s"], s["rss_mb"]) for s in samples if s["up_s"] >= warmup_s]

@@ -397,13 +397,21 @@ class BfclKnobs(Knobs):
     )
 
 
+_HARNESS = (
+    "Answer the user's request by calling the available functions with the right arguments. Each function call "
+    "is recorded and final (the functions only record calls, they return no real data). Make each call the "
+    "request needs exactly once and make no other call. Then say which calls you made."
+)
+"""How calls are taken, told every arm in its instructions (the system prompt), never in the task: the task is
+the user's request as BFCL gives it. Written into the task, as it was until 2026-11-28, it was quoted back by
+the small-model coach's task-again notice ("answer it now, in the form it asks for": the form was calling the
+functions, and single-parallel sent its batch again in 27 of 30 test episodes), and its "the request needs,
+each exactly once, and no other call" read as a list of three items, so the swarm was shown one assign_task per
+phrase ("Make every call each exactly once;") on 302 of the 305 train and dev items."""
+
+
 def _prompt(item: BfclItem) -> str:
-    return (
-        f"{item.question}\n\n"
-        "Answer this request by calling the available functions with the right arguments. Each function "
-        "call is recorded and final (the functions only record calls, they return no real data). Make every "
-        "call the request needs, each exactly once, and no other call; then say which calls you made."
-    )
+    return item.question
 
 
 class BfclWorkload(Workload):
@@ -450,11 +458,11 @@ class BfclWorkload(Workload):
             raise ConfigError(f"BFCL item {item.id} has functions whose tool names collide: {names}")
         tools = tuple(_recorder(log, f) for f in item.functions)
         instructions: dict[Mode, str] = {
-            "swarm": f"A sub-agent type '{AGENT}' is predefined with all the request's functions. When the request "
-            "needs several independent calls, assign each call to its own instance (all assign_task calls "
-            "in one message). When it needs a single call, make it yourself directly.",
-            "single": "You are a function-calling assistant. Work alone: make every call the request needs "
-            "yourself (independent calls may go in one message), then say which calls you made.",
+            "swarm": f"{_HARNESS}\n\nA sub-agent type '{AGENT}' is predefined with all the request's functions. When "
+            "the request needs several independent calls, assign each call to its own instance (all assign_task "
+            "calls in one message). When it needs a single call, make it yourself directly.",
+            "single": f"{_HARNESS}\n\nYou are a function-calling assistant. Work alone: make every call the request "
+            "needs yourself (independent calls may go in one message), then say which calls you made.",
         }
 
         def scorer(record: EpisodeRecord) -> Score:

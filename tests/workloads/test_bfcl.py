@@ -186,3 +186,23 @@ BAD_CALLS: list[tuple[list[tuple[str, dict[str, Any]]], float]] = [
 def test_bad_call_sets_do_not_score(calls: list[tuple[str, dict[str, Any]]], most: float) -> None:
     _p, _r, f1, tp = call_f1(calls, TWO)
     assert f1 <= most + 1e-9 and not (tp == len(TWO.gold) == len(calls))
+
+
+def test_the_task_is_the_request_and_every_arm_is_told_how_calls_are_taken() -> None:
+    # How calls are taken lives in each arm's instructions, never in the task the coach quotes back or
+    # splits: in the task, "answer it now, in the form it asks for" asked for the calls again, and "the
+    # request needs, each exactly once, and no other call" read as a list of three items to assign.
+    from agent_swarm.orchestrator.coach import split_items
+    from agent_swarm.workloads.bfcl import _HARNESS
+
+    splits = [split_of(it.id) for c in ("parallel", "parallel_multiple") for it in _items(c)]
+    tasks = [t for s in ("train", "dev") for t in WL.tasks(splits.count(s), seed=0, split=s)]
+    assert len(tasks) == 305
+    for task in tasks:
+        item = _by_id()[task.id]
+        assert task.prompt == item.question
+        for mode in ("swarm", "single"):
+            assert _HARNESS in WL.episode(task, mode).instructions
+        for part in split_items(task.prompt) or []:
+            assert "exactly once" not in part and "no other call" not in part, part
+    assert split_items(_HARNESS) is None

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agent_swarm.orchestrator.coach import lists_items
 from agent_swarm.orchestrator.engine import Orchestrator
 from agent_swarm.orchestrator.eval import arm_config, episode_config
 from agent_swarm.swarm.backend import Completion, ModelBackend, ModelRequest
@@ -21,15 +22,23 @@ from agent_swarm.workloads.base import Mode, Score, tool_messages, user_text
 from agent_swarm.workloads.bfcl import _by_id, _gold_call, call_f1
 
 WL = get_workload("bfcl-parallel")
-TASK = next(t for t in WL.tasks(40, seed=0, categories=["parallel"]) if t.metadata["gold_calls"] >= 2)
+# A request the small coach reads as several parts (it lists items), so its orchestrator may delegate on the
+# first turn; on a one-part request it makes the calls itself first (SmallModelCoach).
+TASK = next(
+    t for t in WL.tasks(40, seed=0, categories=["parallel"]) if t.metadata["gold_calls"] >= 2 and lists_items(t.prompt)
+)
 ITEM = _by_id()[TASK.id]
 GOLD = [_gold_call(g, ITEM) for g in ITEM.gold]  # (tool name, arguments)
 
 
 def _bogus(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The gold arguments with one string value changed: a call of the right function that matches nothing."""
-    key = next(k for k, v in args.items() if isinstance(v, str))
-    return {**args, key: args[key] + " (wrong)"}
+    """The gold arguments with one string (else number) value changed: a call of the right function that
+    matches nothing."""
+    key = next((k for k, v in args.items() if isinstance(v, str)), None)
+    if key is not None:
+        return {**args, key: args[key] + " (wrong)"}
+    key = next(k for k, v in args.items() if isinstance(v, int | float) and not isinstance(v, bool))
+    return {**args, key: args[key] + 1000}
 
 
 def _assign(task: str) -> Any:

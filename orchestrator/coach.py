@@ -171,12 +171,20 @@ _QUESTION_NOTICE = 'If the results above answer the question "{task}", answer it
 document holding the answer again and again (controls, dev), and once told its call repeated one that
 returned the same result, answered "I'm sorry, but I can't assist with that request." or "No new
 information to provide." instead (test split, seed 1126)."""
-_TASK_NOTICE = 'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+_TASK_NOTICE = (
+    'The results above are in. If they answer every part of the task "{task}", answer it now in plain text, in the '
+    "form it asks for; call a tool only for a part they do not answer."
+)
 """Told a small model after a stage that returned several results at once (sub-agents' reports, or parallel
 tool calls) on a task of several parts. Without it, Qwen2.5-Coder-1.5B answered a wide-research table task
 with "Name: born (year) 1987, employer …" prose, or a table without the key column, after its four
 sub-agents' reports. After a stage of one result it is not told: a single agent running one call per turn,
-told so (in this or a neutral wording) after its first look-up, answered at once and invented the rest (dev)."""
+told so (in this or a neutral wording) after its first look-up, answered at once and invented the rest (dev).
+Worded "If the results above answer every part of the task …, answer it now, in the form it asks for." until
+2026-11-28: after its first batch of direct calls, single-parallel sent the same batch again in 6 of 7 replayed BFCL
+dev turns (the form a request asks for is its calls), and in 0 of 7 told "The results above are in. Answer the user
+now in plain text if they cover every part of the task …; call a tool only for a part they do not cover." (this
+wording keeps "in the form it asks for", which the tables need)."""
 _NAMES_NOTICE = (
     "Your table names {named} of the {total} items the task lists ({items}). Answer the task again, in the "
     "form it asks for, with each item written as the task gives it beside its own results."

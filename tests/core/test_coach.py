@@ -394,7 +394,10 @@ async def test_a_small_model_is_asked_the_question_again_after_its_own_tool_resu
 async def test_a_small_model_is_given_a_task_of_several_parts_again_after_a_stage_of_several_results() -> None:
     # The 1.5B answered a table task in prose, or dropped the key column, after its sub-agents' reports.
     task = "When were Drari Robotics and Velo Foods founded? Answer with one markdown table | company | founded |."
-    again = f'If the results above answer every part of the task "{task}", answer it now, in the form it asks for.'
+    again = (
+        f'The results above are in. If they answer every part of the task "{task}", answer it now in plain text, '
+        "in the form it asks for; call a tool only for a part they do not answer."
+    )
     parts = ("When was Drari Robotics founded?", "When was Velo Foods founded?")
     policy = ScriptedBackend(
         [[call("assign_task", agent="worker", task=t) for t in parts], "| Drari Robotics | 1999 |"], model=SMALL

@@ -507,6 +507,7 @@ class Orchestrator:
             last=last,
             direct_tools=bool(self._direct),
             agents=tuple(st.agents),
+            width=self.config.max_subagents_per_stage,
         )
         advice = self.coach.before_turn(st.coaching, view)
         if last and (advice.ending is None or (why and advice.ending.status is EpisodeStatus.BUDGET_EXHAUSTED)):
@@ -714,7 +715,8 @@ class Orchestrator:
         cfg = self.config
         index = len(st.stages)
         plan = _StagePlan(index=index, calls=calls)
-        view = ReviewView(st.task.prompt, st.agents, cfg.subagents, self._subagents_ran(st))
+        width = cfg.max_subagents_per_stage
+        view = ReviewView(st.task.prompt, st.agents, cfg.subagents, self._subagents_ran(st), width)
         coached = self.coach.review(st.coaching, calls, view)
         for c in calls:
             if c.name == CREATE and cfg.subagents and c.error is None:

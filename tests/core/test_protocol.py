@@ -633,3 +633,27 @@ async def test_a_subagent_repeating_a_failed_call_is_told_so() -> None:
     assert "already made" not in first
     assert second.startswith("You already made exactly this call and it failed. Do not repeat it")
     assert record.subagent_results[0].report == "maison"
+
+
+@pytest.mark.parametrize(("width", "shown"), [(16, 16), (8, 0)])
+async def test_a_small_swarm_is_shown_one_call_per_item_up_to_what_a_stage_admits(width: int, shown: int) -> None:
+    # The calls shown before a small swarm's first turn on a list task: one per item while one stage can run
+    # them all (a fixed cap of 8 left 16-entity tasks with no calls, and the 1.5B gave the list to one worker).
+    names = [f"{w}ex" for w in ("Ab", "Bo", "Cu", "Da", "Ek", "Fo", "Gu", "Ha", "Ir", "Jo", "Ka", "Lu", "Mo", "Ni")]
+    names += ["Opex", "Puex"]
+    task = f"Find the founding year of these companies: {', '.join(names[:-1])} and {names[-1]}."
+    calls = [assign(f"Find the founding year of these companies: {n}.") for n in names]
+    policy = ScriptedBackend([calls[:width], "done"], model=SMALL)
+    workers = ScriptedBackend({f"worker-0-{i}": ["1999"] for i in range(width)})
+    config = SwarmConfig(max_subagents_per_stage=width)
+    record = await Orchestrator(policy, config, subagent_backend=workers).run(task)
+    assert record.stages[0].width == width
+    first = policy.calls[0].messages
+    suggested = [
+        json.loads(line)["arguments"]["task"]
+        for m in first
+        if isinstance(m, UserMessage)
+        for line in m.content.splitlines()
+        if line.startswith('{"name": "assign_task"')
+    ]
+    assert suggested == [c.arguments["task"] for c in calls][:shown]

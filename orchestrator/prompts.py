@@ -168,8 +168,12 @@ PROFILES: dict[str, PromptProfile] = {
         # turn, tool-first one-call sub-agents (agent_swarm.orchestrator.coach.SmallModelCoach).
         coach="small",
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
-        # language, invented tools) and its greedy output loops; short turns bound a runaway.
-        orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=384),
+        # language, invented tools) and its greedy output loops (the backends' RepeatGuard stops a verbatim
+        # loop after 128 tokens). An orchestrator turn holds one assign_task per listed item (about 48
+        # tokens each) or the answer's table: at 384 tokens a 16-entity task's first turn kept 7-8 calls
+        # (dev) and 7 of 30 single and single-parallel 16-row tables were cut (test seed 2011); 1,280 fits both
+        # with room for longer item tasks (16 calls of 60 tokens).
+        orchestrator_sampling=SamplingParams(temperature=0.2, max_tokens=1280),
         subagent_sampling=SamplingParams(temperature=0.2, max_tokens=256),
         worker_prompt="Do the task you are given. Reply with the answer only, briefly.",
         worker_tools_prompt=(

@@ -356,13 +356,13 @@ def test_sampling_flags_apply_on_top_of_a_config_file(tmp_path: Path, openai_scr
         # ... and a prompt profile the config names sets the cap, as in swarm run
         small = tmp_path / "small.toml"
         small.write_text('[swarm]\nprompt_profile = "small"\n')
-        assert sampling("-c", str(small), "--seed", "3") == (0.0, 384, 3)
+        assert sampling("-c", str(small), "--seed", "3") == (0.0, 1280, 3)
 
 
 def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
     tmp_path: Path, openai_script: Callable[..., Any]
 ) -> None:
-    """A 0.5B orchestrator gets 384 tokens per turn and its sub-agents 256, in eval as in run (eval
+    """A 0.5B orchestrator gets 1,280 tokens per turn and its sub-agents 256, in eval as in run (eval
     gave both 512, so a looping small model ran longer in eval than for a user)."""
 
     def is_orchestrator(body: dict[str, Any]) -> bool:
@@ -379,7 +379,7 @@ def test_eval_gives_a_small_model_the_token_caps_swarm_run_gives_it(
         assert result.exit_code == 0, result.output
         orch = {b["max_tokens"] for b in srv.requests if is_orchestrator(b)}
         sub = {b["max_tokens"] for b in srv.requests if not is_orchestrator(b)}
-    assert orch == {384} and sub == {256}
+    assert orch == {1280} and sub == {256}
 
 
 @pytest.mark.parametrize(

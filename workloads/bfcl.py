@@ -538,6 +538,9 @@ def _swarm_orchestrator(request: ModelRequest, gold: Sequence[tuple[str, dict[st
     if len(gold) == 1:  # a control item: one call, no sub-agent
         name, args = gold[0]
         return Completion(tool_calls=(call(name, **args),))
+    if request.allowed_tools is not None and "assign_task" not in request.allowed_tools:
+        # delegation withheld this turn (the small coach: a request that lists no items is done directly first)
+        return Completion(tool_calls=tuple(call(n, **a) for n, a in gold))
     calls = [
         call("assign_task", agent=AGENT, task=f"Call `{n}` with arguments {json.dumps(a, sort_keys=True)}")
         for n, a in gold

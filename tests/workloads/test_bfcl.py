@@ -206,3 +206,19 @@ def test_the_task_is_the_request_and_every_arm_is_told_how_calls_are_taken() -> 
         for part in split_items(task.prompt) or []:
             assert "exactly once" not in part and "no other call" not in part, part
     assert split_items(_HARNESS) is None
+
+
+async def test_the_swarm_gold_policy_makes_the_calls_itself_when_delegation_is_withheld() -> None:
+    # The small coach has a request that lists no items done directly first (assign_task withheld): the gold
+    # orchestrator then makes every gold call itself, and scores 1.
+    from agent_swarm.orchestrator.coach import lists_items
+    from agent_swarm.orchestrator.eval import episode_config
+    from agent_swarm.swarm.config import SwarmConfig
+
+    task = next(t for t in WL.tasks(20, seed=2, split="train") if not lists_items(t.prompt) and t.metadata["parts"] > 1)
+    ep = WL.episode(task, "swarm")
+    gold = WL.gold_policy(task, "swarm")
+    cfg = episode_config(ep, SwarmConfig(prompt_profile="small"))
+    o = Orchestrator(gold.orchestrator, cfg, tools=ep.tools, agents=ep.agents, subagent_backend=gold.subagent)
+    rec = await o.run(task)
+    assert ep.score(rec).metric == 1.0 and not rec.subagent_results

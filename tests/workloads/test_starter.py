@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agent_swarm.orchestrator.coach import lists_items
 from agent_swarm.orchestrator.engine import Orchestrator
 from agent_swarm.orchestrator.eval import episode_config
 from agent_swarm.swarm.config import SwarmConfig
@@ -273,7 +274,8 @@ async def test_gold_policies_ignore_the_small_profiles_worked_example(name: str)
     """Under the small-model profile the prompt carries a worked example (a user task, its reports,
     an answer) before the real task; gold policies (SFT's data) must act on the real task only."""
     wl = get_workload(name)
-    task = wl.tasks(1, seed=2, split="train")[0]
+    # a task that lists items: the small coach has a request that lists none done directly first
+    task = next(t for t in wl.tasks(20, seed=2, split="train") if lists_items(t.prompt))
     ep = wl.episode(task, "swarm")
     gold = wl.gold_policy(task, "swarm")
     cfg = episode_config(ep, SwarmConfig(prompt_profile="small"))

@@ -168,7 +168,7 @@ PROFILES: dict[str, PromptProfile] = {
         # turn, tool-first one-call sub-agents (agent_swarm.orchestrator.coach.SmallModelCoach).
         coach="small",
         # Near-greedy: at T = 1 a sub-1B model samples from its long tail (answers in the wrong
-        # language, invented tools) and its greedy output loops (the backends' RepeatGuard stops a verbatim
+        # language, invented tools) and its greedy output loops (the local backend's RepeatGuard stops a verbatim
         # loop after 128 tokens). An orchestrator turn holds one assign_task per listed item (about 48
         # tokens each) or the answer's table: at 384 tokens a 16-entity task's first turn kept 7-8 calls
         # (dev) and 7 of 30 single and single-parallel 16-row tables were cut (test seed 2011); 1,280 fits both

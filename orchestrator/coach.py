@@ -538,7 +538,11 @@ SPLIT_NOTICE = (
     "complete on its own. If the task really cannot be split, assign it again unchanged."
 )
 
-_ITEM_WORD = re.compile(r"^(?:[A-Z0-9'\"‘“(]|[-+*/×=]$)")  # a name, a number, a quoted word, an operator
+_ITEM_START = re.compile(
+    r"^(?:[A-Z0-9'\"‘“(\[]|[-+*/×=]$)"
+)  # a name, a number, a quoted or bracketed word, an operator
+# Capitalised, but no item: "I prefer a SUV and I will pick it up" lists nothing (BFCL dev, 2026-11-28).
+_PRONOUNS = frozenset({"I", "I'm", "I'd", "I'll", "I've", "I’m", "I’d", "I’ll", "I’ve"})
 _CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment
 _SENTENCE_END = re.compile(r"[.?!;]")
 _SENTENCES = re.compile(r".+?(?:[.?!;](?=\s|$)|$)")  # "3.5" and "v1.2" do not end a sentence
@@ -559,6 +563,9 @@ _PER_ITEM = re.compile(r"^for (?:each|every)\b", re.I)  # "For each one give: zi
 # ("the books Emma and Dracula", "What are the capitals of France and Japan?") keeps its list.
 _QUOTED = re.compile(r"(?<!\w)([\"“‘'])[^\"“”‘’']*?[\"”’'](?!\w)")
 _GLUE = "\x00"  # joins a quoted title's words (not whitespace to str.split)
+_COMMA = "\x01"  # a comma inside brackets or quotes (no list separator)
+_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)")  # one level: "[1, 2, 3]", "(Los Angeles, CA)"
+_EXAMPLES = re.compile(r"^(?:etc\b|and so on\b|and more\b)", re.I)  # "like Director, Cast, Awards etc.": examples
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that"})
 _NOT_HEADS = frozenset({"of", "in", "for", "to", "from", "with", "by", "on", "at", "as", "about", "between", "and"})
 _SINGULAR_S = ("ss", "us", "is")  # business, campus, analysis
@@ -584,6 +591,12 @@ def _singular_of(words: Sequence[str]) -> bool:
     return any(w.lower() in ("is", "was") or w.lower().endswith(("'s", "’s")) for w in words[:-3])
 
 
+def _item_word(word: str) -> bool:
+    """Whether ``word`` can be (part of) a listed item: a name, a number, a quoted or bracketed word or an
+    operator, not the pronoun ``I``."""
+    return _ITEM_START.match(word) is not None and word not in _PRONOUNS
+
+
 def lists_items(text: str) -> bool:
     """Whether a task names several items: ``France and Japan``, ``sodium, zinc, iron`` (the lists
     :func:`split_items` reads, of any length), or a bulleted list. A title is one item (``the book
@@ -595,7 +608,7 @@ def _name(words: Sequence[str]) -> bool:
     """Whether ``words`` read as one name: capitalised words, numbers or quoted words, and connectors
     between them (``The Adventures of Tom Sawyer``)."""
     return bool(words) and all(
-        _ITEM_WORD.match(w) or (0 < i < len(words) - 1 and w.lower() in _CONNECTORS) for i, w in enumerate(words)
+        _item_word(w) or (0 < i < len(words) - 1 and w.lower() in _CONNECTORS) for i, w in enumerate(words)
     )
 
 
@@ -609,14 +622,14 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
     words = head[head.rfind(":") + 1 :].split()
     run: list[str] = []
     for w in reversed(words[1:] if head.rfind(":") < 0 else words):  # never the sentence's first word
-        if not _ITEM_WORD.match(w):
+        if not _item_word(w):
             break
         run.insert(0, w)
     rwords = right.split()
     last: list[str] = []
     for i, w in enumerate(rwords):
         following = rwords[i + 1] if i + 1 < len(rwords) else ""
-        if _ITEM_WORD.match(w) or (last and w.lower() in _CONNECTORS and _ITEM_WORD.match(following)):
+        if _item_word(w) or (last and w.lower() in _CONNECTORS and _item_word(following)):
             last.append(w)
         else:
             break
@@ -631,17 +644,22 @@ def _list_around(left: str, right: str, min_items: int) -> tuple[str, list[str],
     prefix = head[: head.rfind(first)] if first else ""
     last = last or rwords[:k]
     items = [first, *middle, " ".join(last)]
-    if not prefix.strip() or not first or not last or len(items) < min_items:
+    rest = " ".join(rwords[len(last) :])
+    if not prefix.strip() or not first or not last or len(items) < min_items or _EXAMPLES.match(rest):
         return None
-    return prefix, items, " ".join(rwords[len(last) :])
+    if prefix.split()[-1].lower() == "between":
+        return None  # one pair: "the distance between [1, 2] and [3, 4]", "between Paris and Rome"
+    return prefix, items, rest
 
 
 def _lists_in(sentence: str) -> list[tuple[str, list[str], str]]:
     """Every list in one sentence (no end mark): around each "and"/"&", and a list of commas only
     (three or more items: ``customers: Ava Lopez, Ava Hernandez, Amelia Rossi``; two after a colon)."""
     found = []
-    # A quoted title is one word here ("'War and Peace'" lists nothing); its spaces come back at the end.
-    sentence = _QUOTED.sub(lambda m: m[0].replace(" ", _GLUE), sentence)
+    # A quoted title is one word here ("'War and Peace'" lists nothing, "'New York, NY'" is one item), and
+    # so is a bracketed value ("[40.7128, -74.0060]", "(Los Angeles, CA)"); both come back at the end.
+    sentence = _QUOTED.sub(lambda m: m[0].replace(" ", _GLUE).replace(",", _COMMA), sentence)
+    sentence = _BRACKETED.sub(lambda m: m[0].replace(" ", _GLUE).replace(",", _COMMA), sentence)
     for m in re.finditer(r"\s(?:and|&)\s", sentence):
         got = _list_around(sentence[: m.start()].rstrip(","), sentence[m.end() :], 2)
         if got is not None:
@@ -653,9 +671,11 @@ def _lists_in(sentence: str) -> list[tuple[str, list[str], str]]:
         got = _list_around(left, right, 3 if commas >= 2 else 2)  # two after a colon: "companies: A, B"
         if got is not None:
             found.append(got)
-    return [
-        (p.replace(_GLUE, " "), [i.replace(_GLUE, " ") for i in items], r.replace(_GLUE, " ")) for p, items, r in found
-    ]
+
+    def back(text: str) -> str:
+        return text.replace(_GLUE, " ").replace(_COMMA, ",")
+
+    return [(back(p), [back(i) for i in items], back(r)) for p, items, r in found]
 
 
 def _sentences(task: str) -> list[str]:

@@ -491,6 +491,25 @@ def test_a_list_of_items_is_recognised(text: str, listed: bool) -> None:
         ("Write code and test it.", None),
         ("Look everything up with the search and open tools.", None),
         ("For each one give: zip, orders.", None),
+        # no list: the pronoun I, examples ending in "etc.", one pair after "between" (BFCL train/dev
+        # requests; before 2026-11-28 each gave sub-tasks such as "I prefer a I will pick it up …")
+        ("I prefer a SUV and I will pick it up from the airport.", None),
+        ("My user ID is 12345, and I want to change my name.", None),
+        ("Can you retrieve information like Director, Cast, Awards etc. for the movie?", None),
+        ("What is the shortest distance between New York and Los Angeles by bus?", None),
+        ("Find the distance between [1, 2] and [3, 4].", None),
+        ("Find the distance between Paris, Rome and Oslo.", None),
+        # a bracketed or quoted value with commas is one item
+        (
+            "What is the greatest common divisor of the two pairs of numbers (45, 60) and (81, 27)?",
+            [f"What is the greatest common divisor of the pairs of numbers {p}?" for p in ("(45, 60)", "(81, 27)")],
+        ),
+        ("You are in 'New York, NY' and you want a concert.", None),
+        (
+            "Look up Drari Robotics (Oslo, Norway), Kel Foods (Lyon, France) and Mox Labs.",
+            [f"Look up {c}." for c in ("Drari Robotics (Oslo, Norway)", "Kel Foods (Lyon, France)", "Mox Labs")],
+        ),
+        ("Who wrote 'Hello, World' and 'Dune'?", ["Who wrote 'Hello, World'?", "Who wrote 'Dune'?"]),
     ],
 )
 def test_the_items_of_a_list_task_become_one_task_each(task: str, parts: list[str] | None) -> None:

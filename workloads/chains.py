@@ -7,7 +7,7 @@ total, the earliest-born chief executive). :class:`Chain` describes one such que
 :func:`chain_gold` gives its gold policies in both modes: swarm (one researcher per entity, all in one
 stage, then compare) and single (every chain in turn). The policies read the real tools' output, so an
 environment that lost a link cannot reach reward 1. :func:`chain_episode` is the episode of any deep
-question (exact match of its ``ANSWER:`` line).
+question (its ``ANSWER:`` line names the pick and the value that picks it: the ``pick`` verifier).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agent_swarm.swarm.config import SwarmConfig
 from agent_swarm.swarm.function_backend import FunctionBackend, call
 from agent_swarm.swarm.messages import ToolMessage
 from agent_swarm.swarm.records import EpisodeRecord, Task
-from agent_swarm.swarm.verifiers.match import ExactArgs, exact_verdict
+from agent_swarm.swarm.verifiers.match import PickArgs, pick_verdict
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Mode, Score, tool_messages, user_text
 from agent_swarm.workloads.wide import AGENT, LABEL_RE, NOT_FOUND, Title, own_hit, parse_report
@@ -48,6 +48,7 @@ class Chain:
     hops: tuple[Hop, ...]
     largest: bool  # the answer is the entity with the largest number (else the smallest)
     line: Callable[[str, float], str]  # how the answer states one entity's number
+    stated: Callable[[float], str]  # the number as the ANSWER line states it after the pick ("1945", "$512.30")
 
 
 def follow(chain: Chain, label: str, seen: Sequence[ToolMessage]) -> tuple[Completion | None, float | None, int]:
@@ -79,7 +80,8 @@ def _answer(chain: Chain, numbers: Mapping[str, float]) -> Completion:
         return Completion(text=f"ANSWER: {NOT_FOUND}")
     pick = max if chain.largest else min
     best = pick(numbers, key=lambda k: numbers[k])
-    return Completion(text="\n".join([*(chain.line(k, v) for k, v in numbers.items()), f"ANSWER: {best}"]))
+    lines = [*(chain.line(k, v) for k, v in numbers.items()), f"ANSWER: {best} ({chain.stated(numbers[best])})"]
+    return Completion(text="\n".join(lines))
 
 
 def _researcher(request: ModelRequest, chain: Chain) -> Completion:
@@ -122,14 +124,14 @@ def _single(request: ModelRequest, chain: Chain, labels: Sequence[str]) -> Compl
 
 def chain_episode(task: Task, mode: Mode, *, tools: tuple[Tool, ...], swarm: str) -> Episode:
     """The episode of a deep question over ``tools``: the researcher sub-agent type, ``swarm`` as swarm
-    mode's instructions, the exact-match scorer of the ``ANSWER:`` line, budgets for B chains."""
-    expected = str(task.verifier_args["expected"])
-
-    args = ExactArgs(expected=expected, extract="answer")
+    mode's instructions, the ``pick`` scorer of the ``ANSWER:`` line (the candidate and the value that
+    picks it), budgets for B chains."""
+    args = PickArgs.model_validate(task.verifier_args)
+    expected = args.expected
 
     def scorer(record: EpisodeRecord) -> Score:
         # The task's own verifier (one implementation of the metric for task files and episodes).
-        v = exact_verdict(record.answer or "", args)
+        v = pick_verdict(record.answer or "", args)
         return Score(
             metric=v.score, success=v.passed, details={**v.details, "expected": expected}, items={"answer": v.score}
         )

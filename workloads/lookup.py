@@ -12,13 +12,14 @@ not sell) which must be left out of the table; a hallucinated row lowers precisi
 
 **Deep lookup** (K2.5's "depth" prompts): B independent branches, each a multi-hop chain through the
 corpus — customer name → profile → the first order listed there → that order's total — joined at
-the end (which customer's first order has the largest total). Scored by the ``exact`` verifier on
-the ``ANSWER:`` line — the same function for task files and episodes; several different ``ANSWER:``
-lines (a hedge over the candidates) score 0.
+the end (which customer's first order has the largest total). Scored by the ``pick`` verifier on
+the ``ANSWER:`` line, which names the customer and states that total (a name alone is right 1 time in B
+by guessing) — the same function for task files and episodes; several different ``ANSWER:`` lines (a
+hedge over the candidates) score 0.
 
 Gold answers are computed from the corpus's structured records (``fields``); the gold policies read
 the *rendered document text* returned by the real ``search``/``open`` tools, so an environment that
-lost information cannot reach reward 1. Tasks carry the ``table``/``exact`` verifier and its arguments,
+lost information cannot reach reward 1. Tasks carry the ``table``/``pick`` verifier and its arguments,
 so their task files score with the plain verifier registry (the search tools must be granted).
 """
 
@@ -376,13 +377,14 @@ def _deep_prompt(labels: Sequence[str]) -> str:
         f"Each of these retail customers has a profile that lists their orders: {', '.join(labels)}.\n"
         "For each customer, take the FIRST order listed in their profile and find that order's total. "
         "Which customer's first order has the largest total? Look everything up in the document collection "
-        "with the search and open tools; do not guess. End with a line 'ANSWER: <the customer's full name>'."
+        "with the search and open tools; do not guess. End with a line "
+        "'ANSWER: <the customer's full name> (<that order's total>)'."
     )
 
 
 class DeepLookupWorkload(Workload):
     name = "deep-lookup"
-    metric = "exact"
+    metric = "pick"
     description = "multi-hop questions (customer → profile → first order → total) in B branches joined at the end"
     knobs_model = DeepLookupKnobs
 
@@ -415,8 +417,12 @@ class DeepLookupWorkload(Workload):
                     (split, seed, i),
                     kn,
                     prompt=_deep_prompt(labels),
-                    verifier="exact",
-                    verifier_args={"expected": winners[0], "extract": "answer"},
+                    verifier="pick",
+                    verifier_args={
+                        "expected": winners[0],
+                        "value": best,
+                        "others": [lab for lab in totals if lab != winners[0]],
+                    },
                     metadata={"labels": labels, "parts": len(labels), "totals": totals},
                 )
             )
@@ -476,4 +482,5 @@ DEEP_CHAIN = Chain(
     ),
     largest=True,
     line=lambda name, total: f"{name}: first order total ${total:.2f}",
+    stated=lambda total: f"${total:.2f}",
 )

@@ -265,6 +265,7 @@ FICTION_CHAIN = Chain(
     ),
     largest=False,
     line=lambda company, year: f"{company}: chief executive born {year:.0f}",
+    stated=lambda year: f"{year:.0f}",
 )
 
 
@@ -272,7 +273,8 @@ def _chain_prompt(labels: list[str]) -> str:
     return (
         f"Each of these companies has a chief executive: {', '.join(labels)}.\n"
         "Whose chief executive was born first (the earliest birth year)? Look everything up in the document "
-        "collection with the search and open tools; do not guess. End with a line 'ANSWER: <the company>'."
+        "collection with the search and open tools; do not guess. End with a line "
+        "'ANSWER: <the company> (<its chief executive's birth year>)'."
     )
 
 
@@ -297,8 +299,8 @@ def chain_task(
     return Task(
         id=task_id,
         prompt=_chain_prompt(labels),
-        verifier="exact",
-        verifier_args={"expected": winners[0], "extract": "answer"},
+        verifier="pick",
+        verifier_args={"expected": winners[0], "value": first, "others": [c for c in born if c != winners[0]]},
         metadata={
             "workload": workload,
             "labels": labels,
@@ -329,10 +331,11 @@ class DeepResearchKnobs(Knobs):
 class DeepResearchWorkload(Workload):
     """Deep questions over a generated collection: which of B companies has the earliest-born chief
     executive (company → chief executive → birth year, B chains joined at the end). Fresh entities and
-    facts for every seed, so a test seed is never seen before; scored by exact match of the ANSWER line."""
+    facts for every seed, so a test seed is never seen before; scored by the ``pick`` verifier: the ANSWER
+    line names the company and states its chief executive's birth year (a name alone is a guess)."""
 
     name = "deep-research"
-    metric = "exact"
+    metric = "pick"
     description = "B two-hop chains (company → chief executive → birth year) in a generated corpus, joined at the end"
     knobs_model = DeepResearchKnobs
 

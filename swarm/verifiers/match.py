@@ -1,7 +1,7 @@
 """Exact and numeric match with answer extraction (``\\boxed{}``, ``Answer:``, last number).
 
 Pure functions first (:func:`extract_answer`, :func:`normalize_text`, :func:`parse_number`), then the
-two registered verifiers ``exact`` and ``numeric``.
+registered verifiers ``exact``, ``pick`` and ``numeric``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ __all__ = [
     "ExactArgs",
     "ExtractMode",
     "NumericArgs",
+    "PickArgs",
     "candidate_answers",
     "exact_verdict",
     "extract_answer",
     "extract_boxed",
     "normalize_text",
     "parse_number",
+    "pick_verdict",
 ]
 
 ExtractMode = Literal["auto", "boxed", "answer", "last_number", "none"]
@@ -178,6 +180,49 @@ def exact_verdict(answer: str, args: ExactArgs) -> Verdict:
     got = normalize_text(extracted, case_sensitive=args.case_sensitive)
     ok = any(got == normalize_text(a, case_sensitive=args.case_sensitive) for a in accepted)
     return Verdict(score=float(ok), passed=ok, details={"extracted": extracted, "normalized": got})
+
+
+class PickArgs(VerifierArgs):
+    """A deep question's answer: which candidate the looked-up values single out, and the value that does."""
+
+    expected: str = Field(min_length=1, description="the candidate the question picks (a company, a customer)")
+    value: float = Field(description="the looked-up number that picks it (a birth year, an order total)")
+    others: list[str] = Field(default_factory=list, description="the other candidates (naming one too scores 0)")
+    abs_tol: float = Field(0.005, ge=0.0, description="how far a stated value may be from ``value``")
+
+
+@register_verifier("pick", PickArgs)
+def pick_match(answer: str, args: PickArgs, ctx: VerifierContext) -> Verdict:
+    """The ``pick`` verifier: :func:`pick_verdict`."""
+    return pick_verdict(answer, args)
+
+
+def pick_verdict(answer: str, args: PickArgs) -> Verdict:
+    """The last ``ANSWER:`` line names the expected candidate and states the value that picks it, and
+    no other value: ``ANSWER: Dulzo Textiles (1945)``, ``ANSWER: Dulzo Textiles, born 1945``. A name
+    alone scores 0 (a guess among the candidates the task lists is right 1 time in B without a single
+    look-up), and so do a wrong or second value, a hedge, another candidate named on the line, and
+    several different ``ANSWER:`` lines."""
+    lines = candidate_answers(answer, "answer")
+    if not lines:
+        return Verdict(score=0.0, details={"extracted": None, "reason": "no ANSWER: line"})
+    if len({normalize_text(line) for line in lines}) > 1:
+        return Verdict(score=0.0, details={"extracted": lines, "reason": "several different answers"})
+    line = lines[-1]
+    details: dict[str, object] = {"extracted": line}
+    folded, name = normalize_text(line), normalize_text(args.expected)
+    if name not in folded:
+        return Verdict(score=0.0, details={**details, "reason": "does not name the expected candidate"})
+    others = [o for o in map(normalize_text, args.others) if o and o not in name]  # "Ava Lopez" in "Ava Lopez Jr"
+    if any(o in folded for o in others):
+        return Verdict(score=0.0, details={**details, "reason": "names another candidate too"})
+    rest = folded.replace(name, " ")  # the numbers besides the pick's name ("3M" keeps its 3 out)
+    values = [v for v in (parse_number(n) for n in _NUMBER_RE.findall(rest)) if v is not None]
+    if not values:
+        return Verdict(score=0.0, details={**details, "reason": "no value: the pick is not shown to rest on a look-up"})
+    if hedged(line) or any(abs(v - args.value) > args.abs_tol for v in values):
+        return Verdict(score=0.0, details={**details, "values": values, "reason": "a wrong, second or hedged value"})
+    return Verdict(score=1.0, passed=True, details={**details, "values": values})
 
 
 class NumericArgs(VerifierArgs):

@@ -102,7 +102,7 @@ async def test_deep_lookup_gold_answers_the_joined_question() -> None:
             assert rec.reward is not None and rec.reward.r_perf == 1.0, rec.answer
         assert swarm.dag.stage_widths[0] == 4
         assert single.dag.critical_steps > swarm.dag.critical_steps
-        verdict = await verify("exact", swarm.answer or "", task.verifier_args)
+        verdict = await verify("pick", swarm.answer or "", task.verifier_args)
         assert verdict.score == 1.0
 
 
@@ -111,6 +111,23 @@ async def test_deep_lookup_wrong_answer_scores_zero() -> None:
     loser = min(task.metadata["totals"], key=task.metadata["totals"].get)
     rec = await _run(DEEP, task, "single", FunctionBackend(lambda r: Completion(text=f"ANSWER: {loser}")))
     assert rec.reward is not None and rec.reward.r_perf == 0.0
+
+
+async def test_deep_lookup_needs_the_total_that_picks_the_customer_not_a_guessed_name() -> None:
+    # A name alone is one of the B candidates the task lists: right 1 time in B without a look-up.
+    task = DEEP.tasks(1, seed=1)[0]
+    totals = task.metadata["totals"]
+    best = max(totals, key=totals.get)
+    wrong = min(totals.values())
+    for answer, score in (
+        (f"ANSWER: {best}", 0.0),
+        (f"ANSWER: {best} (${wrong:.2f})", 0.0),
+        (f"ANSWER: {best} (${totals[best]:.2f})", 1.0),
+        (f"ANSWER: {best}, total ${totals[best]:,.2f}", 1.0),
+    ):
+        rec = await _run(DEEP, task, "single", _says(answer))
+        assert rec.reward is not None and rec.reward.r_perf == score, answer
+        assert (await verify("pick", answer, task.verifier_args)).score == score  # the task file's verifier agrees
 
 
 def test_knobs_are_validated() -> None:
@@ -162,10 +179,14 @@ async def test_deep_lookup_hedging_over_the_candidates_scores_zero() -> None:
     task = DEEP.tasks(1, seed=1)[0]
     totals = task.metadata["totals"]
     names = sorted(totals, key=totals.get)  # the right one last: the old scorer took the last ANSWER line
-    for hedge in ("\n".join(f"ANSWER: {n}" for n in names), f"ANSWER: {' or '.join(names)}"):
+    for hedge in (
+        "\n".join(f"ANSWER: {n} (${totals[n]:.2f})" for n in names),
+        f"ANSWER: {' or '.join(names)}",
+        f"ANSWER: {names[-1]} (${totals[names[-1]]:.2f} or ${totals[names[0]]:.2f})",
+    ):
         rec = await _run(DEEP, task, "single", _says(hedge))
         assert rec.reward is not None and rec.reward.r_perf == 0.0 and rec.reward.details["items"] == {"answer": 0.0}
-        assert (await verify("exact", hedge, task.verifier_args)).score == 0.0  # the task file's verifier agrees
+        assert (await verify("pick", hedge, task.verifier_args)).score == 0.0  # the task file's verifier agrees
 
 
 async def test_wide_lookup_copying_the_names_scores_zero() -> None:

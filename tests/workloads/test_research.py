@@ -205,6 +205,17 @@ async def test_deep_research_chains_two_hops_per_company_and_scores_the_answer_l
             )
             rec = await o.run(task)
             assert rec.reward is not None and rec.reward.r_perf == 1.0, rec.answer
-        wrong = next(c for c in born if c != task.verifier_args["expected"])
-        record = EpisodeRecord.model_construct(answer=f"ANSWER: {wrong}")  # type: ignore[call-arg]
-        assert deep.episode(task, "single").score(record).metric == 0.0
+        right = task.verifier_args["expected"]
+        assert task.verifier_args["value"] == born[right]
+        wrong = next(c for c in born if c != right)
+        scorer = deep.episode(task, "single").score
+        for answer, score in (
+            (f"ANSWER: {wrong} ({born[wrong]})", 0.0),
+            (f"ANSWER: {right}", 0.0),  # the name alone: one of the 5 listed, a guess is right 1 time in 5
+            (f"ANSWER: {right} ({born[wrong]})", 0.0),
+            (f"ANSWER: {right} ({born[right]} or {born[wrong]})", 0.0),
+            (f"ANSWER: {right} ({born[right]})", 1.0),
+            (f"{wrong}: born {born[wrong]}\nANSWER: {right}, born {born[right]}", 1.0),
+        ):
+            record = EpisodeRecord.model_construct(answer=answer)  # type: ignore[call-arg]
+            assert scorer(record).metric == score, answer

@@ -50,6 +50,39 @@ def test_output_that_does_not_loop_is_never_cut() -> None:
     assert _fed_until_stop(RepeatGuard(), para * 5) is None
 
 
+OPEN, CLOSE = 900, 901  # the tool-call tags' token ids
+
+
+def _call(*args: int) -> list[int]:
+    return [OPEN, 11, 12, *args, 13, CLOSE, 5]
+
+
+def test_a_batch_of_calls_written_again_is_stopped_at_its_second_repeated_call() -> None:
+    # A 1.5B orchestrator wrote the same 3 calls 17 times in one turn (about 75 tokens a batch, beyond
+    # max_period), until the 1,280-token cap, on a BFCL dev task.
+    batch = [tok for item in (100, 200, 300) for tok in _call(item, 40 + item, 7, 8, 9, 10, 11, 12, 13, 14)]
+    ids = batch * 17
+    stopped = _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids)
+    one = len(_call(100, 140, 7, 8, 9, 10, 11, 12, 13, 14))
+    assert stopped == len(batch) + 2 * one - 1  # where the second repeated call in a row closes
+    assert _fed_until_stop(RepeatGuard(), ids) is None  # the period is beyond what the block check sees
+    # fed in chunks, as the stream sends them
+    guard = RepeatGuard(call_tags=(OPEN, CLOSE))
+    assert any(not guard.feed(ids[i : i + 7]) for i in range(0, len(ids), 7)) and guard.looped
+
+
+def test_different_calls_and_a_call_split_over_chunks_are_not_a_loop() -> None:
+    ids = [tok for item in range(40) for tok in _call(item, item + 1)]
+    guard = RepeatGuard(call_tags=(OPEN, CLOSE))
+    assert all(guard.feed(ids[i : i + 3]) for i in range(0, len(ids), 3)) and not guard.looped
+    # the same arguments under another call, and text between calls repeated, are no repeated call
+    ids = _call(1, 2) + [OPEN, 99, 1, 2, CLOSE] + [5, 6, 7] * 3
+    assert _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids) is None
+    # one call written twice among new ones (an assignment sent again, then the rest of the list) goes on
+    ids = _call(1) + _call(2) + _call(1) + _call(3) + _call(4) + _call(2) + _call(5)
+    assert _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids) is None
+
+
 def _sse(events: list[dict[str, object]]) -> bytes:
     return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
 

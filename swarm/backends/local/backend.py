@@ -366,9 +366,12 @@ class LocalBackend:
         return await self._tokenize(http, prompt, first=True), False
 
     async def _stream(self, http: OpenAIBackend, body: dict[str, Any]) -> dict[str, Any]:
-        """``/completion`` streamed and stopped by a :class:`RepeatGuard`, merged into the shape of
-        one non-streamed answer (a stopped loop reads ``stop_type: "limit"``, like the token cap)."""
-        guard = RepeatGuard()
+        """``/completion`` streamed and stopped by a :class:`RepeatGuard` (a verbatim loop, or a tool call
+        written twice), merged into the shape of one non-streamed answer (a stopped loop reads
+        ``stop_type: "limit"``, like the token cap)."""
+        opening, closing = self.engine.tool_tags  # token ids where the tokenizer has the tags as single tokens
+        tags = (opening, closing) if isinstance(opening, int) and isinstance(closing, int) else None
+        guard = RepeatGuard(call_tags=tags)
 
         def keep_going(event: dict[str, Any]) -> bool:
             tokens = event.get("tokens")

@@ -7,11 +7,12 @@ lookup). :class:`RepeatGuard` watches the sampled token ids as they stream in an
 the last ``span`` (128) or more tokens are copies of one block of at most ``max_period`` (40) tokens. Output
 that does not loop is never cut, so what a correct generation produces is unchanged.
 
-Given the tool-call tags' token ids (``call_tags``), it also stops once two calls in a row each repeat,
-token for token, a call written earlier in the same generation: a batch of three calls repeated until
-the token cap is a period of about 75 tokens, beyond ``max_period`` (a 1.5B orchestrator wrote the same
-3 calls 17 times over, 1,280 tokens, on a BFCL dev task). The repeated calls stay in what was generated
-(they were emitted). One repeated call among new ones goes on: the calls after it are new work.
+With ``watch_calls``, it also reads the generated text and stops once two tool calls in a row each repeat,
+character for character, a call written earlier in the same generation (a call is a top-level JSON
+object, bare or between ``<tool_call>`` tags): a batch of three calls repeated until the token cap is a
+period of about 75 tokens, beyond ``max_period`` (a 1.5B orchestrator wrote the same 3 calls 17 times
+over, 1,280 tokens, on a BFCL dev task). The repeated calls stay in what was generated (they were
+emitted). One repeated call among new ones goes on: the calls after it are new work.
 """
 
 from __future__ import annotations
@@ -26,20 +27,23 @@ class RepeatGuard:
     repeated block (period 1 to ``max_period``, at least ``min_copies`` copies)."""
 
     __slots__ = (
-        "_call_start",
         "_calls",
         "_checked",
+        "_depth",
+        "_escape",
+        "_in_string",
+        "_object",
         "_repeats",
-        "call_tags",
         "ids",
         "looped",
         "max_period",
         "min_copies",
         "span",
+        "watch_calls",
     )
 
     def __init__(
-        self, *, span: int = 128, max_period: int = 40, min_copies: int = 3, call_tags: tuple[int, int] | None = None
+        self, *, span: int = 128, max_period: int = 40, min_copies: int = 3, watch_calls: bool = False
     ) -> None:
         if span < 2 or max_period < 1 or min_copies < 2:
             raise ConfigError(
@@ -51,39 +55,53 @@ class RepeatGuard:
         self.ids: list[int] = []
         self.looped = False
         self._checked = 0
-        self.call_tags = call_tags
-        """The token ids that open and close a tool call (``None``: calls are not watched)."""
-        self._calls: set[tuple[int, ...]] = set()
-        self._call_start = -1
+        self.watch_calls = watch_calls
+        """Whether the text is read for tool calls written again (:meth:`feed`'s ``text``)."""
+        self._calls: set[str] = set()
+        self._object: list[str] = []  # the top-level JSON object being written
+        self._depth = 0
+        self._in_string = self._escape = False
         self._repeats = 0  # calls in a row that repeat an earlier one
 
-    def feed(self, ids: list[int] | tuple[int, ...]) -> bool:
-        """Add sampled ids; ``True`` while the generation should go on."""
-        start = len(self.ids)
+    def feed(self, ids: list[int] | tuple[int, ...], text: str = "") -> bool:
+        """Add sampled ids and the text they decode to; ``True`` while the generation should go on."""
         self.ids.extend(ids)
-        if self.call_tags is not None:
-            self._watch_calls(start)
+        if self.watch_calls and text:
+            self._read_calls(text)
         if not self.looped and len(self.ids) - self._checked >= 8:  # checked every 8 tokens: cheap
             self._checked = len(self.ids)
             self.looped = self.loops(self.ids)
         return not self.looped
 
-    def _watch_calls(self, start: int) -> None:
-        """Note the calls closed at or after ``start``; two in a row that were each written before are a
-        loop (one repeated call among new ones is not: admission drops it, and the calls after it run)."""
-        assert self.call_tags is not None
-        opening, closing = self.call_tags
-        for i in range(start, len(self.ids)):
-            t = self.ids[i]
-            if t == opening:
-                self._call_start = i
-            elif t == closing and self._call_start >= 0:
-                call = tuple(self.ids[self._call_start + 1 : i])
-                self._call_start = -1
-                self._repeats = self._repeats + 1 if call in self._calls else 0
-                self._calls.add(call)
-                if self._repeats >= 2:
-                    self.looped = True
+    def _read_calls(self, text: str) -> None:
+        """Follow the top-level JSON objects in ``text``; two closed in a row that were each written
+        before are a loop (one repeated call among new ones is not: admission drops it, and the calls
+        after it run)."""
+        for ch in text:
+            if self._depth == 0:
+                if ch != "{":
+                    continue
+                self._object = []
+            self._object.append(ch)
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                elif ch == "\\":
+                    self._escape = True
+                elif ch == '"':
+                    self._in_string = False
+            elif ch == '"':
+                self._in_string = True
+            elif ch == "{":
+                self._depth += 1
+            elif ch == "}":
+                self._depth -= 1
+                if self._depth == 0:
+                    call = "".join(self._object)
+                    self._repeats = self._repeats + 1 if call in self._calls else 0
+                    self._calls.add(call)
+                    if self._repeats >= 2:
+                        self.looped = True
 
     def loops(self, ids: list[int]) -> bool:
         """Whether ``ids`` ends in ``span`` or more tokens that repeat one block."""

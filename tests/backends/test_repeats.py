@@ -50,37 +50,46 @@ def test_output_that_does_not_loop_is_never_cut() -> None:
     assert _fed_until_stop(RepeatGuard(), para * 5) is None
 
 
-OPEN, CLOSE = 900, 901  # the tool-call tags' token ids
+def _fed_text_until_stop(guard: RepeatGuard, text: str, chunk: int) -> int | None:
+    """Feed ``text`` ``chunk`` characters at a time (one made-up token id per chunk); where it stopped."""
+    for i in range(0, len(text), chunk):
+        if not guard.feed([i], text[i : i + chunk]):
+            return i + chunk
+    return None
 
 
-def _call(*args: int) -> list[int]:
-    return [OPEN, 11, 12, *args, 13, CLOSE, 5]
+def _call(name: str, **args: object) -> str:
+    return json.dumps({"name": name, "arguments": args})
 
 
-def test_a_batch_of_calls_written_again_is_stopped_at_its_second_repeated_call() -> None:
-    # A 1.5B orchestrator wrote the same 3 calls 17 times in one turn (about 75 tokens a batch, beyond
-    # max_period), until the 1,280-token cap, on a BFCL dev task.
-    batch = [tok for item in (100, 200, 300) for tok in _call(item, 40 + item, 7, 8, 9, 10, 11, 12, 13, 14)]
-    ids = batch * 17
-    stopped = _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids)
-    one = len(_call(100, 140, 7, 8, 9, 10, 11, 12, 13, 14))
-    assert stopped == len(batch) + 2 * one - 1  # where the second repeated call in a row closes
-    assert _fed_until_stop(RepeatGuard(), ids) is None  # the period is beyond what the block check sees
-    # fed in chunks, as the stream sends them
-    guard = RepeatGuard(call_tags=(OPEN, CLOSE))
-    assert any(not guard.feed(ids[i : i + 7]) for i in range(0, len(ids), 7)) and guard.looped
+@pytest.mark.parametrize("chunk", [1, 3, 7, 50])
+def test_a_batch_of_calls_written_again_is_stopped_at_its_second_repeated_call(chunk: int) -> None:
+    # A 1.5B orchestrator wrote the same 3 calls 17 times in one turn, bare JSON objects one after the
+    # other (about 75 tokens a batch, beyond max_period), until the 1,280-token cap, on a BFCL dev task.
+    batch = "".join(_call("calc_area_triangle", base=b, height=h) for b, h in ((10, 5), (15, 7), (20, 10)))
+    text = batch * 17
+    stopped = _fed_text_until_stop(RepeatGuard(watch_calls=True), text, chunk)
+    one = len(_call("calc_area_triangle", base=10, height=5))
+    second_repeat_closes = len(batch) + 2 * one  # where the second repeated call in a row ends
+    assert stopped is not None and second_repeat_closes <= stopped < second_repeat_closes + chunk
+    assert _fed_text_until_stop(RepeatGuard(), text, chunk) is None  # not watched: nothing stops it here
+    # between hermes tags, and with a string holding braces and an escaped quote
+    odd_call = _call("f", q='a {b} "c')  # braces and a quote (escaped by json.dumps) inside a string
+    tagged = "".join(f"<tool_call>\n{odd_call}\n</tool_call>\n" for _ in range(3))
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), tagged, chunk) is not None
 
 
-def test_different_calls_and_a_call_split_over_chunks_are_not_a_loop() -> None:
-    ids = [tok for item in range(40) for tok in _call(item, item + 1)]
-    guard = RepeatGuard(call_tags=(OPEN, CLOSE))
-    assert all(guard.feed(ids[i : i + 3]) for i in range(0, len(ids), 3)) and not guard.looped
-    # the same arguments under another call, and text between calls repeated, are no repeated call
-    ids = _call(1, 2) + [OPEN, 99, 1, 2, CLOSE] + [5, 6, 7] * 3
-    assert _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids) is None
-    # one call written twice among new ones (an assignment sent again, then the rest of the list) goes on
-    ids = _call(1) + _call(2) + _call(1) + _call(3) + _call(4) + _call(2) + _call(5)
-    assert _fed_until_stop(RepeatGuard(call_tags=(OPEN, CLOSE)), ids) is None
+def test_different_calls_and_one_repeated_call_among_new_ones_are_not_a_loop() -> None:
+    text = "".join(_call("search", query=f"item {i}") for i in range(40))
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), text, 5) is None
+    # an assignment sent again, then the rest of the list: the calls after it are new work
+    calls = [_call("assign_task", task=t) for t in ("a", "b", "a", "c", "d", "b", "e")]
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), " ".join(calls), 4) is None
+    # a brace inside a string does not end the call: "}{" in an argument is no second call, so these two
+    # calls are two (not four objects, two of them repeated), and written twice they are a loop
+    odd = _call("f", q="x}{y") + _call("f", q="x}{z")
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), odd, 2) is None
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), odd + odd, 2) is not None
 
 
 def _sse(events: list[dict[str, object]]) -> bytes:

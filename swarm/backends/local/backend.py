@@ -369,13 +369,11 @@ class LocalBackend:
         """``/completion`` streamed and stopped by a :class:`RepeatGuard` (a verbatim loop, or a tool call
         written twice), merged into the shape of one non-streamed answer (a stopped loop reads
         ``stop_type: "limit"``, like the token cap)."""
-        opening, closing = self.engine.tool_tags  # token ids where the tokenizer has the tags as single tokens
-        tags = (opening, closing) if isinstance(opening, int) and isinstance(closing, int) else None
-        guard = RepeatGuard(call_tags=tags)
+        guard = RepeatGuard(watch_calls=True)
 
         def keep_going(event: dict[str, Any]) -> bool:
-            tokens = event.get("tokens")
-            return guard.feed(tokens) if isinstance(tokens, list) else True
+            tokens, text = event.get("tokens"), event.get("content")
+            return guard.feed(tokens, text if isinstance(text, str) else "") if isinstance(tokens, list) else True
 
         # timings_per_token: every event carries the timings so far, so a stream stopped early has them.
         events = await http.post_stream("/completion", {**body, "stream": True, "timings_per_token": True}, keep_going)

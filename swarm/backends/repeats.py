@@ -17,6 +17,8 @@ emitted). One repeated call among new ones goes on: the calls after it are new w
 
 from __future__ import annotations
 
+import json
+
 from agent_swarm.swarm.errors import ConfigError
 
 __all__ = ["RepeatGuard"]
@@ -97,11 +99,22 @@ class RepeatGuard:
             elif ch == "}":
                 self._depth -= 1
                 if self._depth == 0:
-                    call = "".join(self._object)
-                    self._repeats = self._repeats + 1 if call in self._calls else 0
-                    self._calls.add(call)
-                    if self._repeats >= 2:
-                        self.looped = True
+                    self._closed("".join(self._object))
+
+    def _closed(self, text: str) -> None:
+        """A top-level object ended: a tool call (a JSON object with a ``name``) counts towards a loop;
+        anything else (``{}`` in code, ``{ return 0; }``) is no call and ends the run of repeats."""
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict) or "name" not in obj:
+            self._repeats = 0
+            return
+        self._repeats = self._repeats + 1 if text in self._calls else 0
+        self._calls.add(text)
+        if self._repeats >= 2:
+            self.looped = True
 
     def loops(self, ids: list[int]) -> bool:
         """Whether ``ids`` ends in ``span`` or more tokens that repeat one block."""

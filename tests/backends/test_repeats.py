@@ -87,6 +87,9 @@ def test_different_calls_and_one_repeated_call_among_new_ones_are_not_a_loop() -
     assert _fed_text_until_stop(RepeatGuard(watch_calls=True), " ".join(calls), 4) is None
     # a brace inside a string does not end the call: "}{" in an argument is no second call, so these two
     # calls are two (not four objects, two of them repeated), and written twice they are a loop
+    # braces that are no tool call (code, an empty dict) are never a loop of calls
+    code = "x = {}\ny = {}\nz = {}\nint f() { return 0; }\nint g() { return 0; }\nint h() { return 0; }\n"
+    assert _fed_text_until_stop(RepeatGuard(watch_calls=True), code, 3) is None
     odd = _call("f", q="x}{y") + _call("f", q="x}{z")
     assert _fed_text_until_stop(RepeatGuard(watch_calls=True), odd, 2) is None
     assert _fed_text_until_stop(RepeatGuard(watch_calls=True), odd + odd, 2) is not None

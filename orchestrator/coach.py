@@ -538,9 +538,8 @@ SPLIT_NOTICE = (
     "complete on its own. If the task really cannot be split, assign it again unchanged."
 )
 
-_ITEM_START = re.compile(
-    r"^(?:[A-Z0-9'\"‘“(\[]|[-+*/×=]$)"
-)  # a name, a number, a quoted or bracketed word, an operator
+# A name, a number, a quoted or bracketed word, an operator.
+_ITEM_START = re.compile(r"^(?:[A-Z0-9'\"‘“(\[]|[-+*/×=]$)")
 # Capitalised, but no item: "I prefer a SUV and I will pick it up" lists nothing (BFCL dev, 2026-11-28).
 _PRONOUNS = frozenset({"I", "I'm", "I'd", "I'll", "I've", "I’m", "I’d", "I’ll", "I’ve"})
 _CONNECTORS = frozenset({"and", "of", "the", "de", "la", "du", "y"})  # inside names: Crime and Punishment

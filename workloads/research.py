@@ -124,6 +124,11 @@ class WideResearchKnobs(Knobs):
     distractors: int = Field(2, ge=0, le=6, description="documents per entity that are not it (near-namesake, news)")
     missing: int = Field(0, ge=0, le=8, description="names asked for that the collection lacks (rows to leave out)")
     kind: Literal["any", "company", "person", "product"] = "any"
+    snippets: bool = Field(
+        False,
+        description="search hits show snippets (a short record's snippet is all its facts: one search naming "
+        "every entity answers the table; the default before corpus fictional-v2 tasks recorded this knob)",
+    )
 
 
 @lru_cache(maxsize=64)
@@ -137,10 +142,17 @@ def research_world(
 
 @lru_cache(maxsize=64)
 def _tools(
-    key: str, kind: FictionalKind, entities: int, distractors: int, missing: int, split: str, linked: bool
+    key: str,
+    kind: FictionalKind,
+    entities: int,
+    distractors: int,
+    missing: int,
+    split: str,
+    linked: bool,
+    snippets: bool,
 ) -> tuple[Tool, ...]:
     world = research_world(key, kind, entities, distractors, missing, split, linked)
-    return search_toolset(SearchIndex(world.corpus())).tools
+    return search_toolset(SearchIndex(world.corpus()), snippets=snippets).tools
 
 
 def research_task(
@@ -152,12 +164,14 @@ def research_task(
     entities: int,
     distractors: int,
     missing: int,
+    snippets: bool,
     split: str,
     seed: int,
     knobs: dict[str, Any],
 ) -> Task:
     """One wide-research task (its world's key is ``task_id``): the asked entities of a freshly generated
-    collection as the gold table. ``train-mix`` makes its wide tasks with it too."""
+    collection as the gold table. ``train-mix`` makes its wide tasks with it too. Without ``snippets``
+    the search tool shows ids and titles only: each entity's facts are read with ``open``."""
     world = research_world(task_id, kind, entities, distractors, missing, split)
     k = FICTION[kind]
     labels = [str(r["name"]) for r in world.entities] + list(world.missing)
@@ -184,6 +198,7 @@ def research_task(
                 "distractors": distractors,
                 "missing": missing,
                 "split": split,
+                "snippets": snippets,
             },
             "split": split,
             "seed": seed,
@@ -193,7 +208,9 @@ def research_task(
 
 
 def research_tools(task: Task) -> tuple[Tool, ...]:
-    """``search``/``open`` over the task's own generated collection (rebuilt from its metadata)."""
+    """``search``/``open`` over the task's own generated collection (rebuilt from its metadata). A task
+    whose corpus names no ``snippets`` (deep research, controls, and wide tasks generated before the knob)
+    gets search snippets, as it was run with them."""
     spec = task.metadata.get("corpus")
     if not isinstance(spec, dict) or spec.get("generator") != GENERATOR:
         got = spec.get("generator") if isinstance(spec, dict) else None
@@ -209,6 +226,7 @@ def research_tools(task: Task) -> tuple[Tool, ...]:
         int(spec["missing"]),
         str(spec["split"]),
         bool(spec.get("linked", False)),
+        bool(spec.get("snippets", True)),
     )
 
 
@@ -237,7 +255,17 @@ class WideResearchWorkload(Workload):
             tid = f"{self.name}-{split}-s{seed}-{i}"
             sizes = {"entities": kn.entities, "distractors": kn.distractors, "missing": kn.missing}
             out.append(
-                research_task(self.name, tid, kind, attrs, **sizes, split=split, seed=seed, knobs=kn.model_dump())
+                research_task(
+                    self.name,
+                    tid,
+                    kind,
+                    attrs,
+                    **sizes,
+                    snippets=kn.snippets,
+                    split=split,
+                    seed=seed,
+                    knobs=kn.model_dump(),
+                )
             )
         return out
 

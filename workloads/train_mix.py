@@ -82,7 +82,9 @@ def _wide(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:
         "distractors": rng.randint(0, 3),
         "missing": 1 if rng.random() < 0.2 else 0,
     }
-    return research_task(NAME, tid, kind, attrs, **sizes, split="train", seed=seed, knobs=kn.model_dump())
+    # Without snippets, as wide-research's tasks: each entity's facts are read with open.
+    knobs = kn.model_dump()
+    return research_task(NAME, tid, kind, attrs, **sizes, snippets=False, split="train", seed=seed, knobs=knobs)
 
 
 def _deep(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:

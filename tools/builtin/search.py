@@ -266,8 +266,15 @@ class SearchIndex:
 _END = "\n[end of document]"
 
 
-def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20, open_chars: int = 8000) -> Toolset:
-    """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``."""
+def search_toolset(
+    index: SearchIndex, *, name: str = "search", max_k: int = 20, open_chars: int = 8000, snippets: bool = True
+) -> Toolset:
+    """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``.
+
+    With ``snippets=False`` a hit is its id and title only, as a catalogue or file search shows it: the
+    text is read with ``open``. The wide-research benchmark uses that, because a short record's snippet
+    is the whole record, and one search naming every entity then returned every fact at once (N = 16
+    in one call): the benchmark measured nothing about looking N things up."""
 
     def search(query: str, k: int = 5) -> str:
         """Search the document collection; returns ids, titles and snippets of the best matches.
@@ -284,6 +291,8 @@ def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20,
             return f"no documents match {query!r}; try other keywords"
         # "doc_id: X", the name of open's argument, and no rank: small models opened "1" (the rank of
         # "[1] X") and copied a document's "id: retail/user/x" where its user id was asked for.
+        if not snippets:
+            return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}" for h in hits)
         return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}\n    {h.snippet}" for h in hits)
 
     def open(doc_id: str, offset: int = 0) -> str:
@@ -305,7 +314,10 @@ def search_toolset(index: SearchIndex, *, name: str = "search", max_k: int = 20,
         return f"{d.title}\ndoc_id: {d.id}\n\n{body}{more}"
 
     blocking = dict(blocking=True)  # BM25 scoring is CPU work: keep it off the event loop
-    return Toolset(name, (Tool(search, **blocking), Tool(open, **blocking)))  # type: ignore[arg-type]
+    find = Tool(search, **blocking)  # type: ignore[arg-type]
+    if not snippets:
+        find = find.replace(description=find.description.replace("ids, titles and snippets", "the ids and titles"))
+    return Toolset(name, (find, Tool(open, **blocking)))  # type: ignore[arg-type]
 
 
 def _dump_jsonl(docs: Iterable[Document], path: Path) -> None:

@@ -111,22 +111,29 @@ def _scope(knobs: Mapping[str, Any] | None) -> str | None:
     return None if knobs is None else json.dumps(dict(knobs), sort_keys=True, default=str)
 
 
+def _same_tasks(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether knob sets ``a`` and ``b`` may make the same tasks: they agree on every knob both name. A knob
+    only one of them names (one added after the entry was written) burns the seed too: entries from before
+    wide-research's ``snippets`` knob hold the same names and facts as a run with it."""
+    return all(_scope({k: a[k]}) == _scope({k: b[k]}) for k in a.keys() & b.keys())
+
+
 def used_test_seeds(ledger: Path, workload: str, knobs: Mapping[str, Any] | None = None) -> set[int]:
     """Test seeds already used for ``workload`` according to the JSONL ``ledger`` (empty if it is missing).
 
-    An entry with ``knobs`` burns its seed only for those knobs (a width curve's N = 2 and N = 8 tables are
-    different tasks from one seed); an entry without, and a query without ``knobs``, match any knobs."""
+    An entry with ``knobs`` burns its seed only for knobs that differ from none of its own (a width curve's
+    N = 2 and N = 8 tables are different tasks from one seed; a knob the entry does not name matches); an
+    entry without, and a query without ``knobs``, match any knobs."""
     if not ledger.is_file():
         return set()
-    want = _scope(knobs)
     seeds: set[int] = set()
     for no, line in enumerate(ledger.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-            got = _scope(entry["knobs"]) if entry.get("knobs") is not None else None
-            if entry["workload"] == workload and (got is None or want is None or got == want):
+            got = entry.get("knobs")
+            if entry["workload"] == workload and (got is None or knobs is None or _same_tasks(got, knobs)):
                 seeds.add(int(entry["seed"]))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(

@@ -40,6 +40,7 @@ from agent_swarm.tools.corpora import tau2_records, tau2_search_toolset
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
 from agent_swarm.workloads.chains import Chain, Hop, chain_episode, chain_gold
+from agent_swarm.workloads.research import SWARM_NOTE
 from agent_swarm.workloads.splits import Split, pool_splits
 from agent_swarm.workloads.wide import (
     AGENT,
@@ -243,8 +244,9 @@ def _distractors(kind: str, rng: random.Random, n: int) -> list[str]:
     return out
 
 
-def _search_tools() -> tuple[Tool, ...]:
-    return tau2_search_toolset().tools
+@cache
+def _search_tools(snippets: bool = True) -> tuple[Tool, ...]:
+    return tau2_search_toolset(snippets=snippets).tools
 
 
 # -- wide lookup --------------------------------------------------------------------------------------------
@@ -255,6 +257,11 @@ class WideLookupKnobs(Knobs):
     attributes: int = Field(3, ge=1, le=6, description="M: attributes per entity (at most the kind's attributes)")
     distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
+    snippets: bool = Field(
+        False,
+        description="search hits show snippets (most of a record: one search naming every entity shows their "
+        "facts; the default before task files recorded this knob)",
+    )
 
 
 def _lookup_task(
@@ -342,13 +349,9 @@ class WideLookupWorkload(Workload):
 
     def episode(self, task: Task, mode: Mode) -> Episode:
         self.check_task(task)
-        return wide_episode(
-            task,
-            mode,
-            _search_tools(),
-            f"A sub-agent type '{AGENT}' is predefined with the search and open tools. Look up the entities "
-            "in parallel: one assign_task per entity, all in one message; then answer with the table.",
-        )
+        # A task file from before the snippets knob ran with snippets; it keeps them.
+        snippets = bool(task.metadata.get("knobs", {}).get("snippets", True))
+        return wide_episode(task, mode, _search_tools(snippets), SWARM_NOTE)
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:
         self.check_task(task)

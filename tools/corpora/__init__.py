@@ -56,6 +56,6 @@ def tau2_index() -> SearchIndex:
     return SearchIndex(load_tau2())
 
 
-def tau2_search_toolset(name: str = "search") -> Toolset:
-    """``search``/``open`` tools over the τ² corpus."""
-    return search_toolset(tau2_index(), name=name)
+def tau2_search_toolset(name: str = "search", *, snippets: bool = True) -> Toolset:
+    """``search``/``open`` tools over the τ² corpus (``snippets=False``: hits are ids and titles only)."""
+    return search_toolset(tau2_index(), name=name, snippets=snippets)

@@ -36,6 +36,7 @@ from pydantic import Field
 from agent_swarm.swarm.errors import ConfigError
 from agent_swarm.swarm.records import Task
 from agent_swarm.swarm.verifiers.table import ColumnRule
+from agent_swarm.tools.builtin.search import Snippets
 from agent_swarm.tools.corpora import tau2_records, tau2_search_toolset
 from agent_swarm.tools.registry import Tool
 from agent_swarm.workloads.base import Episode, GoldPolicy, Knobs, Mode, Workload
@@ -245,7 +246,7 @@ def _distractors(kind: str, rng: random.Random, n: int) -> list[str]:
 
 
 @cache
-def _search_tools(snippets: bool = True) -> tuple[Tool, ...]:
+def _search_tools(snippets: Snippets = "all") -> tuple[Tool, ...]:
     return tau2_search_toolset(snippets=snippets).tools
 
 
@@ -257,10 +258,10 @@ class WideLookupKnobs(Knobs):
     attributes: int = Field(3, ge=1, le=6, description="M: attributes per entity (at most the kind's attributes)")
     distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
-    snippets: bool = Field(
-        False,
-        description="search hits show snippets (most of a record: one search naming every entity shows their "
-        "facts; the default before task files recorded this knob)",
+    snippets: Snippets = Field(
+        "named",
+        description="which search hits show a snippet: all (most of a record: one search naming every entity "
+        "shows their facts; task files from before this knob), named (a hit whose title the query names) or none",
     )
 
 
@@ -350,7 +351,7 @@ class WideLookupWorkload(Workload):
     def episode(self, task: Task, mode: Mode) -> Episode:
         self.check_task(task)
         # A task file from before the snippets knob ran with snippets; it keeps them.
-        snippets = bool(task.metadata.get("knobs", {}).get("snippets", True))
+        snippets = task.metadata.get("knobs", {}).get("snippets", "all")
         return wide_episode(task, mode, _search_tools(snippets), SWARM_NOTE)
 
     def gold_policy(self, task: Task, mode: Mode, *, latency_s: float = 0.0) -> GoldPolicy:

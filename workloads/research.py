@@ -26,7 +26,7 @@ from pydantic import Field
 
 from agent_swarm.swarm.errors import ConfigError
 from agent_swarm.swarm.records import Task
-from agent_swarm.tools.builtin.search import SearchIndex, search_toolset
+from agent_swarm.tools.builtin.search import SearchIndex, Snippets, search_toolset
 from agent_swarm.tools.corpora.fictional import (
     ATTRIBUTES,
     FICTIONAL_KINDS,
@@ -124,10 +124,11 @@ class WideResearchKnobs(Knobs):
     distractors: int = Field(2, ge=0, le=6, description="documents per entity that are not it (near-namesake, news)")
     missing: int = Field(0, ge=0, le=8, description="names asked for that the collection lacks (rows to leave out)")
     kind: Literal["any", "company", "person", "product"] = "any"
-    snippets: bool = Field(
-        False,
-        description="search hits show snippets (a short record's snippet is all its facts: one search naming "
-        "every entity answers the table; the default before corpus fictional-v2 tasks recorded this knob)",
+    snippets: Snippets = Field(
+        "named",
+        description="which search hits show a snippet: all (a record's snippet is all its facts, so one search "
+        "naming every entity answers the table; task files from before this knob), named (a hit whose title the "
+        "query names: one look-up per entity) or none",
     )
 
 
@@ -149,7 +150,7 @@ def _tools(
     missing: int,
     split: str,
     linked: bool,
-    snippets: bool,
+    snippets: Snippets,
 ) -> tuple[Tool, ...]:
     world = research_world(key, kind, entities, distractors, missing, split, linked)
     return search_toolset(SearchIndex(world.corpus()), snippets=snippets).tools
@@ -164,14 +165,14 @@ def research_task(
     entities: int,
     distractors: int,
     missing: int,
-    snippets: bool,
+    snippets: Snippets,
     split: str,
     seed: int,
     knobs: dict[str, Any],
 ) -> Task:
     """One wide-research task (its world's key is ``task_id``): the asked entities of a freshly generated
-    collection as the gold table. ``train-mix`` makes its wide tasks with it too. Without ``snippets``
-    the search tool shows ids and titles only: each entity's facts are read with ``open``."""
+    collection as the gold table. ``train-mix`` makes its wide tasks with it too. ``snippets`` is which
+    search hits show one (:data:`~agent_swarm.tools.builtin.search.Snippets`)."""
     world = research_world(task_id, kind, entities, distractors, missing, split)
     k = FICTION[kind]
     labels = [str(r["name"]) for r in world.entities] + list(world.missing)
@@ -210,7 +211,7 @@ def research_task(
 def research_tools(task: Task) -> tuple[Tool, ...]:
     """``search``/``open`` over the task's own generated collection (rebuilt from its metadata). A task
     whose corpus names no ``snippets`` (deep research, controls, and wide tasks generated before the knob)
-    gets search snippets, as it was run with them."""
+    gets every hit's snippet, as it was run with them."""
     spec = task.metadata.get("corpus")
     if not isinstance(spec, dict) or spec.get("generator") != GENERATOR:
         got = spec.get("generator") if isinstance(spec, dict) else None
@@ -226,7 +227,7 @@ def research_tools(task: Task) -> tuple[Tool, ...]:
         int(spec["missing"]),
         str(spec["split"]),
         bool(spec.get("linked", False)),
-        bool(spec.get("snippets", True)),
+        spec.get("snippets", "all"),
     )
 
 

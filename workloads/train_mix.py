@@ -82,9 +82,9 @@ def _wide(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:
         "distractors": rng.randint(0, 3),
         "missing": 1 if rng.random() < 0.2 else 0,
     }
-    # Without snippets, as wide-research's tasks: each entity's facts are read with open.
+    # As wide-research's tasks: a snippet only for a hit the query names (one look-up per entity).
     knobs = kn.model_dump()
-    return research_task(NAME, tid, kind, attrs, **sizes, snippets=False, split="train", seed=seed, knobs=knobs)
+    return research_task(NAME, tid, kind, attrs, **sizes, snippets="named", split="train", seed=seed, knobs=knobs)
 
 
 def _deep(tid: str, rng: random.Random, kn: TrainMixKnobs, seed: int) -> Task:

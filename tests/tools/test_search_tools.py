@@ -161,3 +161,25 @@ def test_one_sentence_longer_than_the_snippet_is_cut_between_words_around_the_ma
     assert "the target value here" in hit.snippet
     assert hit.snippet.startswith("… ") and hit.snippet.endswith(" …")
     assert {w for w in hit.snippet.split() if w != "…"} <= {"intro", "the", "target", "value", "here", "tail"}
+
+
+def test_named_snippets_show_the_text_of_a_hit_the_query_names_only() -> None:
+    corpus = Corpus(
+        [
+            Document(id="c/drari", title="Drari Robotics", text="Drari Robotics was founded in 1971."),
+            Document(id="c/drari2", title="Drari Robotix", text="Drari Robotix was founded in 1999."),
+            Document(id="n/1", title="News: Drari Robotics and Kel Foods", text="Drari Robotics hired 40 people."),
+        ]
+    )
+    index = SearchIndex(corpus)
+    search = {t.name: t for t in search_toolset(index, snippets="named").tools}["search"]
+    out = search.fn("drari  robotics", 5)
+    assert "1971" in out and "1999" not in out  # its own record, and a title holding the name as a phrase
+    assert "hired 40" in out
+    assert "1971" not in search.fn("Drari Robotics Kel Foods", 5)  # a query naming two: titles only
+    assert "was founded" not in {t.name: t for t in search_toolset(index, snippets="none").tools}["search"].fn(
+        "Drari Robotics", 5
+    )
+    assert "1999" in {t.name: t for t in search_toolset(index).tools}["search"].fn("Drari Robotics", 5)
+    with pytest.raises(ConfigError, match="snippets='some'"):
+        search_toolset(index, snippets="some")  # type: ignore[arg-type]

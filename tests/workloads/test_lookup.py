@@ -211,16 +211,19 @@ def test_default_knobs_draw_only_kinds_whose_split_pool_fits() -> None:
         WIDE.tasks(1, split="dev", kind="airline_user")  # a kind asked for by name is not swapped
 
 
-def test_wide_lookup_search_shows_titles_only_and_old_task_files_keep_their_snippets() -> None:
-    task = WIDE.tasks(1, seed=0, split="dev", entities=4, attributes=2)[0]
+def test_wide_lookup_search_shows_a_snippet_only_where_the_query_names_the_hit() -> None:
+    task = WIDE.tasks(1, seed=0, split="dev", entities=4, attributes=2, kind="airline_user")[0]
     tools = {t.name: t for t in WIDE.episode(task, "single").tools}
-    found = tools["search"].fn(" ".join(task.metadata["labels"]), 20)
-    assert "@example.com" not in found and "Email" not in found  # a record's facts are not in its hit
+    labels = task.metadata["labels"]
+    found = tools["search"].fn(" ".join(labels), 20)
+    assert "@example.com" not in found  # one search naming every customer shows no record's facts
     for line in found.splitlines():
         assert re.fullmatch(r"doc_id: \S+ \| .+ \| score [\d.]+", line), line
+    own = tools["search"].fn(labels[0], 5)  # a look-up by name: the records titled so show their text
+    assert re.search(rf"\| {labels[0]} \(airline user \w+\) \| score [\d.]+\n    .*@example\.com", own), own
     md = dict(task.metadata)
     md["knobs"] = {k: v for k, v in md["knobs"].items() if k != "snippets"}  # a task file from before the knob
     old = {t.name: t for t in WIDE.episode(task.model_copy(update={"metadata": md}), "single").tools}
-    assert "@example.com" in old["search"].fn(" ".join(task.metadata["labels"]), 20)
+    assert "@example.com" in old["search"].fn(" ".join(labels), 20)
     # The swarm is told what exists, not what to do (as in wide research): no fan-out recipe.
     assert "assign_task" not in WIDE.episode(task, "swarm").instructions

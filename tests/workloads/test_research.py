@@ -147,44 +147,49 @@ def test_the_collection_holds_each_entity_its_near_namesake_and_news_items() -> 
     assert gone not in own and gone in task.prompt
 
 
-def _search_and_open(task: Task) -> tuple[str, dict[str, str]]:
-    """The results of one search naming every asked entity, and of one search per entity; each entity's
-    own record (the hit titled by its name) opened."""
+def _searches(task: Task) -> tuple[str, dict[str, str]]:
+    """The results of one search naming every asked entity, and each entity's own search (by its name)."""
     tools = {t.name: t for t in WL.episode(task, "single").tools}
     every = tools["search"].fn(" ".join(task.metadata["labels"]), 20)
-    found, own = [every], {}
-    for label in task.metadata["labels"]:
-        found.append(hits := tools["search"].fn(label, 5))
-        ids = [i for i, title in re.findall(r"^doc_id: (\S+) \| (.*?) \| score", hits, re.MULTILINE) if title == label]
-        own[label] = tools["open"].fn(ids[0]) if ids else ""
-    return "\n".join(found), own
+    return every, {label: tools["search"].fn(label, 5) for label in task.metadata["labels"]}
 
 
-def test_search_results_show_no_fact_each_is_read_with_open() -> None:
-    # With snippets, a short record's snippet was the whole record: one search naming all 16 entities
-    # answered the table in one call (test seed 2011: the single agent in 2 steps at N = 16).
+def _values(task: Task, text: str) -> int:
+    rows = task.verifier_args["gold"]
+    return sum(row[a] in text.replace(",", "") or row[a] in text for row in rows for a in task.metadata["attrs"])
+
+
+def test_one_search_naming_every_entity_shows_no_fact_each_own_search_shows_its_record() -> None:
+    # With every hit's snippet, a short record's snippet was the whole record: one search naming all 16
+    # entities answered the table in one call (test seed 2011: the single agent in 2 steps at N = 16).
     for task in WL.tasks(6, seed=5, split="dev", entities=16):
-        found, own = _search_and_open(task)
+        every, own = _searches(task)
+        assert _values(task, every) == 0 and "doc_id: " in every
         key = task.metadata["kind"]
         for row in task.verifier_args["gold"]:
-            for a in task.metadata["attrs"]:
-                assert row[a] not in found, (a, row[a])
-                assert row[a] in own[row[key]].replace(",", "") or row[a] in own[row[key]], (a, row[a])
-    task = WL.tasks(1, seed=5, split="dev", entities=16, snippets=True)[0]
-    found, _ = _search_and_open(task)
-    values = [row[a] for row in task.verifier_args["gold"] for a in task.metadata["attrs"]]
-    assert sum(v in found.replace(",", "") or v in found for v in values) == len(values)
+            hits = own[row[key]]
+            shown = [h for h in hits.split("doc_id: ") if "\n    " in h]
+            # its own record, and news items whose titles name it (distractors by design); no near-namesake
+            assert [h for h in shown if not h.startswith("news/")] == [h for h in shown if f"| {row[key]} |" in h]
+            mine = next(h for h in shown if f"| {row[key]} |" in h)
+            assert all(row[a] in mine.replace(",", "") or row[a] in mine for a in task.metadata["attrs"])
+    task = WL.tasks(1, seed=5, split="dev", entities=16, snippets="all")[0]
+    assert _values(task, _searches(task)[0]) == 32
+    task = WL.tasks(1, seed=5, split="dev", entities=4, snippets="none")[0]
+    every, own = _searches(task)
+    assert _values(task, every + "".join(own.values())) == 0
 
 
-def test_a_task_file_from_before_the_snippets_knob_keeps_its_snippets() -> None:
-    task = WL.tasks(1, seed=5, split="dev", entities=4, snippets=True)[0]
+def test_a_task_file_from_before_the_snippets_knob_keeps_every_snippet() -> None:
+    task = WL.tasks(1, seed=5, split="dev", entities=4, snippets="all")[0]
     md = dict(task.metadata)
     md["corpus"] = {k: v for k, v in md["corpus"].items() if k != "snippets"}  # as committed test runs hold it
     old = task.model_copy(update={"metadata": md})
-    assert _search_and_open(old)[0] == _search_and_open(task)[0]
-    assert _search_and_open(old)[0] != _search_and_open(WL.tasks(1, seed=5, split="dev", entities=4)[0])[0]
+    assert _searches(old) == _searches(task) != _searches(WL.tasks(1, seed=5, split="dev", entities=4)[0])
     tools = {t.name: t for t in WL.episode(WL.tasks(1, seed=5, split="dev")[0], "swarm").tools}
-    assert "ids and titles" in tools["search"].description and "snippets" not in tools["search"].description
+    assert "with a snippet where a title holds the whole query" in tools["search"].description
+    with pytest.raises(ConfigError, match="snippets: Input should be 'all', 'named' or 'none'"):
+        WL.tasks(1, seed=5, split="dev", snippets="some")
 
 
 def test_a_task_of_another_generator_version_is_refused() -> None:

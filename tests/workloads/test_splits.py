@@ -146,8 +146,8 @@ def test_the_test_seed_ledger_burns_seeds(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"seed 5 of wide-research with knobs \{\"entities\": 2\}.*--seed 0"):
         check_fresh_test_seed(ledger, "wide-research", 5, {"entities": 2})
     # A knob added after an entry was written (wide research's snippets) makes the same tasks: still burnt.
-    assert 5 in used_test_seeds(ledger, "wide-research", {"entities": 2, "snippets": False})
-    assert 5 not in used_test_seeds(ledger, "wide-research", {"entities": 8, "snippets": False})
+    assert 5 in used_test_seeds(ledger, "wide-research", {"entities": 2, "snippets": "named"})
+    assert 5 not in used_test_seeds(ledger, "wide-research", {"entities": 8, "snippets": "named"})
     ledger.write_text(ledger.read_text() + "not json\n")
     with pytest.raises(ConfigError, match=r"test_seeds\.jsonl:5"):
         used_test_seeds(ledger, "controls")

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -266,15 +266,34 @@ class SearchIndex:
 _END = "\n[end of document]"
 
 
+Snippets = Literal["all", "named", "none"]
+"""Which search hits show a snippet: every one; only a hit whose title names the query as a phrase (a
+look-up by name: ``Drari Robotics`` shows the record titled so, a query naming two entities shows none);
+or none (ids and titles only, the text read with ``open``)."""
+
+
+def _named(query: str, title: str) -> bool:
+    """Whether ``title`` holds the whole ``query`` as a phrase (case, spacing and punctuation aside)."""
+    words = re.findall(r"\w+", query.lower())
+    return bool(words) and re.search(r"\b" + r"\W+".join(map(re.escape, words)) + r"\b", title.lower()) is not None
+
+
 def search_toolset(
-    index: SearchIndex, *, name: str = "search", max_k: int = 20, open_chars: int = 8000, snippets: bool = True
+    index: SearchIndex,
+    *,
+    name: str = "search",
+    max_k: int = 20,
+    open_chars: int = 8000,
+    snippets: Snippets = "all",
 ) -> Toolset:
     """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``.
 
-    With ``snippets=False`` a hit is its id and title only, as a catalogue or file search shows it: the
-    text is read with ``open``. The wide-research benchmark uses that, because a short record's snippet
-    is the whole record, and one search naming every entity then returned every fact at once (N = 16
-    in one call): the benchmark measured nothing about looking N things up."""
+    ``snippets`` (:data:`Snippets`) other than ``"all"`` is for benchmarks of short records, where a snippet
+    is the whole record: with every hit's snippet, one search naming all N entities of a wide-research table
+    returned every fact at once (N = 16 in one call), and the benchmark measured nothing about looking N
+    things up. With ``"named"`` each entity costs a look-up of its own; a query naming several shows titles."""
+    if snippets not in ("all", "named", "none"):
+        raise ConfigError(f"snippets={snippets!r} is not one of 'all', 'named', 'none'")
 
     def search(query: str, k: int = 5) -> str:
         """Search the document collection; returns ids, titles and snippets of the best matches.
@@ -291,9 +310,9 @@ def search_toolset(
             return f"no documents match {query!r}; try other keywords"
         # "doc_id: X", the name of open's argument, and no rank: small models opened "1" (the rank of
         # "[1] X") and copied a document's "id: retail/user/x" where its user id was asked for.
-        if not snippets:
-            return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}" for h in hits)
-        return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}\n    {h.snippet}" for h in hits)
+        shown = (h for h in hits if snippets == "all" or (snippets == "named" and _named(query, h.title)))
+        text = {h.id: f"\n    {h.snippet}" for h in shown}
+        return "\n".join(f"doc_id: {h.id} | {h.title} | score {h.score:.2f}{text.get(h.id, '')}" for h in hits)
 
     def open(doc_id: str, offset: int = 0) -> str:
         """Open a document from the collection by its id (as returned by search).
@@ -315,8 +334,10 @@ def search_toolset(
 
     blocking = dict(blocking=True)  # BM25 scoring is CPU work: keep it off the event loop
     find = Tool(search, **blocking)  # type: ignore[arg-type]
-    if not snippets:
-        find = find.replace(description=find.description.replace("ids, titles and snippets", "the ids and titles"))
+    if snippets != "all":
+        named = "ids and titles, with a snippet where a title holds the whole query"
+        what = "the ids and titles" if snippets == "none" else named
+        find = find.replace(description=find.description.replace("ids, titles and snippets", what))
     return Toolset(name, (find, Tool(open, **blocking)))  # type: ignore[arg-type]
 
 

@@ -20,7 +20,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from agent_swarm.tools.builtin.search import Corpus, SearchIndex, search_toolset
+from agent_swarm.tools.builtin.search import Corpus, SearchIndex, Snippets, search_toolset
 from agent_swarm.tools.registry import Toolset
 
 __all__ = ["TAU2_DOCUMENTS", "TAU2_KINDS", "load_tau2", "tau2_index", "tau2_records", "tau2_search_toolset"]
@@ -56,6 +56,6 @@ def tau2_index() -> SearchIndex:
     return SearchIndex(load_tau2())
 
 
-def tau2_search_toolset(name: str = "search", *, snippets: bool = True) -> Toolset:
-    """``search``/``open`` tools over the τ² corpus (``snippets=False``: hits are ids and titles only)."""
+def tau2_search_toolset(name: str = "search", *, snippets: Snippets = "all") -> Toolset:
+    """``search``/``open`` tools over the τ² corpus (``snippets``: which hits show one, :data:`Snippets`)."""
     return search_toolset(tau2_index(), name=name, snippets=snippets)

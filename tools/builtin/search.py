@@ -286,12 +286,10 @@ def search_toolset(
     open_chars: int = 8000,
     snippets: Snippets = "all",
 ) -> Toolset:
-    """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``.
-
-    ``snippets`` (:data:`Snippets`) other than ``"all"`` is for benchmarks of short records, where a snippet
-    is the whole record: with every hit's snippet, one search naming all N entities of a wide-research table
-    returned every fact at once (N = 16 in one call), and the benchmark measured nothing about looking N
-    things up. With ``"named"`` each entity costs a look-up of its own; a query naming several shows titles."""
+    """``search(query, k)`` and ``open(doc_id)`` over ``index`` as a toolset named ``name``. ``snippets``
+    (:data:`Snippets`) other than ``"all"`` is for benchmarks of short records, whose snippet is the whole
+    record: one search naming all N entities of a wide-research table returned every fact (N = 16 in one
+    call). With ``"named"`` each entity costs a look-up of its own; a query naming several shows titles."""
     if snippets not in ("all", "named", "none"):
         raise ConfigError(f"snippets={snippets!r} is not one of 'all', 'named', 'none'")
 

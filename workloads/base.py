@@ -65,6 +65,14 @@ class Knobs(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    tool_knobs: ClassVar[frozenset[str]] = frozenset()
+    """Knobs that change the tools an episode gets, never its tasks (names, facts, gold)."""
+
+    def task_scope(self) -> dict[str, Any]:
+        """The knobs that make the tasks (JSON values): what a burnt test seed is recorded and checked
+        against, so a tool knob cannot make a used seed's tasks look fresh."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if k not in self.tool_knobs}
+
 
 K = TypeVar("K", bound=Knobs)
 

@@ -29,7 +29,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -258,6 +258,7 @@ class WideLookupKnobs(Knobs):
     attributes: int = Field(3, ge=1, le=6, description="M: attributes per entity (at most the kind's attributes)")
     distractors: int = Field(0, ge=0, le=12, description="named entities that are not in the corpus")
     kind: Literal["any", "retail_user", "airline_user", "airline_flight", "retail_product"] = "any"
+    tool_knobs: ClassVar[frozenset[str]] = frozenset({"snippets"})
     snippets: Snippets = Field(
         "named",
         description="which search hits show a snippet: all (most of a record: one search naming every entity "

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -124,6 +124,7 @@ class WideResearchKnobs(Knobs):
     distractors: int = Field(2, ge=0, le=6, description="documents per entity that are not it (near-namesake, news)")
     missing: int = Field(0, ge=0, le=8, description="names asked for that the collection lacks (rows to leave out)")
     kind: Literal["any", "company", "person", "product"] = "any"
+    tool_knobs: ClassVar[frozenset[str]] = frozenset({"snippets"})
     snippets: Snippets = Field(
         "named",
         description="which search hits show a snippet: all (a record's snippet is all its facts, so one search "

@@ -388,7 +388,7 @@ def _run_job(
 ) -> int:
     """Run the evaluation (checking and recording a test seed in ``ledger``), print the report; the exit code."""
     wl, split, seed, knobs, rid = job.wl, job.split, job.seed, job.knobs, run_id
-    scope = wl.knobs(knobs).model_dump(mode="json")  # a test seed is burnt for these tasks' knobs only
+    scope = wl.knobs(knobs).task_scope()  # a test seed is burnt for these tasks' knobs only
     burn: Callable[[], None] | None = None
     try:
         if ledger is not None and split == "test" and not (resume and (out / rid / "manifest.json").is_file()):

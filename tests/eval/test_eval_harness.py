@@ -237,6 +237,10 @@ def test_a_test_seed_is_burnt_for_its_knobs_only(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "test seed 3 of wide-research with knobs" in " ".join(again.output.split())
     entries = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert [(e["seed"], e["knobs"]["entities"]) for e in entries] == [(3, 2), (3, 3)]
+    # Which search hits show a snippet changes the tools, not the tasks: the seed's tasks are used.
+    tools = runner.invoke(app, [*args, "--knob", "entities=2", "--knob", "snippets=all", "--run-id", "n2c"])
+    assert tools.exit_code == 2 and "already used" in " ".join(tools.output.split())
+    assert all("snippets" not in e["knobs"] for e in entries)
 
 
 async def test_each_arm_runs_its_own_protocol_on_the_same_tasks(tmp_path: Path) -> None:

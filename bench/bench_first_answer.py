@@ -11,7 +11,10 @@ worktree of the commit before a change), run the same way in the same invocation
 * ``warm`` ×N: the same cache again (the second run and after);
 * ``wide``: a four-country task, warm.
 
-The arms take turns run by run, so a change of the machine's load weighs on both alike.
+Each arm runs its whole plan in turn, and a background engine it kept loaded (``swarm run``'s
+``keep_alive``, docs/serve.md) is stopped before the other arm runs, so one engine holds the memory at a
+time, as a user has it; ``--rounds R`` repeats this with a new cache each round and the arms' order
+alternating, so a change of the machine's load weighs on both alike.
 
 ``--resident N`` measures the resident engine instead (``swarm serve``, docs/serve.md): in one cache, a
 first run (assembling the model and its prefix state; not reported), then N pairs of warm README runs
@@ -130,23 +133,30 @@ def _run(
 
 
 def _runs(arms: dict[str, Path], args: argparse.Namespace, work: Path, save: Callable[[dict[str, Any]], None]) -> None:
-    """Every scenario for each arm in turn (before, after, before, after, ...), so that a change of
-    the machine's load during the run weighs on both arms alike."""
+    """Every scenario of one arm, then of the next (a background engine the arm kept is stopped between
+    arms), in ``args.rounds`` rounds of new caches whose arm order alternates."""
     imports = {name: round(_import_time(root), 3) for name, root in arms.items()}
     print(f"CLI import (best of 3): {imports}", flush=True)
     plan = [("readme", "cold", README_TASK)] + [("readme", "warm", README_TASK)] * args.warm
     plan += [("wide", "warm", WIDE_TASK)] * args.wide
-    for i, (scenario, kind, task) in enumerate(plan):
-        for name, root in arms.items():
-            row = _run(root, task, work / name / "cache", work / name / f"out{i}", args, args.extra_path)
-            row.update(arm=name, commit=_git(root, "rev-parse", "HEAD"), scenario=scenario, kind=kind, run=i)
-            row["cli_import_s"] = imports[name]
-            print(
-                f"{name:>6} {scenario:>6} {kind:>4}  process {row['process_wall_s']:7.2f}s  "
-                f"episode {row.get('episode_wall_s', float('nan')):7.2f}s  {row.get('status', 'no record')}",
-                flush=True,
-            )
-            save(row)
+    for r in range(args.rounds):
+        order = list(arms.items()) if r % 2 == 0 else list(arms.items())[::-1]
+        for name, root in order:
+            cache = work / f"round{r}" / name / "cache"
+            try:
+                for i, (scenario, kind, task) in enumerate(plan):
+                    row = _run(root, task, cache, work / f"round{r}" / name / f"out{i}", args, args.extra_path)
+                    row.update(arm=name, commit=_git(root, "rev-parse", "HEAD"), scenario=scenario, kind=kind)
+                    row.update(run=i, round=r, cli_import_s=imports[name])
+                    print(
+                        f"{name:>6} {scenario:>6} {kind:>4}  process {row['process_wall_s']:7.2f}s  "
+                        f"episode {row.get('episode_wall_s', float('nan')):7.2f}s  {row.get('status', 'no record')}",
+                        flush=True,
+                    )
+                    save(row)
+            finally:  # the arm's kept-alive engine, if any, goes before the next arm runs
+                env = _env(root, cache, args)
+                subprocess.run([*SWARM, "serve", "--stop"], cwd=root, env=env, capture_output=True, check=False)
 
 
 def _resident_runs(args: argparse.Namespace, work: Path, save: Callable[[dict[str, Any]], None]) -> None:
@@ -353,6 +363,7 @@ def main() -> None:
     ap.add_argument("--per-serve", type=int, default=1, help="K: README runs on each started swarm serve (see above)")
     ap.add_argument("--warm", type=int, default=2, help="warm README runs per arm")
     ap.add_argument("--wide", type=int, default=1, help="warm wide-task runs per arm")
+    ap.add_argument("--rounds", type=int, default=1, help="R: the arms' plans R times, new caches each round")
     ap.add_argument("--run-timeout", type=float, default=300.0)
     ap.add_argument("--extra-path", action="append", default=[], help="more PYTHONPATH entries (model wheels)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "first_answer.json")

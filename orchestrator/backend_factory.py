@@ -226,8 +226,10 @@ def _build_local(model: str | None, base_url: str | None, options: LocalOptions,
         # The CLI passes a terminal bar (orchestrator/cli/progress.py); library callers pass their own.
         progress=hints.progress,
         stop_repeats=options.stop_repeats,
-        # A running `swarm serve` of exactly this model file and settings serves it (resident.py).
+        # A running `swarm serve` of exactly this model file and settings serves it (resident.py); else,
+        # with keep_alive, one is started for it that stays loaded after the run (keepalive.py).
         resident=resident_dir() if options.resident else None,
+        keep_alive=hints.keep_alive if options.keep_alive is None else options.keep_alive,
     )
 
 
@@ -418,6 +420,7 @@ def build_backends(
     *,
     fanout: int | None = None,
     progress: Callable[..., Any] | None = None,
+    default_keep_alive: float = 0.0,
     **options: Any,
 ) -> tuple[ModelBackend, ModelBackend | None]:
     """(orchestrator backend, sub-agent backend or ``None`` = the same one).
@@ -429,14 +432,15 @@ def build_backends(
     what pins the sub-agents' weights, :func:`model_identity`; see :mod:`agent_swarm.swarm.backends.replay_cache`)
     and ``orchestrator_adapter`` (``local`` only: ``default``, ``none``, ``shipped`` or a LoRA ``.gguf``
     path; see :mod:`agent_swarm.orchestrator.adapters`). ``fanout`` (the widest stage: the local engine's slots when
-    ``slots`` is not set) and ``progress`` (a callback; the CLI draws a bar on a terminal) are hints a
-    kind without a use for them ignores.
+    ``slots`` is not set), ``progress`` (a callback; the CLI draws a bar on a terminal) and
+    ``default_keep_alive`` (the orchestrator's local engine stays loaded this long after the run where the
+    ``keep_alive`` option is unset; ``swarm run`` passes 300) are hints a kind without a use for them ignores.
     """
     plan = plan_backends(kind, model, base_url, subagent_kind, subagent_model, **options)
     cache_dir = plan.shared.subagent_cache
     if plan.kind == "scripted":
         return _scripted_backends(plan.model, cache_dir)
-    hints = BackendHints(fanout, progress)
+    hints = BackendHints(fanout, progress, default_keep_alive)
     adapter = _orchestrator_adapter(plan.kind, plan.model, plan.shared.orchestrator_adapter)
     sub: ModelBackend | None = None
     if adapter is not None and isinstance(plan.options, LocalOptions):  # one engine; only the orchestrator's
@@ -447,7 +451,8 @@ def build_backends(
     s_kind, s_model, s_url = plan.kind, plan.model, plan.base_url
     if plan.subagents is not None:
         s_kind, s_model, s_url, s_options = plan.subagents
-        sub = BACKENDS.get(s_kind).build(s_model, s_url, s_options, hints)
+        # Another model's engine: one resident engine at a time, and it serves the orchestrator's.
+        sub = BACKENDS.get(s_kind).build(s_model, s_url, s_options, BackendHints(fanout, progress))
     if cache_dir is None:
         return orch, sub
     identity = model_identity(s_kind, s_model, s_url)  # the sub-agents' weights (a base under an adapter)

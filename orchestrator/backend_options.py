@@ -8,7 +8,8 @@ variable (:data:`agent_swarm.orchestrator.environment.BACKEND_OPTION_VARIABLES`)
 
 =========================  ====================================================================
 ``local``                  :class:`LocalOptions`: ``slots``, ``ctx``, ``threads``,
-                           ``constrain_actions``, ``timeout``, ``stop_repeats``, ``resident``
+                           ``constrain_actions``, ``timeout``, ``stop_repeats``, ``resident``,
+                           ``keep_alive``
 ``openai``, ``vllm`` + URL :class:`HTTPOptions`: ``api_key``, ``timeout``, ``max_concurrency``,
                            ``max_retries``, ``retry_base_delay``, ``launch_burst`` + ``launch_rate``,
                            ``flavour``, ``constrain_actions``
@@ -66,10 +67,13 @@ M = TypeVar("M", bound=BaseModel)
 @dataclass(frozen=True, slots=True)
 class BackendHints:
     """What a command knows that may size a backend, never user config: ``fanout``, the widest stage
-    (the local engine's slots when none are set), and ``progress``, a callback for a loading bar."""
+    (the local engine's slots when none are set), ``progress``, a callback for a loading bar, and
+    ``keep_alive``, the command's seconds for a local engine to stay loaded after it where the
+    ``keep_alive`` option is unset (``swarm run``: the next run is likely soon)."""
 
     fanout: int | None = None
     progress: Callable[..., Any] | None = None
+    keep_alive: float = 0.0
 
 
 class BackendOptions(BaseModel):
@@ -91,6 +95,11 @@ class LocalOptions(BackendOptions):
     stop_repeats: bool = Field(True, description="stop a generation that loops verbatim")
     resident: bool = Field(
         True, description="use a running `swarm serve` engine of the same model file and settings (docs/serve.md)"
+    )
+    keep_alive: NonNegativeFloat | None = Field(
+        None,
+        description="seconds a background engine keeps the model loaded after the run for the next one "
+        "(0: none); unset: the command's (300 in swarm run, 0 elsewhere; docs/serve.md)",
     )
 
 

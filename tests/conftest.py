@@ -113,6 +113,13 @@ def _hermetic_user_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytes
     monkeypatch.setenv("SWARM_CONFIG_DIR", str(home / "config"))
 
 
+@pytest.fixture(autouse=True)
+def _no_background_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test's ``swarm run`` leaves a model loaded in a background engine (``keep_alive``) unless it
+    sets ``SWARM_LOCAL_KEEP_ALIVE`` itself: an engine left behind would serve later tests' runs."""
+    monkeypatch.setenv("SWARM_LOCAL_KEEP_ALIVE", "0")
+
+
 Reply = tuple[str, list[tuple[str, dict[str, Any]]]]
 Policy = Callable[[dict[str, Any]], Reply]
 

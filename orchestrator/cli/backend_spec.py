@@ -72,11 +72,17 @@ class BackendSpec:
         }
 
     def build(
-        self, *, fanout: int | None = None, progress: Callable[..., Any] | None = None
+        self,
+        *,
+        fanout: int | None = None,
+        progress: Callable[..., Any] | None = None,
+        default_keep_alive: float = 0.0,
     ) -> tuple[ModelBackend, ModelBackend | None]:
-        """(orchestrator backend, sub-agents' backend or ``None`` = the same); ``fanout`` and
-        ``progress`` are the command's hints (:class:`~agent_swarm.orchestrator.backend_options.BackendHints`)."""
-        return build_backends(**self.arguments(), fanout=fanout, progress=progress)
+        """(orchestrator backend, sub-agents' backend or ``None`` = the same); ``fanout``, ``progress``
+        and ``default_keep_alive`` are the command's hints (:func:`build_backends`)."""
+        return build_backends(
+            **self.arguments(), fanout=fanout, progress=progress, default_keep_alive=default_keep_alive
+        )
 
     def for_subagent_model(self, model: str) -> BackendSpec:
         """The backend of sub-agents on ``model`` (an agent file's own): the sub-agents' kind and

@@ -279,7 +279,8 @@ def _model_backends(
     built as the library's :func:`agent_swarm.orchestrator.backend_factory.build_backends` builds them."""
     spec = req.settings.spec()
     progress = terminal_progress()
-    orch, sub = spec.build(fanout=fanout, progress=progress)  # local engine: a slot per sub-agent
+    # Local engine: a slot per sub-agent; swarm run's stays loaded after it for the next run.
+    orch, sub = spec.build(fanout=fanout, progress=progress, default_keep_alive=req.settings.keep_alive)
     default_sub = sub or orch
     by_model: dict[str, ModelBackend] = {}
     for m in sorted({a.model for a in agents if a.model and a.model != default_sub.model}):

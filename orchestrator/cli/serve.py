@@ -7,13 +7,8 @@ a later ``swarm run`` with the same config attaches to it (:mod:`agent_swarm.swa
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
-import time
-from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import typer
@@ -28,9 +23,6 @@ from agent_swarm.swarm.errors import SwarmError, UserError
 __all__ = ["ServeOptions", "serve"]
 
 err = Console(stderr=True)
-LOG_FILE = "serve.log"
-START_TIMEOUT_S = 900.0
-"""How long ``swarm serve`` waits for its background engine (a first run assembles and hashes the model)."""
 
 
 class ServeOptions(BaseModel):
@@ -84,18 +76,6 @@ class ServeOptions(BaseModel):
         assert isinstance(orch, LocalBackend)
         return orch.engine
 
-    def arguments(self) -> list[str]:
-        """This command's flags for the background process, which serves in the foreground."""
-        args = ["serve", "--foreground", "--idle", str(self.idle)]
-        for flag, value in (
-            ("--model", self.model),
-            ("--config", self.config_file),
-            ("--max-subagents", self.max_subagents),
-        ):
-            if value is not None:
-                args += [flag, str(value)]
-        return args
-
 
 @command_options(ServeOptions)
 def serve(**given: Any) -> None:
@@ -126,7 +106,7 @@ def serve(**given: Any) -> None:
         if options.foreground:
             _serve_here(engine, options.idle)
         else:
-            _spawn(options)
+            _spawn(engine, options.idle)
     except SwarmError as exc:  # bad input, or an engine that failed to start
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -167,33 +147,15 @@ def _serve_here(engine: Any, idle_s: float) -> None:
     err.print(f"resident engine exited ({why})")
 
 
-def _spawn(options: ServeOptions) -> None:
+def _spawn(engine: Any, idle_s: float) -> None:
     """Start the engine in a detached process and wait until it serves (or fails, with its error)."""
-    from agent_swarm.swarm.backends.local.resident import read_state, resident_dir
+    from agent_swarm.swarm.backends.local.keepalive import ServeRequest, spawn_resident
+    from agent_swarm.swarm.backends.local.resident import resident_dir
 
-    log = resident_dir() / LOG_FILE
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "agent_swarm.orchestrator", *options.arguments()],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # outlives this shell's hangup
-        )
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while (state := read_state()) is None or state.pid != child.pid:
-        if child.poll() is not None or time.monotonic() > deadline:
-            if child.poll() is None:
-                os.kill(child.pid, signal.SIGTERM)
-            raise UserError(f"the resident engine did not start: {_last_line(log)} (log: {log})")
-        time.sleep(0.2)
+    state, why = spawn_resident(ServeRequest.of(engine, idle_s, resident_dir()))
+    if state is None:
+        raise UserError(f"the resident engine did not start: {why}")
     typer.echo(
         f"resident engine ready: {state.model}, pid {state.pid}, {state.base_url}; "
         f"exits after {state.idle_s:g} s with no run attached (swarm serve --stop stops it)"
     )
-
-
-def _last_line(path: Path) -> str:
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    return lines[-1].removeprefix("error: ") if lines else "it exited without a message"

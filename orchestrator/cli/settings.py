@@ -59,19 +59,26 @@ Command = Literal["run", "run -w", "eval", "rollout"]
 
 @dataclass(frozen=True, slots=True)
 class CommandRules:
-    """What a command reads of the config file and where its sampling starts (:mod:`.sampling`)."""
+    """What a command reads of the config file, where its sampling starts (:mod:`.sampling`), and how
+    long its local engine stays loaded after it where ``[backend] keep_alive`` is unset."""
 
     tables: tuple[str, ...]
     start: SamplingStart
+    keep_alive: float = 0.0
 
+
+RUN_KEEP_ALIVE_S = 300.0
+"""``swarm run``'s model stays loaded this long after it (a person runs the next task soon; Ollama keeps
+a model five minutes): the next run attaches instead of loading it (docs/serve.md)."""
 
 COMMANDS: dict[Command, CommandRules] = {
-    "run": CommandRules(tuple(CONFIG_TABLES), "family"),
-    "run -w": CommandRules(("swarm", "backend", "tools"), "family"),  # the workload's scorer is the reward
+    "run": CommandRules(tuple(CONFIG_TABLES), "family", RUN_KEEP_ALIVE_S),
+    # the workload's scorer is the reward
+    "run -w": CommandRules(("swarm", "backend", "tools"), "family", RUN_KEEP_ALIVE_S),
     "eval": CommandRules(("swarm", "backend"), "greedy"),  # a workload's own verifier scores its episodes
     "rollout": CommandRules(("swarm", "backend", "reward"), "config"),
 }
-"""Each command's config tables and sampling start; a scripted policy starts from the config in all."""
+"""Each command's config tables, sampling start and keep-alive; a scripted policy starts from the config in all."""
 
 
 def command_options(options: type[BaseModel]) -> Callable[[F], F]:
@@ -203,6 +210,11 @@ class Settings:
     def start(self) -> SamplingStart:
         """Where a role the config file does not set starts: the command's, or the config for a script."""
         return "config" if self.backend.scripted else COMMANDS[self.command].start
+
+    @property
+    def keep_alive(self) -> float:
+        """The command's keep-alive hint (:class:`CommandRules`)."""
+        return COMMANDS[self.command].keep_alive
 
     def spec(self) -> BackendSpec:
         """The backends to build: the flags over the file's ``[backend]`` table."""

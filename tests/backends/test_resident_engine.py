@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +90,25 @@ async def test_an_attached_run_samples_what_an_own_engine_samples(cache: Path) -
     stopped = _swarm("serve", "--stop")
     assert stopped.returncode == 0 and f"pid {state.pid}" in stopped.stdout
     assert read_state(resident_dir()) is None
+
+
+def test_swarm_run_leaves_its_model_loaded_for_the_next_run(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``keep_alive``: the first ``swarm run`` loads the model in a background engine and attaches to it;
+    the next run attaches to the same engine (no model load); the engine exits after its idle time."""
+    monkeypatch.setenv("SWARM_LOCAL_KEEP_ALIVE", "20")
+    task = ["run", "What is 2+2?", "-m", MODEL, "--max-critical-steps", "2", "-o", str(cache / "records")]
+    first = _swarm(*task, "--no-trace-file")
+    assert first.returncode in (0, 1), first.stderr  # answered or not: the small model's business
+    assert "loaded in a background engine that stays 20 s after the run" in first.stderr, first.stderr
+    state = read_state(resident_dir())
+    assert state is not None and state.idle_s == 20 and (state.slots, state.ctx_per_slot) == (2, 1024)
+    second = _swarm(*task, "--no-trace-file")
+    assert f"attached to the resident engine of `swarm serve` (pid {state.pid})" in second.stderr, second.stderr
+    assert read_state(resident_dir()) == state
+    deadline = time.monotonic() + 60
+    while read_state(resident_dir()) is not None:  # 20 s with no run attached, then it exits
+        assert time.monotonic() < deadline, "the background engine outlived its keep-alive"
+        time.sleep(0.5)
+    monkeypatch.setenv("SWARM_LOCAL_KEEP_ALIVE", "0")
+    third = _swarm(*task, "--no-trace-file")
+    assert "background engine" not in third.stderr and read_state(resident_dir()) is None

@@ -86,5 +86,14 @@ def test_backend_options_come_from_their_variables_typed_and_named() -> None:
     assert env.backend_option("timeout") is None and env.backend_option("device") is None
     with pytest.raises(ConfigError, match="SWARM_LOCAL_CTX='x' must be a number"):
         env.backend_option("ctx")
-    assert set(BACKEND_OPTION_VARIABLES) == {"slots", "ctx", "threads", "timeout", "api_key", "subagent_base_url"}
+    assert environment({"SWARM_LOCAL_KEEP_ALIVE": "0"}).backend_option("keep_alive") == ("SWARM_LOCAL_KEEP_ALIVE", 0.0)
+    assert set(BACKEND_OPTION_VARIABLES) == {
+        "slots",
+        "ctx",
+        "threads",
+        "keep_alive",
+        "timeout",
+        "api_key",
+        "subagent_base_url",
+    }
     assert {v for vs in BACKEND_OPTION_VARIABLES.values() for v in vs} <= set(VARIABLES)

@@ -37,8 +37,8 @@ class LocalBackend:
     ``slots`` requests decode together, the rest queue.
 
     Args:
-        model, slots, fit_slots, ctx_per_slot, threads, progress, resident: see :class:`LocalEngine` (ignored when
-            ``engine`` is given).
+        model, slots, fit_slots, ctx_per_slot, threads, progress, resident, keep_alive: see
+            :class:`LocalEngine` (ignored when ``engine`` is given).
         engine: share an engine (e.g. between tests, or between orchestrator and sub-agents).
         constrain_actions: constrain tool-using turns to the JSON action schema (grammar sampling).
         timeout: seconds allowed for one generation.
@@ -69,6 +69,7 @@ class LocalBackend:
         owns_engine: bool | None = None,
         stop_repeats: bool = True,
         resident: Path | None = None,
+        keep_alive: float = 0.0,
     ) -> None:
         self._own_engine = engine is None if owns_engine is None else owns_engine
         self.engine = engine or LocalEngine(
@@ -79,6 +80,7 @@ class LocalBackend:
             threads=threads,
             progress=progress,
             resident=resident,
+            keep_alive=keep_alive,
         )
         self.constrain_actions = constrain_actions
         self.timeout = timeout

@@ -88,6 +88,10 @@ class LocalEngine:
             starts its own as without one. ``None`` (default) always starts its own.
         pool: with ``ctx_per_slot`` set, the tokens of one KV cache all slots share, each slot
             holding up to ``ctx_per_slot`` of it (0, the default: each slot has its own).
+        keep_alive: with ``resident`` set and no resident engine running there, :meth:`start` starts one
+            with exactly this engine's settings in a background process
+            (:mod:`agent_swarm.swarm.backends.local.keepalive`) and attaches to it, so the model stays loaded
+            for this many seconds after the last run lets go of it; ``0`` (default) starts an own engine.
     """
 
     # What a start finds out and sets (the values before the first start; immutable, so shared safely).
@@ -128,8 +132,12 @@ class LocalEngine:
         fit_slots: bool = False,
         resident: Path | None = None,
         pool: int = 0,
+        keep_alive: float = 0.0,
     ) -> None:
         _check_layout(slots, ctx_per_slot, pool)
+        if keep_alive < 0:
+            raise ConfigError(f"keep_alive must be 0 (off) or a number of seconds, not {keep_alive!r}")
+        self.keep_alive = keep_alive
         self.pool = pool
         """Tokens of the KV cache all slots share (set; never planned); 0: each slot has its own
         (``slots x ctx_per_slot`` in all)."""
@@ -205,6 +213,8 @@ class LocalEngine:
             checked = time.perf_counter()
             if self.progress is not None:
                 self.progress("load", 0, 1)
+            if self._keeps_alive():
+                self._start_resident()
             self._server = self.attached or self._launch(prefix_dir)
             self.generation += 1
             first_base = self.adapter_slots if self.lora_adapters else 0
@@ -271,6 +281,11 @@ class LocalEngine:
             self._plan()
         if self.resident_note:
             return f"{self.context_note}; {self.resident_note}"
+        if self._keeps_alive():
+            return (
+                f"{self.context_note}; loaded in a background engine that stays {self.keep_alive:g} s after the "
+                "run for the next one (`swarm serve --stop` ends it; [backend] keep_alive = 0: no background engine)"
+            )
         if not self.lora_adapters:
             return self.context_note
         return f"{self.context_note}; {self.adapter_slots} of the slots serve the orchestrator's adapter"
@@ -284,6 +299,30 @@ class LocalEngine:
             plan = auto_context(self.path, self.slots, fit_slots=self.fit_slots, keep=keep)
             self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
             self._planned = True
+
+    def _keeps_alive(self) -> bool:
+        """Whether :meth:`start` would start a resident engine: asked to, and none runs (planned)."""
+        return (
+            self.keep_alive > 0
+            and self.resident is not None
+            and not self.lora_adapters
+            and self.attached is None
+            and self._server is None
+            and not self.resident_note  # one runs that this engine may not use: never a second
+        )
+
+    def _start_resident(self) -> None:
+        """Start a resident engine of exactly this engine's settings and attach to it; where that
+        fails, :attr:`resident_note` says why and this engine starts its own."""
+        from agent_swarm.swarm.backends.local.keepalive import ServeRequest, spawn_resident
+
+        assert self.resident is not None
+        state, why = spawn_resident(ServeRequest.of(self, self.keep_alive))
+        if state is not None:
+            self._attach(self.resident)
+            if self.attached is not None:
+                return
+        self.resident_note = why or self.resident_note or "the background engine was taken by another run"
 
     def _attach(self, directory: Path) -> None:
         """Use the resident engine in ``directory`` if it serves exactly this model and settings."""

@@ -1,0 +1,188 @@
+"""What the local backend's request costs in decode speed: its ``/completion`` body against variants that
+drop one thing at a time, on the real engine.
+
+The local backend asks llama.cpp for more than tokens: the sampled token's probability after sampling
+(``n_probs`` 1, ``post_sampling_probs``: the RL trajectory's logprobs), no hidden truncation of the
+distribution (``top_k`` 0, ``min_p`` 0), a grammar on tool-using turns, and a stream with per-token
+timings (so a generation that loops is stopped). Each *variant* is that body with one change; every
+request decodes from the same prompt (a wide-research sub-agent's conversation, rendered by the backend)
+on a fresh slot state of the same length, and the variants take turns within each round::
+
+    flock /work/heavy.lock python bench/bench_decode_path.py --rounds 3 --out bench/results/decode_path.json
+    python bench/bench_decode_path.py --report bench/results/decode_path.json
+
+Reported per variant: llama.cpp's own decode tokens/s (``timings.predicted_per_second``) and the client's
+tokens/s from sending the request to its last byte, median and range over the rounds; every request is
+kept in ``--out`` with the commit, model sha256, threads and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from agent_swarm.swarm.backend import ModelRequest, SamplingParams, ToolSpec
+from agent_swarm.swarm.backends.local import LOCAL_MODELS, LocalBackend, default_threads
+from agent_swarm.swarm.backends.toolparse import action_grammar
+from agent_swarm.swarm.messages import SystemMessage, UserMessage
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM = (
+    "You look things up in a document collection. First call search with the name of the entity your task "
+    "names; then call open with the id of the result whose title is that entity; then report the requested "
+    "attributes as 'name: value' lines. If no result is that entity, report NOT FOUND."
+)
+TASK = "Build a table of these products: Bathork U52. For each one give: price (in dollars), weight_g (in grams)."
+SEARCH = ToolSpec(
+    name="search",
+    description="Search the collection; returns doc ids and titles.",
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "k": {"type": "integer"}},
+        "required": ["query"],
+    },
+)
+
+
+def _variants(base: dict[str, Any], grammar: str) -> dict[str, tuple[dict[str, Any], bool]]:
+    """name -> (body, streamed). ``base`` is the backend's body at temperature 0."""
+    plain = {k: base[k] for k in ("prompt", "n_predict", "temperature", "cache_prompt")}
+    return {
+        "backend (stream)": (base, True),
+        "backend, no stream": (base, False),
+        "no probs": ({k: v for k, v in base.items() if k not in ("n_probs", "post_sampling_probs")}, True),
+        "llama.cpp top_k/min_p": ({k: v for k, v in base.items() if k not in ("top_k", "min_p")}, True),
+        "backend + grammar": ({**base, "grammar": grammar, "ignore_eos": False}, True),
+        "bare (prompt, n_predict, T)": (plain, False),
+        "backend, T=0.7": ({**base, "temperature": 0.7, "seed": 1}, True),
+        "llama.cpp top_k/min_p, T=0.7": (
+            {**{k: v for k, v in base.items() if k not in ("top_k", "min_p")}, "temperature": 0.7, "seed": 1},
+            True,
+        ),
+    }
+
+
+async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    if not stream:
+        r = await client.post(url, json=body)
+        r.raise_for_status()
+        data = r.json()
+    else:
+        data = {}
+        async with client.stream("POST", url, json={**body, "stream": True, "timings_per_token": True}) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    data = json.loads(line[6:])  # the client parses every event, as the backend does
+    wall = time.perf_counter() - started
+    t = data.get("timings") or {}
+    return {
+        "wall_s": round(wall, 4),
+        "predicted_n": t.get("predicted_n"),
+        "predicted_ms": t.get("predicted_ms"),
+        "server_tok_s": t.get("predicted_per_second"),
+        "prompt_n": t.get("prompt_n"),
+        "prompt_ms": t.get("prompt_ms"),
+    }
+
+
+async def _measure(args: argparse.Namespace) -> dict[str, Any]:
+    backend = LocalBackend(args.model, slots=1, ctx_per_slot=4096, threads=args.threads, constrain_actions=True)
+    await backend.start()
+    request = ModelRequest(
+        messages=(SystemMessage(content=SYSTEM), UserMessage(content=TASK)),
+        tools=(SEARCH,),
+        sampling=SamplingParams(temperature=0.0, max_tokens=args.tokens),
+    )
+    ids = await backend.prompt_ids(request)
+    base = {**backend._body(request, ids), "ignore_eos": True, "id_slot": 0}  # the body complete() sends
+    open_tag, close_tag = backend.engine.tool_tags
+    grammar = action_grammar([SEARCH], allow_answer=True, open_tag=open_tag, close_tag=close_tag)
+    variants = _variants(base, grammar)
+    url = f"{backend.engine.base_url}/completion"
+    rows: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(timeout=600) as client:
+        for r in range(args.rounds):
+            for name, (body, stream) in variants.items():
+                # The same prompt each time: llama.cpp reuses the slot's cached prompt, so every request
+                # decodes from the same state; only the sampling and the transport differ.
+                row = await _post(client, url, body, stream)
+                row.update(variant=name, round=r, streamed=stream)
+                rows.append(row)
+                print(
+                    f"round {r} {name:<32} server {row['server_tok_s'] or 0:6.1f} tok/s  "
+                    f"{row['predicted_n']} tokens  wall {row['wall_s']:.2f}s",
+                    flush=True,
+                )
+    await backend.aclose()
+    return {"prompt_tokens": len(ids), "rows": rows, "layout": backend.engine.context_note}
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [
+        f"model {result['model']} ({result['model_sha256']}), commit {result['commit'][:10]}, "
+        f"{result['threads']} threads, prompt {result['prompt_tokens']} tokens, load "
+        f"{result['loadavg_before'][0]:.2f} -> {result['loadavg_after'][0]:.2f}",
+        f"{'variant':<32}{'n':>3}  {'server decode tok/s, median [range]':<36}{'client tok/s, median [range]':<30}",
+    ]
+    names = list(dict.fromkeys(r["variant"] for r in result["rows"]))
+    base = None
+    for name in names:
+        rows = [r for r in result["rows"] if r["variant"] == name]
+        server = sorted(r["server_tok_s"] for r in rows if r["server_tok_s"])
+        client = sorted(r["predicted_n"] / r["wall_s"] for r in rows if r["predicted_n"])
+        med = statistics.median(server)
+        base = base or med
+        lines.append(
+            f"{name:<32}{len(rows):>3}  {med:6.1f} [{server[0]:.1f}, {server[-1]:.1f}] x{med / base:4.2f}"
+            f"{'':<12}{statistics.median(client):6.1f} [{client[0]:.1f}, {client[-1]:.1f}]"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--report", type=Path, help="print the table of a results file and exit")
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tokens", type=int, default=64, help="tokens each request decodes")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "decode_path.json")
+    args = ap.parse_args()
+    if args.report is not None:
+        print(report(json.loads(args.report.read_text(encoding="utf-8"))))
+        return
+    args.threads = args.threads or default_threads()
+    before = os.getloadavg()
+    measured = anyio.run(_measure, args)
+    entry = LOCAL_MODELS.get(args.model)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    result = {
+        "bench": "decode_path",
+        "commit": commit.strip(),
+        "model": args.model,
+        "model_sha256": entry.sha256 if entry else None,
+        "threads": args.threads,
+        "tokens": args.tokens,
+        "loadavg_before": before,
+        "loadavg_after": os.getloadavg(),
+        **measured,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(report(result))
+    print(f"raw: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -71,7 +71,13 @@ def _variants(base: dict[str, Any], grammar: str) -> dict[str, tuple[dict[str, A
     }
 
 
-async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+async def _post(url: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    # A connection per request: llama.cpp's server may close one a streamed answer used.
+    async with httpx.AsyncClient(timeout=600) as client:
+        return await _send(client, url, body, stream)
+
+
+async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], stream: bool) -> dict[str, Any]:
     started = time.perf_counter()
     if not stream:
         r = await client.post(url, json=body)
@@ -111,19 +117,18 @@ async def _measure(args: argparse.Namespace) -> dict[str, Any]:
     variants = _variants(base, grammar)
     url = f"{backend.engine.base_url}/completion"
     rows: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(timeout=600) as client:
-        for r in range(args.rounds):
-            for name, (body, stream) in variants.items():
-                # The same prompt each time: llama.cpp reuses the slot's cached prompt, so every request
-                # decodes from the same state; only the sampling and the transport differ.
-                row = await _post(client, url, body, stream)
-                row.update(variant=name, round=r, streamed=stream)
-                rows.append(row)
-                print(
-                    f"round {r} {name:<32} server {row['server_tok_s'] or 0:6.1f} tok/s  "
-                    f"{row['predicted_n']} tokens  wall {row['wall_s']:.2f}s",
-                    flush=True,
-                )
+    for r in range(args.rounds):
+        for name, (body, stream) in variants.items():
+            # The same prompt each time: llama.cpp reuses the slot's cached prompt, so every request
+            # decodes from the same state; only the sampling and the transport differ.
+            row = await _post(url, body, stream)
+            row.update(variant=name, round=r, streamed=stream)
+            rows.append(row)
+            print(
+                f"round {r} {name:<32} server {row['server_tok_s'] or 0:6.1f} tok/s  "
+                f"{row['predicted_n']} tokens  wall {row['wall_s']:.2f}s",
+                flush=True,
+            )
     await backend.aclose()
     return {"prompt_tokens": len(ids), "rows": rows, "layout": backend.engine.context_note}
 

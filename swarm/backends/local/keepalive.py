@@ -103,7 +103,7 @@ def spawn_resident(
     d = Path(request.directory)
     log = d / LOG_FILE
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # another engine may still write to it
         child = subprocess.Popen(
             list(command or request.command()),
             stdin=subprocess.DEVNULL,

@@ -149,10 +149,10 @@ def _serve_here(engine: Any, idle_s: float) -> None:
 
 def _spawn(engine: Any, idle_s: float) -> None:
     """Start the engine in a detached process and wait until it serves (or fails, with its error)."""
-    from agent_swarm.swarm.backends.local.keepalive import ServeRequest, spawn_resident
+    from agent_swarm.swarm.backends.local.keepalive import spawn_resident
     from agent_swarm.swarm.backends.local.resident import resident_dir
 
-    state, why = spawn_resident(ServeRequest.of(engine, idle_s, resident_dir()))
+    state, why = spawn_resident(engine.serve_request(idle_s, resident_dir()))
     if state is None:
         raise UserError(f"the resident engine did not start: {why}")
     typer.echo(

@@ -89,19 +89,19 @@ def _fake(request: ServeRequest, how: str, state: ResidentState | None = None) -
 
 def test_the_background_engine_is_asked_for_exactly_this_engines_settings(tmp_path: Path, model: Path) -> None:
     engine = _engine(model, tmp_path / "serve")
-    request = ServeRequest.of(engine, 42.0)
+    request = engine.serve_request(42.0)
     assert request.directory == str(tmp_path / "serve") and request.idle_s == 42.0
     assert request.model == str(model)
-    again = ServeRequest.model_validate_json(request.model_dump_json()).engine()
+    again = LocalEngine.serving(ServeRequest.model_validate_json(request.model_dump_json()))
     assert again.request == engine.request and again.requested == engine.requested
     assert (again.pool, again.use_prefix_cache, again.resident, again.keep_alive) == (0, True, None, 0.0)
-    assert request.command()[1:3] == ["-m", "agent_swarm.swarm.backends.local.keepalive"]
+    assert request.command()[1:3] == ["-m", "agent_swarm.swarm.backends.local"]
 
 
 def test_spawn_waits_until_it_serves_and_the_engine_then_attaches(tmp_path: Path, model: Path) -> None:
     d = tmp_path / "serve"
     engine = _engine(model, d)
-    request = ServeRequest.of(engine, 300.0)
+    request = engine.serve_request(300.0)
     state, why = spawn_resident(request, command=_fake(request, "serve", _state(model, engine.request)))
     try:
         assert why == "" and state is not None and state.pid != os.getpid() and read_state(d) == state
@@ -115,7 +115,7 @@ def test_spawn_waits_until_it_serves_and_the_engine_then_attaches(tmp_path: Path
 
 
 def test_a_background_engine_that_fails_says_why_in_one_line(tmp_path: Path, model: Path) -> None:
-    request = ServeRequest.of(_engine(model, tmp_path / "serve"), 300.0)
+    request = _engine(model, tmp_path / "serve").serve_request(300.0)
     state, why = spawn_resident(request, command=_fake(request, "fail"))
     assert state is None
     assert why == (
@@ -124,7 +124,7 @@ def test_a_background_engine_that_fails_says_why_in_one_line(tmp_path: Path, mod
 
 
 def test_a_background_engine_that_never_serves_is_stopped_at_the_timeout(tmp_path: Path, model: Path) -> None:
-    request = ServeRequest.of(_engine(model, tmp_path / "serve"), 300.0)
+    request = _engine(model, tmp_path / "serve").serve_request(300.0)
     started = time.monotonic()
     state, why = spawn_resident(request, timeout_s=1.0, command=_fake(request, "hang"))
     assert state is None and why.startswith("the background engine did not serve within 1 s")
@@ -136,7 +136,7 @@ def test_the_background_process_refuses_a_directory_another_engine_serves(tmp_pa
     d = tmp_path / "serve"
     server = ResidentServer.claim(d)
     try:
-        request = ServeRequest.of(_engine(model, d), 300.0)
+        request = _engine(model, d).serve_request(300.0)
         done = subprocess.run(request.command(), capture_output=True, text=True, timeout=120)
     finally:
         server.release()

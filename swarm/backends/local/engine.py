@@ -26,8 +26,9 @@ from agent_swarm.swarm.backends.local.catalogue import (
     resolve_model,
 )
 from agent_swarm.swarm.backends.local.cpu import default_threads
+from agent_swarm.swarm.backends.local.keepalive import ServeRequest, spawn_resident
 from agent_swarm.swarm.backends.local.prefix import CacheRoom, PrefixCache, Slot, SlotPool
-from agent_swarm.swarm.backends.local.resident import Attachment, EngineRequest, FileIdentity, attach
+from agent_swarm.swarm.backends.local.resident import Attachment, EngineRequest, FileIdentity, attach, resident_dir
 from agent_swarm.swarm.backends.local.sizing import MIN_CONTEXT, auto_context
 from agent_swarm.swarm.errors import BackendError, ConfigError
 
@@ -300,6 +301,36 @@ class LocalEngine:
             self.ctx_per_slot, self.context_note, self.slots = plan.ctx_per_slot, plan.note, plan.slots
             self._planned = True
 
+    def serve_request(self, idle_s: float, directory: Path | None = None) -> ServeRequest:
+        """What a background process needs to serve this engine's model with this engine's settings
+        (so this engine attaches to it) in ``directory`` (default: :attr:`resident`, else
+        :func:`~agent_swarm.swarm.backends.local.resident.resident_dir`), exiting after ``idle_s`` unused."""
+        r = self.request
+        return ServeRequest(
+            model=self.requested,
+            slots=r.slots,
+            fit_slots=r.fit_slots,
+            ctx_per_slot=r.ctx,
+            threads=r.threads,
+            pool=self.pool,
+            prefix_cache=self.use_prefix_cache,
+            idle_s=idle_s,
+            directory=str(directory or self.resident or resident_dir()),
+        )
+
+    @classmethod
+    def serving(cls, request: ServeRequest) -> LocalEngine:
+        """The engine ``request`` asks for (not started; it never attaches to another)."""
+        return cls(
+            request.model,
+            slots=request.slots,
+            fit_slots=request.fit_slots,
+            ctx_per_slot=request.ctx_per_slot,
+            threads=request.threads,
+            pool=request.pool,
+            prefix_cache=request.prefix_cache,
+        )
+
     def _keeps_alive(self) -> bool:
         """Whether :meth:`start` would start a resident engine: asked to, and none runs (planned)."""
         return (
@@ -314,10 +345,8 @@ class LocalEngine:
     def _start_resident(self) -> None:
         """Start a resident engine of exactly this engine's settings and attach to it; where that
         fails, :attr:`resident_note` says why and this engine starts its own."""
-        from agent_swarm.swarm.backends.local.keepalive import ServeRequest, spawn_resident
-
         assert self.resident is not None
-        state, why = spawn_resident(ServeRequest.of(self, self.keep_alive))
+        state, why = spawn_resident(self.serve_request(self.keep_alive))
         if state is not None:
             self._attach(self.resident)
             if self.attached is not None:

@@ -4,33 +4,28 @@ A :class:`~agent_swarm.swarm.backends.local.engine.LocalEngine` given ``keep_ali
 engine starts one with exactly its own settings (:class:`ServeRequest`) and attaches to it, so the
 engine outlives the run by ``keep_alive`` seconds of idle time and the next run skips the model load
 (as Ollama keeps a model loaded for five minutes after a request). ``swarm serve`` starts its engine
-the same way. The child runs :func:`main` (``python -m agent_swarm.swarm.backends.local.keepalive REQUEST``),
-serves through :func:`~agent_swarm.swarm.backends.local.resident.serve_engine` and writes its log to
+the same way (:meth:`LocalEngine.serve_request <agent_swarm.swarm.backends.local.engine.LocalEngine.serve_request>`).
+The child runs ``python -m agent_swarm.swarm.backends.local REQUEST`` (``__main__.py``), serves through
+:func:`~agent_swarm.swarm.backends.local.resident.serve_engine` and writes its log to
 ``resident_dir()/serve.log``; :func:`spawn_resident` returns once it serves, or says why it did not.
 """
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveFloat, PositiveInt
 
-from agent_swarm.swarm.backends.local.resident import ResidentState, read_state, resident_dir
+from agent_swarm.swarm.backends.local.resident import ResidentState, read_state
 
-if TYPE_CHECKING:
-    from agent_swarm.swarm.backends.local.engine import LocalEngine
-
-__all__ = ["LOG_FILE", "START_TIMEOUT_S", "ServeRequest", "main", "spawn_resident"]
+__all__ = ["LOG_FILE", "START_TIMEOUT_S", "ServeRequest", "last_line", "spawn_resident"]
 
 LOG_FILE = "serve.log"
-"""The background engine's log, in :func:`resident_dir`."""
+"""The background engine's log, in its directory (:attr:`ServeRequest.directory`)."""
 START_TIMEOUT_S = 900.0
 """How long :func:`spawn_resident` waits for the engine to serve (a first run assembles the model)."""
 _DETACHED: list[subprocess.Popen[bytes]] = []
@@ -52,42 +47,11 @@ class ServeRequest(BaseModel):
     prefix_cache: bool = True
     idle_s: PositiveFloat
     directory: str
-    """Where it publishes its state (:func:`resident_dir`, unless a caller keeps its own)."""
-
-    @classmethod
-    def of(cls, engine: LocalEngine, idle_s: float, directory: Path | None = None) -> ServeRequest:
-        """The request that serves ``engine``'s model with ``engine``'s settings (so it attaches) in
-        ``directory`` (default: the engine's ``resident``, else :func:`resident_dir`)."""
-        r = engine.request
-        return cls(
-            model=engine.requested,
-            slots=r.slots,
-            fit_slots=r.fit_slots,
-            ctx_per_slot=r.ctx,
-            threads=r.threads,
-            pool=engine.pool,
-            prefix_cache=engine.use_prefix_cache,
-            idle_s=idle_s,
-            directory=str(directory or engine.resident or resident_dir()),
-        )
-
-    def engine(self) -> LocalEngine:
-        """The engine this request asks for (not started; it never attaches to another)."""
-        from agent_swarm.swarm.backends.local.engine import LocalEngine
-
-        return LocalEngine(
-            self.model,
-            slots=self.slots,
-            fit_slots=self.fit_slots,
-            ctx_per_slot=self.ctx_per_slot,
-            threads=self.threads,
-            pool=self.pool,
-            prefix_cache=self.prefix_cache,
-        )
+    """Where it publishes its state (``resident_dir()``, unless a caller keeps its own)."""
 
     def command(self) -> list[str]:
         """The background process's command line."""
-        return [sys.executable, "-m", "agent_swarm.swarm.backends.local.keepalive", self.model_dump_json()]
+        return [sys.executable, "-m", "agent_swarm.swarm.backends.local", self.model_dump_json()]
 
 
 def spawn_resident(
@@ -132,29 +96,3 @@ def last_line(path: Path) -> str:
         return "it left no log"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1].removeprefix("error: ") if lines else "it exited without a message"
-
-
-def main(argv: Sequence[str]) -> int:
-    """The background process: serve the request's engine until idle, SIGTERM or its model file changes."""
-    from agent_swarm.swarm.backends.local.resident import serve_engine
-    from agent_swarm.swarm.errors import SwarmError
-
-    request = ServeRequest.model_validate_json(argv[0])
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
-    def ready(state: ResidentState) -> None:
-        print(f"resident engine ready: {state.model}, pid {state.pid}, {state.base_url}", flush=True)
-
-    try:
-        why = serve_engine(request.engine(), request.idle_s, directory=Path(request.directory), stop=stop, ready=ready)
-    except SwarmError as exc:  # another resident engine claimed the directory, or the model did not load
-        print(f"error: {exc}", flush=True)
-        return 2
-    print(f"resident engine exited ({why})", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

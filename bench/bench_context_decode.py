@@ -19,17 +19,15 @@ model's sha256, threads, layout and the load average before and after.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from provenance import facts, header, parser, reported, save
 
-from agent_swarm.swarm.backends.local import LOCAL_MODELS, default_threads
+from agent_swarm.swarm.backends.local import default_threads
 from agent_swarm.swarm.backends.local.catalogue import resolve_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,9 +98,7 @@ def _engine_rows(path: Path, args: argparse.Namespace, flash: int) -> list[dict[
 
 def report(result: dict[str, Any]) -> str:
     lines = [
-        f"model {result['model']} ({result['model_sha256']}), commit {result['commit'][:10]}, {result['threads']} "
-        f"threads, {result['slots']} slots x {result['ctx']} tokens, {result['tokens']} tokens decoded, load "
-        f"{result['loadavg_before'][0]:.2f} -> {result['loadavg_after'][0]:.2f}",
+        f"{header(result)}; {result['slots']} slots x {result['ctx']} tokens, {result['tokens']} tokens decoded",
         "decode tok/s (llama.cpp's own), median [range] over the repeats (the prefilling request left out)",
         f"{'context':>8}  " + "  ".join(f"{'flash ' + str(f):<22}" for f in result["flash"]),
     ]
@@ -120,50 +116,24 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--report", type=Path, help="print the table of a results file and exit")
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--threads", type=int, default=None)
+    ap = parser(__doc__, "context_decode.json")
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--ctx", type=int, default=32768)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--lengths", default="256,1024,2048,3072")
     ap.add_argument("--flash", default="-1,0,1", help="llama.cpp flash_attn_type values, in turn")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "context_decode.json")
     args = ap.parse_args()
-    if args.report is not None:
-        print(report(json.loads(args.report.read_text(encoding="utf-8"))))
+    if reported(args, report):
         return
     args.threads = args.threads or default_threads()
     args.lengths = [int(x) for x in args.lengths.split(",")]
     flashes = [int(x) for x in args.flash.split(",")]
-    before = os.getloadavg()
+    result = facts("context_decode", args.model, args.threads)
+    result.update(slots=args.slots, ctx=args.ctx, tokens=args.tokens, lengths=args.lengths, flash=flashes)
     _, path = resolve_model(args.model, None)
-    rows: list[dict[str, Any]] = []
-    for flash in flashes:
-        rows += _engine_rows(path, args, flash)
-    entry = LOCAL_MODELS.get(args.model)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    result = {
-        "bench": "context_decode",
-        "commit": commit.strip(),
-        "model": args.model,
-        "model_sha256": entry.sha256 if entry else None,
-        "threads": args.threads,
-        "slots": args.slots,
-        "ctx": args.ctx,
-        "tokens": args.tokens,
-        "lengths": args.lengths,
-        "flash": flashes,
-        "loadavg_before": before,
-        "loadavg_after": os.getloadavg(),
-        "rows": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(report(result))
-    print(f"raw: {args.out}")
+    result["rows"] = [row for flash in flashes for row in _engine_rows(path, args, flash)]
+    save(result, args.out, report)
 
 
 if __name__ == "__main__":

@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+from provenance import facts, header, parser, reported, save
 
 from agent_swarm.swarm.backend import ModelRequest, SamplingParams, ToolSpec
-from agent_swarm.swarm.backends.local import LOCAL_MODELS, LocalBackend, default_threads
+from agent_swarm.swarm.backends.local import LocalBackend, default_threads
 from agent_swarm.swarm.backends.toolparse import action_grammar
 from agent_swarm.swarm.messages import SystemMessage, UserMessage
 
@@ -187,9 +186,7 @@ async def _together(url: str, bodies: list[dict[str, Any]]) -> list[dict[str, An
 
 def report(result: dict[str, Any]) -> str:
     lines = [
-        f"model {result['model']} ({result['model_sha256']}), commit {result['commit'][:10]}, "
-        f"{result['threads']} threads, prompt {result['prompt_tokens']} tokens, load "
-        f"{result['loadavg_before'][0]:.2f} -> {result['loadavg_after'][0]:.2f}",
+        f"{header(result)}; prompt {result['prompt_tokens']} tokens",
         f"{'variant':<32}{'n':>3}  {'server decode tok/s, median [range]':<36}{'client tok/s, median [range]':<30}",
     ]
     names = list(dict.fromkeys(r["variant"] for r in result["rows"]))
@@ -224,37 +221,17 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--report", type=Path, help="print the table of a results file and exit")
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--threads", type=int, default=None)
+    ap = parser(__doc__, "decode_path.json")
     ap.add_argument("--tokens", type=int, default=64, help="tokens each request decodes")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "decode_path.json")
     args = ap.parse_args()
-    if args.report is not None:
-        print(report(json.loads(args.report.read_text(encoding="utf-8"))))
+    if reported(args, report):
         return
     args.threads = args.threads or default_threads()
-    before = os.getloadavg()
-    measured = anyio.run(_measure, args)
-    entry = LOCAL_MODELS.get(args.model)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    result = {
-        "bench": "decode_path",
-        "commit": commit.strip(),
-        "model": args.model,
-        "model_sha256": entry.sha256 if entry else None,
-        "threads": args.threads,
-        "tokens": args.tokens,
-        "loadavg_before": before,
-        "loadavg_after": os.getloadavg(),
-        **measured,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(report(result))
-    print(f"raw: {args.out}")
+    result = facts("decode_path", args.model, args.threads)
+    result["tokens"] = args.tokens
+    result.update(anyio.run(_measure, args))
+    save(result, args.out, report)
 
 
 if __name__ == "__main__":

@@ -216,6 +216,8 @@ class LocalEngine:
                 self.progress("load", 0, 1)
             if self._keeps_alive():
                 self._start_resident()
+                if self.attached is not None and prefix_dir is not None:
+                    prefix_dir = self._prefix_dir()  # named by the layout, now the resident engine's
             self._server = self.attached or self._launch(prefix_dir)
             self.generation += 1
             first_base = self.adapter_slots if self.lora_adapters else 0

@@ -131,6 +131,16 @@ def test_a_background_engine_that_never_serves_is_stopped_at_the_timeout(tmp_pat
     assert time.monotonic() - started < 10
 
 
+def test_a_directory_or_process_that_cannot_be_made_is_one_line(tmp_path: Path, model: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    request = _engine(model, tmp_path / "file" / "serve").serve_request(300.0)
+    state, why = spawn_resident(request)
+    assert state is None and why.startswith("the background engine could not start: [Errno 20] Not a directory")
+    request = _engine(model, tmp_path / "serve").serve_request(300.0)
+    state, why = spawn_resident(request, command=[str(tmp_path / "no-such-python")])
+    assert state is None and why.startswith("the background engine could not start: [Errno 2]")
+
+
 def test_the_background_process_refuses_a_directory_another_engine_serves(tmp_path: Path, model: Path) -> None:
     """The real entry point: a second background engine claims nothing and exits 2 with the reason."""
     d = tmp_path / "serve"

@@ -112,3 +112,17 @@ def test_swarm_run_leaves_its_model_loaded_for_the_next_run(cache: Path, monkeyp
     monkeypatch.setenv("SWARM_LOCAL_KEEP_ALIVE", "0")
     third = _swarm(*task, "--no-trace-file")
     assert "background engine" not in third.stderr and read_state(resident_dir()) is None
+
+
+def test_a_background_engine_that_cannot_start_leaves_the_run_its_own(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header promised a background engine; when it cannot start, the run says why in one line and
+    loads the model itself, and answers as without keep-alive."""
+    monkeypatch.setenv("SWARM_LOCAL_KEEP_ALIVE", "20")
+    (cache / "serve").write_text("not a directory")  # where the background engine would publish itself
+    done = _swarm("run", "What is 2+2?", "-m", MODEL, "--max-critical-steps", "2", "-o", str(cache / "records"))
+    assert done.returncode in (0, 1), done.stderr
+    assert "the background engine could not start: [Errno 20] Not a directory" in done.stderr, done.stderr
+    assert "this run loads the model itself" in done.stderr
+    assert list((cache / "records").glob("*/episode.json"))  # the episode ran and was recorded

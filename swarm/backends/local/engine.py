@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,6 +355,8 @@ class LocalEngine:
             if self.attached is not None:
                 return
         self.resident_note = why or self.resident_note or "the background engine was taken by another run"
+        # The run header promised a background engine: say, once, that this run loads its own.
+        warnings.warn(f"{self.resident_note}; this run loads the model itself", RuntimeWarning, stacklevel=2)
 
     def _attach(self, directory: Path) -> None:
         """Use the resident engine in ``directory`` if it serves exactly this model and settings."""

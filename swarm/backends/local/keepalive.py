@@ -63,18 +63,22 @@ def spawn_resident(
     """Start ``request``'s engine in a detached process (``command``, default :meth:`ServeRequest.command`)
     and wait until it serves: ``(state, "")``, else ``(None, why)`` with the log's last line (an engine
     that failed to load, another resident engine that claimed the directory first, or ``timeout_s``
-    passed: the process is then stopped). The process outlives the caller and this shell's hangup."""
+    passed: the process is then stopped; or its directory or process could not be made). The process
+    outlives the caller and this shell's hangup."""
     d = Path(request.directory)
     log = d / LOG_FILE
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:  # another engine may still write to it
-        child = subprocess.Popen(
-            list(command or request.command()),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:  # another engine may still write to it
+            child = subprocess.Popen(
+                list(command or request.command()),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except OSError as exc:
+        return None, f"the background engine could not start: {exc}"
     deadline = time.monotonic() + timeout_s
     while (state := read_state(d)) is None or state.pid != child.pid:
         if child.poll() is not None:

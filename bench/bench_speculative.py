@@ -6,8 +6,15 @@ exact prompt ids of the orchestrator turns in a committed dev trace (``--traces`
 dev run), greedy, up to ``--max-tokens`` new tokens. Arms:
 
 * ``none``: plain decoding;
-* ``ngram``: llama.cpp's n-gram drafts from the prompt itself (no second model);
+* ``ngram``: llama.cpp's n-gram drafts from the prompt itself (no second model; ``ngram-simple`` with its
+  defaults: a draft of up to 48 tokens after a 12-token match);
+* ``ngram-short``: the same after a 4-token match (up to 32 tokens);
+* ``ngram-mod``: llama.cpp's ``ngram-mod`` drafts (its defaults);
 * ``draft``: the packaged Qwen2.5-Coder-0.5B as the draft model (same tokenizer).
+
+``--arms`` picks some; ``--only TEXT`` keeps the trace's episodes whose path holds TEXT (``/swarm/``: the
+swarm arm's orchestrator turns); ``--cache-prompt`` lets each prompt reuse the slot's common prefix with
+the previous one (prefill only; decoding is what is timed).
 
 Per prompt it keeps the generated ids, the server's decode and prefill timings and the wall time. The
 report: decode tokens/s per arm, total decode time against ``none``, and how many prompts decoded to
@@ -32,19 +39,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-ARMS = ("none", "ngram", "draft")
+ARMS = ("none", "ngram", "ngram-short", "ngram-mod", "draft")
 TARGET = "qwen2.5-coder-1.5b"
 DRAFT = "qwen2.5-coder-0.5b"
 DEV_TRACES = Path("experiments/results/yardstick-dev/controls-dev-s0-fix/traces.tar.gz")
 
 
-def _prompts(traces: Path, limit: int) -> list[list[int]]:
-    """The distinct orchestrator prompts (exact ids) of the trace archive, in file order."""
+def _prompts(traces: Path, limit: int, only: str = "") -> list[list[int]]:
+    """The distinct orchestrator prompts (exact ids) of the trace archive's episodes whose path holds
+    ``only``, in file order."""
     out: list[list[int]] = []
     seen: set[tuple[int, ...]] = set()
     with tarfile.open(traces) as tar:
         for m in sorted(tar.getmembers(), key=lambda m: m.name):
-            if not m.name.endswith("episode.json"):
+            if not m.name.endswith("episode.json") or only not in m.name:
                 continue
             f = tar.extractfile(m)
             assert f is not None
@@ -71,6 +79,12 @@ def _server(arm: str, threads: int, ctx: int) -> Any:
     kinds = type(p.speculative.types[0])
     if arm == "ngram":
         p.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+    elif arm == "ngram-short":
+        p.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+        p.speculative.ngram_simple.size_n = 4
+        p.speculative.ngram_simple.size_m = 32
+    elif arm == "ngram-mod":
+        p.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     elif arm == "draft":
         p.speculative.types = [kinds.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
         p.speculative.draft.mparams.path = str(resolve_model(DRAFT)[1])
@@ -80,13 +94,13 @@ def _server(arm: str, threads: int, ctx: int) -> Any:
     return xllamacpp.Server(p)
 
 
-def _complete(base: str, ids: list[int], max_tokens: int) -> dict[str, Any]:
+def _complete(base: str, ids: list[int], max_tokens: int, cache_prompt: bool = False) -> dict[str, Any]:
     body = {
         "prompt": ids,
         "n_predict": max_tokens,
         "temperature": 0.0,
         "seed": 0,
-        "cache_prompt": False,
+        "cache_prompt": cache_prompt,
         "return_tokens": True,
     }
     req = urllib.request.Request(
@@ -113,14 +127,24 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def run(traces: Path, limit: int, max_tokens: int, threads: int, rounds: int) -> dict[str, Any]:
-    prompts = _prompts(traces, limit)
+def run(
+    traces: Path,
+    limit: int,
+    max_tokens: int,
+    threads: int,
+    rounds: int,
+    arms: tuple[str, ...] = ARMS,
+    only: str = "",
+    cache_prompt: bool = False,
+) -> dict[str, Any]:
+    prompts = _prompts(traces, limit, only)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     rows: list[dict[str, Any]] = []
     meta = {"traces": str(traces), "prompts": len(prompts), "max_tokens": max_tokens, "threads": threads}
+    meta |= {"arms": list(arms), "only": only, "cache_prompt": cache_prompt}
     meta |= {"target": TARGET, "draft": DRAFT, "commit": commit, "load_before": _load(), "rounds": rounds}
     for r in range(rounds):
-        order = ARMS if r % 2 == 0 else tuple(reversed(ARMS))
+        order = arms if r % 2 == 0 else tuple(reversed(arms))
         for arm in order:
             t0 = time.perf_counter()
             server = _server(arm, threads, 8192)
@@ -128,7 +152,8 @@ def run(traces: Path, limit: int, max_tokens: int, threads: int, rounds: int) ->
             start_s = time.perf_counter() - t0
             for i, ids in enumerate(prompts):
                 rows.append(
-                    {"round": r, "arm": arm, "prompt": i, "start_s": start_s} | _complete(base, ids, max_tokens)
+                    {"round": r, "arm": arm, "prompt": i, "start_s": start_s}
+                    | _complete(base, ids, max_tokens, cache_prompt)
                 )
             del server
             print(f"round {r} {arm}: done, load {_load()}", file=sys.stderr)
@@ -180,13 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--arms", default=",".join(ARMS), help="comma-separated, of: " + ", ".join(ARMS))
+    p.add_argument("--only", default="", help="keep the trace's episodes whose path holds this text")
+    p.add_argument("--cache-prompt", action="store_true", help="reuse the slot's common prefix between prompts")
     p.add_argument("--out", type=Path)
     p.add_argument("--report", type=Path)
     a = p.parse_args(argv)
     if a.report:
         sys.stdout.write(report(json.loads(a.report.read_text())))
         return 0
-    data = run(a.traces, a.prompts, a.max_tokens, a.threads, a.rounds)
+    arms = tuple(x for x in a.arms.split(",") if x)
+    if unknown := [x for x in arms if x not in ARMS]:
+        p.error(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
+    data = run(a.traces, a.prompts, a.max_tokens, a.threads, a.rounds, arms, a.only, a.cache_prompt)
     if a.out:
         a.out.write_text(json.dumps(data))
     sys.stdout.write(report(data))

@@ -136,7 +136,10 @@ def run(
     arms: tuple[str, ...] = ARMS,
     only: str = "",
     cache_prompt: bool = False,
+    out: Path | None = None,
 ) -> dict[str, Any]:
+    """Every arm on every prompt, ``rounds`` times; with ``out``, the data so far is written there after
+    each arm (a run cut short keeps what it measured)."""
     prompts = _prompts(traces, limit, only)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     rows: list[dict[str, Any]] = []
@@ -157,6 +160,8 @@ def run(
                 )
             del server
             print(f"round {r} {arm}: done, load {_load()}", file=sys.stderr)
+            if out is not None:
+                out.write_text(json.dumps({"meta": meta | {"partial": True}, "rows": rows}))
     meta["load_after"] = _load()
     return {"meta": meta, "rows": rows}
 
@@ -167,7 +172,7 @@ def report(data: dict[str, Any]) -> str:
     m = data["meta"]
     lines = [
         f"{m['prompts']} prompts x {m['rounds']} rounds, up to {m['max_tokens']} tokens, {m['threads']} threads, "
-        f"commit {m['commit'][:10]}, load {m['load_before']} -> {m['load_after']}",
+        f"commit {m['commit'][:10]}, load {m['load_before']} -> {m.get('load_after', '(cut short)')}",
         "",
         "| arm | decode tok/s, median [range over rounds] | decode s, total | × none | same ids as none "
         "| drafts accepted |",
@@ -217,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = tuple(x for x in a.arms.split(",") if x)
     if unknown := [x for x in arms if x not in ARMS]:
         p.error(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
-    data = run(a.traces, a.prompts, a.max_tokens, a.threads, a.rounds, arms, a.only, a.cache_prompt)
+    data = run(a.traces, a.prompts, a.max_tokens, a.threads, a.rounds, arms, a.only, a.cache_prompt, a.out)
     if a.out:
         a.out.write_text(json.dumps(data))
     sys.stdout.write(report(data))

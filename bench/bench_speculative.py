@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     arms = tuple(x for x in a.arms.split(",") if x)
     if unknown := [x for x in arms if x not in ARMS]:
         p.error(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
+    if "none" not in arms:
+        p.error(f"--arms {a.arms!r} leaves out none, the arm every other is compared with: add none")
     data = run(a.traces, a.prompts, a.max_tokens, a.threads, a.rounds, arms, a.only, a.cache_prompt, a.out)
     if a.out:
         a.out.write_text(json.dumps(data))
